@@ -1,0 +1,73 @@
+"""``parbench run``: one real training run, a summary on screen, one record in the results directory."""
+
+from __future__ import annotations
+
+import argparse
+
+from parbench.config import (Backend, DataMode, DataParallelMode, RunConfig, Schedule, Strategy,
+                             WorkloadConfig, WORKLOAD_NAMES, DATASETS)
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options that describe one run (``sweep`` reuses the workload ones)."""
+    names = lambda e: [m.value for m in e]  # noqa: E731
+    g = p.add_argument_group("strategy")
+    g.add_argument("--strategy", default="single", help=f"one of: {', '.join(names(Strategy))}")
+    g.add_argument("--world-size", type=int, default=1)
+    g.add_argument("--backend", default="gloo", help=f"one of: {', '.join(names(Backend))}")
+    g.add_argument("--device", default="cpu", help="cpu or cuda")
+    g.add_argument("--micro-batches", type=int, default=1)
+    g.add_argument("--schedule", default="1f1b", help=f"one of: {', '.join(names(Schedule))}")
+    g.add_argument("--virtual-stages", type=int, default=1)
+    g.add_argument("--dp", type=int, default=0, help="hybrid: data-parallel degree")
+    g.add_argument("--tp", type=int, default=0, help="hybrid: tensor-parallel degree")
+    g.add_argument("--pp", type=int, default=0, help="hybrid: pipeline degree")
+    g.add_argument("--dp-mode", default="ddp", help=f"hybrid dp dimension: {', '.join(names(DataParallelMode))}")
+    g.add_argument("--servers", type=int, default=1, help="ps: parameter-server ranks")
+    w = p.add_argument_group("workload")
+    w.add_argument("--workload", default="mlp", help=f"one of: {', '.join(WORKLOAD_NAMES)}")
+    w.add_argument("--layers", type=int, default=0, help="default: mlp 1, transformer 4")
+    w.add_argument("--hidden", type=int, default=0, help="default: mlp 512, transformer 64")
+    w.add_argument("--heads", type=int, default=4)
+    w.add_argument("--seq-len", type=int, default=32)
+    w.add_argument("--vocab-size", type=int, default=256)
+    w.add_argument("--dataset", default="synthetic", help=f"mlp data: {', '.join(DATASETS)}")
+    w.add_argument("--dataset-path", default=None, help="MNIST IDX directory for --dataset mnist")
+    t = p.add_argument_group("training")
+    t.add_argument("--global-batch-size", type=int, default=64)
+    t.add_argument("--steps", type=int, default=10)
+    t.add_argument("--warmup-steps", type=int, default=2)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
+    t.add_argument("--data-mode", default="sharded", help=f"one of: {', '.join(names(DataMode))}")
+    t.add_argument("--lr", type=float, default=0.0)
+    t.add_argument("--timeout", type=float, default=300.0, help="seconds before every rank is killed")
+
+
+def config_from_args(a: argparse.Namespace) -> RunConfig:
+    workload = WorkloadConfig(name=a.workload, layers=a.layers, hidden=a.hidden, heads=a.heads,
+                              seq_len=a.seq_len, vocab_size=a.vocab_size, dataset=a.dataset,
+                              dataset_path=a.dataset_path)
+    return RunConfig(strategy=a.strategy, world_size=a.world_size, backend=a.backend, device=a.device,
+                     workload=workload, global_batch_size=a.global_batch_size, micro_batches=a.micro_batches,
+                     schedule=a.schedule, virtual_stages=a.virtual_stages, dp=a.dp, tp=a.tp, pp=a.pp,
+                     dp_mode=a.dp_mode, servers=a.servers, steps=a.steps, warmup_steps=a.warmup_steps,
+                     seed=a.seed, threads=a.threads, data_mode=a.data_mode, lr=a.lr, timeout_s=a.timeout)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("run", help="one real training run", description=__doc__)
+    add_run_options(p)
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--no-save", action="store_true", help="print the summary, write no record")
+    p.set_defaults(handler=handle)
+
+
+def handle(a: argparse.Namespace) -> int:
+    from parbench.launch import run
+    from parbench.summary import print_run
+
+    cfg = config_from_args(a)  # ConfigError -> exit 2 before anything is spawned
+    record = run(cfg, results_dir=None if a.no_save else a.results_dir)
+    print_run(record, None if a.no_save else a.results_dir)
+    return 0 if record["status"] == "ok" else 1

@@ -1,0 +1,228 @@
+"""Run configuration: one frozen dataclass per concept, all validation lives here.
+
+A bad configuration dies in ``__post_init__`` with every factor named, before a single
+rank process is spawned (torchtitan's ``ParallelDims`` is the model for this).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message names every offending factor."""
+
+
+class Strategy(str, enum.Enum):
+    SINGLE = "single"
+    DDP = "ddp"
+    ZERO1 = "zero1"
+    ZERO2 = "zero2"
+    FSDP = "fsdp"
+    TP = "tp"
+    PIPELINE = "pipeline"
+    HYBRID = "hybrid"
+    PS = "ps"
+
+
+class Schedule(str, enum.Enum):
+    GPIPE = "gpipe"
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED_1F1B = "interleaved1f1b"
+
+
+class DataMode(str, enum.Enum):
+    SHARDED = "sharded"  # every rank materialises only its own shard: no data traffic
+    RANK0 = "rank0"  # rank 0 reads the global batch and scatters it: data traffic
+
+
+class Backend(str, enum.Enum):
+    GLOO = "gloo"
+    NCCL = "nccl"
+    MPI = "mpi"
+
+
+class DataParallelMode(str, enum.Enum):
+    """How the data-parallel dimension of a hybrid mesh replicates the model."""
+
+    DDP = "ddp"
+    FSDP = "fsdp"
+
+
+WORKLOAD_NAMES = ("mlp", "transformer")
+DATASETS = ("synthetic", "digits", "mnist")
+DEFAULT_LAYERS = {"mlp": 1, "transformer": 4}
+DEFAULT_HIDDEN = {"mlp": 512, "transformer": 64}
+DEFAULT_LR = {"mlp": 0.01, "transformer": 1e-3}
+
+
+def _choices(enum_type: type[enum.Enum]) -> str:
+    return ", ".join(m.value for m in enum_type)
+
+
+def _parse_enum(enum_type: type[enum.Enum], value: Any, what: str) -> enum.Enum:
+    try:
+        return enum_type(value)
+    except ValueError:
+        raise ConfigError(f"unknown {what} {value!r}; valid: {_choices(enum_type)}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadConfig:
+    """The model and its data. Shape fields a workload does not use stay at their defaults."""
+
+    name: str = "mlp"
+    """``mlp`` (the seed documents' 784-512-10 MNIST classifier) or ``transformer`` (GPT-style decoder)."""
+    layers: int = 0
+    """mlp: hidden layers (default 1: the seed's 784-512-10); transformer: decoder blocks (default 4)."""
+    hidden: int = 0
+    """mlp: hidden width (default 512); transformer: model width d_model (default 64)."""
+    heads: int = 4
+    """transformer: attention heads (must divide hidden)."""
+    seq_len: int = 32
+    """transformer: tokens per sample."""
+    vocab_size: int = 256
+    """transformer: vocabulary size."""
+    dataset: str = "synthetic"
+    """mlp data: ``synthetic`` (seeded, in-process), ``digits`` (scikit-learn's 8x8 digits, upsampled
+    to 28x28), or ``mnist`` (an IDX directory given by ``dataset_path``)."""
+    dataset_path: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in WORKLOAD_NAMES:
+            raise ConfigError(f"unknown workload {self.name!r}; valid: {', '.join(WORKLOAD_NAMES)}")
+        for key, defaults in (("layers", DEFAULT_LAYERS), ("hidden", DEFAULT_HIDDEN)):
+            if getattr(self, key) == 0:
+                object.__setattr__(self, key, defaults[self.name])
+        for key in ("layers", "hidden", "heads", "seq_len", "vocab_size"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"workload {key}={getattr(self, key)} must be >= 1")
+        if self.name == "transformer" and self.hidden % self.heads:
+            raise ConfigError(f"heads={self.heads} does not divide hidden={self.hidden}")
+        if self.dataset not in DATASETS:
+            raise ConfigError(f"unknown dataset {self.dataset!r}; valid: {', '.join(DATASETS)}")
+        if self.dataset != "synthetic" and self.name != "mlp":
+            raise ConfigError(f"dataset={self.dataset!r} applies to the mlp workload only")
+        if self.dataset == "mnist" and not self.dataset_path:
+            raise ConfigError("dataset='mnist' needs dataset_path (a directory of MNIST IDX files)")
+
+    @property
+    def pipeline_units(self) -> int:
+        """Layers a pipeline can split between: the mlp's Linear layers, the transformer's blocks."""
+        return self.layers + 1 if self.name == "mlp" else self.layers
+
+    def shape(self) -> dict[str, int]:
+        """The shape fields that matter for this workload (stored beside every record)."""
+        if self.name == "mlp":
+            return {"layers": self.layers, "hidden": self.hidden}
+        return {k: getattr(self, k) for k in ("layers", "hidden", "heads", "seq_len", "vocab_size")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """One measurement: a strategy on a workload at a world size."""
+
+    strategy: Strategy = Strategy.SINGLE
+    world_size: int = 1
+    backend: Backend = Backend.GLOO
+    device: str = "cpu"
+    """``cpu`` or ``cuda``; nccl needs cuda."""
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    global_batch_size: int = 64
+    micro_batches: int = 1
+    """Micro-batches per step (pipeline schedules)."""
+    schedule: Schedule = Schedule.ONE_F_ONE_B
+    virtual_stages: int = 1
+    """Model chunks per pipeline rank (interleaved 1F1B only)."""
+    dp: int = 0
+    tp: int = 0
+    pp: int = 0
+    """Mesh degrees for ``hybrid`` (0 = derive from the strategy)."""
+    dp_mode: DataParallelMode = DataParallelMode.DDP
+    servers: int = 1
+    """Parameter-server ranks (``ps`` only); the other ranks are workers."""
+    steps: int = 10
+    warmup_steps: int = 2
+    """Untimed steps first (>= 1: the first step allocates buckets and infers pipeline shapes)."""
+    seed: int = 0
+    threads: int = 1
+    """Intra-op threads per rank (torch.set_num_threads)."""
+    data_mode: DataMode = DataMode.SHARDED
+    lr: float = 0.0
+    """Learning rate (default: 0.01 for the mlp's SGD, 1e-3 for the transformer's AdamW)."""
+    timeout_s: float = 300.0
+    """Wall-clock limit for the whole run; every rank is killed when it passes."""
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # frozen: normalise strings into enums once, here
+        set_(self, "strategy", _parse_enum(Strategy, self.strategy, "strategy"))
+        set_(self, "backend", _parse_enum(Backend, self.backend, "backend"))
+        set_(self, "schedule", _parse_enum(Schedule, self.schedule, "schedule"))
+        set_(self, "data_mode", _parse_enum(DataMode, self.data_mode, "data mode"))
+        set_(self, "dp_mode", _parse_enum(DataParallelMode, self.dp_mode, "dp mode"))
+        if isinstance(self.workload, dict):
+            set_(self, "workload", WorkloadConfig(**self.workload))
+        set_(self, "lr", self.lr or DEFAULT_LR[self.workload.name])
+        set_(self, "dp", self.dp or self._derived_degrees()[0])
+        set_(self, "tp", self.tp or self._derived_degrees()[1])
+        set_(self, "pp", self.pp or self._derived_degrees()[2])
+        self._validate()
+
+    def _derived_degrees(self) -> tuple[int, int, int]:
+        """(dp, tp, pp) implied by a single strategy; hybrid takes them from the user."""
+        w = self.world_size
+        return {
+            Strategy.TP: (1, w, 1),
+            Strategy.PIPELINE: (1, 1, w),
+            Strategy.PS: (max(w - self.servers, 1), 1, 1),
+            Strategy.HYBRID: (self.dp or 1, self.tp or 1, self.pp or 1),
+        }.get(self.strategy, (w, 1, 1))
+
+    def _validate(self) -> None:
+        from parbench.validation import validate_run  # noqa: PLC0415 (keeps this module small)
+
+        validate_run(self)
+
+    # --- derived quantities -------------------------------------------------------------
+
+    @property
+    def uses_pipeline(self) -> bool:
+        return self.pp > 1 or self.strategy is Strategy.PIPELINE
+
+    @property
+    def per_replica_batch(self) -> int:
+        """Samples one data-parallel replica processes per step."""
+        return self.global_batch_size // self.dp
+
+    @property
+    def micro_batch_size(self) -> int:
+        return self.per_replica_batch // self.micro_batches
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form (enums as their values)."""
+        return json.loads(json.dumps(dataclasses.asdict(self), default=lambda e: e.value))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunConfig":
+        data = dict(data)
+        data["workload"] = WorkloadConfig(**data.get("workload", {}))
+        return cls(**data)
+
+    def point_key(self) -> str:
+        """Stable identity of what is measured (timeout excluded): resumed sweeps match on it."""
+        d = self.to_dict()
+        d.pop("timeout_s")
+        return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+    def reference(self) -> "RunConfig":
+        """The single-process run every strategy's losses are compared with."""
+        return dataclasses.replace(
+            self, strategy=Strategy.SINGLE, world_size=1, micro_batches=1, dp=0, tp=0, pp=0,
+            servers=1, virtual_stages=1, data_mode=DataMode.SHARDED, backend=Backend.GLOO,
+            device="cpu", schedule=Schedule.ONE_F_ONE_B, dp_mode=DataParallelMode.DDP,
+        )

@@ -1,0 +1,1 @@
+"""What a rank measures: timing statistics, communication by category, memory by kind."""

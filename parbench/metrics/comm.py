@@ -1,0 +1,222 @@
+"""Communication accounting: every c10d op a rank issues, its bytes and its category.
+
+A ``TorchDispatchMode`` sees the ``c10d::*`` ops that DDP's reducer, FSDP, ZeRO, DTensor and
+pipelining dispatch (torch.profiler records no bytes under gloo; see FIELD_NOTES). The bytes a
+rank *sends* follow the nccl-tests conventions (github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md):
+ring all-reduce 2(n-1)/n x S, all-gather and reduce-scatter (n-1)/n x S with S the full buffer,
+broadcast S from the root, send S. ``wire`` is what the backend really sends where it differs
+(gloo implements reduce-scatter as an all-reduce: 2x).
+
+Categories (the seed FAQ's three volumes): ``data`` (samples and labels), ``parameter``
+(gradients and parameters), ``intermediate`` (activations and their gradients). A collective's
+category comes from an explicit ``meter.category(...)`` context, else from its process group
+(a strategy maps its dp group to parameter, its tp/pp groups to intermediate), else the default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
+import torch.distributed as dist
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class Category(str, enum.Enum):
+    DATA = "data"
+    PARAMETER = "parameter"
+    INTERMEDIATE = "intermediate"
+
+
+def sent_bytes(kind: str, payload: int, n: int, *, is_root: bool) -> int:
+    """Bytes one rank sends for a collective of full-buffer size ``payload`` over ``n`` ranks."""
+    if n <= 1:
+        return 0
+    if kind == "all_reduce":
+        return 2 * (n - 1) * payload // n  # ring: reduce-scatter then all-gather
+    if kind in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) * payload // n
+    if kind == "broadcast":
+        return payload if is_root else 0
+    if kind == "scatter":
+        return (n - 1) * payload // n if is_root else 0
+    if kind == "gather":
+        return 0 if is_root else payload // n
+    if kind == "reduce":
+        return 0 if is_root else payload
+    if kind == "send":
+        return payload
+    return 0  # recv, barrier
+
+
+# c10d op name -> collective kind; the op schemas are in torch/csrc/distributed/c10d/Ops.cpp
+_OPS = {
+    "allreduce_": "all_reduce",
+    "allreduce_coalesced_": "all_reduce",
+    "allgather_": "all_gather",
+    "_allgather_base_": "all_gather",
+    "allgather_into_tensor_coalesced_": "all_gather",
+    "reduce_scatter_": "reduce_scatter",
+    "_reduce_scatter_base_": "reduce_scatter",
+    "reduce_scatter_tensor_coalesced_": "reduce_scatter",
+    "broadcast_": "broadcast",
+    "scatter_": "scatter",
+    "gather_": "gather",
+    "reduce_": "reduce",
+    "alltoall_": "all_to_all",
+    "alltoall_base_": "all_to_all",
+    "send": "send",
+    "recv_": "recv",
+    "recv_any_source_": "recv",
+    "barrier": "barrier",
+}
+
+
+def _tensors(obj) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _tensors(o)]
+    return []
+
+
+def _nbytes(tensors: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _group(args) -> dist.ProcessGroup | None:
+    for a in args:
+        if isinstance(a, torch.ScriptObject):
+            try:
+                return dist.ProcessGroup.unbox(a)
+            except RuntimeError:
+                continue
+    return None
+
+
+def payload_bytes(kind: str, args) -> int:
+    """S, the full buffer of the collective (nccl-tests' size), from the op's tensor arguments."""
+    first, second = (_tensors(args[0]), _tensors(args[1]) if len(args) > 1 else [])
+    if kind == "all_gather":
+        # allgather_(outputs, inputs): outputs is the full buffer; _allgather_base_(out, in) likewise
+        return _nbytes(first)
+    if kind == "reduce_scatter":
+        # reduce_scatter_(outputs, inputs) / _reduce_scatter_base_(out, in): inputs is the full buffer
+        return _nbytes(second)
+    if kind == "scatter":
+        return _nbytes(second)  # scatter_(outputs, inputs): the root's inputs are the full buffer
+    return _nbytes(first)
+
+
+@dataclass
+class OpStat:
+    count: int = 0
+    payload_bytes: int = 0
+    sent_bytes: int = 0
+    wire_bytes: int = 0
+
+
+@dataclass
+class CommMeter:
+    """Counts c10d ops while ``counting()`` is active. Thread-safe enough: one rank, one trainer thread."""
+
+    rank: int
+    backend: str = "gloo"
+    default: Category = Category.PARAMETER
+    group_categories: dict[str, Category] = field(default_factory=dict)
+    ops: dict[tuple[str, Category], OpStat] = field(default_factory=lambda: defaultdict(OpStat))
+    _override: list[Category] = field(default_factory=list)
+
+    def assign(self, group: dist.ProcessGroup | None, category: Category) -> None:
+        """Collectives on ``group`` count as ``category`` (None: the default group)."""
+        group = group or dist.group.WORLD
+        self.group_categories[group.group_name] = category
+
+    @contextlib.contextmanager
+    def category(self, category: Category) -> Iterator[None]:
+        self._override.append(category)
+        try:
+            yield
+        finally:
+            self._override.pop()
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[None]:
+        with _Interceptor(self):
+            yield
+
+    def reset(self) -> None:
+        self.ops.clear()
+
+    def record(self, op: str, args) -> None:
+        kind = _OPS.get(op)
+        if kind is None:
+            return
+        group = _group(args)
+        n = group.size() if group is not None else dist.get_world_size()
+        root = _root(kind, args, group)
+        s = payload_bytes(kind, args)
+        sent = sent_bytes(kind, s, n, is_root=root)
+        wire = 2 * sent if (kind == "reduce_scatter" and self.backend == "gloo") else sent
+        cat = self._override[-1] if self._override else self.group_categories.get(
+            group.group_name if group is not None else "", self.default)
+        stat = self.ops[(kind, cat)]
+        stat.count += 1
+        stat.payload_bytes += s
+        stat.sent_bytes += sent
+        stat.wire_bytes += wire
+
+    def by_category(self) -> dict[str, int]:
+        totals = {c.value: 0 for c in Category}
+        for (_, cat), stat in self.ops.items():
+            totals[cat.value] += stat.sent_bytes
+        return totals
+
+    def wire_total(self) -> int:
+        return sum(s.wire_bytes for s in self.ops.values())
+
+    def breakdown(self, per: int = 1) -> dict[str, dict[str, float]]:
+        """``{"all_reduce/parameter": {count, payload_bytes, sent_bytes, wire_bytes}}`` divided by ``per`` steps."""
+        return {
+            f"{kind}/{cat.value}": {k: v / per for k, v in vars(stat).items()}
+            for (kind, cat), stat in sorted(self.ops.items(), key=lambda kv: (kv[0][0], kv[0][1].value))
+        }
+
+
+def _root(kind: str, args, group) -> bool:
+    """Whether this rank is the root of a rooted collective (broadcast/scatter/gather/reduce)."""
+    if kind not in ("broadcast", "scatter", "gather", "reduce"):
+        return False
+    ints = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+    if not ints:
+        return False
+    root_in_group = ints[0]
+    my = dist.get_rank(group) if group is not None else dist.get_rank()
+    return my == root_in_group
+
+
+class _Interceptor(TorchDispatchMode):
+    def __init__(self, meter: CommMeter) -> None:
+        super().__init__()
+        self.meter = meter
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "c10d":
+            self.meter.record(func._opname, args)
+        return func(*args, **(kwargs or {}))
+
+
+def os_write_bytes() -> int:
+    """Bytes this process has written (``wchar`` of /proc/self/io): tracks gloo's socket sends (FIELD_NOTES)."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1

@@ -1,0 +1,143 @@
+"""Turn the ranks' figures into one result record (schema in parbench.results.SCHEMA)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from parbench.config import RunConfig, Strategy
+from parbench.metrics.comm import Category
+from parbench.metrics import stats
+from parbench.results import SCHEMA_VERSION, new_run_id, provenance
+
+CATEGORIES = tuple(c.value for c in Category)
+# Peak dense FLOP/s per device, for MFU; sources in parbench/sim (NVIDIA datasheets). CPUs: unknown.
+PEAK_FLOPS = {"NVIDIA H100": 989e12, "NVIDIA A100": 312e12, "NVIDIA H200": 989e12}
+
+
+def config_columns(cfg: RunConfig) -> dict[str, Any]:
+    w = cfg.workload
+    transformer = w.name == "transformer"
+    return {
+        "point_key": cfg.point_key(),
+        "strategy": cfg.strategy.value,
+        "world_size": cfg.world_size,
+        "backend": cfg.backend.value,
+        "device": cfg.device,
+        "workload": w.name,
+        "layers": w.layers,
+        "hidden": w.hidden,
+        "heads": w.heads if transformer else None,
+        "seq_len": w.seq_len if transformer else None,
+        "vocab_size": w.vocab_size if transformer else None,
+        "dataset": w.dataset,
+        "global_batch_size": cfg.global_batch_size,
+        "micro_batches": cfg.micro_batches,
+        "schedule": cfg.schedule.value if cfg.uses_pipeline else None,
+        "virtual_stages": cfg.virtual_stages,
+        "dp": cfg.dp,
+        "tp": cfg.tp,
+        "pp": cfg.pp,
+        "dp_mode": cfg.dp_mode.value,
+        "servers": cfg.servers if cfg.strategy is Strategy.PS else None,
+        "steps": cfg.steps,
+        "warmup_steps": cfg.warmup_steps,
+        "seed": cfg.seed,
+        "threads_per_rank": cfg.threads,
+        "data_mode": cfg.data_mode.value,
+        "config": cfg.to_dict(),
+    }
+
+
+def _base(cfg: RunConfig, wall: float) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "run_id": new_run_id(), "sweep_id": None, "repeat": 0,
+            **config_columns(cfg), **provenance(), "wall_time_s": wall}
+
+
+def failed_record(cfg: RunConfig, outcome, wall: float) -> dict[str, Any]:
+    return {**_base(cfg, wall), "status": outcome.status, "error": outcome.error,
+            "failed_rank": outcome.failed_rank}
+
+
+def step_losses(ranks: list[dict[str, Any]]) -> list[float]:
+    """Global loss per step: the mean over the ranks that computed one (equal shards => global mean)."""
+    n_steps = len(ranks[0]["losses"])
+    out = []
+    for i in range(n_steps):
+        vals = [r["losses"][i] for r in ranks if r["losses"][i] is not None]
+        out.append(sum(vals) / len(vals) if vals else math.nan)
+    return out
+
+
+def max_abs_diff(a: Sequence[float], b: Sequence[float] | None) -> float | None:
+    if not b or len(a) != len(b):
+        return None
+    return max(abs(x - y) for x, y in zip(a, b))
+
+
+def build_record(cfg: RunConfig, ranks: list[dict[str, Any]], wall: float, *,
+                 reference_losses: list[float] | None = None) -> dict[str, Any]:
+    rec = {**_base(cfg, wall), "status": "ok", "error": None, "failed_rank": None}
+    times = ranks[0]["step_times_s"]  # barriers end every step together: rank 0's clock is the run's
+    timed = sum(times)
+    rec.update(stats.summary(times, "step_time_s"))
+    rec["step_times_s"] = times
+    rec["throughput_samples_per_s"] = cfg.global_batch_size * len(times) / timed
+    tokens = cfg.workload.seq_len if cfg.workload.name == "transformer" else None
+    rec["throughput_tokens_per_s"] = rec["throughput_samples_per_s"] * tokens if tokens else None
+    rec.update(_compute_split(ranks, rec["step_time_s_median"]))
+    rec.update(_flops(cfg, rec["step_time_s_median"], rec["gpu_name"] if cfg.device == "cuda" else None))
+    rec.update(_memory(ranks))
+    rec.update(_comm(ranks))
+    losses = step_losses(ranks)
+    rec["losses"] = losses
+    rec["loss_final"] = losses[-1]
+    rec["loss_max_abs_diff_vs_reference"] = max_abs_diff(losses, reference_losses)
+    rec["per_rank"] = [_per_rank(r) for r in ranks]
+    rec["overhead_s"] = wall - timed
+    return rec
+
+
+def _compute_split(ranks, step_median: float) -> dict[str, Any]:
+    compute = ranks[0]["compute_times_s"]
+    if not compute:
+        return {"compute_time_s_median": None, "exposed_comm_time_s": None}
+    c = stats.median(compute)
+    return {"compute_time_s_median": c, "exposed_comm_time_s": step_median - c}
+
+
+def _flops(cfg: RunConfig, step_median: float, gpu_name: str | None) -> dict[str, Any]:
+    from parbench import workloads
+
+    per_sample = workloads.make(cfg.workload, cfg.seed).train_flops_per_sample
+    per_step = per_sample * cfg.global_batch_size
+    achieved = per_step / cfg.world_size / step_median
+    peak = next((v for k, v in PEAK_FLOPS.items() if gpu_name and k in gpu_name), None)
+    return {"model_flops_per_step": per_step, "achieved_flops_per_s_per_rank": achieved,
+            "mfu": achieved / peak if peak else None}
+
+
+def _memory(ranks) -> dict[str, Any]:
+    keys = ("peak_rss_bytes", "mem_param_bytes", "mem_grad_bytes", "mem_optim_bytes", "mem_activation_bytes",
+            "cuda_allocated_peak_bytes", "cuda_reserved_peak_bytes")
+    return {k: (max(r[k] for r in ranks) if ranks[0].get(k) is not None else None) for k in keys}
+
+
+def _comm(ranks) -> dict[str, Any]:
+    out = {f"comm_{c}_bytes_per_step": max(r["comm_bytes_per_step"][c] for r in ranks) for c in CATEGORIES}
+    busiest = max(ranks, key=lambda r: sum(r["comm_bytes_per_step"].values()))
+    out["comm_total_bytes_per_step"] = sum(busiest["comm_bytes_per_step"].values())
+    out["comm_wire_bytes_per_step"] = max(r["comm_wire_bytes_per_step"] for r in ranks)
+    out["comm_ops"] = busiest["comm_ops"]
+    out["os_write_bytes_per_step"] = max(r["os_write_bytes_per_step"] for r in ranks)
+    return out
+
+
+def _per_rank(r: dict[str, Any]) -> dict[str, Any]:
+    keep = ("rank", "role", "peak_rss_bytes", "mem_param_bytes", "mem_grad_bytes", "mem_optim_bytes",
+            "mem_activation_bytes", "cuda_allocated_peak_bytes", "cuda_reserved_peak_bytes",
+            "comm_wire_bytes_per_step", "os_write_bytes_per_step", "comm_ops", "extra")
+    out = {k: r.get(k) for k in keep}
+    out.update({f"comm_{c}_bytes_per_step": r["comm_bytes_per_step"][c] for c in CATEGORIES})
+    out["losses"] = r["losses"]
+    return out

@@ -1,0 +1,270 @@
+"""The result record: schema, atomic write, and ``load`` (the one way anything reads results).
+
+Layout of a results directory::
+
+    <dir>/runs/<run_id>.json            one record per run (written by rename: never half a file)
+    <dir>/sweeps/<sweep_id>/manifest.json
+    <dir>/<anything>/runs/<run_id>.json  e.g. the committed reference sweep in results/reference/
+
+Records are flat JSON objects: config columns beside metric columns, units in field names
+(STYLE habit 7). Nested values (per-rank lists, per-op breakdowns, loss and step-time
+series) stay nested; ``load`` keeps them as Python objects in object columns.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import socket
+import subprocess
+import tempfile
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA_VERSION = 1
+
+# name -> description; the README's schema table is generated from this (tests check it).
+SCHEMA: dict[str, str] = {
+    # identity
+    "schema_version": "record schema version",
+    "run_id": "unique id of this run (hex)",
+    "point_key": "hash of the measured configuration (timeout excluded); equal keys = same measurement",
+    "sweep_id": "sweep that produced the run, or null for `parbench run`",
+    "repeat": "repeat index within a sweep point (0-based)",
+    "status": "ok | failed | timeout",
+    "error": "error message of a failed/timed-out run (with the rank), else null",
+    "failed_rank": "rank that failed first, else null",
+    # config
+    "strategy": "single | ddp | zero1 | zero2 | fsdp | tp | pipeline | hybrid | ps",
+    "world_size": "number of rank processes",
+    "backend": "gloo | nccl | mpi",
+    "device": "cpu | cuda",
+    "workload": "mlp | transformer",
+    "layers": "workload layers (mlp hidden layers / transformer blocks)",
+    "hidden": "hidden width",
+    "heads": "attention heads (transformer)",
+    "seq_len": "tokens per sample (transformer)",
+    "vocab_size": "vocabulary (transformer)",
+    "dataset": "synthetic | digits | mnist",
+    "global_batch_size": "samples per optimizer step, all ranks together",
+    "micro_batches": "micro-batches per step (pipeline)",
+    "schedule": "pipeline schedule (gpipe | 1f1b | interleaved1f1b), null if no pipeline",
+    "virtual_stages": "model chunks per pipeline rank",
+    "dp": "data-parallel degree",
+    "tp": "tensor-parallel degree",
+    "pp": "pipeline-parallel degree",
+    "dp_mode": "hybrid: ddp | fsdp on the dp mesh dimension",
+    "servers": "parameter-server ranks (ps)",
+    "steps": "timed steps",
+    "warmup_steps": "untimed warm-up steps before them",
+    "seed": "seed of model init and data",
+    "threads_per_rank": "torch intra-op threads per rank",
+    "data_mode": "sharded | rank0",
+    "config": "the full RunConfig as a dict (to rerun exactly)",
+    # time
+    "throughput_samples_per_s": "global_batch_size x steps / timed wall time",
+    "throughput_tokens_per_s": "transformer: samples/s x seq_len; else null",
+    "step_time_s_median": "median step time (steps delimited by barriers)",
+    "step_time_s_p10": "10th percentile step time",
+    "step_time_s_p90": "90th percentile step time",
+    "step_time_s_iqr": "interquartile range of step times",
+    "step_times_s": "every timed step (list)",
+    "compute_time_s_median": "ddp: median step time under no_sync (no gradient communication); else null",
+    "exposed_comm_time_s": "step_time_s_median - compute_time_s_median, else null",
+    "model_flops_per_step": "model FLOPs of one optimizer step (forward + backward = 3x forward)",
+    "achieved_flops_per_s_per_rank": "model_flops_per_step / world_size / step_time_s_median",
+    "mfu": "achieved / peak FLOP/s of the device where the peak is known, else null",
+    # memory (max over ranks; per-rank values in per_rank)
+    "peak_rss_bytes": "peak resident set size of a rank process (max over ranks)",
+    "mem_param_bytes": "bytes of parameters held by a rank (max over ranks)",
+    "mem_grad_bytes": "bytes of gradients held by a rank",
+    "mem_optim_bytes": "bytes of optimizer state held by a rank",
+    "mem_activation_bytes": "peak bytes of activations saved for backward on a rank",
+    "cuda_allocated_peak_bytes": "torch.cuda.max_memory_allocated (GPU runs), else null",
+    "cuda_reserved_peak_bytes": "torch.cuda.max_memory_reserved (GPU runs), else null",
+    # communication, per rank per optimizer step, bytes a rank sends (nccl-tests conventions)
+    "comm_data_bytes_per_step": "input samples and labels moved between ranks (max over ranks)",
+    "comm_parameter_bytes_per_step": "gradients / parameters: all-reduce, all-gather, reduce-scatter, ps push/pull",
+    "comm_intermediate_bytes_per_step": "activations and their gradients between model-parallel ranks",
+    "comm_total_bytes_per_step": "sum of the three categories on the busiest rank",
+    "comm_wire_bytes_per_step": "bytes the backend really sends (gloo reduce-scatter = all-reduce), max over ranks",
+    "comm_ops": "per op and category: count, payload_bytes, sent_bytes, wire_bytes per step (busiest rank)",
+    "os_write_bytes_per_step": "bytes the rank wrote per step per /proc/self/io wchar (max over ranks)",
+    # correctness
+    "losses": "loss after every timed step (list)",
+    "loss_final": "last loss",
+    "loss_max_abs_diff_vs_reference": "max |loss - single-process loss| over the timed steps",
+    # per rank
+    "per_rank": "list of per-rank dicts: rank, role, memory and communication figures",
+    # provenance and overhead
+    "parbench_version": "parbench version",
+    "git_commit": "git commit of the parbench checkout, or null",
+    "torch_version": "torch.__version__",
+    "python_version": "platform.python_version()",
+    "hostname": "host that ran rank 0",
+    "cpu_model": "CPU model name",
+    "gpu_name": "GPU name, or null",
+    "created_at": "UTC time the record was written (ISO 8601)",
+    "wall_time_s": "the whole run, launch to teardown",
+    "overhead_s": "wall_time_s minus the timed steps: launch, rendezvous, build, warm-up, teardown",
+}
+
+STATUSES = ("ok", "failed", "timeout")
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write through a temporary file and rename: a reader sees the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, default=_jsonable)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _jsonable(o: Any) -> Any:
+    if hasattr(o, "value"):
+        return o.value
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def write_record(results_dir: str | Path, record: dict[str, Any]) -> Path:
+    path = Path(results_dir) / "runs" / f"{record['run_id']}.json"
+    write_json_atomic(path, record)
+    return path
+
+
+def iter_record_files(results_dir: str | Path) -> Iterator[Path]:
+    """Every ``runs/*.json`` under the directory, at any depth."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        return
+    for path in sorted(root.rglob("runs/*.json")):
+        if path.is_file():
+            yield path
+
+
+def read_records(results_dir: str | Path, *, warn: bool = True) -> tuple[list[dict[str, Any]], list[str]]:
+    """(records, problems): a corrupt file is reported in ``problems`` and skipped, never raised."""
+    records, problems = [], []
+    root = Path(results_dir)
+    for path in iter_record_files(root):
+        try:
+            rec = json.loads(path.read_text())
+            if not isinstance(rec, dict) or "run_id" not in rec or "status" not in rec:
+                raise ValueError("not a parbench run record")
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path}: {exc}")
+            continue
+        rec["source"] = str(path.parent.parent.relative_to(root)) if path.parent.parent != root else "."
+        records.append(rec)
+    if warn:
+        for p in problems:
+            warnings.warn(f"skipped corrupt result record {p}", stacklevel=2)
+    return records, problems
+
+
+def load(path: str | Path = "results") -> "pandas.DataFrame":  # noqa: F821
+    """One row per run, columns as in ``SCHEMA`` (plus ``source``: the folder the record came from).
+
+    Corrupt records are skipped with a warning. An empty or missing directory gives an empty
+    frame that still has every schema column.
+    """
+    import pandas as pd
+
+    records, _ = read_records(path)
+    columns = list(SCHEMA) + ["source"]
+    frame = pd.DataFrame.from_records(records)
+    for col in columns:
+        if col not in frame.columns:
+            frame[col] = None
+    return frame[columns + [c for c in frame.columns if c not in columns]]
+
+
+def export(frame: "pandas.DataFrame", out: str | Path) -> Path:  # noqa: F821
+    """CSV or Parquet by suffix; nested columns become JSON strings."""
+    out = Path(out)
+    flat = frame.copy()
+    for col in flat.columns:
+        if flat[col].map(lambda v: isinstance(v, (list, dict))).any():
+            flat[col] = flat[col].map(lambda v: json.dumps(v) if isinstance(v, (list, dict)) else v)
+    if out.suffix == ".csv":
+        flat.to_csv(out, index=False)
+    elif out.suffix == ".parquet":
+        flat.to_parquet(out, index=False)
+    else:
+        raise ValueError(f"export to {out.name}: use a .csv or .parquet file name")
+    return out
+
+
+# --- provenance ---------------------------------------------------------------------------
+
+
+def provenance() -> dict[str, Any]:
+    """Where and with what a record was measured (STYLE habit 9)."""
+    from parbench import __version__
+
+    return {
+        "parbench_version": __version__,
+        "git_commit": git_commit(),
+        "torch_version": _torch_version(),
+        "python_version": platform.python_version(),
+        "hostname": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "gpu_name": _gpu_name(),
+        "created_at": now_iso(),
+    }
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _torch_version() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.__version__
+
+
+def _gpu_name() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None

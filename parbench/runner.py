@@ -1,0 +1,174 @@
+"""What one rank does: build the strategy, warm up, probe, time steps, write its figures to a file.
+
+Order of a run on every rank::
+
+    warm-up steps   untimed; the first allocates DDP buckets and infers pipeline shapes
+    probe step      untimed, every meter on: c10d ops by category, saved activations
+    timed steps     each between two barriers; only a clock and the OS write counter run
+    compute-only    ddp: a few steps under no_sync, for the exposed-communication estimate
+
+The meters stay off during timed steps, so measuring costs the timed loop nothing but its
+barriers; the byte counts of the probe step hold for every step because the strategies'
+traffic is deterministic (the OS counter over the timed steps cross-checks it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from parbench import strategies, workloads
+from parbench.config import RunConfig
+from parbench.metrics import memory
+from parbench.metrics.comm import CommMeter, os_write_bytes
+from parbench.strategies.base import RankContext, Trainer
+
+COMPUTE_ONLY_STEPS = 5
+
+
+def rank_entry(rank: int, world_size: int, store_port: int, config: dict, out_dir: str,
+               store_host: str = "127.0.0.1") -> None:
+    """Process entry point (torch.multiprocessing): never returns, always leaves a result file."""
+    _die_with_parent()
+    out = Path(out_dir)
+    try:
+        cfg = RunConfig.from_dict(config)
+        store = dist.TCPStore(store_host, store_port, world_size, is_master=False, timeout=_td(cfg.timeout_s))
+        result = run_rank(cfg, rank=rank, world_size=world_size, store=store)
+        _write(out / f"rank{rank}.json", result)
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the launcher as a file
+        _write(out / f"rank{rank}.error.json", {"rank": rank, "error": f"{type(exc).__name__}: {exc}",
+                                                "traceback": traceback.format_exc()})
+        os._exit(1)
+    _teardown()
+
+
+def run_rank(cfg: RunConfig, *, rank: int, world_size: int, store: dist.Store) -> dict[str, Any]:
+    torch.set_num_threads(cfg.threads)
+    device = _device(cfg, rank)
+    dist.init_process_group(cfg.backend.value, store=store, rank=rank, world_size=world_size,
+                            timeout=_td(cfg.timeout_s), device_id=device if device.type == "cuda" else None)
+    ctx = RankContext(config=cfg, rank=rank, world_size=world_size, device=device,
+                      workload=workloads.make(cfg.workload, cfg.seed),
+                      meter=CommMeter(rank=rank, backend=cfg.backend.value))
+    memory.reset_peak_rss()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    trainer = strategies.build(ctx)
+    return measure(ctx, trainer)
+
+
+def measure(ctx: RankContext, trainer: Trainer) -> dict[str, Any]:
+    cfg, device = ctx.config, ctx.device
+    losses = [trainer.step(i) for i in range(cfg.warmup_steps)]
+
+    tracker = memory.ActivationTracker()
+    tracker.exclude_params(trainer.params)
+    with ctx.meter.counting(), tracker.tracking():
+        losses.append(trainer.step(cfg.warmup_steps))
+    probe = len(losses) - 1
+    mem = {
+        "mem_param_bytes": memory.param_bytes(trainer.params),
+        "mem_grad_bytes": memory.grad_bytes(trainer.params),
+        "mem_optim_bytes": memory.optimizer_bytes(trainer.optimizer) if trainer.optimizer else 0,
+        "mem_activation_bytes": tracker.peak,
+    }
+
+    first_timed = probe + 1
+    step_times, timed_losses, io_bytes = _timed(ctx, trainer.step, first_timed, cfg.steps)
+    losses += timed_losses
+    barrier_io = _barrier_bytes(cfg.steps)
+    compute_times: list[float] = []
+    if trainer.compute_only_step is not None:
+        n = min(cfg.steps, COMPUTE_ONLY_STEPS)
+        compute_times, _, _ = _timed(ctx, trainer.compute_only_step, first_timed + cfg.steps, n)
+
+    return {
+        "rank": ctx.rank,
+        "role": trainer.role,
+        "step_times_s": step_times,
+        "compute_times_s": compute_times,
+        "losses": [None if v is None else float(v) for v in losses],
+        "comm_bytes_per_step": ctx.meter.by_category(),
+        "comm_wire_bytes_per_step": ctx.meter.wire_total(),
+        "comm_ops": ctx.meter.breakdown(),
+        "os_write_bytes_per_step": max(io_bytes - barrier_io, 0) / cfg.steps,
+        "peak_rss_bytes": memory.peak_rss_bytes(),
+        **mem,
+        **memory.cuda_peaks(device),
+        "extra": trainer.extra,
+    }
+
+
+def _timed(ctx: RankContext, step: Callable[[int], Any], start: int, n: int):
+    """n steps, each between barriers: all ranks start together, and a step ends with the slowest rank."""
+    times, losses = [], []
+    dist.barrier()
+    io0 = os_write_bytes()
+    for i in range(start, start + n):
+        dist.barrier()  # synchronise the start of the step
+        t0 = time.perf_counter()
+        losses.append(step(i))
+        if ctx.device.type == "cuda":
+            torch.cuda.synchronize(ctx.device)  # kernels are asynchronous: wait for them
+        dist.barrier()  # the step is over only when every rank is done
+        times.append(time.perf_counter() - t0)
+    io1 = os_write_bytes()
+    return times, losses, io1 - io0
+
+
+def _barrier_bytes(steps: int) -> int:
+    """OS bytes of the barriers the timed loop adds (2 per step + 1), measured the same way."""
+    dist.barrier()
+    io0 = os_write_bytes()
+    for _ in range(2 * steps):
+        dist.barrier()
+    return os_write_bytes() - io0
+
+
+def _device(cfg: RunConfig, rank: int) -> torch.device:
+    if cfg.device == "cuda":
+        local = int(os.environ.get("LOCAL_RANK", rank)) % max(torch.cuda.device_count(), 1)
+        torch.cuda.set_device(local)
+        return torch.device("cuda", local)
+    return torch.device("cpu")
+
+
+def _td(seconds: float):
+    import datetime
+
+    return datetime.timedelta(seconds=seconds)
+
+
+def _write(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)  # the launcher never reads half a file
+
+
+def _teardown() -> None:
+    """Leave the process group, then exit at once: after destroy, ~15% of gloo ranks abort in
+    interpreter shutdown ("terminate called without an active exception"; FIELD_NOTES)."""
+    try:
+        dist.barrier()
+        dist.destroy_process_group()
+    finally:
+        os._exit(0)
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this rank if its parent dies: no orphans, even after kill -9."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass

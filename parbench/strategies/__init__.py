@@ -1,0 +1,20 @@
+"""Strategy registry: plain data mapping each Strategy to the function that builds its Trainer."""
+
+from __future__ import annotations
+
+from parbench.config import Strategy
+from parbench.strategies import data_parallel, pipeline
+from parbench.strategies.base import RankContext, Trainer
+
+BUILDERS = {
+    Strategy.SINGLE: data_parallel.build_single,
+    Strategy.DDP: data_parallel.build_ddp,
+    Strategy.PIPELINE: pipeline.build_pipeline,
+}
+
+
+def build(ctx: RankContext) -> Trainer:
+    return BUILDERS[ctx.config.strategy](ctx=ctx)
+
+
+__all__ = ["BUILDERS", "RankContext", "Trainer", "build"]

@@ -1,0 +1,84 @@
+"""What every strategy gets (a RankContext) and returns (a Trainer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from parbench.config import DataMode, RunConfig
+from parbench.metrics.comm import Category, CommMeter
+from parbench.workloads.base import Workload
+
+
+@dataclass
+class RankContext:
+    """One rank's view of the run; built once by the runner and passed explicitly (no globals)."""
+
+    config: RunConfig
+    rank: int
+    world_size: int
+    device: torch.device
+    workload: Workload
+    meter: CommMeter
+
+
+@dataclass
+class Trainer:
+    """A strategy's answer: how this rank runs one optimizer step, and what it holds."""
+
+    step: Callable[[int], torch.Tensor | None]
+    """step index -> this rank's loss for the step (None on ranks that compute no loss)."""
+    params: list[nn.Parameter]
+    """Parameters this rank stores (local shards), for memory accounting."""
+    optimizer: torch.optim.Optimizer | None
+    role: str = "replica"
+    compute_only_step: Callable[[int], object] | None = None
+    """The same step without gradient communication (ddp's no_sync), when the strategy has one."""
+    extra: dict = field(default_factory=dict)
+    """Strategy-specific figures for the record (e.g. modeled vs padded bytes)."""
+
+
+def shard_bounds(total: int, parts: int, index: int) -> tuple[int, int]:
+    size = total // parts
+    return index * size, (index + 1) * size
+
+
+def load_shard(ctx: RankContext, step: int, *, dp_rank: int, dp_size: int,
+               group: dist.ProcessGroup | None = None, src: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """This data-parallel replica's slice of the global batch.
+
+    ``sharded``: every rank materialises only its own slice (no traffic). ``rank0``: the group's
+    first rank reads the whole batch and scatters it (counted as *data*).
+    """
+    size = ctx.config.global_batch_size
+    lo, hi = shard_bounds(size, dp_size, dp_rank)
+    if ctx.config.data_mode is DataMode.SHARDED or dp_size == 1:
+        x, y = ctx.workload.batch(step, size)
+        return x[lo:hi].to(ctx.device), y[lo:hi].to(ctx.device)
+    return scatter_batch(ctx, step, dp_rank=dp_rank, dp_size=dp_size, group=group, src=src)
+
+
+def scatter_batch(ctx: RankContext, step: int, *, dp_rank: int, dp_size: int,
+                  group: dist.ProcessGroup | None, src: int) -> tuple[torch.Tensor, torch.Tensor]:
+    size = ctx.config.global_batch_size
+    template_x, template_y = _templates(ctx, size // dp_size)
+    out = []
+    full = ctx.workload.batch(step, size) if dp_rank == 0 else (None, None)
+    with ctx.meter.category(Category.DATA):
+        for whole, template in zip(full, (template_x, template_y)):
+            buf = torch.empty_like(template)
+            chunks = list(whole.to(ctx.device).chunk(dp_size)) if dp_rank == 0 else None
+            dist.scatter(buf, chunks, src=src, group=group)
+            out.append(buf)
+    return out[0], out[1]
+
+
+def _templates(ctx: RankContext, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Empty tensors shaped like n samples (every rank knows the shapes without reading data)."""
+    x, y = ctx.workload.batch(0, 1)
+    return (torch.empty((n, *x.shape[1:]), dtype=x.dtype, device=ctx.device),
+            torch.empty((n, *y.shape[1:]), dtype=y.dtype, device=ctx.device))

@@ -1,0 +1,55 @@
+"""Human-readable summaries of records (rich tables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None or n != n:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def fmt_num(x: float | None, spec: str = ".3g") -> str:
+    return "-" if x is None or x != x else format(x, spec)
+
+
+def print_run(rec: dict[str, Any], results_dir: str | None, console: Console | None = None) -> None:
+    console = console or Console()
+    title = (f"{rec['strategy']} x{rec['world_size']} on {rec['workload']} ({rec['backend']}, "
+             f"global batch {rec['global_batch_size']}): {rec['status']}")
+    if rec["status"] != "ok":
+        console.print(f"[bold red]{title}[/]\n{rec['error']}")
+        return
+    t = Table(title=title, show_header=False)
+    rows = [
+        ("throughput", f"{fmt_num(rec['throughput_samples_per_s'], '.1f')} samples/s"
+         + (f", {fmt_num(rec['throughput_tokens_per_s'], '.0f')} tokens/s" if rec.get("throughput_tokens_per_s") else "")),
+        ("step time", f"median {fmt_num(rec['step_time_s_median'] * 1e3, '.2f')} ms "
+                      f"(p10 {fmt_num(rec['step_time_s_p10'] * 1e3, '.2f')}, p90 {fmt_num(rec['step_time_s_p90'] * 1e3, '.2f')})"),
+        ("exposed comm", "-" if rec.get("exposed_comm_time_s") is None else f"{rec['exposed_comm_time_s'] * 1e3:.2f} ms/step"),
+        ("achieved", f"{fmt_num(rec['achieved_flops_per_s_per_rank'] / 1e9, '.2f')} GFLOP/s per rank"),
+        ("memory / rank", f"peak RSS {fmt_bytes(rec['peak_rss_bytes'])}; params {fmt_bytes(rec['mem_param_bytes'])}, "
+                          f"grads {fmt_bytes(rec['mem_grad_bytes'])}, optimizer {fmt_bytes(rec['mem_optim_bytes'])}, "
+                          f"activations {fmt_bytes(rec['mem_activation_bytes'])}"),
+        ("comm / rank / step", f"data {fmt_bytes(rec['comm_data_bytes_per_step'])}, parameter "
+                               f"{fmt_bytes(rec['comm_parameter_bytes_per_step'])}, intermediate "
+                               f"{fmt_bytes(rec['comm_intermediate_bytes_per_step'])}"),
+        ("OS-measured sent", f"{fmt_bytes(rec['os_write_bytes_per_step'])} / step (busiest rank)"),
+        ("loss", f"final {fmt_num(rec['loss_final'], '.5f')}; max |diff| vs single "
+                 f"{fmt_num(rec['loss_max_abs_diff_vs_reference'], '.2e')}"),
+        ("overhead", f"{rec['overhead_s']:.2f} s of {rec['wall_time_s']:.2f} s (launch, build, warm-up, teardown)"),
+    ]
+    for k, v in rows:
+        t.add_row(k, v)
+    console.print(t)
+    if results_dir:
+        console.print(f"record: {results_dir}/runs/{rec['run_id']}.json")

@@ -1,0 +1,110 @@
+"""Every rule a run configuration must satisfy, each with a message that names the factors.
+
+``validate_run`` is pure (no torch); ``check_environment`` asks torch what this machine can do.
+Both run before any rank process is spawned.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from parbench.config import RunConfig
+
+from parbench.config import ConfigError, Schedule, Strategy
+
+
+def validate_run(c: "RunConfig") -> None:
+    """Raise ConfigError for the first rule ``c`` breaks."""
+    for rule in (_positive, _single, _degrees, _batch, _pipeline, _tensor_parallel, _servers):
+        rule(c)
+
+
+def _positive(c: "RunConfig") -> None:
+    for key, low in (("world_size", 1), ("global_batch_size", 1), ("micro_batches", 1),
+                     ("steps", 1), ("warmup_steps", 1), ("threads", 1), ("virtual_stages", 1),
+                     ("servers", 1)):
+        if getattr(c, key) < low:
+            raise ConfigError(f"{key}={getattr(c, key)} must be >= {low}")
+    if c.timeout_s <= 0:
+        raise ConfigError(f"timeout_s={c.timeout_s} must be > 0")
+    if c.device not in ("cpu", "cuda"):
+        raise ConfigError(f"unknown device {c.device!r}; valid: cpu, cuda")
+
+
+def _single(c: "RunConfig") -> None:
+    if c.strategy is Strategy.SINGLE and c.world_size != 1:
+        raise ConfigError(f"strategy=single runs one process, got world_size={c.world_size}")
+
+
+def _degrees(c: "RunConfig") -> None:
+    if c.strategy is Strategy.PS:
+        return
+    if c.dp * c.tp * c.pp != c.world_size:
+        raise ConfigError(f"dp*tp*pp={c.dp}*{c.tp}*{c.pp}={c.dp * c.tp * c.pp} != world_size={c.world_size}")
+
+
+def _batch(c: "RunConfig") -> None:
+    per_step = c.dp * c.micro_batches
+    if c.global_batch_size % per_step:
+        raise ConfigError(
+            f"global_batch_size={c.global_batch_size} is not divisible by "
+            f"data-parallel replicas x micro_batches = {c.dp} x {c.micro_batches} = {per_step}"
+        )
+
+
+def _pipeline(c: "RunConfig") -> None:
+    if not c.uses_pipeline:
+        if c.micro_batches != 1 and c.strategy is not Strategy.HYBRID:
+            raise ConfigError(f"micro_batches={c.micro_batches} applies to pipeline schedules only")
+        return
+    units = c.workload.pipeline_units
+    interleaved = c.schedule is Schedule.INTERLEAVED_1F1B
+    chunks = c.pp * (c.virtual_stages if interleaved else 1)
+    if chunks > units:
+        raise ConfigError(
+            f"pipeline needs {chunks} stages (pp={c.pp} x virtual_stages="
+            f"{c.virtual_stages if interleaved else 1}) but the {c.workload.name} has only {units} "
+            f"splittable layers (layers={c.workload.layers})"
+        )
+    if interleaved and c.virtual_stages < 2:
+        raise ConfigError("schedule=interleaved1f1b needs virtual_stages >= 2")
+    if not interleaved and c.virtual_stages != 1:
+        raise ConfigError(f"virtual_stages={c.virtual_stages} applies to schedule=interleaved1f1b only")
+    if interleaved and c.micro_batches % c.pp:
+        raise ConfigError(f"interleaved1f1b needs micro_batches={c.micro_batches} divisible by pp={c.pp}")
+
+
+def _tensor_parallel(c: "RunConfig") -> None:
+    if c.tp == 1:
+        return
+    w = c.workload
+    if w.hidden % c.tp:
+        raise ConfigError(f"tp={c.tp} does not divide hidden={w.hidden}")
+    if w.name == "transformer" and w.heads % c.tp:
+        raise ConfigError(f"tp={c.tp} does not divide heads={w.heads}")
+
+
+def _servers(c: "RunConfig") -> None:
+    if c.strategy is not Strategy.PS:
+        return
+    workers = c.world_size - c.servers
+    if workers < 1:
+        raise ConfigError(f"ps needs at least one worker: servers={c.servers} >= world_size={c.world_size}")
+
+
+def check_environment(c: "RunConfig") -> None:
+    """Backend and device availability on this machine (imports torch)."""
+    import torch
+    import torch.distributed as dist
+
+    if c.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda but torch sees no GPU on this machine")
+    if c.device == "cuda" and torch.cuda.device_count() < c.world_size:
+        raise ConfigError(f"world_size={c.world_size} needs one GPU per rank; this machine has {torch.cuda.device_count()}")
+    available = {"gloo": dist.is_gloo_available(), "nccl": dist.is_nccl_available(), "mpi": dist.is_mpi_available()}
+    if not available[c.backend.value]:
+        have = ", ".join(k for k, v in available.items() if v) or "none"
+        raise ConfigError(f"backend={c.backend.value} is not built into this torch ({torch.__version__}); available: {have}")
+    if c.backend.value == "nccl" and c.device != "cuda":
+        raise ConfigError("backend=nccl needs device=cuda")

@@ -1,0 +1,131 @@
+"""A GPT-style decoder (nanoGPT's shape): token + position embeddings, pre-LN blocks, untied head.
+
+Attention uses separate q/k/v projections so tensor parallelism can split heads column-wise,
+and reshapes with ``view(B, T, -1, head_dim)`` so the local head count follows the shard.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from parbench.config import WorkloadConfig
+from parbench.workloads.base import StagedModel, Workload, step_generator
+
+
+class Embed(nn.Module):
+    def __init__(self, cfg: WorkloadConfig) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(cfg.vocab_size, cfg.hidden)
+        self.pos = nn.Embedding(cfg.seq_len, cfg.hidden)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: WorkloadConfig) -> None:
+        super().__init__()
+        self.head_dim = cfg.hidden // cfg.heads
+        self.q = nn.Linear(cfg.hidden, cfg.hidden)
+        self.k = nn.Linear(cfg.hidden, cfg.hidden)
+        self.v = nn.Linear(cfg.hidden, cfg.hidden)
+        self.proj = nn.Linear(cfg.hidden, cfg.hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        # -1: under tensor parallelism each rank holds heads/tp heads of head_dim each
+        q, k, v = (m(x).view(b, t, -1, self.head_dim).transpose(1, 2) for m in (self.q, self.k, self.v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, t, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: WorkloadConfig) -> None:
+        super().__init__()
+        self.up = nn.Linear(cfg.hidden, 4 * cfg.hidden)
+        self.down = nn.Linear(4 * cfg.hidden, cfg.hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: WorkloadConfig) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.hidden)
+        self.attn = Attention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.hidden)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class Head(nn.Module):
+    def __init__(self, cfg: WorkloadConfig) -> None:
+        super().__init__()
+        self.ln = nn.LayerNorm(cfg.hidden)
+        self.out = nn.Linear(cfg.hidden, cfg.vocab_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.ln(x))
+
+
+def build_model(cfg: WorkloadConfig, seed: int) -> StagedModel:
+    torch.manual_seed(seed)
+    return StagedModel(Embed(cfg), [Block(cfg) for _ in range(cfg.layers)], Head(cfg))
+
+
+def forward_flops_per_sample(cfg: WorkloadConfig) -> int:
+    """Per token 2 x (matmul parameters) + attention 2 x 2 x T x d per layer (Kaplan et al. 2020, table 1)."""
+    d, t, L = cfg.hidden, cfg.seq_len, cfg.layers
+    matmul_params = L * (4 * d * d + 2 * 4 * d * d) + d * cfg.vocab_size
+    attention = L * 2 * t * d  # QK^T and AV, causal mask ignored as in the source
+    return t * (2 * matmul_params + 2 * attention)
+
+
+def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def tp_plan(model: StagedModel) -> dict:
+    """Megatron-LM (Shoeybi et al. 2019): q/k/v and mlp.up column-wise, attn.proj and mlp.down row-wise."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    plan = {}
+    for i in range(len(model.units)):
+        for name in ("attn.q", "attn.k", "attn.v", "mlp.up"):
+            plan[f"units.{i}.{name}"] = ColwiseParallel()
+        for name in ("attn.proj", "mlp.down"):
+            plan[f"units.{i}.{name}"] = RowwiseParallel()
+    return plan
+
+
+def synthetic_batch(cfg: WorkloadConfig, seed: int, step: int, size: int):
+    """Token sequences following a fixed random bigram table (learnable), targets shifted by one."""
+    g = step_generator(seed, step, "tokens")
+    table = torch.randint(cfg.vocab_size, (cfg.vocab_size,), generator=step_generator(seed, -1, "bigram"))
+    start = torch.randint(cfg.vocab_size, (size, 1), generator=g)
+    noise = torch.rand(size, cfg.seq_len, generator=g) < 0.1
+    seq = [start]
+    for i in range(cfg.seq_len):
+        nxt = table[seq[-1]]
+        seq.append(torch.where(noise[:, i:i + 1], (nxt + 1) % cfg.vocab_size, nxt))
+    tokens = torch.cat(seq, dim=1)
+    return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+
+
+def make(cfg: WorkloadConfig, seed: int) -> Workload:
+    return Workload(
+        name="transformer",
+        build=lambda s: build_model(cfg, s),
+        batch=lambda step, size: synthetic_batch(cfg, seed, step, size),
+        loss=loss,
+        optimizer=lambda params, lr: torch.optim.AdamW(params, lr=lr),
+        forward_flops_per_sample=forward_flops_per_sample(cfg),
+        tokens_per_sample=cfg.seq_len,
+        tp_plan=tp_plan,
+    )
