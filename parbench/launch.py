@@ -39,6 +39,7 @@ class RankOutcome:
 def launch(cfg: RunConfig) -> tuple[RankOutcome, float]:
     """Run the ranks; (outcome, wall seconds). Never leaves a rank process behind."""
     check_environment(cfg)
+    check_implemented(cfg)
     out_dir = Path(tempfile.mkdtemp(prefix="parbench-run-"))
     store = dist.TCPStore("127.0.0.1", 0, cfg.world_size + 1, is_master=True, wait_for_workers=False)
     t0 = time.perf_counter()
@@ -54,6 +55,15 @@ def launch(cfg: RunConfig) -> tuple[RankOutcome, float]:
         shutil.rmtree(out_dir, ignore_errors=True)
         del store
     return outcome, wall
+
+
+def check_implemented(cfg: RunConfig) -> None:
+    from parbench.config import ConfigError
+    from parbench.strategies import BUILDERS
+
+    if cfg.strategy not in BUILDERS:
+        have = ", ".join(s.value for s in BUILDERS)
+        raise ConfigError(f"strategy={cfg.strategy.value} is not implemented yet; implemented: {have}")
 
 
 def _entry(rank: int, world_size: int, port: int, config: dict, out_dir: str) -> None:

@@ -2,10 +2,8 @@
 
 A ``TorchDispatchMode`` sees the ``c10d::*`` ops that DDP's reducer, FSDP, ZeRO, DTensor and
 pipelining dispatch (torch.profiler records no bytes under gloo; see FIELD_NOTES). The bytes a
-rank *sends* follow the nccl-tests conventions (github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md):
-ring all-reduce 2(n-1)/n x S, all-gather and reduce-scatter (n-1)/n x S with S the full buffer,
-broadcast S from the root, send S. ``wire`` is what the backend really sends where it differs
-(gloo implements reduce-scatter as an all-reduce: 2x).
+rank *sends* follow the nccl-tests conventions of ``parbench.metrics.conventions``. ``wire`` is
+what the backend really sends where it differs (gloo implements reduce-scatter as an all-reduce: 2x).
 
 Categories (the seed FAQ's three volumes): ``data`` (samples and labels), ``parameter``
 (gradients and parameters), ``intermediate`` (activations and their gradients). A collective's
@@ -25,32 +23,13 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from parbench.metrics.conventions import sent_bytes
+
 
 class Category(str, enum.Enum):
     DATA = "data"
     PARAMETER = "parameter"
     INTERMEDIATE = "intermediate"
-
-
-def sent_bytes(kind: str, payload: int, n: int, *, is_root: bool) -> int:
-    """Bytes one rank sends for a collective of full-buffer size ``payload`` over ``n`` ranks."""
-    if n <= 1:
-        return 0
-    if kind == "all_reduce":
-        return 2 * (n - 1) * payload // n  # ring: reduce-scatter then all-gather
-    if kind in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) * payload // n
-    if kind == "broadcast":
-        return payload if is_root else 0
-    if kind == "scatter":
-        return (n - 1) * payload // n if is_root else 0
-    if kind == "gather":
-        return 0 if is_root else payload // n
-    if kind == "reduce":
-        return 0 if is_root else payload
-    if kind == "send":
-        return payload
-    return 0  # recv, barrier
 
 
 # c10d op name -> collective kind; the op schemas are in torch/csrc/distributed/c10d/Ops.cpp
