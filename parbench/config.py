@@ -6,10 +6,12 @@ rank process is spawned (torchtitan's ``ParallelDims`` is the model for this).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,11 +56,46 @@ class DataParallelMode(str, enum.Enum):
     FSDP = "fsdp"
 
 
-WORKLOAD_NAMES = ("mlp", "transformer")
+WORKLOAD_NAMES = ("mlp", "transformer", "hf-llama", "hf-gpt2")
+"""Built-in workloads; plugins are named ``module:factory``, ``path/file.py:factory`` or by entry point."""
+TOKEN_WORKLOADS = ("transformer", "hf-llama", "hf-gpt2")
+"""Workloads whose shape is (layers, hidden, heads, seq_len, vocab_size)."""
+PLUGIN_GROUP = "parbench.workloads"
+"""The entry-point group installed plugins register their factories in."""
 DATASETS = ("synthetic", "digits", "mnist")
-DEFAULT_LAYERS = {"mlp": 1, "transformer": 4}
-DEFAULT_HIDDEN = {"mlp": 512, "transformer": 64}
-DEFAULT_LR = {"mlp": 0.01, "transformer": 1e-3}
+FAULTS = ("raise", "hang", "crash")
+DEFAULT_LAYERS = {"mlp": 1, "transformer": 4, "hf-llama": 2, "hf-gpt2": 2}
+DEFAULT_HIDDEN = {"mlp": 512, "transformer": 64, "hf-llama": 64, "hf-gpt2": 64}
+# plugins build their own optimizer; 1e-3 (AdamW's usual value) is their default learning rate
+DEFAULT_LR = collections.defaultdict(lambda: 1e-3, {"mlp": 0.01, "transformer": 1e-3})
+
+
+def installed_plugins() -> dict[str, str]:
+    """Entry points of group ``parbench.workloads``: {name: "module:factory"} (stdlib only, no import)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group=PLUGIN_GROUP)}
+
+
+def _is_spec(name: str) -> bool:
+    """``module.path:factory`` or ``path/to/file.py:factory``."""
+    target, sep, attr = name.rpartition(":")
+    return bool(sep and target and attr.isidentifier())
+
+
+def _normalise_workload_name(name: str) -> str:
+    """A file path becomes absolute: ranks fork from a server whose working directory may differ."""
+    if name in WORKLOAD_NAMES or name in installed_plugins():
+        return name
+    if not _is_spec(name):
+        raise ConfigError(
+            f"unknown workload {name!r}; valid: {', '.join(WORKLOAD_NAMES)}, an installed plugin "
+            f"({', '.join(installed_plugins()) or 'none installed'}), 'package.module:factory' or "
+            f"'path/to/file.py:factory'")
+    target, _, attr = name.rpartition(":")
+    if target.endswith(".py"):
+        return f"{os.path.abspath(target)}:{attr}"
+    return name
 
 
 def _choices(enum_type: type[enum.Enum]) -> str:
@@ -77,43 +114,55 @@ class WorkloadConfig:
     """The model and its data. Shape fields a workload does not use stay at their defaults."""
 
     name: str = "mlp"
-    """``mlp`` (the seed documents' 784-512-10 MNIST classifier) or ``transformer`` (GPT-style decoder)."""
+    """A built-in (``mlp``: the seed documents' 784-512-10 MNIST classifier; ``transformer``: GPT-style
+    decoder; ``hf-llama``/``hf-gpt2``: transformers architectures from a config, random weights), an
+    installed plugin's entry-point name, ``package.module:factory`` or ``path/to/file.py:factory``."""
     layers: int = 0
-    """mlp: hidden layers (default 1: the seed's 784-512-10); transformer: decoder blocks (default 4)."""
+    """mlp: hidden layers (default 1: the seed's 784-512-10); transformer / hf-*: decoder blocks
+    (default 4 / 2); plugins: passed through (0 = the plugin's own default)."""
     hidden: int = 0
-    """mlp: hidden width (default 512); transformer: model width d_model (default 64)."""
+    """mlp: hidden width (default 512); transformer / hf-*: model width d_model (default 64);
+    plugins: passed through (0 = the plugin's own default)."""
     heads: int = 4
-    """transformer: attention heads (must divide hidden)."""
+    """transformer / hf-*: attention heads (must divide hidden)."""
     seq_len: int = 32
-    """transformer: tokens per sample."""
+    """transformer / hf-*: tokens per sample."""
     vocab_size: int = 256
-    """transformer: vocabulary size."""
+    """transformer / hf-*: vocabulary size."""
     dataset: str = "synthetic"
     """mlp data: ``synthetic`` (seeded, in-process), ``digits`` (scikit-learn's 8x8 digits, upsampled
     to 28x28), or ``mnist`` (an IDX directory given by ``dataset_path``)."""
     dataset_path: str | None = None
 
     def __post_init__(self) -> None:
-        if self.name not in WORKLOAD_NAMES:
-            raise ConfigError(f"unknown workload {self.name!r}; valid: {', '.join(WORKLOAD_NAMES)}")
+        object.__setattr__(self, "name", _normalise_workload_name(self.name))
         for key, defaults in (("layers", DEFAULT_LAYERS), ("hidden", DEFAULT_HIDDEN)):
             if getattr(self, key) == 0:
-                object.__setattr__(self, key, defaults[self.name])
+                object.__setattr__(self, key, defaults.get(self.name, 0))
         for key in ("layers", "hidden", "heads", "seq_len", "vocab_size"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"workload {key}={getattr(self, key)} must be >= 1")
-        if self.name == "transformer" and self.hidden % self.heads:
+            low = 0 if self.is_plugin and key in ("layers", "hidden") else 1
+            if getattr(self, key) < low:
+                raise ConfigError(f"workload {key}={getattr(self, key)} must be >= {low}")
+        if self.name in TOKEN_WORKLOADS and self.hidden % self.heads:
             raise ConfigError(f"heads={self.heads} does not divide hidden={self.hidden}")
         if self.dataset not in DATASETS:
             raise ConfigError(f"unknown dataset {self.dataset!r}; valid: {', '.join(DATASETS)}")
-        if self.dataset != "synthetic" and self.name != "mlp":
-            raise ConfigError(f"dataset={self.dataset!r} applies to the mlp workload only")
+        if self.dataset != "synthetic" and self.name != "mlp" and not self.is_plugin:
+            raise ConfigError(f"dataset={self.dataset!r} applies to the mlp workload (and plugins) only")
         if self.dataset == "mnist" and not self.dataset_path:
             raise ConfigError("dataset='mnist' needs dataset_path (a directory of MNIST IDX files)")
 
     @property
-    def pipeline_units(self) -> int:
-        """Layers a pipeline can split between: the mlp's Linear layers, the transformer's blocks."""
+    def is_plugin(self) -> bool:
+        """Loaded from outside parbench (entry point or ``module:factory``)."""
+        return self.name not in WORKLOAD_NAMES
+
+    @property
+    def pipeline_units(self) -> int | None:
+        """Layers a pipeline can split between: the mlp's Linear layers, the decoders' blocks;
+        None for plugins (known only once built: ``parbench.workloads.check`` builds it)."""
+        if self.is_plugin:
+            return None
         return self.layers + 1 if self.name == "mlp" else self.layers
 
     def shape(self) -> dict[str, int]:
@@ -157,6 +206,10 @@ class RunConfig:
     """Learning rate (default: 0.01 for the mlp's SGD, 1e-3 for the transformer's AdamW)."""
     timeout_s: float = 300.0
     """Wall-clock limit for the whole run; every rank is killed when it passes."""
+    inject_fault: str | None = None
+    """Test hook: ``raise:R``, ``hang:R`` or ``crash:R`` makes rank R raise, hang or die (SIGKILL)
+    after its first step. Carried in the config because ranks fork from a server that does not
+    see the launching process's environment."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise strings into enums once, here
@@ -172,6 +225,11 @@ class RunConfig:
         set_(self, "tp", self.tp or self._derived_degrees()[1])
         set_(self, "pp", self.pp or self._derived_degrees()[2])
         self._validate()
+        if self.inject_fault is not None:
+            kind, _, rank = self.inject_fault.partition(":")
+            if kind not in FAULTS or not rank.isdigit() or int(rank) >= self.world_size:
+                raise ConfigError(f"inject_fault={self.inject_fault!r}: expected one of "
+                                  f"{', '.join(f + ':<rank>' for f in FAULTS)} with rank < world_size={self.world_size}")
 
     def _derived_degrees(self) -> tuple[int, int, int]:
         """(dp, tp, pp) implied by a single strategy; hybrid takes them from the user."""
@@ -224,5 +282,5 @@ class RunConfig:
         return dataclasses.replace(
             self, strategy=Strategy.SINGLE, world_size=1, micro_batches=1, dp=0, tp=0, pp=0,
             servers=1, virtual_stages=1, data_mode=DataMode.SHARDED, backend=Backend.GLOO,
-            device="cpu", schedule=Schedule.ONE_F_ONE_B, dp_mode=DataParallelMode.DDP,
+            device="cpu", schedule=Schedule.ONE_F_ONE_B, dp_mode=DataParallelMode.DDP, inject_fault=None,
         )

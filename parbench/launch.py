@@ -28,6 +28,14 @@ POLL_S = 0.02
 multiprocessing.set_forkserver_preload(["torch", "torch.distributed", "parbench.runner"])
 
 
+def prestart() -> None:
+    """Start the forkserver now (it imports torch in the background, ~2-10 s on a busy 2-core
+    machine) so that the caller's own set-up overlaps with it instead of preceding the first launch."""
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+
+
 @dataclass
 class RankOutcome:
     results: list[dict[str, Any]] = field(default_factory=list)
@@ -75,34 +83,35 @@ def _entry(rank: int, world_size: int, port: int, config: dict, out_dir: str) ->
 def _watch(procs, out_dir: Path, cfg: RunConfig) -> RankOutcome:
     """Poll until every rank has a result, one fails, or the deadline passes."""
     deadline = time.monotonic() + cfg.timeout_s
-    n = len(procs)
+    done = [out_dir / f"rank{r}.json" for r in range(len(procs))]
     while True:
-        errors = sorted(out_dir.glob("rank*.error.json"))
-        if errors:
-            return _failure(errors[0])
-        done = [out_dir / f"rank{r}.json" for r in range(n)]
         if all(p.exists() for p in done):
             return RankOutcome(results=[_read(p) for p in done])
-        for rank, proc in enumerate(procs):
-            # a rank that died without writing its result crashed (signal, OOM kill, os._exit)
-            if proc.exitcode is not None and not done[rank].exists() and not list(out_dir.glob(f"rank{rank}.error.json")):
-                time.sleep(0.2)  # its error file may still be on its way
-                if not done[rank].exists() and not list(out_dir.glob("rank*.error.json")):
-                    return RankOutcome(status="failed", failed_rank=rank,
-                                       error=f"rank {rank} died with exit code {proc.exitcode} "
-                                             f"({_signal_name(proc.exitcode)}) before writing its result")
+        dead = [r for r, proc in enumerate(procs) if proc.exitcode is not None and not done[r].exists()]
+        if dead or list(out_dir.glob("rank*.error.json")):
+            time.sleep(0.5)  # let the other ranks' errors land: the first one is the cause
+            return _failure(out_dir, procs, dead)
         if time.monotonic() > deadline:
-            missing = [r for r in range(n) if not done[r].exists()]
+            missing = [r for r in range(len(procs)) if not done[r].exists()]
             return RankOutcome(status="timeout", failed_rank=missing[0] if missing else None,
                                error=f"timed out after {cfg.timeout_s:g} s; ranks without a result: {missing}")
         time.sleep(POLL_S)
 
 
-def _failure(path: Path) -> RankOutcome:
-    err = _read(path)
-    tb_last = err.get("traceback", "").strip().splitlines()[-3:]
-    return RankOutcome(status="failed", failed_rank=err["rank"],
-                       error=f"rank {err['rank']}: {err['error']}\n" + "\n".join(tb_last))
+def _failure(out_dir: Path, procs, dead: list[int]) -> RankOutcome:
+    """The cause: a rank that died without a word (a signal: SIGKILL from the OOM killer, a
+    segfault), else the earliest error a rank reported (later ones are peers losing their connection)."""
+    errors = sorted((_read(p) for p in out_dir.glob("rank*.error.json")), key=lambda e: e["time"])
+    silent = [r for r in dead if r not in {e["rank"] for e in errors}]
+    if errors and not silent:
+        err = errors[0]
+        tail = err.get("traceback", "").strip().splitlines()[-3:]
+        return RankOutcome(status="failed", failed_rank=err["rank"],
+                           error=f"rank {err['rank']}: {err['error']}\n" + "\n".join(tail))
+    rank = silent[0]
+    code = procs[rank].exitcode
+    return RankOutcome(status="failed", failed_rank=rank,
+                       error=f"rank {rank} died with exit code {code} ({_signal_name(code)}) before writing its result")
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -95,9 +95,9 @@ SCHEMA: dict[str, str] = {
     "comm_ops": "per op and category: count, payload_bytes, sent_bytes, wire_bytes per step (busiest rank)",
     "os_write_bytes_per_step": "bytes the rank wrote per step per /proc/self/io wchar (max over ranks)",
     # correctness
-    "losses": "loss after every timed step (list)",
+    "losses": "global loss after every step the run took: warm-up, probe and timed (list)",
     "loss_final": "last loss",
-    "loss_max_abs_diff_vs_reference": "max |loss - single-process loss| over the timed steps",
+    "loss_max_abs_diff_vs_reference": "max |loss - single-process loss| over all steps (same global batch and seed)",
     # per rank
     "per_rank": "list of per-rank dicts: rank, role, memory and communication figures",
     # provenance and overhead

@@ -47,7 +47,7 @@ def rank_entry(rank: int, world_size: int, store_port: int, config: dict, out_di
         _write(out / f"rank{rank}.json", result)
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the launcher as a file
         _write(out / f"rank{rank}.error.json", {"rank": rank, "error": f"{type(exc).__name__}: {exc}",
-                                                "traceback": traceback.format_exc()})
+                                                "traceback": traceback.format_exc(), "time": time.time()})
         os._exit(1)
     _teardown()
 
@@ -64,7 +64,29 @@ def run_rank(cfg: RunConfig, *, rank: int, world_size: int, store: dist.Store) -
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     trainer = strategies.build(ctx)
+    if cfg.inject_fault:
+        trainer = _with_fault(trainer, cfg.inject_fault, rank)
     return measure(ctx, trainer)
+
+
+def _with_fault(trainer: Trainer, fault: str, rank: int) -> Trainer:
+    """Wrap the step so that rank R fails after its first step (tests of failure handling)."""
+    kind, _, target = fault.partition(":")
+    if int(target) != rank:
+        return trainer
+    inner = trainer.step
+
+    def step(i: int):
+        if i >= 1:
+            if kind == "raise":
+                raise RuntimeError(f"injected fault on rank {rank} at step {i}")
+            if kind == "crash":
+                os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(10**6)  # hang
+        return inner(i)
+
+    trainer.step = step
+    return trainer
 
 
 def measure(ctx: RankContext, trainer: Trainer) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from parbench.config import RunConfig
 
-from parbench.config import ConfigError, Schedule, Strategy
+from parbench.config import TOKEN_WORKLOADS, ConfigError, Schedule, Strategy
 
 
 def validate_run(c: "RunConfig") -> None:
@@ -58,10 +58,10 @@ def _pipeline(c: "RunConfig") -> None:
         if c.micro_batches != 1 and c.strategy is not Strategy.HYBRID:
             raise ConfigError(f"micro_batches={c.micro_batches} applies to pipeline schedules only")
         return
-    units = c.workload.pipeline_units
+    units = c.workload.pipeline_units  # None for a plugin: parbench.workloads.check counts its units
     interleaved = c.schedule is Schedule.INTERLEAVED_1F1B
     chunks = c.pp * (c.virtual_stages if interleaved else 1)
-    if chunks > units:
+    if units is not None and chunks > units:
         raise ConfigError(
             f"pipeline needs {chunks} stages (pp={c.pp} x virtual_stages="
             f"{c.virtual_stages if interleaved else 1}) but the {c.workload.name} has only {units} "
@@ -79,9 +79,11 @@ def _tensor_parallel(c: "RunConfig") -> None:
     if c.tp == 1:
         return
     w = c.workload
+    if w.is_plugin:
+        return  # a plugin's shape is its own: parbench.workloads.check asks it for a tp plan
     if w.hidden % c.tp:
         raise ConfigError(f"tp={c.tp} does not divide hidden={w.hidden}")
-    if w.name == "transformer" and w.heads % c.tp:
+    if w.name in TOKEN_WORKLOADS and w.heads % c.tp:
         raise ConfigError(f"tp={c.tp} does not divide heads={w.heads}")
 
 
@@ -108,3 +110,6 @@ def check_environment(c: "RunConfig") -> None:
         raise ConfigError(f"backend={c.backend.value} is not built into this torch ({torch.__version__}); available: {have}")
     if c.backend.value == "nccl" and c.device != "cuda":
         raise ConfigError("backend=nccl needs device=cuda")
+    from parbench.workloads import check  # noqa: PLC0415 - builds the workload once, in the parent
+
+    check(c)  # plugin imports, batch fits model, tp plan / pipeline units for the strategy

@@ -5,4 +5,9 @@ Order here is the order of ``parbench --help``.
 
 COMMAND_MODULES = (
     "parbench.commands.run",
+    "parbench.commands.sweep",
+    "parbench.commands.results",
+    "parbench.commands.dashboard",
+    "parbench.commands.report",
+    "parbench.commands.workloads",
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from parbench.multinode import add_node_options, layout_from_args, node_command
 from parbench.config import (Backend, DataMode, DataParallelMode, RunConfig, Schedule, Strategy,
                              WorkloadConfig, WORKLOAD_NAMES, DATASETS)
 
@@ -58,6 +59,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="one real training run", description=__doc__)
     add_run_options(p)
+    add_node_options(p)
     p.add_argument("--results-dir", default="results")
     p.add_argument("--no-save", action="store_true", help="print the summary, write no record")
     p.set_defaults(handler=handle)
@@ -67,7 +69,10 @@ def handle(a: argparse.Namespace) -> int:
     from parbench.launch import run
     from parbench.summary import print_run
 
+    layout = layout_from_args(a)  # --nnodes > 1: torchrun on every node (parbench.multinode)
     cfg = config_from_args(a)  # ConfigError -> exit 2 before anything is spawned
+    if layout is not None:
+        return node_command(cfg, layout, results_dir=None if a.no_save else a.results_dir)
     record = run(cfg, results_dir=None if a.no_save else a.results_dir)
     print_run(record, None if a.no_save else a.results_dir)
     return 0 if record["status"] == "ok" else 1

@@ -55,6 +55,23 @@ _OPS = {
 }
 
 
+# DTensor's functional collectives (torch/csrc/distributed/c10d/Functional.cpp): S is the input,
+# except for all-gather, whose full buffer is group_size x the input shard
+_FUNCTIONAL = {
+    "all_reduce": "all_reduce",
+    "all_reduce_": "all_reduce",
+    "all_reduce_coalesced": "all_reduce",
+    "all_gather_into_tensor": "all_gather",
+    "all_gather_into_tensor_out": "all_gather",
+    "all_gather_into_tensor_coalesced": "all_gather",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "reduce_scatter_tensor_coalesced": "reduce_scatter",
+    "all_to_all_single": "all_to_all",
+    "broadcast": "broadcast",
+    "broadcast_": "broadcast",
+}
+
+
 def _tensors(obj) -> list[torch.Tensor]:
     if isinstance(obj, torch.Tensor):
         return [obj]
@@ -136,9 +153,20 @@ class CommMeter:
         if kind is None:
             return
         group = _group(args)
+        self._add(kind, group, payload_bytes(kind, args), _root(kind, args, group))
+
+    def record_functional(self, op: str, args) -> None:
+        """A ``_c10d_functional`` op (DTensor, tensor parallel): ``(input, ..., group_name)``."""
+        kind = _FUNCTIONAL.get(op)
+        if kind is None:
+            return
+        group = dist.distributed_c10d._resolve_process_group(args[-1])
+        s = _nbytes(_tensors(args[0])) * (group.size() if kind == "all_gather" else 1)
+        root = kind == "broadcast" and dist.get_rank(group) == args[1]
+        self._add(kind, group, s, root)
+
+    def _add(self, kind: str, group: dist.ProcessGroup | None, s: int, root: bool) -> None:
         n = group.size() if group is not None else dist.get_world_size()
-        root = _root(kind, args, group)
-        s = payload_bytes(kind, args)
         sent = sent_bytes(kind, s, n, is_root=root)
         wire = 2 * sent if (kind == "reduce_scatter" and self.backend == "gloo") else sent
         cat = self._override[-1] if self._override else self.group_categories.get(
@@ -186,6 +214,8 @@ class _Interceptor(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func.namespace == "c10d":
             self.meter.record(func._opname, args)
+        elif func.namespace == "_c10d_functional":
+            self.meter.record_functional(func._opname, args)
         return func(*args, **(kwargs or {}))
 
 

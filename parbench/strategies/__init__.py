@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from parbench.config import Strategy
-from parbench.strategies import data_parallel, pipeline
+from parbench.strategies import data_parallel, hybrid, pipeline, sharded, tensor_parallel
 from parbench.strategies.base import RankContext, Trainer
 
 BUILDERS = {
     Strategy.SINGLE: data_parallel.build_single,
     Strategy.DDP: data_parallel.build_ddp,
     Strategy.PIPELINE: pipeline.build_pipeline,
+    Strategy.ZERO1: sharded.build_zero1,
+    Strategy.ZERO2: sharded.build_zero2,
+    Strategy.FSDP: sharded.build_fsdp,
+    Strategy.TP: tensor_parallel.build_tp,
+    Strategy.HYBRID: hybrid.build_hybrid,
 }
 
 

@@ -8,6 +8,8 @@ Bubble fraction (p-1)/(m+p-1) for GPipe/1F1B (Huang et al. 2019; Narayanan et al
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.distributed as dist
 from torch.distributed.pipelining import PipelineStage
@@ -38,8 +40,13 @@ def stage_module(model: StagedModel, lo: int, hi: int, *, first: bool, last: boo
 
 
 def build_stages(ctx: RankContext, *, pp_rank: int, pp_size: int, group: dist.ProcessGroup | None,
-                 model: StagedModel | None = None) -> tuple[list[PipelineStage], list[torch.nn.Module]]:
-    """This rank's PipelineStages (one per virtual stage) and their modules."""
+                 model: StagedModel | None = None,
+                 wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
+                 ) -> tuple[list[PipelineStage], list[torch.nn.Module]]:
+    """This rank's PipelineStages (one per virtual stage) and their modules.
+
+    ``wrap`` (hybrids) turns each stage module into its data-parallel form (DDP or FSDP) before
+    the stage is built; PipelineStage then syncs gradients only on the last micro-batch."""
     cfg = ctx.config
     chunks = pp_size * (cfg.virtual_stages if cfg.schedule is Schedule.INTERLEAVED_1F1B else 1)
     model = model or ctx.workload.build(cfg.seed)
@@ -48,6 +55,7 @@ def build_stages(ctx: RankContext, *, pp_rank: int, pp_size: int, group: dist.Pr
     for index in range(pp_rank, chunks, pp_size):
         lo, hi = bounds[index]
         module = stage_module(model, lo, hi, first=index == 0, last=index == chunks - 1).to(ctx.device)
+        module = wrap(module) if wrap is not None else module
         stages.append(PipelineStage(module, index, chunks, ctx.device, group=group))
         modules.append(module)
     return stages, modules

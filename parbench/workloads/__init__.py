@@ -1,16 +1,152 @@
-"""Built-in workloads, by name (a registry that is plain data)."""
+"""Workloads by name: built-ins in a registry that is plain data, plugins resolved by name.
+
+``make`` is what every rank calls; ``check`` is what the parent calls before spawning: it builds
+the workload once, runs its model on a two-sample batch of its own data, and refuses a strategy
+that needs what the workload does not provide (a tp plan, enough pipeline units or split points).
+"""
 
 from __future__ import annotations
 
-from parbench.config import WorkloadConfig
-from parbench.workloads import mlp, transformer
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from parbench.config import WORKLOAD_NAMES, ConfigError, Schedule, WorkloadConfig, installed_plugins
+from parbench.workloads import hf, mlp, plugins, transformer
 from parbench.workloads.base import StagedModel, Workload
 
-FACTORIES = {"mlp": mlp.make, "transformer": transformer.make}
+if TYPE_CHECKING:
+    from parbench.config import RunConfig
+
+FACTORIES = {"mlp": mlp.make, "transformer": transformer.make, "hf-llama": hf.make_llama,
+             "hf-gpt2": hf.make_gpt2}
+GENERIC_STRATEGIES = ("single", "ddp", "zero1", "zero2", "fsdp", "ps")
+"""Strategies that need only build/batch/loss/optimizer: every workload runs under them."""
+CHECK_BATCH = 2
+"""Samples of the workload's own batch the parent pushes through its model before spawning."""
+
+assert tuple(FACTORIES) == WORKLOAD_NAMES, "config.WORKLOAD_NAMES must list the built-in factories"
 
 
 def make(cfg: WorkloadConfig, seed: int) -> Workload:
-    return FACTORIES[cfg.name](cfg, seed)
+    """The workload ``cfg.name`` names (built-in or plugin); bad plugins raise ConfigError."""
+    factory = FACTORIES[cfg.name] if cfg.name in FACTORIES else plugins.resolve(cfg.name)
+    try:
+        workload = factory(cfg, seed)
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - user code: report it as bad input with its name
+        raise ConfigError(f"workload {cfg.name!r}: the factory raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(workload, Workload):
+        raise ConfigError(f"workload {cfg.name!r}: the factory returned {type(workload).__name__}, "
+                          "not a parbench.workloads.Workload")
+    return workload
 
 
-__all__ = ["FACTORIES", "StagedModel", "Workload", "make"]
+def check(cfg: "RunConfig") -> None:
+    """Refuse, before any rank exists, a workload that cannot run ``cfg`` (ConfigError, exit 2)."""
+    workload = make(cfg.workload, cfg.seed)
+    model = _build(workload, cfg)
+    _check_batch(workload, model)
+    _check_tp(workload, model, cfg)
+    _check_pipeline(workload, model, cfg)
+
+
+def _build(workload: Workload, cfg: "RunConfig") -> StagedModel:
+    try:
+        model = workload.build(cfg.seed)
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigError(f"workload {cfg.workload.name!r}: build({cfg.seed}) raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(model, StagedModel):
+        raise ConfigError(f"workload {cfg.workload.name!r}: build() returned {type(model).__name__}, not a "
+                          "StagedModel(pre, units, post); wrap a plain module as StagedModel(None, [module], None)")
+    return model
+
+
+def _check_batch(workload: Workload, model: StagedModel) -> None:
+    """Forward + loss on CHECK_BATCH samples of the workload's own data, without gradients."""
+    name = workload.name
+    try:
+        x, y = workload.batch(0, CHECK_BATCH)
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigError(f"workload {name!r}: batch(0, {CHECK_BATCH}) raised {type(exc).__name__}: {exc}") from exc
+    for what, t in (("inputs", x), ("targets", y)):
+        if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape[0] != CHECK_BATCH:
+            got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ConfigError(f"workload {name!r}: batch(step, {CHECK_BATCH}) must return ({CHECK_BATCH}, ...)-shaped "
+                              f"tensors (samples first); {what} are {got}")
+    try:
+        with torch.no_grad():
+            loss = workload.loss(model(x), y)
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigError(f"workload {name!r}: its model does not fit its batch (inputs {tuple(x.shape)} "
+                          f"{x.dtype}, targets {tuple(y.shape)} {y.dtype}): {type(exc).__name__}: {exc}") from exc
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise ConfigError(f"workload {name!r}: loss(output, targets) must return a scalar tensor, got "
+                          f"{tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__}")
+
+
+def _check_tp(workload: Workload, model: StagedModel, cfg: "RunConfig") -> None:
+    if cfg.tp <= 1:
+        return
+    if not workload.supports_tp:
+        raise ConfigError(f"workload {workload.name!r} provides no tensor-parallel plan (Workload.tp_plan is None), "
+                          f"so tp={cfg.tp} cannot run; it runs under {', '.join(GENERIC_STRATEGIES)} and pipeline")
+    missing = [path for path in workload.tp_plan(model) if "*" not in path and not _has(model, path)]
+    if missing:
+        raise ConfigError(f"workload {workload.name!r}: its tp plan names modules the model lacks: {', '.join(missing)}")
+
+
+def _has(model: StagedModel, path: str) -> bool:
+    try:
+        model.get_submodule(path)
+        return True
+    except AttributeError:
+        return False
+
+
+def _check_pipeline(workload: Workload, model: StagedModel, cfg: "RunConfig") -> None:
+    """Stages must begin at units the workload allows; the pipeline splits units evenly
+    (parbench.strategies.pipeline.split_units), so those starts must all be allowed."""
+    if not cfg.uses_pipeline:
+        return
+    n = len(model.units)
+    chunks = cfg.pp * (cfg.virtual_stages if cfg.schedule is Schedule.INTERLEAVED_1F1B else 1)
+    allowed = workload.stage_starts(n)
+    bad = [p for p in allowed if not 1 <= p < n]
+    if bad:
+        raise ConfigError(f"workload {workload.name!r}: split point(s) {bad} do not exist: the model has {n} units, "
+                          f"so a stage can begin at units 1..{n - 1}")
+    if chunks > len(allowed) + 1:
+        raise ConfigError(f"workload {workload.name!r} has {n} pipeline unit(s) and {len(allowed)} split point(s): "
+                          f"at most {len(allowed) + 1} stages, but pp={cfg.pp} needs {chunks}")
+    from parbench.strategies.pipeline import split_units  # noqa: PLC0415 (torch.distributed.pipelining)
+
+    starts = [lo for lo, _ in split_units(n, chunks)[1:]]
+    if not set(starts) <= set(allowed):
+        raise ConfigError(f"workload {workload.name!r}: {chunks} even stages begin at units {starts}, but the "
+                          f"workload allows splits only at {list(allowed)}")
+
+
+def catalog() -> list[dict[str, str]]:
+    """Built-ins and installed plugins, for ``parbench workloads`` (nothing is imported)."""
+    rows = [{"name": n, "source": f"built-in ({FACTORIES[n].__module__})"} for n in FACTORIES]
+    rows += [{"name": n, "source": f"plugin {target}"} for n, target in sorted(installed_plugins().items())]
+    return rows
+
+
+def describe(name: str, seed: int = 0) -> dict[str, Any]:
+    """Build a workload at its default shape and say what it provides (ConfigError if it cannot)."""
+    workload = make(WorkloadConfig(name=name), seed)
+    model = workload.build(seed)
+    return {
+        "name": name,
+        "description": workload.description,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "pipeline_units": len(model.units),
+        "tp_plan": workload.supports_tp,
+        "forward_flops_per_sample": workload.forward_flops_per_sample,
+    }
+
+
+__all__ = ["FACTORIES", "GENERIC_STRATEGIES", "StagedModel", "Workload", "catalog", "check", "describe", "make"]

@@ -83,4 +83,5 @@ def make(cfg: WorkloadConfig, seed: int) -> Workload:
         optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
         forward_flops_per_sample=forward_flops_per_sample(cfg),
         tp_plan=tp_plan,
+        description="the seed documents' MNIST classifier (784-512-10), synthetic or real digits",
     )

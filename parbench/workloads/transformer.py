@@ -128,4 +128,5 @@ def make(cfg: WorkloadConfig, seed: int) -> Workload:
         forward_flops_per_sample=forward_flops_per_sample(cfg),
         tokens_per_sample=cfg.seq_len,
         tp_plan=tp_plan,
+        description="GPT-style decoder (nanoGPT shape), Megatron tp plan, synthetic bigram tokens",
     )

@@ -1,0 +1,1 @@
+"""The Streamlit dashboard over a results directory (``parbench dashboard``). Torch-free."""

@@ -1,0 +1,47 @@
+"""The dashboard's views: one module per view, registered in ``VIEWS`` (one line each).
+
+A view module defines ``TITLE: str`` and ``render(ctx: ViewContext) -> None``. It draws with
+streamlit, builds its figures with pure functions (``parbench.charts`` or its own module, so
+``parbench report`` can reuse them), and gives every chart a stable ``key`` (the tests read the
+figure JSON by key). ``ctx.runs`` is the frame left by the sidebar filters (all views share
+them); ``ctx.results_dir`` lets a view read other files under the results directory.
+
+Adding a view (e.g. "Simulator": predicted vs measured from ``parbench.sim``, or "Benchmark
+history": pytest-benchmark JSON under ``results/benchmarks/``):
+  1. create ``dashboard/views/<name>.py`` with ``TITLE`` and ``render(ctx)``;
+  2. add one line ``("<name>", <name>)`` to ``VIEWS`` below (the tab order);
+  3. optional: add its figures to ``parbench.charts.REPORT_SECTIONS`` for ``parbench report``.
+A view that has nothing to show should say so with ``st.info`` (how to produce the data),
+never raise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+import pandas as pd
+
+from dashboard.views import (communication, compare, correctness, memory, overview, scaling,
+                             step_time)
+
+
+@dataclass(frozen=True)
+class ViewContext:
+    """What a view gets: the filtered runs, every loaded run, and where they came from."""
+
+    runs: pd.DataFrame
+    all_runs: pd.DataFrame
+    results_dir: str
+
+
+# (key, module): the tab order of the dashboard.
+VIEWS: tuple[tuple[str, ModuleType], ...] = (
+    ("overview", overview),
+    ("scaling", scaling),
+    ("memory", memory),
+    ("communication", communication),
+    ("step_time", step_time),
+    ("compare", compare),
+    ("correctness", correctness),
+)

@@ -1,0 +1,234 @@
+"""Benchmark one strategy's training step in real rank processes, and take its deterministic figures.
+
+A step cannot be timed from the pytest process (it runs in W rank processes), so the ranks time it
+and hand the timings back. Each rank, in one launch:
+
+1. runs the product's own ``parbench.runner.measure`` (warm-up, probe step with every meter on,
+   timed steps): its figures (bytes per category, accounted memory) are what the golden file pins;
+2. runs ``blocks`` rounds of three blocks of ``steps_per_block`` steps each, the order rotated every
+   round so that no mode always runs first (drift and cache warmth cancel in the block ratios):
+
+   ``bare``     the strategy's step in a plain loop; one barrier before and one after the block
+   ``timed``    ``runner._timed``: exactly the runner's timed loop (a barrier either side of every
+                step, a clock, the OS write counter)
+   ``metered``  every step under the probe's meters (CommMeter's dispatch mode + ActivationTracker)
+
+``inject_delay_s`` sleeps inside every step of the two instrumented modes: the test hook that
+shows the overhead gate can fail. It travels in the spec because ranks fork from a server that
+does not see the launching process's environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from parbench.config import ConfigError, RunConfig, Strategy, WorkloadConfig
+
+MODES = ("bare", "timed", "metered")
+# The fixed small configuration every strategy is benchmarked and pinned at (golden file).
+WORKLOAD = WorkloadConfig(name="transformer", layers=2, hidden=64, heads=4, seq_len=32, vocab_size=256)
+BASE = {"world_size": 2, "global_batch_size": 16, "steps": 2, "warmup_steps": 1, "seed": 0, "timeout_s": 180.0}
+# Strategies that need more than "world size 2, defaults" to be a meaningful configuration.
+OVERRIDES: dict[Strategy, dict[str, Any]] = {
+    Strategy.SINGLE: {"world_size": 1},
+    Strategy.PIPELINE: {"micro_batches": 2},
+    Strategy.HYBRID: {"dp": 1, "tp": 1, "pp": 2, "micro_batches": 2},
+}
+GOLDEN_KEYS = ("role", "param_count", "mem_param_bytes", "mem_grad_bytes", "mem_optim_bytes",
+               "mem_activation_bytes", "comm_bytes_per_step", "comm_wire_bytes_per_step", "comm_ops")
+
+
+class BenchError(RuntimeError):
+    """A benchmark launch whose ranks failed or timed out."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchSpec:
+    """One benchmark launch: a run configuration plus how many blocks of steps to time."""
+
+    run: RunConfig
+    blocks: int = 5
+    """Rounds of (bare, timed, metered) blocks; the overhead ratio is the median over rounds."""
+    steps_per_block: int = 8
+    """Steps per block; a block's figure is its wall time / steps."""
+    inject_delay_s: float = 0.0
+    """Test hook: seconds slept inside every instrumented step (timed and metered modes)."""
+
+    def __post_init__(self) -> None:
+        if self.blocks < 1 or self.steps_per_block < 1:
+            raise ConfigError(f"blocks={self.blocks} and steps_per_block={self.steps_per_block} must be >= 1")
+        if self.inject_delay_s < 0:
+            raise ConfigError(f"inject_delay_s={self.inject_delay_s} must be >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "run": self.run.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BenchSpec":
+        return cls(**{**data, "run": RunConfig.from_dict(data["run"])})
+
+
+def bench_config(strategy: Strategy | str, **changes: Any) -> RunConfig:
+    """The fixed small configuration of ``strategy`` (world size 2 unless it needs otherwise)."""
+    strategy = Strategy(strategy)
+    return RunConfig(strategy=strategy, workload=WORKLOAD, **{**BASE, **OVERRIDES.get(strategy, {}), **changes})
+
+
+def implemented_strategies() -> list[Strategy]:
+    """Every strategy in the registry, in the registry's order."""
+    from parbench.strategies import BUILDERS
+
+    return list(BUILDERS)
+
+
+# --- the launching side -----------------------------------------------------------------
+
+
+def launch_bench(spec: BenchSpec) -> list[dict[str, Any]]:
+    """Start the ranks, wait for them (launch's watchdog and deadline), return each rank's result."""
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    from parbench import launch  # also sets the forkserver preload (torch imported once)
+
+    cfg = spec.run
+    launch.check_environment(cfg)
+    launch.check_implemented(cfg)
+    out_dir = Path(tempfile.mkdtemp(prefix="parbench-bench-"))
+    store = dist.TCPStore("127.0.0.1", 0, cfg.world_size + 1, is_master=True, wait_for_workers=False)
+    context = mp.start_processes(_entry, args=(cfg.world_size, store.port, spec.to_dict(), str(out_dir)),
+                                 nprocs=cfg.world_size, join=False, start_method="forkserver")
+    try:
+        outcome = launch._watch(context.processes, out_dir, cfg)
+    finally:
+        launch._kill_all(context.processes)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        del store
+    if outcome.status != "ok":
+        raise BenchError(f"{cfg.strategy.value}: {outcome.status}: {outcome.error}")
+    return outcome.results
+
+
+def golden_figures(ranks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The deterministic figures of every rank: ``{"rank0": {key: value}, ...}``."""
+    return {f"rank{r['figures']['rank']}": {k: r["figures"][k] for k in GOLDEN_KEYS} for r in ranks}
+
+
+# --- the rank side --------------------------------------------------------------------------
+
+
+def _entry(rank: int, world_size: int, port: int, spec: dict, out_dir: str) -> None:
+    """Rank process entry: mirrors runner.rank_entry (always leaves a result or an error file)."""
+    import torch.distributed as dist
+
+    from parbench import runner
+
+    runner._die_with_parent()
+    out = Path(out_dir)
+    try:
+        bench = BenchSpec.from_dict(spec)
+        store = dist.TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=runner._td(bench.run.timeout_s))
+        runner._write(out / f"rank{rank}.json", bench_rank(bench, rank=rank, world_size=world_size, store=store))
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the launcher as a file
+        runner._write(out / f"rank{rank}.error.json", {"rank": rank, "error": f"{type(exc).__name__}: {exc}",
+                                                       "traceback": traceback.format_exc()})
+        os._exit(1)
+    runner._teardown()
+
+
+def bench_rank(spec: BenchSpec, *, rank: int, world_size: int, store) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+
+    from parbench import runner, strategies, workloads
+    from parbench.metrics.comm import CommMeter
+    from parbench.strategies.base import RankContext
+
+    cfg = spec.run
+    torch.set_num_threads(cfg.threads)
+    device = runner._device(cfg, rank)
+    dist.init_process_group(cfg.backend.value, store=store, rank=rank, world_size=world_size,
+                            timeout=runner._td(cfg.timeout_s))
+    ctx = RankContext(config=cfg, rank=rank, world_size=world_size, device=device,
+                      workload=workloads.make(cfg.workload, cfg.seed),
+                      meter=CommMeter(rank=rank, backend=cfg.backend.value))
+    trainer = strategies.build(ctx)
+    figures = runner.measure(ctx, trainer)  # the product's own path: what a record reports
+    figures["param_count"] = sum(_local(p).numel() for p in trainer.params)
+    first = cfg.warmup_steps + 1 + cfg.steps + len(figures["compute_times_s"])
+    return {"figures": figures, "times": _rounds(ctx, trainer, spec, first)}
+
+
+def _local(t):
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _rounds(ctx, trainer, spec: BenchSpec, first: int) -> dict[str, list[float]]:
+    """``blocks`` rounds of one block per mode; seconds per step of every block, by mode."""
+    step = _slowed(trainer.step, spec.inject_delay_s)
+    blocks = {"bare": lambda i, n: _plain_block(trainer.step, i, n),
+              "timed": lambda i, n: _timed_block(ctx, step, i, n),
+              "metered": lambda i, n: _plain_block(_metered(ctx, trainer, step), i, n)}
+    out: dict[str, list[float]] = {f"{m}_s": [] for m in MODES}
+    out["timed_step_times_s"] = []
+    i, n = first, spec.steps_per_block
+    for r in range(spec.blocks):
+        for mode in MODES[r % 3:] + MODES[:r % 3]:  # rotate: no mode always runs first
+            per_step, step_times = blocks[mode](i, n)
+            out[f"{mode}_s"].append(per_step)
+            out["timed_step_times_s"] += step_times
+            i += n
+    return out
+
+
+def _plain_block(step: Callable[[int], Any], start: int, n: int) -> tuple[float, list[float]]:
+    """n steps back to back; barriers only around the block, so that all ranks start and end together."""
+    import torch.distributed as dist
+
+    dist.barrier()  # every rank starts the block together
+    t0 = time.perf_counter()
+    for i in range(start, start + n):
+        step(i)
+    dist.barrier()  # the block ends when the slowest rank is done
+    return (time.perf_counter() - t0) / n, []
+
+
+def _timed_block(ctx, step: Callable[[int], Any], start: int, n: int) -> tuple[float, list[float]]:
+    """The runner's timed loop itself; its per-step figure is what a record reports (their mean here)."""
+    from parbench import runner
+
+    times, _, _ = runner._timed(ctx, step, start, n)
+    return sum(times) / n, times
+
+
+def _metered(ctx, trainer, step: Callable[[int], Any]) -> Callable[[int], Any]:
+    """The step with the probe's meters on: every c10d op intercepted, every saved tensor tracked."""
+    from parbench.metrics import memory
+
+    tracker = memory.ActivationTracker()
+    tracker.exclude_params(trainer.params)
+
+    def metered(i: int):
+        with ctx.meter.counting(), tracker.tracking():
+            return step(i)
+
+    return metered
+
+
+def _slowed(step: Callable[[int], Any], delay_s: float) -> Callable[[int], Any]:
+    if delay_s <= 0:
+        return step
+
+    def slowed(i: int):
+        time.sleep(delay_s)  # injected slowdown (tests of the overhead gate)
+        return step(i)
+
+    return slowed

@@ -1,0 +1,79 @@
+"""Saved benchmark runs: pytest-benchmark JSON files under ``results/benchmarks/`` (torch-free).
+
+Each file is one run of ``tests/benchmarks`` with ``--benchmark-save`` or ``--benchmark-json``;
+pytest-benchmark stores the machine (``machine_info``: host, CPU) and the commit (``commit_info``)
+beside every benchmark's stats and ``extra_info``. ``load_history`` flattens them to one row per
+benchmark per run, the shape a dashboard view plots (median over commits, one line per benchmark).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import socket
+from pathlib import Path
+from typing import Any, Iterator
+
+HISTORY_DIR = Path("results") / "benchmarks"
+COLUMNS = ("file", "datetime", "commit", "dirty", "node", "cpu", "benchmark", "group",
+           "median_s", "iqr_s", "min_s", "max_s", "rounds", "extra_info")
+
+
+def run_files(directory: str | Path = HISTORY_DIR) -> Iterator[Path]:
+    """Every saved run below ``directory`` (pytest-benchmark nests them in a platform folder)."""
+    root = Path(directory)
+    if root.is_dir():
+        yield from sorted(p for p in root.rglob("*.json") if p.is_file())
+
+
+def read_run(path: Path) -> dict[str, Any] | None:
+    """A saved run, or None if the file is not one (corrupt, or another kind of JSON)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and "benchmarks" in doc and "machine_info" in doc else None
+
+
+def machine_key(machine_info: dict[str, Any]) -> tuple[str, str]:
+    """(host, CPU model): two runs are comparable only when both match."""
+    cpu = machine_info.get("cpu") or {}
+    return str(machine_info.get("node", "")), str(cpu.get("brand_raw") or machine_info.get("processor", ""))
+
+
+def this_machine() -> tuple[str, str]:
+    from parbench.results import cpu_model
+
+    return socket.gethostname() or platform.node(), cpu_model()
+
+
+def rows(path: Path, doc: dict[str, Any]) -> list[dict[str, Any]]:
+    node, cpu = machine_key(doc["machine_info"])
+    commit = doc.get("commit_info") or {}
+    out = []
+    for b in doc["benchmarks"]:
+        s = b.get("stats") or {}
+        out.append({"file": str(path), "datetime": doc.get("datetime"), "commit": commit.get("id"),
+                    "dirty": commit.get("dirty"), "node": node, "cpu": cpu, "benchmark": b.get("name"),
+                    "group": b.get("group"), "median_s": s.get("median"), "iqr_s": s.get("iqr"),
+                    "min_s": s.get("min"), "max_s": s.get("max"), "rounds": s.get("rounds"),
+                    "extra_info": b.get("extra_info") or {}})
+    return out
+
+
+def load_history(directory: str | Path = HISTORY_DIR) -> "pandas.DataFrame":  # noqa: F821
+    """One row per benchmark per saved run, oldest run first; an empty frame with every column if none."""
+    import pandas as pd
+
+    records = [r for p in run_files(directory) if (doc := read_run(p)) for r in rows(p, doc)]
+    frame = pd.DataFrame.from_records(records, columns=list(COLUMNS))
+    return frame.sort_values(["datetime", "benchmark"], kind="stable").reset_index(drop=True)
+
+
+def latest_baseline(directory: str | Path = HISTORY_DIR, machine: tuple[str, str] | None = None) -> Path | None:
+    """The newest saved run made on ``machine`` (default: this one), or None: timings from another
+    machine are no baseline (FIELD_NOTES: a busier or quieter machine trips or hides regressions)."""
+    machine = machine or this_machine()
+    runs = [(doc.get("datetime", ""), p) for p in run_files(directory)
+            if (doc := read_run(p)) and machine_key(doc["machine_info"]) == machine]
+    return max(runs)[1] if runs else None

@@ -1,0 +1,45 @@
+"""``parbench dashboard``: serve the Streamlit dashboard over a results directory on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("dashboard", help="serve the dashboard on 127.0.0.1", description=__doc__)
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--port", type=int, default=0, help="default: a free port")
+    p.set_defaults(handler=handle)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def streamlit_command(app: Path, port: int, results_dir: str) -> list[str]:
+    return [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", "127.0.0.1",
+            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            "--", "--results-dir", results_dir]
+
+
+def handle(a: argparse.Namespace) -> int:
+    if not APP.is_file():
+        print(f"parbench dashboard: {APP} not found (the dashboard ships with the source checkout)", file=sys.stderr)
+        return 2
+    port = a.port or free_port()
+    results_dir = str(Path(a.results_dir).resolve())
+    print(f"parbench dashboard: http://127.0.0.1:{port}  (results: {results_dir}; Ctrl-C stops)", flush=True)
+    env = dict(os.environ, PARBENCH_RESULTS_DIR=results_dir)
+    try:
+        return subprocess.call(streamlit_command(APP, port, results_dir), env=env)
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,25 @@
+"""``parbench report``: the dashboard's charts as one self-contained HTML file, for sharing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("report", help="write the dashboard's charts as one HTML file", description=__doc__)
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--out", default=None, help="HTML file to write (default: <results-dir>/report.html)")
+    p.set_defaults(handler=handle)
+
+
+def handle(a: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from parbench.report import write_report
+
+    out, n, problems = write_report(a.results_dir, a.out or Path(a.results_dir) / "report.html")
+    for p in problems:
+        print(f"warning: skipped corrupt result record {p}", file=sys.stderr)
+    print(f"report: {out} ({n} runs, {out.stat().st_size / 2**20:.1f} MiB, opens offline)")
+    return 0

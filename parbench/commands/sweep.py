@@ -1,0 +1,92 @@
+"""``parbench sweep [FILE]``: a grid of real runs (the embedded default without FILE), resumable,
+failure-isolating; a summary table at the end. Exit 1 if any run failed, 2 on a bad sweep file."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from parbench.config import ConfigError
+
+
+def _csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
+    def parse(text: str) -> list[Any]:
+        try:
+            return [kind(x.strip()) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}") from None
+    return parse
+
+
+# option -> (spec key, parser); values are validated by the sweep schema like the file's.
+OVERRIDES = {
+    "strategies": ("strategies", _csv(str), "e.g. ddp,pipeline (or all)"),
+    "world_sizes": ("world_sizes", _csv(int), "e.g. 1,2,4"),
+    "backends": ("backends", _csv(str), "e.g. gloo"),
+    "global_batch_sizes": ("global_batch_sizes", _csv(int), "e.g. 32,64"),
+    "micro_batches": ("micro_batches", _csv(int), "pipeline points, e.g. 2,4"),
+    "schedules": ("schedules", _csv(str), "pipeline points, e.g. gpipe,1f1b"),
+    "repeats": ("repeats", int, "runs per point"),
+    "steps": ("steps", int, "timed steps per run"),
+    "timeout": ("timeout_s", float, "seconds per run before its ranks are killed"),
+    "name": ("name", str, "sweep name (part of its identity)"),
+}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("sweep", help="a grid of runs from a TOML file (default: the embedded sweep)",
+                       description=__doc__)
+    p.add_argument("file", nargs="?", help="sweep file (TOML); see README 'Sweeps' and parbench/sweeps/")
+    for opt, (_, kind, help_) in OVERRIDES.items():
+        p.add_argument(f"--{opt.replace('_', '-')}", dest=opt, type=kind, default=None, help=help_)
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--force", action="store_true", help="rerun points already recorded ok")
+    p.add_argument("--dry-run", action="store_true", help="list the points and skips, run nothing")
+    p.set_defaults(handler=handle)
+
+
+def overrides(a: argparse.Namespace) -> dict[str, Any]:
+    out = {}
+    for opt, (key, _, _) in OVERRIDES.items():
+        value = getattr(a, opt)
+        if value is not None:
+            out[key] = "all" if key == "strategies" and value == ["all"] else value
+    return out
+
+
+def handle(a: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from parbench.sweep import execute, load_spec, plan
+    from parbench.sweep.progress import progress_bar
+    from parbench.sweep.report import print_summary
+
+    from parbench.launch import prestart
+
+    console = Console()
+    if not console.is_terminal:  # logs and CI: wide enough for the summary table on one line per point
+        console = Console(width=200)
+    prestart()  # the forkserver imports torch while the grid is planned
+    the_plan = plan(load_spec(a.file, overrides(a)))  # ConfigError -> exit 2 before any run
+    results_dir = Path(a.results_dir)
+    console.print(f"sweep {the_plan.spec.sweep_id}: {len(the_plan.points)} points x {the_plan.spec.repeats} "
+                  f"repeats = {the_plan.runs} runs, {len(the_plan.skipped)} points skipped -> {results_dir}/")
+    if a.dry_run:
+        for p in the_plan.points:
+            console.print(f"  run  {p.label}")
+        for s in the_plan.skipped:
+            console.print(f"  skip {s.label}: {s.reason}")
+        return 0
+    t0 = time.perf_counter()
+    with progress_bar(console, the_plan.runs) as on_event:
+        outcome = execute(the_plan, results_dir, force=a.force, progress=on_event)
+    print_summary(the_plan, outcome, results_dir, time.perf_counter() - t0, console)
+    if outcome.interrupted:
+        console.print("[yellow]interrupted[/]: rerun the same command to resume")
+        return 130
+    return 1 if outcome.failed else 0
+
+
+__all__ = ["ConfigError", "add_parser", "handle"]

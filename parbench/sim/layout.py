@@ -1,0 +1,118 @@
+"""A parallel layout to simulate: mesh degrees, micro-batching, schedule, ZeRO stage, recompute, dtypes.
+
+Pure data with validation in ``__post_init__`` (every factor named), convertible from a ``RunConfig``
+so that validation predicts exactly what the runner ran.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from parbench.config import DataMode, DataParallelMode, RunConfig, Schedule, Strategy
+
+
+class Recompute(str, enum.Enum):
+    """Activation recomputation (Korthikanti et al. 2022): none, selective (attention core), full."""
+
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Precision:
+    """Bytes per element of each kind of state (mixed precision: Micikevicius et al. 2018)."""
+
+    param_bytes: int = 4
+    grad_bytes: int = 4
+    master_bytes: int = 0
+    """A float32 master copy of the weights kept in the optimizer state (0 when params are fp32)."""
+    moment_bytes: int = 4
+    """Each Adam moment."""
+    activation_bytes: int = 4
+
+    def __post_init__(self) -> None:
+        for k in ("param_bytes", "grad_bytes", "moment_bytes", "activation_bytes"):
+            if getattr(self, k) not in (1, 2, 4, 8):
+                raise ValueError(f"{k}={getattr(self, k)} must be 1, 2, 4 or 8 bytes")
+
+
+PRECISIONS = {
+    "fp32": Precision(),
+    # ZeRO paper (Rajbhandari et al. 2020, sec. 3.1): 2 + 2 + K bytes/param, K = 12 (fp32 master, m, v)
+    "bf16": Precision(param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, activation_bytes=2),
+}
+
+ZERO_STAGE = {Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.FSDP: 3}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """Where every rank sits and what it holds; world_size = dp x tp x pp (+ servers for ps)."""
+
+    strategy: Strategy = Strategy.SINGLE
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    global_batch_size: int = 1
+    micro_batches: int = 1
+    schedule: Schedule = Schedule.ONE_F_ONE_B
+    virtual_stages: int = 1
+    zero: int = 0
+    """0: replicated optimizer (DDP); 1: optimizer state sharded; 2: + gradients; 3: + parameters (FSDP)."""
+    recompute: Recompute = Recompute.NONE
+    sequence_parallel: bool = False
+    servers: int = 0
+    """Parameter-server ranks (ps only)."""
+    data_mode: DataMode = DataMode.SHARDED
+    precision: Precision = field(default_factory=Precision)
+    fsdp_pad: bool = True
+    """FSDP2 pads each parameter's dim 0 to a multiple of dp (what torch sends); False: textbook bytes."""
+
+    def __post_init__(self) -> None:
+        for k in ("dp", "tp", "pp", "global_batch_size", "micro_batches", "virtual_stages"):
+            if getattr(self, k) < 1:
+                raise ValueError(f"{k}={getattr(self, k)} must be >= 1")
+        if self.zero not in (0, 1, 2, 3):
+            raise ValueError(f"zero={self.zero} must be 0, 1, 2 or 3")
+        if self.global_batch_size % (self.dp * self.micro_batches):
+            raise ValueError(f"global_batch_size={self.global_batch_size} is not divisible by dp x micro_batches "
+                             f"= {self.dp} x {self.micro_batches}")
+        if self.schedule is Schedule.INTERLEAVED_1F1B and self.micro_batches % self.pp:
+            raise ValueError(f"interleaved1f1b needs micro_batches={self.micro_batches} divisible by pp={self.pp}")
+        if self.sequence_parallel and self.tp == 1:
+            raise ValueError("sequence_parallel needs tp > 1")
+
+    @property
+    def world_size(self) -> int:
+        return self.dp * self.tp * self.pp + (self.servers if self.strategy is Strategy.PS else 0)
+
+    @property
+    def chunks(self) -> int:
+        """Model chunks in the pipeline (pp x virtual stages for interleaved 1F1B)."""
+        return self.pp * self.v
+
+    @property
+    def v(self) -> int:
+        return self.virtual_stages if self.schedule is Schedule.INTERLEAVED_1F1B else 1
+
+    @property
+    def micro_batch_size(self) -> int:
+        return self.global_batch_size // self.dp // self.micro_batches
+
+    @property
+    def per_replica_batch(self) -> int:
+        return self.global_batch_size // self.dp
+
+
+def layout_from_run(cfg: RunConfig) -> Layout:
+    """The layout the runner builds for ``cfg`` (hybrid with dp_mode=fsdp shards like ZeRO-3)."""
+    zero = ZERO_STAGE.get(cfg.strategy, 0)
+    if cfg.strategy is Strategy.HYBRID and cfg.dp_mode is DataParallelMode.FSDP:
+        zero = 3
+    uses_pipeline = cfg.uses_pipeline
+    return Layout(strategy=cfg.strategy, dp=cfg.dp, tp=cfg.tp, pp=cfg.pp, global_batch_size=cfg.global_batch_size,
+                  micro_batches=cfg.micro_batches, schedule=cfg.schedule if uses_pipeline else Schedule.ONE_F_ONE_B,
+                  virtual_stages=cfg.virtual_stages if uses_pipeline else 1, zero=zero,
+                  servers=cfg.servers if cfg.strategy is Strategy.PS else 0, data_mode=cfg.data_mode)

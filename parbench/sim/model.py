@@ -1,0 +1,184 @@
+"""The workloads' shapes without torch: parameter tensors per pipeline unit, FLOPs, boundary activations.
+
+Mirrors ``parbench.workloads`` (mlp: Linear+ReLU units; transformer: nanoGPT-style pre-LN blocks with
+separate q/k/v projections, token+position embeddings as ``pre``, final LayerNorm + untied head as
+``post``) so byte counts derived from these shapes equal what the runner's meters count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from parbench.config import WorkloadConfig
+
+MLP_IN_FEATURES = 28 * 28
+MLP_CLASSES = 10
+INT64_BYTES = 8
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tensor:
+    """One parameter tensor: its name and shape (rows first, as torch stores it)."""
+
+    name: str
+    shape: tuple[int, ...]
+    tp_split: str = "none"
+    """How tensor parallelism shards it: ``rows`` (column-wise Linear), ``cols`` (row-wise Linear),
+    ``none`` (replicated: LayerNorm, embeddings, head, biases of row-wise Linears)."""
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def local_numel(self, tp: int) -> int:
+        """Elements one tensor-parallel rank stores (Shard(0) for ``rows``, Shard(1) for ``cols``)."""
+        if tp == 1 or self.tp_split == "none":
+            return self.numel
+        if self.tp_split == "rows":
+            return -(-self.shape[0] // tp) * (self.numel // self.shape[0])
+        return self.shape[0] * -(-self.shape[1] // tp)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gemm:
+    """One matrix multiply of the forward pass per sample: (m x k) @ (k x n), m counted per sample."""
+
+    m: int
+    k: int
+    n: int
+    batched: int = 1
+    """Independent products of this shape (attention heads)."""
+    tp_sharded: bool = True
+    """Whether tensor parallelism divides this GEMM's work by tp."""
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.k * self.n * self.batched
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unit:
+    """A pipeline unit (mlp Dense, transformer Block) or the pre/post modules around them."""
+
+    params: tuple[Tensor, ...]
+    gemms: tuple[Gemm, ...]
+    out_elems_per_sample: int
+    """Elements of this unit's output per sample (what a pipeline boundary after it sends)."""
+    elementwise_elems_per_sample: int = 0
+    """Elements touched by memory-bound ops (norms, activations, residual adds) per sample, forward."""
+    tp_row_allreduces: int = 0
+    """Row-wise Linears: one forward all-reduce of their output each under tensor parallelism."""
+    tp_col_inputs: tuple[int, ...] = ()
+    """Input widths (per token/sample) of the column-wise Linears: one backward all-reduce each."""
+    tp_row_out: int = 0
+    """Output width per sample of the row-wise Linears (the forward all-reduce's size per sample)."""
+    kernels: int = 0
+    """Forward operator calls (each pays the framework's per-op overhead; backward ~2x)."""
+
+    def param_numel(self, tp: int = 1) -> int:
+        return sum(t.local_numel(tp) for t in self.params)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    name: str
+    pre: Unit
+    units: tuple[Unit, ...]
+    post: Unit
+    input_bytes_per_sample: int
+    label_bytes_per_sample: int
+    tokens_per_sample: int
+    hidden: int
+    layers: int
+    heads: int
+    seq_len: int
+    vocab: int
+    optimizer: str
+    """``adamw`` (two moments + a float32 ``step`` tensor per parameter) or ``sgd`` (no state)."""
+    fused_qkv: bool = False
+    tensors: tuple[Tensor, ...] = field(default=(), repr=False)
+
+    @property
+    def param_numel(self) -> int:
+        return self.pre.param_numel() + sum(u.param_numel() for u in self.units) + self.post.param_numel()
+
+    @property
+    def forward_flops_per_sample(self) -> int:
+        """Sum of the GEMMs' 2mkn; equals ``Workload.forward_flops_per_sample`` (Kaplan et al. 2020)."""
+        return sum(g.flops for u in (self.pre, *self.units, self.post) for g in u.gemms)
+
+
+def _linear(name: str, fan_in: int, fan_out: int, *, bias: bool = True, split: str = "none") -> tuple[Tensor, ...]:
+    weight = Tensor(name=f"{name}.weight", shape=(fan_out, fan_in), tp_split=split)
+    if not bias:
+        return (weight,)
+    bias_split = "rows" if split == "rows" else "none"  # column-wise shards its bias, row-wise replicates it
+    return weight, Tensor(name=f"{name}.bias", shape=(fan_out,), tp_split=bias_split)
+
+
+def mlp_spec(cfg: WorkloadConfig) -> ModelSpec:
+    """784 -> hidden x layers -> 10 (parbench.workloads.mlp); units pair column/row-wise under TP."""
+    w = [MLP_IN_FEATURES] + [cfg.hidden] * cfg.layers + [MLP_CLASSES]
+    n = len(w) - 1
+    units = []
+    for i, (a, b) in enumerate(zip(w, w[1:])):
+        paired = (n - (n % 2)) > i  # an odd last layer stays replicated
+        split = ("rows" if i % 2 == 0 else "cols") if paired else "none"
+        units.append(Unit(
+            params=_linear(f"units.{i}.fc", a, b, split=split),
+            gemms=(Gemm(m=1, k=a, n=b, tp_sharded=paired),),
+            out_elems_per_sample=b, elementwise_elems_per_sample=2 * b,
+            tp_row_allreduces=1 if split == "cols" else 0,
+            tp_row_out=b if split == "cols" else 0,
+            tp_col_inputs=(a,) if split == "rows" else (),
+            kernels=2))
+    empty = Unit(params=(), gemms=(), out_elems_per_sample=MLP_IN_FEATURES)
+    return ModelSpec(name="mlp", pre=empty, units=tuple(units), post=Unit(params=(), gemms=(), out_elems_per_sample=MLP_CLASSES),
+                     input_bytes_per_sample=4 * MLP_IN_FEATURES, label_bytes_per_sample=INT64_BYTES,
+                     tokens_per_sample=1, hidden=cfg.hidden, layers=cfg.layers, heads=1, seq_len=1,
+                     vocab=MLP_CLASSES, optimizer="sgd")
+
+
+def block_unit(i: int, d: int, t: int, heads: int, *, fused_qkv: bool = False) -> Unit:
+    """One pre-LN block: q, k, v, proj (d x d), up (d x 4d), down (4d x d), two LayerNorms."""
+    ln = lambda name: (Tensor(name=f"{name}.weight", shape=(d,)), Tensor(name=f"{name}.bias", shape=(d,)))  # noqa: E731
+    p = f"units.{i}"
+    params = (*ln(f"{p}.ln1"), *_linear(f"{p}.attn.q", d, d, split="rows"), *_linear(f"{p}.attn.k", d, d, split="rows"),
+              *_linear(f"{p}.attn.v", d, d, split="rows"), *_linear(f"{p}.attn.proj", d, d, split="cols"),
+              *ln(f"{p}.ln2"), *_linear(f"{p}.mlp.up", d, 4 * d, split="rows"),
+              *_linear(f"{p}.mlp.down", 4 * d, d, split="cols"))
+    hd = d // heads
+    gemms = (Gemm(m=t, k=d, n=3 * d), Gemm(m=t, k=d, n=d),  # qkv, proj
+             Gemm(m=t, k=hd, n=t, batched=heads), Gemm(m=t, k=t, n=hd, batched=heads),  # QK^T, AV
+             Gemm(m=t, k=d, n=4 * d), Gemm(m=t, k=4 * d, n=d))  # mlp
+    col_inputs = (d,) * (2 if fused_qkv else 4)  # q, k, v (or one qkv) and up all read the d-wide stream
+    return Unit(params=params, gemms=gemms, out_elems_per_sample=t * d,
+                elementwise_elems_per_sample=t * (12 * d) + heads * t * t,
+                tp_row_allreduces=2, tp_row_out=t * d, tp_col_inputs=tuple(x * t for x in col_inputs),
+                kernels=24)
+
+
+def transformer_spec(cfg: WorkloadConfig, *, fused_qkv: bool = False) -> ModelSpec:
+    """parbench.workloads.transformer: Embed -> Block x L -> LayerNorm + Linear(d, V, bias=False)."""
+    d, t, v = cfg.hidden, cfg.seq_len, cfg.vocab_size
+    pre = Unit(params=(Tensor(name="pre.tok.weight", shape=(v, d)), Tensor(name="pre.pos.weight", shape=(t, d))),
+               gemms=(), out_elems_per_sample=t * d, elementwise_elems_per_sample=3 * t * d, kernels=4)
+    units = tuple(block_unit(i, d, t, cfg.heads, fused_qkv=fused_qkv) for i in range(cfg.layers))
+    post = Unit(params=(Tensor(name="post.ln.weight", shape=(d,)), Tensor(name="post.ln.bias", shape=(d,)),
+                        Tensor(name="post.out.weight", shape=(v, d))),
+                gemms=(Gemm(m=t, k=d, n=v, tp_sharded=False),), out_elems_per_sample=t * v,
+                elementwise_elems_per_sample=2 * t * d + 3 * t * v, kernels=6)
+    return ModelSpec(name="transformer", pre=pre, units=units, post=post,
+                     input_bytes_per_sample=INT64_BYTES * t, label_bytes_per_sample=INT64_BYTES * t,
+                     tokens_per_sample=t, hidden=d, layers=cfg.layers, heads=cfg.heads, seq_len=t, vocab=v,
+                     optimizer="adamw", fused_qkv=fused_qkv)
+
+
+def model_spec(cfg: WorkloadConfig, *, fused_qkv: bool = False) -> ModelSpec:
+    """The spec of a workload config (``fused_qkv``: Megatron's single qkv projection, for at-scale runs)."""
+    if cfg.name == "mlp":
+        return mlp_spec(cfg)
+    return transformer_spec(cfg, fused_qkv=fused_qkv)

@@ -1,0 +1,88 @@
+"""Hybrid layouts on one DeviceMesh (pp, dp, tp) with the degrees given explicitly (--dp/--tp/--pp).
+
+Ranks are laid out tp innermost (tensor-parallel peers are neighbours: the most frequent traffic),
+pp outermost (torchtitan's order). Categories follow the mesh dimension a collective runs on:
+dp -> parameter (gradient all-reduce, or FSDP's all-gather / reduce-scatter), tp and pp ->
+intermediate (activations and their gradients). Each dp replica reads its own shard of the batch.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.nn.parallel import DistributedDataParallel
+
+from parbench.config import DataParallelMode
+from parbench.metrics.comm import Category
+from parbench.strategies.base import RankContext, Trainer, load_shard
+from parbench.strategies.data_parallel import sgd_step
+from parbench.strategies.pipeline import build_stages, make_schedule, pipeline_step
+from parbench.strategies.sharded import shard_model
+from parbench.strategies.tensor_parallel import apply_tp
+
+
+def build_mesh(ctx: RankContext) -> DeviceMesh:
+    """The one mesh of the run; categories are assigned per dimension's process group."""
+    cfg = ctx.config
+    mesh = init_device_mesh(ctx.device.type, (cfg.pp, cfg.dp, cfg.tp), mesh_dim_names=("pp", "dp", "tp"))
+    ctx.meter.assign(mesh.get_group("dp"), Category.PARAMETER)
+    ctx.meter.assign(mesh.get_group("tp"), Category.INTERMEDIATE)
+    ctx.meter.assign(mesh.get_group("pp"), Category.INTERMEDIATE)
+    return mesh
+
+
+def data_parallel_wrap(ctx: RankContext, mesh: DeviceMesh) -> Callable[[nn.Module], nn.Module]:
+    """What the dp dimension does to a module: nothing (dp=1), DDP, or FSDP2 (ZeRO-3) over mesh["dp"]."""
+    cfg = ctx.config
+    if cfg.dp == 1:
+        return lambda module: module
+    if cfg.dp_mode is DataParallelMode.FSDP:
+        def fsdp(module: nn.Module) -> nn.Module:
+            shard_model(module, mesh["dp"], reshard_after_forward=True)
+            return module
+        return fsdp
+    group = mesh.get_group("dp")
+    return lambda module: DistributedDataParallel(module, process_group=group)
+
+
+def build_hybrid(*, ctx: RankContext) -> Trainer:
+    cfg = ctx.config
+    mesh = build_mesh(ctx)
+    model = ctx.workload.build(cfg.seed).to(ctx.device)
+    # Composition order TP, then PP, then DP (torchtitan's parallelize_llama, picotron's train.py):
+    # TP rewrites layers into DTensor shards in place; PP then cuts the (sharded) model into
+    # stages; DP comes last because it wraps exactly the local parameters each rank ends up holding.
+    if cfg.tp > 1:
+        apply_tp(ctx, model, mesh["tp"])
+    wrap = data_parallel_wrap(ctx, mesh)
+    dp_rank = mesh.get_local_rank("dp")
+    if cfg.pp > 1:
+        return _pipelined(ctx, mesh, model, wrap, dp_rank)
+    wrapped = wrap(model)
+    optimizer = ctx.workload.optimizer(list(wrapped.parameters()), cfg.lr)
+    dp_group = mesh.get_group("dp")
+    src = mesh["dp"].mesh.tolist()[0]  # global rank that reads the replica batch in rank0 mode
+    batch = lambda i: load_shard(ctx, i, dp_rank=dp_rank, dp_size=cfg.dp, group=dp_group, src=src)  # noqa: E731
+    return Trainer(step=sgd_step(ctx, wrapped, optimizer, batch), params=list(model.parameters()),
+                   optimizer=optimizer, role=_role(mesh))
+
+
+def _pipelined(ctx: RankContext, mesh: DeviceMesh, model: nn.Module,
+               wrap: Callable[[nn.Module], nn.Module], dp_rank: int) -> Trainer:
+    cfg = ctx.config
+    pp_rank = mesh.get_local_rank("pp")
+    stages, modules = build_stages(ctx, pp_rank=pp_rank, pp_size=cfg.pp, group=mesh.get_group("pp"),
+                                   model=model, wrap=wrap)
+    params = [p for m in modules for p in m.parameters()]
+    optimizer = ctx.workload.optimizer(params, cfg.lr)
+    step = pipeline_step(ctx, stages, make_schedule(ctx, stages), optimizer, pp_rank=pp_rank,
+                         pp_size=cfg.pp, dp_rank=dp_rank, dp_size=cfg.dp, ranks=mesh["pp"].mesh.tolist())
+    return Trainer(step=step, params=params, optimizer=optimizer,
+                   role=_role(mesh) + " stage " + ",".join(str(s.stage_index) for s in stages))
+
+
+def _role(mesh: DeviceMesh) -> str:
+    return " ".join(f"{name}{mesh.get_local_rank(name)}" for name in ("pp", "dp", "tp"))
+

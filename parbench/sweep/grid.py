@@ -1,0 +1,173 @@
+"""Grid expansion: a SweepSpec -> the runnable points and the skipped ones (each with its reason).
+
+Strategy-specific axes multiply only the points they apply to (``AXES_BY_STRATEGY``), so the grid
+holds no junk: micro-batches and schedules only pipeline points, meshes only hybrid ones, servers
+only ps. ``single`` runs at world size 1 only; every other strategy at world sizes >= 2 (at 1 it
+would be ``single`` again). A point that is still infeasible (RunConfig raises ConfigError, the
+strategy is not implemented, the backend is not built in) is kept as a ``Skipped`` with its reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from parbench.config import ConfigError, RunConfig, Schedule, Strategy, WorkloadConfig
+from parbench.sweep.spec import SweepSpec
+
+# Which spec axes multiply which strategy's points (plain data; the rest use RunConfig defaults).
+AXES_BY_STRATEGY: dict[Strategy, tuple[str, ...]] = {
+    Strategy.PIPELINE: ("micro_batches", "schedules"),
+    Strategy.HYBRID: ("meshes", "dp_modes", "micro_batches", "schedules"),
+    Strategy.PS: ("servers",),
+}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One runnable grid point (repeated ``spec.repeats`` times)."""
+
+    config: RunConfig
+    label: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    label: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec: SweepSpec
+    points: tuple[Point, ...]
+    skipped: tuple[Skipped, ...]
+    strategies: tuple[str, ...]
+    """The strategies the grid asked for (``all`` resolved against the registry at run time)."""
+
+    @property
+    def runs(self) -> int:
+        return len(self.points) * self.spec.repeats
+
+
+def resolve_strategies(spec: SweepSpec) -> tuple[str, ...]:
+    """``all``: every strategy in parbench.strategies.BUILDERS, read now (more are being added)."""
+    if spec.strategies != "all":
+        return tuple(spec.strategies)
+    from parbench.strategies import BUILDERS
+
+    return tuple(s.value for s in Strategy if s in BUILDERS)
+
+
+def plan(spec: SweepSpec) -> Plan:
+    """Expand the grid; raise ConfigError (naming the file) when no point is runnable."""
+    points: dict[str, Point] = {}
+    skipped: list[Skipped] = []
+    strategies = resolve_strategies(spec)
+    for kwargs, label in _candidates(spec, strategies):
+        if isinstance(kwargs, str):  # the combination rules found no variant: the reason
+            skipped.append(Skipped(label, kwargs))
+            continue
+        try:
+            cfg = _config(spec, kwargs)
+        except ConfigError as exc:
+            skipped.append(Skipped(label, str(exc)))
+            continue
+        points.setdefault(cfg.point_key(), Point(cfg, label))  # the same measurement twice runs once
+    if not points:
+        reasons = "; ".join(f"{s.label}: {s.reason}" for s in skipped[:5]) or "no strategy/world-size combination"
+        raise ConfigError(f"{spec.source}: the grid has no runnable point ({reasons})")
+    return Plan(spec=spec, points=tuple(points.values()), skipped=tuple(skipped), strategies=strategies)
+
+
+def _config(spec: SweepSpec, kwargs: dict[str, Any]) -> RunConfig:
+    from parbench.launch import check_implemented
+    from parbench.validation import check_environment
+
+    cfg = RunConfig(**kwargs)  # ConfigError: infeasible point
+    check_implemented(cfg)
+    check_environment(cfg)
+    return cfg
+
+
+def _candidates(spec: SweepSpec, strategies: tuple[str, ...]) -> Iterator[tuple[dict[str, Any] | str, str]]:
+    """(RunConfig kwargs, label) for every combination the combination rules allow; (reason,
+    label) where a strategy has no variant at a world size (hybrid at 2: no two-degree mesh)."""
+    common = dict(steps=spec.steps, warmup_steps=spec.warmup_steps, timeout_s=spec.timeout_s,
+                  seed=spec.seed, threads=spec.threads)
+    for workload in _workloads(spec):
+        for name, ws, backend, gbs, data_mode in itertools.product(
+                strategies, spec.world_sizes, spec.backends, spec.global_batch_sizes, spec.data_modes):
+            strategy = Strategy(name)
+            if (strategy is Strategy.SINGLE) != (ws == 1):
+                continue  # single is the world-size-1 point; at 1 every other strategy is single again
+            base = dict(common, strategy=strategy, world_size=ws, backend=backend, workload=workload,
+                        global_batch_size=gbs, data_mode=data_mode)
+            variants = list(_variants(spec, strategy, ws))
+            if not variants:
+                yield (f"no {name} mesh of world_size={ws} in meshes={spec.meshes or 'derived'} "
+                       "(needs dp*tp*pp = world_size with two or more degrees > 1)"), _label(base, {})
+            for extra in variants:
+                yield base | extra, _label(base, extra)
+
+
+def _workloads(spec: SweepSpec) -> Iterator[WorkloadConfig]:
+    """Each [[workloads]] table, its list-valued shape keys multiplied out."""
+    for table in spec.workloads:
+        lists = {k: v for k, v in table.items() if isinstance(v, list)}
+        scalars = {k: v for k, v in table.items() if not isinstance(v, list)}
+        for combo in itertools.product(*lists.values()):
+            try:
+                yield WorkloadConfig(**scalars, **dict(zip(lists, combo)))
+            except ConfigError as exc:
+                raise ConfigError(f"{spec.source}: workloads entry {table}: {exc}") from None
+
+
+def _variants(spec: SweepSpec, strategy: Strategy, ws: int) -> Iterator[dict[str, Any]]:
+    if strategy is Strategy.PS:
+        yield from ({"servers": s} for s in spec.servers)
+    elif strategy is Strategy.PIPELINE:
+        yield from _pipeline_variants(spec)
+    elif strategy is Strategy.HYBRID:
+        for (dp, tp, pp), mode in itertools.product(_meshes(spec, ws), spec.dp_modes):
+            mesh = {"dp": dp, "tp": tp, "pp": pp, "dp_mode": mode}
+            yield from ((mesh | v) for v in (_pipeline_variants(spec) if pp > 1 else [{}]))
+    else:
+        yield {}
+
+
+def _pipeline_variants(spec: SweepSpec) -> Iterator[dict[str, Any]]:
+    for mb, schedule in itertools.product(spec.micro_batches, spec.schedules):
+        interleaved = schedule == Schedule.INTERLEAVED_1F1B.value
+        for vs in (spec.virtual_stages if interleaved else [1]):
+            yield {"micro_batches": mb, "schedule": schedule, "virtual_stages": vs}
+
+
+def _meshes(spec: SweepSpec, ws: int) -> list[tuple[int, int, int]]:
+    """The spec's meshes of this world size, or every (dp, tp, pp) with dp*tp*pp = ws and at
+    least two degrees > 1 (a mesh with one is a single strategy, measured as that strategy)."""
+    if spec.meshes:
+        return [tuple(m) for m in spec.meshes if m[0] * m[1] * m[2] == ws]
+    divisors = [d for d in range(1, ws + 1) if ws % d == 0]
+    return [(dp, tp, ws // (dp * tp)) for dp in divisors for tp in divisors
+            if ws % (dp * tp) == 0 and sum(x > 1 for x in (dp, tp, ws // (dp * tp))) >= 2]
+
+
+def _label(base: dict[str, Any], extra: dict[str, Any]) -> str:
+    w: WorkloadConfig = base["workload"]
+    short = {"layers": "L", "hidden": "d", "heads": "h", "seq_len": "T", "vocab_size": "V"}
+    shape = "".join(f"{short[k]}{v}" for k, v in w.shape().items())
+    parts = [f"{base['strategy'].value} x{base['world_size']}", f"{w.name}:{shape}", f"gbs={base['global_batch_size']}"]
+    if "dp" in extra:
+        parts.append(f"mesh=dp{extra['dp']}.tp{extra['tp']}.pp{extra['pp']}/{extra['dp_mode']}")
+    if "micro_batches" in extra:
+        vs = f"x{extra['virtual_stages']}" if extra["virtual_stages"] > 1 else ""
+        parts.append(f"{extra['schedule']}{vs} mb={extra['micro_batches']}")
+    if "servers" in extra:
+        parts.append(f"servers={extra['servers']}")
+    if base["backend"] != "gloo":
+        parts.append(base["backend"])
+    if base["data_mode"] != "sharded":
+        parts.append(f"data={base['data_mode']}")
+    return " ".join(parts)

@@ -1,0 +1,239 @@
+"""The sweep file: a TOML schema held as data, and its validation into a frozen ``SweepSpec``.
+
+Every key is checked before anything runs; a bad file dies with the file, the key and what was
+expected (``ConfigError``, exit code 2). Grid axes are lists; everything else is a scalar.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+from parbench.config import (DATASETS, WORKLOAD_NAMES, Backend, ConfigError, DataMode, DataParallelMode,
+                             Schedule, Strategy)
+
+
+def _names(enum_type) -> tuple[str, ...]:
+    return tuple(m.value for m in enum_type)
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of the schema: its kind (see ``_CHECKS``), default and meaning."""
+
+    kind: str
+    default: Any
+    doc: str
+    choices: tuple[str, ...] = ()
+
+
+# The schema is plain data; README's table is generated from it (tests check they agree).
+TOP_KEYS: dict[str, Key] = {
+    "name": Key("str", None, "sweep name (default: the file's stem); part of the sweep identity"),
+    "description": Key("str", "", "free text, kept in the manifest"),
+    "repeats": Key("int>=1", 1, "runs per grid point; every repeat is a record"),
+    "steps": Key("int>=1", 5, "timed steps per run"),
+    "warmup_steps": Key("int>=1", 1, "untimed steps before the probe step"),
+    "timeout_s": Key("number>0", 120.0, "wall-clock limit per run; every rank is killed when it passes"),
+    "seed": Key("int>=0", 0, "seed of model init and data"),
+    "threads": Key("int>=1", 1, "intra-op threads per rank"),
+    "strategies": Key("strategies", "all", '"all" (every implemented strategy) or a list of names',
+                      _names(Strategy)),
+    "world_sizes": Key("list[int>=1]", [1, 2, 4], "ranks per run; `single` runs only at 1, the others only at >= 2"),
+    "backends": Key("list[enum]", ["gloo"], "process-group backends", _names(Backend)),
+    "global_batch_sizes": Key("list[int>=1]", [64], "samples per optimizer step, all ranks together"),
+    "data_modes": Key("list[enum]", ["sharded"], "how ranks get their batch", _names(DataMode)),
+    "micro_batches": Key("list[int>=1]", [4], "pipeline points only (pipeline, hybrid with pp > 1)"),
+    "schedules": Key("list[enum]", ["1f1b"], "pipeline points only", _names(Schedule)),
+    "virtual_stages": Key("list[int>=2]", [2], "interleaved1f1b points only: model chunks per rank"),
+    "meshes": Key("list[mesh]", [], "hybrid only: [dp, tp, pp] triples; [] = every mesh of the world "
+                                    "size with two or more degrees > 1"),
+    "dp_modes": Key("list[enum]", ["ddp"], "hybrid only: how the dp dimension replicates",
+                    _names(DataParallelMode)),
+    "servers": Key("list[int>=1]", [1], "ps only: parameter-server ranks"),
+    "workloads": Key("workloads", [{"name": "mlp"}], "array of [[workloads]] tables (keys below)"),
+}
+
+# Shape keys take a scalar or a list (a list multiplies the grid).
+WORKLOAD_KEYS: dict[str, Key] = {
+    "name": Key("enum", None, "required", WORKLOAD_NAMES),
+    "layers": Key("ints>=1", 0, "mlp hidden layers / transformer blocks (0 or absent = workload default)"),
+    "hidden": Key("ints>=1", 0, "mlp width / transformer d_model"),
+    "heads": Key("ints>=1", 4, "transformer attention heads"),
+    "seq_len": Key("ints>=1", 32, "transformer tokens per sample"),
+    "vocab_size": Key("ints>=1", 256, "transformer vocabulary"),
+    "dataset": Key("enum", "synthetic", "mlp data", DATASETS),
+    "dataset_path": Key("str", None, "MNIST IDX directory for dataset = \"mnist\""),
+}
+
+# Keys outside the measured grid: changing them does not change the sweep identity.
+NOT_IDENTITY = ("repeats", "timeout_s", "description")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepSpec:
+    """A validated sweep file (plus command-line overrides); ``values`` maps every TOP_KEYS key."""
+
+    source: str
+    """The file (or ``<default>``) the spec came from, for messages and the manifest."""
+    values: dict[str, Any]
+
+    def __getattr__(self, key: str) -> Any:
+        if key in TOP_KEYS:
+            return self.values[key]
+        raise AttributeError(key)
+
+    @property
+    def sweep_id(self) -> str:
+        """``<name>-<hash>``: same name and same measured grid = same sweep (resume matches on it).
+        Repeats and timeout are left out, so ``--repeats 3`` after a 1-repeat sweep adds repeats 1-2."""
+        ident = {k: v for k, v in self.values.items() if k not in NOT_IDENTITY}
+        digest = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:8]
+        return f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', self.values['name'])}-{digest}"
+
+
+# --- parsing -------------------------------------------------------------------------------
+
+
+def load_spec(path: str | Path | None, overrides: dict[str, Any] | None = None) -> SweepSpec:
+    """Read and validate a sweep file (None: the embedded default), then apply overrides."""
+    if path is None:
+        text, source, stem = resources.files("parbench.sweeps").joinpath("default.toml").read_text(), "<default>", "default"
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"sweep file {p} does not exist")
+        text, source, stem = p.read_text(), str(p), p.stem
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    values = _validate_top(raw, source)
+    for key, value in (overrides or {}).items():
+        values[key] = _check(TOP_KEYS[key], value, f"{source}: command-line override {key}")
+    values["name"] = values["name"] or stem
+    return SweepSpec(source=source, values=values)
+
+
+def _validate_top(raw: dict[str, Any], source: str) -> dict[str, Any]:
+    unknown = sorted(set(raw) - set(TOP_KEYS))
+    if unknown:
+        raise ConfigError(f"{source}: unknown key {unknown[0]!r}; valid keys: {', '.join(TOP_KEYS)}")
+    return {key: _check(spec, raw[key], f"{source}: key {key!r}") if key in raw else _copy(spec.default)
+            for key, spec in TOP_KEYS.items()}
+
+
+def _copy(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def _fail(where: str, expected: str, value: Any) -> ConfigError:
+    return ConfigError(f"{where}: expected {expected}, got {value!r}")
+
+
+def _int(value: Any, low: int, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise _fail(where, f"an integer >= {low}", value)
+    return value
+
+
+def _list(value: Any, where: str, what: str, item: Callable[[Any, str], Any]) -> list[Any]:
+    if not isinstance(value, list):
+        raise _fail(where, f"a list of {what}", value)
+    if not value:
+        raise _fail(where, f"a non-empty list of {what} (an empty axis makes an empty grid)", value)
+    out = [item(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if len(set(map(json.dumps, out))) != len(out):
+        raise _fail(where, f"a list of distinct {what}", value)
+    return out
+
+
+def _enum(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def check(value: Any, where: str) -> str:
+        if value not in choices:
+            raise _fail(where, f"one of {', '.join(choices)}", value)
+        return value
+    return check
+
+
+def _mesh(value: Any, where: str) -> list[int]:
+    if not isinstance(value, list) or len(value) != 3:
+        raise _fail(where, "a [dp, tp, pp] list of three integers >= 1", value)
+    return [_int(v, 1, where) for v in value]
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise _fail(where, "a string", value)
+    return value
+
+
+def _check(spec: Key, value: Any, where: str) -> Any:
+    kind = spec.kind
+    if kind == "str":
+        return _str(value, where)
+    if kind == "enum":
+        return _enum(spec.choices)(value, where)
+    if kind == "number>0":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise _fail(where, "a number > 0", value)
+        return float(value)
+    if kind.startswith("int>="):
+        return _int(value, int(kind[5:]), where)
+    if kind.startswith("list[int>="):
+        low = int(kind[10:-1])
+        return _list(value, where, f"integers >= {low}", lambda v, w: _int(v, low, w))
+    if kind == "list[enum]":
+        return _list(value, where, f"names from: {', '.join(spec.choices)}", _enum(spec.choices))
+    if kind == "list[mesh]":
+        return [] if value == [] else _list(value, where, "[dp, tp, pp] triples", _mesh)
+    if kind == "strategies":
+        if value == "all":
+            return value
+        return _list(value, where, f'strategy names ({", ".join(spec.choices)}) or the string "all"',
+                     _enum(spec.choices))
+    if kind == "ints>=1":
+        return _list(value, where, "integers >= 1", lambda v, w: _int(v, 1, w)) if isinstance(value, list) \
+            else [_int(value, 1, where)]
+    if kind == "workloads":
+        return _list(value, where, "[[workloads]] tables", _workload)
+    raise AssertionError(f"schema kind {kind!r} has no check")
+
+
+def _workload(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _fail(where, "a table with at least a name", value)
+    unknown = sorted(set(value) - set(WORKLOAD_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; valid keys: {', '.join(WORKLOAD_KEYS)}")
+    if "name" not in value:
+        raise ConfigError(f"{where}: missing key 'name' (one of {', '.join(WORKLOAD_NAMES)})")
+    out = {}
+    for key, spec in WORKLOAD_KEYS.items():
+        if key in value:
+            out[key] = _check(spec, value[key], f"{where}.{key}")
+        elif spec.kind == "ints>=1" and spec.default:
+            out[key] = [spec.default]
+    return out
+
+
+def schema_markdown() -> str:
+    """The README table of sweep-file keys (generated from TOP_KEYS and WORKLOAD_KEYS)."""
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for prefix, keys in (("", TOP_KEYS), ("workloads.", WORKLOAD_KEYS)):
+        for key, spec in keys.items():
+            kind = spec.kind + (f" ({', '.join(spec.choices)})" if spec.choices else "")
+            default = "-" if spec.default is None else json.dumps(spec.default)
+            rows.append(f"| `{prefix}{key}` | {kind} | `{default}` | {spec.doc} |")
+    return "\n".join(rows)
+
+
+def replace_values(spec: SweepSpec, **values: Any) -> SweepSpec:
+    return dataclasses.replace(spec, values={**spec.values, **values})

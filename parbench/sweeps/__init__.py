@@ -1,0 +1,1 @@
+"""Example sweep files shipped with parbench (``parbench sweep`` with no file runs default.toml)."""

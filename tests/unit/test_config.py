@@ -1,0 +1,90 @@
+"""Every bad configuration fails in RunConfig, before anything is spawned, naming its factors."""
+
+import subprocess
+import sys
+
+import pytest
+
+from parbench.config import ConfigError, RunConfig, WorkloadConfig
+
+TRANSFORMER = {"name": "transformer"}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"strategy": "nope"}, "unknown strategy 'nope'; valid: single, ddp"),
+    ({"backend": "tcp"}, "unknown backend 'tcp'; valid: gloo, nccl, mpi"),
+    ({"world_size": 0, "strategy": "ddp"}, "world_size=0 must be >= 1"),
+    ({"strategy": "single", "world_size": 2}, "strategy=single runs one process, got world_size=2"),
+    ({"strategy": "ddp", "world_size": 3, "global_batch_size": 64},
+     "global_batch_size=64 is not divisible by data-parallel replicas x micro_batches = 3 x 1 = 3"),
+    ({"strategy": "pipeline", "world_size": 2, "micro_batches": 3, "global_batch_size": 64},
+     "global_batch_size=64 is not divisible by data-parallel replicas x micro_batches = 1 x 3 = 3"),
+    ({"strategy": "pipeline", "world_size": 4, "workload": {"name": "mlp", "layers": 1}},
+     "pipeline needs 4 stages (pp=4 x virtual_stages=1) but the mlp has only 2 splittable layers (layers=1)"),
+    ({"strategy": "pipeline", "world_size": 8, "workload": TRANSFORMER},
+     "pipeline needs 8 stages (pp=8 x virtual_stages=1) but the transformer has only 4 splittable layers"),
+    ({"strategy": "tp", "world_size": 3, "global_batch_size": 63, "workload": {"name": "transformer", "hidden": 48, "heads": 4}},
+     "tp=3 does not divide heads=4"),
+    ({"strategy": "hybrid", "world_size": 4, "dp": 2, "tp": 2, "pp": 2}, "dp*tp*pp=2*2*2=8 != world_size=4"),
+    ({"strategy": "ddp", "world_size": 2, "micro_batches": 2}, "micro_batches=2 applies to pipeline schedules only"),
+    ({"steps": 0}, "steps=0 must be >= 1"),
+    ({"warmup_steps": 0}, "warmup_steps=0 must be >= 1"),
+    ({"device": "tpu"}, "unknown device 'tpu'"),
+    ({"data_mode": "nfs"}, "unknown data mode 'nfs'; valid: sharded, rank0"),
+    ({"strategy": "ps", "world_size": 2, "servers": 2}, "ps needs at least one worker: servers=2 >= world_size=2"),
+    ({"inject_fault": "boom:0"}, "inject_fault='boom:0'"),
+])
+def test_bad_run_config(kwargs, message):
+    with pytest.raises(ConfigError) as err:
+        RunConfig(**kwargs)
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"name": "resnet"}, "unknown workload 'resnet'"),
+    ({"name": "transformer", "hidden": 30, "heads": 4}, "heads=4 does not divide hidden=30"),
+    ({"name": "mlp", "dataset": "cifar"}, "unknown dataset 'cifar'"),
+    ({"name": "mlp", "dataset": "mnist"}, "needs dataset_path"),
+    ({"name": "transformer", "dataset": "digits"}, "applies to the mlp workload only"),
+])
+def test_bad_workload_config(kwargs, message):
+    with pytest.raises(ConfigError) as err:
+        WorkloadConfig(**kwargs)
+    assert message in str(err.value)
+
+
+def test_defaults_are_the_seed_network_and_a_small_gpt():
+    assert RunConfig().workload.shape() == {"layers": 1, "hidden": 512}
+    t = RunConfig(workload=TRANSFORMER)
+    assert t.workload.shape() == {"layers": 4, "hidden": 64, "heads": 4, "seq_len": 32, "vocab_size": 256}
+    assert t.lr == 1e-3 and RunConfig().lr == 0.01
+
+
+def test_point_key_ignores_timeout_only():
+    a = RunConfig(strategy="ddp", world_size=2)
+    assert a.point_key() == RunConfig(strategy="ddp", world_size=2, timeout_s=5).point_key()
+    assert a.point_key() != RunConfig(strategy="ddp", world_size=4).point_key()
+    assert RunConfig.from_dict(a.to_dict()) == a
+
+
+def test_reference_is_single_process_same_batch_and_seed():
+    cfg = RunConfig(strategy="pipeline", world_size=2, micro_batches=4, seed=3, global_batch_size=32)
+    ref = cfg.reference()
+    assert (ref.strategy.value, ref.world_size, ref.micro_batches) == ("single", 1, 1)
+    assert (ref.global_batch_size, ref.seed, ref.workload) == (32, 3, cfg.workload)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--strategy", "foo"], "unknown strategy 'foo'"),
+    (["--strategy", "ddp", "--world-size", "3"], "not divisible"),
+    (["--backend", "nccl", "--strategy", "ddp", "--world-size", "2"], "backend=nccl"),
+    pytest.param(["--device", "cuda"], "device=cuda", marks=pytest.mark.skipif(
+        __import__("torch").cuda.is_available(), reason="this machine has a GPU, so device=cuda is valid")),
+])
+def test_cli_exits_2_before_spawning(argv, message, tmp_path):
+    """Exit code 2, the message on stderr, and nothing written to the results directory."""
+    out = subprocess.run([sys.executable, "-m", "parbench", "run", *argv, "--results-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr
+    assert not any(tmp_path.iterdir())
