@@ -236,7 +236,7 @@ def _stacked_bars(groups: pd.DataFrame, parts: dict[str, str], patterns: dict[st
     colors = [strategy_color(s) for s in groups["strategy"]]
     for col, name in parts.items():
         fig.add_trace(go.Bar(x=x, y=groups[col] / MIB, name=name, marker=dict(
-            color=colors, pattern=dict(shape=patterns[col], fgcolor="white", solidity=0.35),
+            color=colors, pattern=dict(shape=patterns[col], fillmode="overlay", fgcolor="white", solidity=0.4),
             line=dict(color="black", width=0.5)), hovertemplate=f"{name}: %{{y:.3f}} MiB<extra>%{{x}}</extra>"))
     fig.update_layout(barmode="stack", title=title, yaxis_title=yaxis, xaxis_title=xaxis, legend_title="part (pattern)")
     return fig

@@ -11,8 +11,10 @@ from parbench.metrics import stats
 from parbench.results import SCHEMA_VERSION, new_run_id, provenance
 
 CATEGORIES = tuple(c.value for c in Category)
-# Peak dense FLOP/s per device, for MFU; sources in parbench/sim (NVIDIA datasheets). CPUs: unknown.
-PEAK_FLOPS = {"NVIDIA H100": 989e12, "NVIDIA A100": 312e12, "NVIDIA H200": 989e12}
+# Peak FP32 (non-tensor-core) FLOP/s per GPU, for the MFU of parbench's fp32 training (torch's
+# default fp32 matmul does not use TF32). NVIDIA A100 datasheet (19.5 TFLOPS), H100 SXM and H200
+# SXM datasheets (67 TFLOPS). Matched by name prefix; CPUs have no stated peak, so mfu is null there.
+PEAK_FLOPS = {"NVIDIA A100": 19.5e12, "NVIDIA H100": 67e12, "NVIDIA H200": 67e12}
 
 
 def config_columns(cfg: RunConfig) -> dict[str, Any]:

@@ -10,4 +10,6 @@ COMMAND_MODULES = (
     "parbench.commands.dashboard",
     "parbench.commands.report",
     "parbench.commands.workloads",
+    "parbench.commands.cluster",
+    "parbench.commands.slurm",
 )

@@ -67,8 +67,9 @@ class Layout:
     """Parameter-server ranks (ps only)."""
     data_mode: DataMode = DataMode.SHARDED
     precision: Precision = field(default_factory=Precision)
-    fsdp_pad: bool = True
-    """FSDP2 pads each parameter's dim 0 to a multiple of dp (what torch sends); False: textbook bytes."""
+    fsdp2: bool = False
+    """torch FSDP2 semantics (what the runner uses for zero2/fsdp): parameters sharded at rest even at
+    zero=2, each parameter's dim 0 padded to a multiple of dp. False: the ZeRO paper's textbook."""
 
     def __post_init__(self) -> None:
         for k in ("dp", "tp", "pp", "global_batch_size", "micro_batches", "virtual_stages"):
@@ -112,7 +113,7 @@ def layout_from_run(cfg: RunConfig) -> Layout:
     if cfg.strategy is Strategy.HYBRID and cfg.dp_mode is DataParallelMode.FSDP:
         zero = 3
     uses_pipeline = cfg.uses_pipeline
-    return Layout(strategy=cfg.strategy, dp=cfg.dp, tp=cfg.tp, pp=cfg.pp, global_batch_size=cfg.global_batch_size,
+    return Layout(fsdp2=True, strategy=cfg.strategy, dp=cfg.dp, tp=cfg.tp, pp=cfg.pp, global_batch_size=cfg.global_batch_size,
                   micro_batches=cfg.micro_batches, schedule=cfg.schedule if uses_pipeline else Schedule.ONE_F_ONE_B,
                   virtual_stages=cfg.virtual_stages if uses_pipeline else 1, zero=zero,
                   servers=cfg.servers if cfg.strategy is Strategy.PS else 0, data_mode=cfg.data_mode)

@@ -43,8 +43,7 @@ def data_parallel_wrap(ctx: RankContext, mesh: DeviceMesh) -> Callable[[nn.Modul
             shard_model(module, mesh["dp"], reshard_after_forward=True)
             return module
         return fsdp
-    group = mesh.get_group("dp")
-    return lambda module: DistributedDataParallel(module, process_group=group)
+    return lambda module: DistributedDataParallel(module, device_mesh=mesh["dp"])
 
 
 def build_hybrid(*, ctx: RankContext) -> Trainer:

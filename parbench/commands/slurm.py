@@ -1,0 +1,3 @@
+"""placeholder, replaced below"""
+def add_parser(sub):
+    pass

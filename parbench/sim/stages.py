@@ -1,0 +1,67 @@
+"""Which parameters, units and boundaries each pipeline rank holds (torch-free mirror of
+``parbench.strategies.pipeline``: contiguous chunks, earlier chunks take the remainder; rank r holds
+chunks r, r + pp, ... as in the interleaved layout of Narayanan et al., SC 2021)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from parbench.sim.layout import Layout
+from parbench.sim.model import ModelSpec, Tensor, Unit
+
+
+def split_units(n_units: int, n_chunks: int) -> list[tuple[int, int]]:
+    """Contiguous [lo, hi) unit ranges, earlier chunks taking the remainder (as the runner splits)."""
+    base, extra = divmod(n_units, n_chunks)
+    bounds, lo = [], 0
+    for c in range(n_chunks):
+        hi = lo + base + (1 if c < extra else 0)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
+@dataclass(frozen=True)
+class Chunk:
+    index: int
+    lo: int
+    hi: int
+    first: bool
+    last: bool
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline rank: its chunks, the modules they hold, and their parameter tensors in order."""
+
+    rank: int
+    chunks: tuple[Chunk, ...]
+    modules: tuple[tuple[Unit, ...], ...]
+    """Per chunk: the FSDP units it wraps (pre/post join the chunk's root module)."""
+    tensors: tuple[Tensor, ...]
+    """Every parameter tensor of the stage in registration order (pre, units, post per chunk)."""
+
+
+@lru_cache(maxsize=4096)
+def stages(model: ModelSpec, pp: int, v: int) -> tuple[Stage, ...]:
+    n = pp * v
+    bounds = split_units(len(model.units), n)
+    out = []
+    for rank in range(pp):
+        chunks, modules, tensors = [], [], []
+        for index in range(rank, n, pp):
+            lo, hi = bounds[index]
+            c = Chunk(index, lo, hi, index == 0, index == n - 1)
+            chunks.append(c)
+            units = model.units[lo:hi]
+            modules.append(units)
+            tensors += [*(model.pre.params if c.first else ()), *(t for u in units for t in u.params),
+                        *(model.post.params if c.last else ())]
+        out.append(Stage(rank, tuple(chunks), tuple(modules), tuple(tensors)))
+    return tuple(out)
+
+
+def boundary_elems(model: ModelSpec, unit_index: int) -> int:
+    """Elements per sample leaving unit ``unit_index`` (a pipeline boundary after it)."""
+    return model.units[unit_index].out_elems_per_sample

@@ -1,0 +1,60 @@
+"""Compute time from FLOPs and bytes: a GEMM costs overhead + flops / (peak x efficiency) (the
+size-dependent efficiency f / (f + f0) of a roofline with a fixed launch cost; Williams et al.,
+"Roofline", CACM 2009), a memory-bound operator overhead + bytes / bandwidth."""
+
+from __future__ import annotations
+
+from parbench.sim.hardware import Cluster
+from parbench.sim.layout import Layout, Recompute
+from parbench.sim.model import ModelSpec, Unit
+
+ADAMW_BYTES_PER_ELEMENT = 28  # read p, g, m, v; write p, m, v: 7 x fp32 (torch's AdamW, for-loop form)
+ADAMW_OPS_PER_TENSOR = 10  # lerp, mul, addcmul, sqrt, div, add, addcdiv, step, weight decay, bias corr.
+SGD_BYTES_PER_ELEMENT = 12
+SGD_OPS_PER_TENSOR = 1
+
+
+def gemm_time_s(c: Cluster, flops: float) -> float:
+    return c.gemm_overhead_s + flops / (c.peak_flops * c.gemm_efficiency)
+
+
+def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int) -> tuple[float, float, float]:
+    """(forward, backward, attention-core forward) seconds of one unit on one micro-batch of ``mb`` samples.
+    Backward computes two GEMMs (input and weight gradients) per forward GEMM (Narayanan et al. 2021)."""
+    gemm = attn = 0.0
+    for g in u.gemms:
+        t = gemm_time_s(c, mb * g.flops / (tp if g.tp_sharded else 1))
+        gemm += t
+        if g.batched > 1:
+            attn += t
+    elementwise = mb * u.elementwise_elems_per_sample * act_bytes * 2 / tp / c.memory_bandwidth_bytes_per_s
+    ops = u.kernels * c.op_overhead_s
+    forward = gemm + elementwise + ops
+    return forward, 2 * gemm + 2 * (elementwise + ops), attn + elementwise / 2
+
+
+def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Unit, ...], *,
+                  first: bool, last: bool) -> tuple[float, float]:
+    """(forward, backward incl. recomputation) seconds of a model chunk per micro-batch."""
+    mb, tp, ab = layout.micro_batch_size, layout.tp, layout.precision.activation_bytes
+    members = ((model.pre,) if first else ()) + units + ((model.post,) if last else ())
+    fwd = bwd = recompute = 0.0
+    for u in members:
+        f, b, attn = unit_times_s(c, u, mb=mb, tp=tp, act_bytes=ab)
+        fwd, bwd = fwd + f, bwd + b
+        recompute += f if layout.recompute is Recompute.FULL else attn if layout.recompute is Recompute.SELECTIVE else 0.0
+    return fwd, bwd + recompute
+
+
+def optimizer_time_s(c: Cluster, model: ModelSpec, elements: int, tensors: int, grad_elements: int) -> float:
+    """zero_grad (write the gradients) + the optimizer's update: memory-bound, one op per tensor and pass."""
+    per_el, ops = ((ADAMW_BYTES_PER_ELEMENT, ADAMW_OPS_PER_TENSOR) if model.optimizer == "adamw"
+                   else (SGD_BYTES_PER_ELEMENT, SGD_OPS_PER_TENSOR))
+    update = elements * per_el / c.memory_bandwidth_bytes_per_s + tensors * ops * c.op_overhead_s
+    zero = grad_elements * 4 / c.memory_bandwidth_bytes_per_s + tensors * c.op_overhead_s
+    return update + zero
+
+
+def oversubscription(c: Cluster, ranks: int) -> float:
+    """CPU profiles: ranks beyond the cores share them, so each rank's compute slows by ranks / cores."""
+    return max(1.0, ranks / c.cores) if c.cores else 1.0
