@@ -211,7 +211,7 @@ def scaling_efficiency(df: pd.DataFrame) -> go.Figure:
 # --- memory and communication (stacked, strategy colour + category pattern) ---------------
 
 
-def _busiest_rank_parts(row: pd.Series, parts: dict[str, str]) -> dict[str, float]:
+def _busiest_rank_parts(row: dict, parts: dict[str, str]) -> dict[str, float]:
     """The parts of the rank whose sum is largest (from per_rank), else the record's max-over-ranks."""
     ranks = row.get("per_rank")
     if isinstance(ranks, list) and ranks:
@@ -225,8 +225,10 @@ def stacked_groups(df: pd.DataFrame, parts: dict[str, str]) -> pd.DataFrame:
     ok = ok_runs(df)
     if ok.empty:
         return pd.DataFrame(columns=["strategy", "group_label", "workload_label", *parts])
+    # plain dicts, not iterrows: thousands of runs stay well under a second
+    records = ok[["strategy", "group_label", "workload_label", "per_rank", *parts]].to_dict("records")
     rows = [{"strategy": r["strategy"], "group_label": r["group_label"], "workload_label": r["workload_label"],
-             **_busiest_rank_parts(r, parts)} for _, r in ok.iterrows()]
+             **_busiest_rank_parts(r, parts)} for r in records]
     return pd.DataFrame(rows).groupby(["strategy", "group_label", "workload_label"], sort=False).median().reset_index()
 
 
@@ -235,9 +237,13 @@ def _stacked_bars(groups: pd.DataFrame, parts: dict[str, str], patterns: dict[st
     fig = go.Figure()
     colors = [strategy_color(s) for s in groups["strategy"]]
     for col, name in parts.items():
-        fig.add_trace(go.Bar(x=x, y=groups[col] / MIB, name=name, marker=dict(
-            color=colors, pattern=dict(shape=patterns[col], fillmode="overlay", fgcolor="white", solidity=0.4),
-            line=dict(color="black", width=0.5)), hovertemplate=f"{name}: %{{y:.3f}} MiB<extra>%{{x}}</extra>"))
+        pattern = dict(shape=patterns[col], fillmode="overlay", fgcolor="white", solidity=0.4)
+        fig.add_trace(go.Bar(x=x, y=groups[col] / MIB, name=name, legendgroup=name, showlegend=False,
+                             marker=dict(color=colors, pattern=pattern, line=dict(color="black", width=0.5)),
+                             hovertemplate=f"{name}: %{{y:.3f}} MiB<extra>%{{x}}</extra>"))
+        # legend-only twin in neutral grey: the legend explains the pattern, not a strategy colour
+        fig.add_trace(go.Bar(x=[None], y=[None], name=name, legendgroup=name,
+                             marker=dict(color="#555555", pattern=pattern)))
     fig.update_layout(barmode="stack", title=title, yaxis_title=yaxis, xaxis_title=xaxis, legend_title="part (pattern)")
     return fig
 
@@ -283,7 +289,7 @@ def comm_stacked(df: pd.DataFrame) -> go.Figure:
 def comm_ops_frame(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (run, op/category) from ``comm_ops``, median over runs of a group."""
     rows = []
-    for _, r in ok_runs(df).iterrows():
+    for r in ok_runs(df)[["strategy", "group_label", "comm_ops"]].to_dict("records"):
         ops = r.get("comm_ops")
         for key, v in (ops.items() if isinstance(ops, dict) else ()):
             rows.append({"strategy": r["strategy"], "group_label": r["group_label"], "op": key,
@@ -368,7 +374,10 @@ def _one_per_config(df: pd.DataFrame) -> pd.DataFrame:
 def loss_curves(df: pd.DataFrame) -> go.Figure:
     """Loss per step of each strategy; the single-process reference drawn dashed and thick."""
     fig = go.Figure()
-    for _, r in newest(_one_per_config(df)).iterrows():
+    runs = newest(_one_per_config(df))
+    # the reference last, so its dashed line lies on top of the curves that match it
+    runs = pd.concat([runs[runs["strategy"] != "single"], runs[runs["strategy"] == "single"]]) if not runs.empty else runs
+    for _, r in runs.iterrows():
         losses = r.get("losses")
         if not isinstance(losses, list) or not losses:
             continue
@@ -394,8 +403,8 @@ def loss_diff(df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for strategy, sub in ok.groupby("strategy", sort=False):
         # clip exact zeros so they still show on the log axis
-        fig.add_trace(go.Bar(x=sub["run_label"], y=sub["loss_max_abs_diff_vs_reference"].astype(float).clip(lower=1e-12),
-                             name=strategy, marker_color=strategy_color(strategy)))
+        fig.add_trace(go.Scatter(x=sub["run_label"], y=sub["loss_max_abs_diff_vs_reference"].astype(float).clip(lower=1e-12),
+                                 mode="markers", name=strategy, marker=dict(color=strategy_color(strategy), size=12)))
     fig.update_layout(title="max |loss - single-process loss| over the steps", yaxis_type="log",
                       yaxis_title="max abs loss difference (nats, log)", xaxis_title="run")
     return fig
@@ -410,8 +419,8 @@ def compare_table(df: pd.DataFrame, by: str = "run_label") -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame()
     cols = [c for c in HEADLINE_METRICS if c in ok.columns]
-    med = ok.groupby(by, sort=False)[cols].median(numeric_only=False).T
-    med = med.apply(pd.to_numeric, errors="coerce")
+    numeric = ok[cols].apply(pd.to_numeric, errors="coerce").assign(**{by: ok[by]})
+    med = numeric.groupby(by, sort=False)[cols].median().T
     scale = pd.Series({c: HEADLINE_METRICS[c][1] for c in cols})
     table = med.mul(scale, axis=0)
     base = table.columns[0]
@@ -431,9 +440,10 @@ def compare_ratios(df: pd.DataFrame, by: str = "run_label") -> go.Figure:
     fig = go.Figure()
     for col in ratio_cols:
         name = col.split(" / ")[0]
-        fig.add_trace(go.Bar(x=table.index, y=table[col], name=col, marker_color=strategy_color(strategies.get(name, ""))))
+        fig.add_trace(go.Scatter(x=table.index, y=table[col], name=col, mode="markers",
+                                 marker=dict(color=strategy_color(strategies.get(name, "")), size=12)))
     fig.add_hline(y=1.0, line_dash="dot", line_color="black")
-    fig.update_layout(barmode="group", title=f"Ratio to {table.columns[0]}", yaxis_title="ratio (dimensionless)",
+    fig.update_layout(title=f"Ratio to {table.columns[0]}", yaxis_title="ratio (dimensionless)",
                       xaxis_title="metric", yaxis_type="log")
     return fig
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from parbench.config import RunConfig
 
-from parbench.config import TOKEN_WORKLOADS, ConfigError, Schedule, Strategy
+from parbench.config import TOKEN_WORKLOADS, ConfigError, DataParallelMode, Schedule, Strategy
 
 
 def validate_run(c: "RunConfig") -> None:
@@ -42,6 +42,11 @@ def _degrees(c: "RunConfig") -> None:
         return
     if c.dp * c.tp * c.pp != c.world_size:
         raise ConfigError(f"dp*tp*pp={c.dp}*{c.tp}*{c.pp}={c.dp * c.tp * c.pp} != world_size={c.world_size}")
+    derived = c._derived_degrees()
+    if c.strategy is not Strategy.HYBRID and (c.dp, c.tp, c.pp) != derived:
+        raise ConfigError(
+            f"strategy={c.strategy.value} at world_size={c.world_size} sets dp={derived[0]}, tp={derived[1]}, "
+            f"pp={derived[2]} itself; got dp={c.dp}, tp={c.tp}, pp={c.pp} (explicit degrees need strategy=hybrid)")
 
 
 def _batch(c: "RunConfig") -> None:
@@ -55,8 +60,8 @@ def _batch(c: "RunConfig") -> None:
 
 def _pipeline(c: "RunConfig") -> None:
     if not c.uses_pipeline:
-        if c.micro_batches != 1 and c.strategy is not Strategy.HYBRID:
-            raise ConfigError(f"micro_batches={c.micro_batches} applies to pipeline schedules only")
+        if c.micro_batches != 1:
+            raise ConfigError(f"micro_batches={c.micro_batches} applies to pipeline schedules only (pp={c.pp})")
         return
     units = c.workload.pipeline_units  # None for a plugin: parbench.workloads.check counts its units
     interleaved = c.schedule is Schedule.INTERLEAVED_1F1B
@@ -88,7 +93,11 @@ def _tensor_parallel(c: "RunConfig") -> None:
 
 
 def _servers(c: "RunConfig") -> None:
+    if c.strategy is not Strategy.HYBRID and c.dp_mode is not DataParallelMode.DDP:
+        raise ConfigError(f"dp_mode={c.dp_mode.value} applies to strategy=hybrid only, got strategy={c.strategy.value}")
     if c.strategy is not Strategy.PS:
+        if c.servers != 1:
+            raise ConfigError(f"servers={c.servers} applies to strategy=ps only, got strategy={c.strategy.value}")
         return
     workers = c.world_size - c.servers
     if workers < 1:

@@ -12,4 +12,8 @@ COMMAND_MODULES = (
     "parbench.commands.workloads",
     "parbench.commands.cluster",
     "parbench.commands.slurm",
+    "parbench.commands.bench",
+    "parbench.commands.simulate",
+    "parbench.commands.calibrate",
+    "parbench.commands.validate",
 )

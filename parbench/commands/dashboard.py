@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -39,7 +38,7 @@ def handle(a: argparse.Namespace) -> int:
     results_dir = str(Path(a.results_dir).resolve())
     print(f"parbench dashboard: http://127.0.0.1:{port}  (results: {results_dir}; Ctrl-C stops)", flush=True)
     env = dict(os.environ, PARBENCH_RESULTS_DIR=results_dir)
-    try:
-        return subprocess.call(streamlit_command(APP, port, results_dir), env=env)
-    except KeyboardInterrupt:
-        return 0
+    # exec, not a child process: a signal to this pid (Ctrl-C, terminate) reaches streamlit itself
+    cmd = streamlit_command(APP, port, results_dir)
+    os.execve(cmd[0], cmd, env)
+    return 0  # not reached

@@ -29,7 +29,7 @@ def handle(a: argparse.Namespace) -> int:
         frame = frame[frame["sweep_id"] == a.sweep]
     if a.status:
         frame = frame[frame["status"] == a.status]
-    console = Console()
+    console = Console() if Console().is_terminal else Console(width=200)
     if a.export:
         if not a.export.endswith((".csv", ".parquet")):
             raise ConfigError(f"--export {a.export}: use a .csv or .parquet file name")

@@ -11,13 +11,14 @@ all-gather/reduce-scatter pairs (Korthikanti et al. 2022), pipeline send/recv pe
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 from parbench.config import DataMode, Strategy
 from parbench.metrics.conventions import sent_bytes
-from parbench.sim.layout import Layout
+from parbench.sim.layout import Layout, Recompute
 from parbench.sim.model import ModelSpec, Tensor
 from parbench.sim.stages import Stage, stages
 
@@ -60,14 +61,37 @@ def ddp_buckets(tensor_bytes: list[int]) -> list[int]:
     return buckets
 
 
-def zero1_shards(numels: list[int], n: int) -> list[list[int]]:
-    """ZeroRedundancyOptimizer's partition: largest tensor first to the rank holding least (stable sort)."""
-    sizes, shards = [0] * n, [[] for _ in range(n)]
+def zero1_shards(numels: list[int] | tuple[int, ...], n: int) -> list[list[int]]:
+    """ZeroRedundancyOptimizer's partition: largest tensor first to the rank holding least (stable sort;
+    ties go to the lowest rank, as its ``_get_min_index``)."""
+    heap = [(0, r) for r in range(n)]
+    shards: list[list[int]] = [[] for _ in range(n)]
     for numel in sorted(numels, key=lambda x: -x):
-        r = sizes.index(min(sizes))
+        size, r = heapq.heappop(heap)
         shards[r].append(numel)
-        sizes[r] += numel
+        heapq.heappush(heap, (size + numel, r))
     return shards
+
+
+@lru_cache(maxsize=4096)
+def stage_local_numels(model: ModelSpec, pp: int, v: int, tp: int) -> tuple[tuple[int, ...], ...]:
+    """Per stage: each parameter tensor's tensor-parallel-local elements, in registration order."""
+    return tuple(tuple(t.local_numel(tp) for t in st.tensors) for st in stages(model, pp, v))
+
+
+@lru_cache(maxsize=4096)
+def zero1_max_shard(model: ModelSpec, pp: int, v: int, tp: int, dp: int, stage: int) -> tuple[int, int]:
+    """(elements, tensors) of the biggest ZeRO-1 shard of a stage (by AdamW state: 8 B/elem + 4 B/tensor)."""
+    own = max(zero1_shards(stage_local_numels(model, pp, v, tp)[stage], dp), key=lambda sh: 2 * sum(sh) + len(sh))
+    return sum(own), len(own)
+
+
+@lru_cache(maxsize=4096)
+def fsdp_group_numels(model: ModelSpec, pp: int, v: int, tp: int, dp: int, stage: int, padded: bool) -> tuple[int, ...]:
+    """Elements per FSDP unit group of a stage (padded as FSDP2 pads, or textbook)."""
+    st = stages(model, pp, v)[stage]
+    size = (lambda t: fsdp_padded_numel(t, tp, dp)) if padded else (lambda t: t.local_numel(tp))
+    return tuple(sum(size(t) for t in g) for g in fsdp_groups(st, tp))
 
 
 def fsdp_padded_numel(t: Tensor, tp: int, n: int) -> int:
@@ -86,24 +110,31 @@ def fsdp_groups(stage: Stage, tp: int) -> list[list[Tensor]]:
 
 def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int, dp_rank_worst: bool = True) -> list[CommOp]:
     """Data-parallel gradient/parameter traffic of one stage rank over the dp group."""
-    n, tp = layout.dp, layout.tp
+    n, tp, key = layout.dp, layout.tp, (model, layout.pp, layout.v, layout.tp)
     if n == 1:
         return []
-    tensor_bytes = [t.local_numel(tp) * pb for t in stage.tensors]
+    if layout.zero == 1 and not layout.fsdp2:  # textbook ZeRO-1 / Megatron's distributed optimizer
+        return [CommOp("reduce_scatter", "parameter", b, n, "dp", phase="grad") for b in ddp_buckets_cached(*key, stage.rank, pb)] + \
+               [CommOp("all_gather", "parameter", b, n, "dp") for b in ddp_buckets_cached(*key, stage.rank, pb)]
     if layout.zero <= 1:
-        ops = [CommOp("all_reduce", "parameter", b, n, "dp", phase="grad") for b in ddp_buckets(tensor_bytes)]
+        buckets = ddp_buckets_cached(*key, stage.rank, pb)
+        ops = [CommOp("all_reduce", "parameter", b, n, "dp", phase="grad") for b in buckets]
         if layout.zero == 1:  # each rank broadcasts the parameters it owns after its optimizer step
-            own = max(sum(s) for s in zero1_shards([t.local_numel(tp) for t in stage.tensors], n)) * pb
+            # torch's ZeroRedundancyOptimizer: whole tensors, greedy by size
+            own = max(sum(s) for s in zero1_shards(stage_local_numels(*key)[stage.rank], n)) * pb
             ops.append(CommOp("broadcast", "parameter", own, n, "dp", root=True))
         return ops
-    pad = (lambda t: fsdp_padded_numel(t, tp, n)) if layout.fsdp2 else (lambda t: t.local_numel(tp))
     ops = []
     gathers = 2 if layout.zero == 3 else 1
-    for group in fsdp_groups(stage, tp):
-        s = sum(pad(t) for t in group) * pb
-        ops.append(CommOp("all_gather", "parameter", s, n, "dp", count=gathers, phase="gather"))
-        ops.append(CommOp("reduce_scatter", "parameter", s, n, "dp", phase="grad"))
+    for numel in fsdp_group_numels(*key, n, stage.rank, layout.fsdp2):
+        ops.append(CommOp("all_gather", "parameter", numel * pb, n, "dp", count=gathers, phase="gather"))
+        ops.append(CommOp("reduce_scatter", "parameter", numel * pb, n, "dp", phase="grad"))
     return ops
+
+
+@lru_cache(maxsize=4096)
+def ddp_buckets_cached(model: ModelSpec, pp: int, v: int, tp: int, stage: int, elem_bytes: int) -> tuple[int, ...]:
+    return tuple(ddp_buckets([x * elem_bytes for x in stage_local_numels(model, pp, v, tp)[stage]]))
 
 
 def _tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
@@ -113,17 +144,21 @@ def _tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     if t == 1:
         return []
     m = layout.micro_batches
-    ops = []
+    redo = 2 if layout.recompute is Recompute.FULL else 1  # full recomputation repeats the forward's all-reduces
+    kinds = ("all_gather", "reduce_scatter") if layout.sequence_parallel else ("all_reduce",)
+    counts: dict[tuple[int, str], int] = {}
     for chunk, units in zip(stage.chunks, stage.modules):
         for i, u in enumerate(units, start=chunk.lo):
-            fwd = [mb * u.tp_row_out * ab] * u.tp_row_allreduces
-            needs_grad = not (i == 0 and not model.pre.params)  # the mlp's first layer reads raw data
-            bwd = [mb * w * ab for w in u.tp_col_inputs] if needs_grad else []
-            for phase, sizes in (("forward", fwd), ("backward", bwd)):
-                for s in sizes:
-                    kinds = ("all_gather", "reduce_scatter") if layout.sequence_parallel else ("all_reduce",)
-                    ops += [CommOp(k, "intermediate", s, t, "tp", count=m, phase=phase) for k in kinds]
-    return ops
+            if u.tp_row_allreduces:
+                key = (mb * u.tp_row_out * ab, "forward")
+                counts[key] = counts.get(key, 0) + u.tp_row_allreduces * m * redo
+            if i == 0 and not model.pre.params:
+                continue  # the mlp's first layer reads raw data: no input gradient to all-reduce
+            for w in u.tp_col_inputs:
+                key = (mb * w * ab, "backward")
+                counts[key] = counts.get(key, 0) + m
+    return [CommOp(k, "intermediate", size, t, "tp", count=c, phase=phase)
+            for (size, phase), c in counts.items() for k in kinds]
 
 
 def _pp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
@@ -178,9 +213,19 @@ def rank_ops(model: ModelSpec, layout: Layout) -> dict[str, list[CommOp]]:
         return _ps_ops(model, layout)
     out = {}
     for st in stages(model, layout.pp, layout.v):
-        out[f"stage{st.rank}"] = (_grad_ops(model, layout, st, pb) + _tp_ops(model, layout, st)
-                                  + _pp_ops(model, layout, st) + _data_ops(model, layout, st))
+        out[f"stage{st.rank}"] = merge(_grad_ops(model, layout, st, pb) + _tp_ops(model, layout, st)
+                                       + _pp_ops(model, layout, st) + _data_ops(model, layout, st))
     return out
+
+
+def merge(ops: list[CommOp]) -> list[CommOp]:
+    """Identical ops folded into one with their counts summed (bytes stay per-op integer divisions)."""
+    counts: dict[tuple, int] = {}
+    for op in ops:
+        key = (op.kind, op.category, op.payload, op.n, op.group, op.root, op.phase)
+        counts[key] = counts.get(key, 0) + op.count
+    return [CommOp(kind, cat, payload, n, group, count=c, root=root, phase=phase)
+            for (kind, cat, payload, n, group, root, phase), c in counts.items()]
 
 
 def bytes_by_category(ops: list[CommOp]) -> dict[str, int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from parbench.config import Schedule
-from parbench.sim.comm import fsdp_padded_numel, zero1_shards
+from parbench.sim.comm import fsdp_group_numels, stage_local_numels, zero1_max_shard
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.model import ModelSpec
 from parbench.sim.stages import Stage
@@ -27,18 +27,18 @@ class Memory:
         return self.param_bytes + self.grad_bytes + self.optim_bytes + self.activation_bytes
 
 
-def state_numels(layout: Layout, stage: Stage) -> tuple[int, int, int, int]:
+def state_numels(model: ModelSpec, layout: Layout, stage: Stage) -> tuple[int, int, int, int]:
     """(params, grads, optimizer-state elements, optimizer tensors) one rank of ``stage`` holds (worst rank)."""
-    tp, n = layout.tp, layout.dp
-    local = [t.local_numel(tp) for t in stage.tensors]
+    tp, n, key = layout.tp, layout.dp, (model, layout.pp, layout.v, layout.tp)
+    local = stage_local_numels(*key)[stage.rank]
     full = sum(local)
     if layout.fsdp2 and layout.zero >= 2:
-        shard = sum(fsdp_padded_numel(t, tp, n) // n for t in stage.tensors)  # rank 0 holds the full chunks
+        shard = sum(fsdp_group_numels(*key, n, stage.rank, True)) // n  # rank 0 holds the full chunks
         return shard, shard, shard, len(local)
     sharded = -(-full // n)
     if layout.zero == 1 and layout.fsdp2:
-        own = max(zero1_shards(local, n), key=sum)  # ZeroRedundancyOptimizer's biggest shard
-        return full, full, sum(own), len(own)
+        own, count = zero1_max_shard(*key, n, stage.rank)  # torch's ZeroRedundancyOptimizer
+        return full, full, own, count
     params = sharded if layout.zero >= 3 else full
     grads = sharded if layout.zero >= 2 else full
     optim = sharded if layout.zero >= 1 else full
@@ -74,8 +74,9 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
 
 
 def stage_memory(model: ModelSpec, layout: Layout, stage: Stage) -> Memory:
+    """The worst rank of a pipeline stage."""
     pr = layout.precision
-    params, grads, optim, tensors = state_numels(layout, stage)
+    params, grads, optim, tensors = state_numels(model, layout, stage)
     if model.optimizer == "adamw":
         optim_bytes = optim * (2 * pr.moment_bytes + pr.master_bytes) + STEP_TENSOR_BYTES * tensors
     else:

@@ -82,7 +82,7 @@ class Unit:
         return sum(t.local_numel(tp) for t in self.params)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)  # identity hash: cheap cache key for the per-stage figures
 class ModelSpec:
     name: str
     pre: Unit
@@ -98,7 +98,7 @@ class ModelSpec:
     vocab: int
     optimizer: str
     """``adamw`` (two moments + a float32 ``step`` tensor per parameter) or ``sgd`` (no state)."""
-    fused_qkv: bool = False
+    megatron: bool = False
     tensors: tuple[Tensor, ...] = field(default=(), repr=False)
 
     @property
@@ -142,7 +142,7 @@ def mlp_spec(cfg: WorkloadConfig) -> ModelSpec:
                      vocab=MLP_CLASSES, optimizer="sgd")
 
 
-def block_unit(i: int, d: int, t: int, heads: int, *, fused_qkv: bool = False) -> Unit:
+def block_unit(i: int, d: int, t: int, heads: int, *, megatron: bool = False) -> Unit:
     """One pre-LN block: q, k, v, proj (d x d), up (d x 4d), down (4d x d), two LayerNorms."""
     ln = lambda name: (Tensor(name=f"{name}.weight", shape=(d,)), Tensor(name=f"{name}.bias", shape=(d,)))  # noqa: E731
     p = f"units.{i}"
@@ -154,31 +154,32 @@ def block_unit(i: int, d: int, t: int, heads: int, *, fused_qkv: bool = False) -
     gemms = (Gemm(m=t, k=d, n=3 * d), Gemm(m=t, k=d, n=d),  # qkv, proj
              Gemm(m=t, k=hd, n=t, batched=heads), Gemm(m=t, k=t, n=hd, batched=heads),  # QK^T, AV
              Gemm(m=t, k=d, n=4 * d), Gemm(m=t, k=4 * d, n=d))  # mlp
-    col_inputs = (d,) * (2 if fused_qkv else 4)  # q, k, v (or one qkv) and up all read the d-wide stream
+    col_inputs = (d,) * (2 if megatron else 4)  # q, k, v (or one qkv) and up all read the d-wide stream
     return Unit(params=params, gemms=gemms, out_elems_per_sample=t * d,
                 elementwise_elems_per_sample=t * (12 * d) + heads * t * t,
                 tp_row_allreduces=2, tp_row_out=t * d, tp_col_inputs=tuple(x * t for x in col_inputs),
                 kernels=24)
 
 
-def transformer_spec(cfg: WorkloadConfig, *, fused_qkv: bool = False) -> ModelSpec:
+def transformer_spec(cfg: WorkloadConfig, *, megatron: bool = False) -> ModelSpec:
     """parbench.workloads.transformer: Embed -> Block x L -> LayerNorm + Linear(d, V, bias=False)."""
     d, t, v = cfg.hidden, cfg.seq_len, cfg.vocab_size
     pre = Unit(params=(Tensor(name="pre.tok.weight", shape=(v, d)), Tensor(name="pre.pos.weight", shape=(t, d))),
                gemms=(), out_elems_per_sample=t * d, elementwise_elems_per_sample=3 * t * d, kernels=4)
-    units = tuple(block_unit(i, d, t, cfg.heads, fused_qkv=fused_qkv) for i in range(cfg.layers))
+    units = tuple(block_unit(i, d, t, cfg.heads, megatron=megatron) for i in range(cfg.layers))
     post = Unit(params=(Tensor(name="post.ln.weight", shape=(d,)), Tensor(name="post.ln.bias", shape=(d,)),
                         Tensor(name="post.out.weight", shape=(v, d))),
-                gemms=(Gemm(m=t, k=d, n=v, tp_sharded=False),), out_elems_per_sample=t * v,
+                gemms=(Gemm(m=t, k=d, n=v, tp_sharded=megatron),), out_elems_per_sample=t * v,
                 elementwise_elems_per_sample=2 * t * d + 3 * t * v, kernels=6)
     return ModelSpec(name="transformer", pre=pre, units=units, post=post,
                      input_bytes_per_sample=INT64_BYTES * t, label_bytes_per_sample=INT64_BYTES * t,
                      tokens_per_sample=t, hidden=d, layers=cfg.layers, heads=cfg.heads, seq_len=t, vocab=v,
-                     optimizer="adamw", fused_qkv=fused_qkv)
+                     optimizer="adamw", megatron=megatron)
 
 
-def model_spec(cfg: WorkloadConfig, *, fused_qkv: bool = False) -> ModelSpec:
-    """The spec of a workload config (``fused_qkv``: Megatron's single qkv projection, for at-scale runs)."""
+def model_spec(cfg: WorkloadConfig, *, megatron: bool = False) -> ModelSpec:
+    """The spec of a workload config. ``megatron``: Megatron-LM's layout for at-scale predictions (one fused
+    qkv projection: 2 backward all-reduces per layer instead of 4; vocabulary-parallel output layer)."""
     if cfg.name == "mlp":
         return mlp_spec(cfg)
-    return transformer_spec(cfg, fused_qkv=fused_qkv)
+    return transformer_spec(cfg, megatron=megatron)

@@ -79,7 +79,7 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st, ops: list[Comm
     gather = sum(op_time_s(c, layout, op) for op in ops if op.phase == "gather")
     serial = sum(op_time_s(c, layout, op) for op in ops if op.phase == "step")
     exposed = max(grad - c.overlap * bwd, 0.0) + max(gather - c.overlap * m * (fwd + bwd), 0.0)
-    params, grads, optim, tensors = state_numels(layout, st)
+    params, grads, optim, tensors = state_numels(model, layout, st)
     opt = optimizer_time_s(c, model, optim, tensors, grads) * slow
     return {"mb": fwd + bwd + per_mb, "compute": fwd + bwd, "tp_pp": per_mb, "tail": exposed + serial + opt}
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from parbench.config import Strategy
-from parbench.strategies import data_parallel, hybrid, pipeline, sharded, tensor_parallel
+from parbench.strategies import data_parallel, hybrid, parameter_server, pipeline, sharded, tensor_parallel
 from parbench.strategies.base import RankContext, Trainer
 
 BUILDERS = {
@@ -15,6 +15,7 @@ BUILDERS = {
     Strategy.FSDP: sharded.build_fsdp,
     Strategy.TP: tensor_parallel.build_tp,
     Strategy.HYBRID: hybrid.build_hybrid,
+    Strategy.PS: parameter_server.build_ps,
 }
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+import torch.distributed as dist
 from torch import nn
+from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.nn.parallel import DistributedDataParallel
 
@@ -34,9 +36,10 @@ def build_mesh(ctx: RankContext) -> DeviceMesh:
 
 
 def data_parallel_wrap(ctx: RankContext, mesh: DeviceMesh) -> Callable[[nn.Module], nn.Module]:
-    """What the dp dimension does to a module: nothing (dp=1), DDP, or FSDP2 (ZeRO-3) over mesh["dp"]."""
+    """What the dp dimension does to a module: nothing (dp=1, or ddp under a pipeline: see
+    ``allreduce_grads``), DDP, or FSDP2 (ZeRO-3) over mesh["dp"]."""
     cfg = ctx.config
-    if cfg.dp == 1:
+    if cfg.dp == 1 or (cfg.pp > 1 and cfg.dp_mode is DataParallelMode.DDP):
         return lambda module: module
     if cfg.dp_mode is DataParallelMode.FSDP:
         def fsdp(module: nn.Module) -> nn.Module:
@@ -44,6 +47,22 @@ def data_parallel_wrap(ctx: RankContext, mesh: DeviceMesh) -> Callable[[nn.Modul
             return module
         return fsdp
     return lambda module: DistributedDataParallel(module, device_mesh=mesh["dp"])
+
+
+def allreduce_grads(params: list[nn.Parameter], group: dist.ProcessGroup, dp: int) -> Callable[[], None]:
+    """DDP's job done by hand under a pipeline: one flat all-reduce of the stage's gradients per
+    step (DDP with one bucket), 2(dp-1)/dp x Psi_stage bytes. DDP itself cannot wrap a stage here:
+    its reducer sees one backward per micro-batch and its bucket rebuild asserts (torch 2.13)."""
+
+    def sync() -> None:
+        grads = [p.grad for p in params]
+        flat = _flatten_dense_tensors(grads)
+        dist.all_reduce(flat, group=group)  # synchronises the replicas: every one waits for the sum
+        flat.div_(dp)
+        for g, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
+            g.copy_(synced)
+
+    return sync
 
 
 def build_hybrid(*, ctx: RankContext) -> Trainer:
@@ -76,8 +95,11 @@ def _pipelined(ctx: RankContext, mesh: DeviceMesh, model: nn.Module,
                                    model=model, wrap=wrap)
     params = [p for m in modules for p in m.parameters()]
     optimizer = ctx.workload.optimizer(params, cfg.lr)
+    manual = cfg.dp > 1 and cfg.dp_mode is DataParallelMode.DDP
+    sync = allreduce_grads(params, mesh.get_group("dp"), cfg.dp) if manual else None
     step = pipeline_step(ctx, stages, make_schedule(ctx, stages), optimizer, pp_rank=pp_rank,
-                         pp_size=cfg.pp, dp_rank=dp_rank, dp_size=cfg.dp, ranks=mesh["pp"].mesh.tolist())
+                         pp_size=cfg.pp, dp_rank=dp_rank, dp_size=cfg.dp, ranks=mesh["pp"].mesh.tolist(),
+                         sync_grads=sync)
     return Trainer(step=step, params=params, optimizer=optimizer,
                    role=_role(mesh) + " stage " + ",".join(str(s.stage_index) for s in stages))
 

@@ -70,8 +70,10 @@ def make_schedule(ctx: RankContext, stages: list[PipelineStage]):
 
 
 def pipeline_step(ctx: RankContext, stages, schedule, optimizer, *, pp_rank: int, pp_size: int,
-                  dp_rank: int, dp_size: int, ranks: list[int]):
-    """One optimizer step through the schedule; the first stage feeds inputs, the last scores targets."""
+                  dp_rank: int, dp_size: int, ranks: list[int],
+                  sync_grads: Callable[[], None] | None = None):
+    """One optimizer step through the schedule; the first stage feeds inputs, the last scores targets.
+    ``sync_grads`` (hybrid dp x pp) averages gradients across replicas between schedule and update."""
     first = any(s.is_first for s in stages)
     last = any(s.is_last for s in stages)
 
@@ -81,6 +83,8 @@ def pipeline_step(ctx: RankContext, stages, schedule, optimizer, *, pp_rank: int
         losses: list[torch.Tensor] = []
         args = (x,) if first else ()
         schedule.step(*args, target=y, losses=losses)
+        if sync_grads is not None:
+            sync_grads()
         optimizer.step()
         return torch.stack(losses).mean().detach() if last else None
 

@@ -114,14 +114,14 @@ def _candidates(spec: SweepSpec, strategies: tuple[str, ...]) -> Iterator[tuple[
 
 def _workloads(spec: SweepSpec) -> Iterator[WorkloadConfig]:
     """Each [[workloads]] table, its list-valued shape keys multiplied out."""
-    for table in spec.workloads:
+    for i, table in enumerate(spec.workloads):
         lists = {k: v for k, v in table.items() if isinstance(v, list)}
         scalars = {k: v for k, v in table.items() if not isinstance(v, list)}
         for combo in itertools.product(*lists.values()):
             try:
                 yield WorkloadConfig(**scalars, **dict(zip(lists, combo)))
             except ConfigError as exc:
-                raise ConfigError(f"{spec.source}: workloads entry {table}: {exc}") from None
+                raise ConfigError(f"{spec.source}: key 'workloads'[{i}]: {exc}") from None
 
 
 def _variants(spec: SweepSpec, strategy: Strategy, ws: int) -> Iterator[dict[str, Any]]:
@@ -157,7 +157,7 @@ def _meshes(spec: SweepSpec, ws: int) -> list[tuple[int, int, int]]:
 def _label(base: dict[str, Any], extra: dict[str, Any]) -> str:
     w: WorkloadConfig = base["workload"]
     short = {"layers": "L", "hidden": "d", "heads": "h", "seq_len": "T", "vocab_size": "V"}
-    shape = "".join(f"{short[k]}{v}" for k, v in w.shape().items())
+    shape = "".join(f"{short.get(k, k)}{v}" for k, v in w.shape().items())
     parts = [f"{base['strategy'].value} x{base['world_size']}", f"{w.name}:{shape}", f"gbs={base['global_batch_size']}"]
     if "dp" in extra:
         parts.append(f"mesh=dp{extra['dp']}.tp{extra['tp']}.pp{extra['pp']}/{extra['dp_mode']}")

@@ -63,9 +63,10 @@ TOP_KEYS: dict[str, Key] = {
 
 # Shape keys take a scalar or a list (a list multiplies the grid).
 WORKLOAD_KEYS: dict[str, Key] = {
-    "name": Key("enum", None, "required", WORKLOAD_NAMES),
-    "layers": Key("ints>=1", 0, "mlp hidden layers / transformer blocks (0 or absent = workload default)"),
-    "hidden": Key("ints>=1", 0, "mlp width / transformer d_model"),
+    "name": Key("str", None, "required: a built-in, a plugin or `module:factory` (checked by WorkloadConfig)",
+                WORKLOAD_NAMES),
+    "layers": Key("ints>=0", 0, "mlp hidden layers / transformer blocks (0 or absent = workload default)"),
+    "hidden": Key("ints>=0", 0, "mlp width / transformer d_model (0 or absent = workload default)"),
     "heads": Key("ints>=1", 4, "transformer attention heads"),
     "seq_len": Key("ints>=1", 32, "transformer tokens per sample"),
     "vocab_size": Key("ints>=1", 256, "transformer vocabulary"),
@@ -199,9 +200,10 @@ def _check(spec: Key, value: Any, where: str) -> Any:
             return value
         return _list(value, where, f'strategy names ({", ".join(spec.choices)}) or the string "all"',
                      _enum(spec.choices))
-    if kind == "ints>=1":
-        return _list(value, where, "integers >= 1", lambda v, w: _int(v, 1, w)) if isinstance(value, list) \
-            else [_int(value, 1, where)]
+    if kind.startswith("ints>="):
+        low = int(kind[6:])
+        return _list(value, where, f"integers >= {low}", lambda v, w: _int(v, low, w)) \
+            if isinstance(value, list) else [_int(value, low, where)]
     if kind == "workloads":
         return _list(value, where, "[[workloads]] tables", _workload)
     raise AssertionError(f"schema kind {kind!r} has no check")
@@ -219,7 +221,7 @@ def _workload(value: Any, where: str) -> dict[str, Any]:
     for key, spec in WORKLOAD_KEYS.items():
         if key in value:
             out[key] = _check(spec, value[key], f"{where}.{key}")
-        elif spec.kind == "ints>=1" and spec.default:
+        elif spec.kind.startswith("ints>=") and spec.default:
             out[key] = [spec.default]
     return out
 

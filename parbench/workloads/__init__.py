@@ -46,26 +46,26 @@ def make(cfg: WorkloadConfig, seed: int) -> Workload:
 def check(cfg: "RunConfig") -> None:
     """Refuse, before any rank exists, a workload that cannot run ``cfg`` (ConfigError, exit 2)."""
     workload = make(cfg.workload, cfg.seed)
-    model = _build(workload, cfg)
-    _check_batch(workload, model)
-    _check_tp(workload, model, cfg)
-    _check_pipeline(workload, model, cfg)
+    name = cfg.workload.name  # what the user typed: a path names the plugin better than its own label
+    model = _build(workload, cfg, name)
+    _check_batch(workload, model, name)
+    _check_tp(workload, model, cfg, name)
+    _check_pipeline(workload, model, cfg, name)
 
 
-def _build(workload: Workload, cfg: "RunConfig") -> StagedModel:
+def _build(workload: Workload, cfg: "RunConfig", name: str) -> StagedModel:
     try:
         model = workload.build(cfg.seed)
     except Exception as exc:  # noqa: BLE001
-        raise ConfigError(f"workload {cfg.workload.name!r}: build({cfg.seed}) raised {type(exc).__name__}: {exc}") from exc
+        raise ConfigError(f"workload {name!r}: build({cfg.seed}) raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(model, StagedModel):
-        raise ConfigError(f"workload {cfg.workload.name!r}: build() returned {type(model).__name__}, not a "
+        raise ConfigError(f"workload {name!r}: build() returned {type(model).__name__}, not a "
                           "StagedModel(pre, units, post); wrap a plain module as StagedModel(None, [module], None)")
     return model
 
 
-def _check_batch(workload: Workload, model: StagedModel) -> None:
+def _check_batch(workload: Workload, model: StagedModel, name: str) -> None:
     """Forward + loss on CHECK_BATCH samples of the workload's own data, without gradients."""
-    name = workload.name
     try:
         x, y = workload.batch(0, CHECK_BATCH)
     except Exception as exc:  # noqa: BLE001
@@ -86,15 +86,15 @@ def _check_batch(workload: Workload, model: StagedModel) -> None:
                           f"{tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__}")
 
 
-def _check_tp(workload: Workload, model: StagedModel, cfg: "RunConfig") -> None:
+def _check_tp(workload: Workload, model: StagedModel, cfg: "RunConfig", name: str) -> None:
     if cfg.tp <= 1:
         return
     if not workload.supports_tp:
-        raise ConfigError(f"workload {workload.name!r} provides no tensor-parallel plan (Workload.tp_plan is None), "
+        raise ConfigError(f"workload {name!r} provides no tensor-parallel plan (Workload.tp_plan is None), "
                           f"so tp={cfg.tp} cannot run; it runs under {', '.join(GENERIC_STRATEGIES)} and pipeline")
     missing = [path for path in workload.tp_plan(model) if "*" not in path and not _has(model, path)]
     if missing:
-        raise ConfigError(f"workload {workload.name!r}: its tp plan names modules the model lacks: {', '.join(missing)}")
+        raise ConfigError(f"workload {name!r}: its tp plan names modules the model lacks: {', '.join(missing)}")
 
 
 def _has(model: StagedModel, path: str) -> bool:
@@ -105,7 +105,7 @@ def _has(model: StagedModel, path: str) -> bool:
         return False
 
 
-def _check_pipeline(workload: Workload, model: StagedModel, cfg: "RunConfig") -> None:
+def _check_pipeline(workload: Workload, model: StagedModel, cfg: "RunConfig", name: str) -> None:
     """Stages must begin at units the workload allows; the pipeline splits units evenly
     (parbench.strategies.pipeline.split_units), so those starts must all be allowed."""
     if not cfg.uses_pipeline:
@@ -115,16 +115,16 @@ def _check_pipeline(workload: Workload, model: StagedModel, cfg: "RunConfig") ->
     allowed = workload.stage_starts(n)
     bad = [p for p in allowed if not 1 <= p < n]
     if bad:
-        raise ConfigError(f"workload {workload.name!r}: split point(s) {bad} do not exist: the model has {n} units, "
+        raise ConfigError(f"workload {name!r}: split point(s) {bad} do not exist: the model has {n} units, "
                           f"so a stage can begin at units 1..{n - 1}")
     if chunks > len(allowed) + 1:
-        raise ConfigError(f"workload {workload.name!r} has {n} pipeline unit(s) and {len(allowed)} split point(s): "
+        raise ConfigError(f"workload {name!r} has {n} pipeline unit(s) and {len(allowed)} split point(s): "
                           f"at most {len(allowed) + 1} stages, but pp={cfg.pp} needs {chunks}")
     from parbench.strategies.pipeline import split_units  # noqa: PLC0415 (torch.distributed.pipelining)
 
     starts = [lo for lo, _ in split_units(n, chunks)[1:]]
     if not set(starts) <= set(allowed):
-        raise ConfigError(f"workload {workload.name!r}: {chunks} even stages begin at units {starts}, but the "
+        raise ConfigError(f"workload {name!r}: {chunks} even stages begin at units {starts}, but the "
                           f"workload allows splits only at {list(allowed)}")
 
 

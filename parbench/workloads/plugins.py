@@ -30,7 +30,8 @@ def resolve(name: str) -> Factory:
     module = _load_file(name, target) if target.endswith(".py") else _import(name, target)
     factory = getattr(module, attr, None)
     if factory is None:
-        public = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
+        public = sorted(k for k, v in vars(module).items()
+                        if callable(v) and not k.startswith("_") and getattr(v, "__module__", None) == module.__name__)
         raise ConfigError(f"workload {name!r}: {target} has no attribute {attr!r}; callables there: "
                           f"{', '.join(public) or 'none'}")
     if not callable(factory):

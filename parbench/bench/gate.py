@@ -1,0 +1,76 @@
+"""The CI gates in one command (``parbench bench gate``), for a noisy 2-core machine.
+
+1. **golden**: ``tests/benchmarks/test_golden.py`` compares every strategy's deterministic figures
+   with the committed golden file, exactly (it also runs in the default test run);
+2. **overhead**: the runner's timed loop vs a bare loop of the same strategy, the same processes:
+   ``min(timed blocks) / min(bare blocks) <= TIMED_BOUND`` for every strategy (``overhead.py``);
+3. **timing**: pytest-benchmark's ``--benchmark-compare-fail=median:THRESHOLD`` against the newest
+   saved run **from this machine** (same host and CPU model). A fresh CI machine has none: the run
+   is saved and becomes the baseline, and nothing is compared (a baseline from another machine
+   would trip or hide regressions by itself; FIELD_NOTES).
+
+All three run in one pytest invocation of ``tests/benchmarks`` with benchmarks enabled; the run is
+saved under ``results/benchmarks/`` with pytest-benchmark's machine and commit info.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from parbench.bench import history
+from parbench.bench.overhead import TIMED_BOUND
+
+ROOT = Path(__file__).resolve().parents[2]
+# Chosen from the measured run-to-run noise of this machine's medians (README, "Benchmarks and
+# regression gates"): wider than any change seen between runs of unchanged code.
+THRESHOLD = "median:60%"
+
+
+def pytest_command(storage: Path, baseline: Path | None, threshold: str) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", "-q", "tests/benchmarks", "--benchmark-enable",
+           f"--benchmark-storage=file://{storage}", "--benchmark-autosave",
+           "--benchmark-columns=median,iqr,min,max,rounds", "--benchmark-sort=fullname"]
+    if baseline is not None:
+        cmd += [f"--benchmark-compare={baseline}", f"--benchmark-compare-fail={threshold}"]
+    return cmd
+
+
+def overhead_failures(doc: dict[str, Any], bound: float = TIMED_BOUND) -> list[str]:
+    """Every runner-timed benchmark whose overhead ratio exceeds ``bound`` (none at all is a failure)."""
+    gated = [b for b in doc["benchmarks"] if "overhead_ratio_min" in (b.get("extra_info") or {})
+             and b["extra_info"].get("mode") == "timed"]
+    if not gated:
+        return ["no benchmark carries an overhead ratio"]
+    return [f"{b['name']}: timed/bare = {b['extra_info']['overhead_ratio_min']:.4f} > {bound:.2f}"
+            for b in gated if b["extra_info"]["overhead_ratio_min"] > bound]
+
+
+def overhead_table(doc: dict[str, Any]) -> list[str]:
+    rows = [b for b in doc["benchmarks"] if "overhead_ratio_min" in (b.get("extra_info") or {})]
+    return [f"  {b['extra_info']['strategy']:>10} {b['extra_info']['mode']:>8}/bare: min-ratio "
+            f"{b['extra_info']['overhead_ratio_min']:.4f}, median of rounds {b['extra_info']['overhead_ratio_median']:.4f}"
+            for b in rows]
+
+
+def run(storage: str | Path = history.HISTORY_DIR, *, bound: float = TIMED_BOUND, threshold: str = THRESHOLD) -> int:
+    """Run the gates; 0 if all pass. Saves the benchmark run under ``storage``."""
+    storage = (ROOT / storage) if not Path(storage).is_absolute() else Path(storage)
+    baseline = history.latest_baseline(storage)
+    print(f"timing gate: baseline {baseline}" if baseline else
+          "timing gate: no saved run from this machine; this run becomes the baseline, nothing compared")
+    before = set(history.run_files(storage))
+    rc = subprocess.call(pytest_command(storage, baseline, threshold), cwd=ROOT)
+    saved = sorted(set(history.run_files(storage)) - before)
+    if not saved:
+        print("gate: pytest saved no benchmark run")
+        return rc or 1
+    doc = json.loads(saved[-1].read_text())
+    print(f"saved {saved[-1]}\noverhead (bound {bound:.2f} on timed/bare):", *overhead_table(doc), sep="\n")
+    failures = overhead_failures(doc, bound)
+    for f in failures:
+        print(f"overhead gate FAILED: {f}")
+    return rc or (1 if failures else 0)

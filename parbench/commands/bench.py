@@ -1,0 +1,56 @@
+"""``parbench bench``: the golden file, the overhead measurement and the CI gates."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="parbench's own benchmarks and regression gates", description=__doc__)
+    actions = p.add_subparsers(dest="bench_command", required=True, metavar="ACTION")
+    g = actions.add_parser("golden", help="compare every strategy's deterministic figures with the golden file")
+    g.add_argument("--update", action="store_true", help="write the measured figures to the golden file")
+    g.add_argument("--reason", default="", help="why the figures changed (required with --update)")
+    g.add_argument("--path", default=None, help="golden file (default tests/benchmarks/golden.json)")
+    g.set_defaults(handler=handle_golden)
+    o = actions.add_parser("overhead", help="instrumented vs bare step time of each strategy")
+    o.add_argument("--strategy", action="append", help="repeatable; default every implemented strategy")
+    o.add_argument("--blocks", type=int, default=7)
+    o.add_argument("--steps-per-block", type=int, default=3)
+    o.set_defaults(handler=handle_overhead)
+    c = actions.add_parser("gate", help="the CI gates: golden, overhead, timing vs a same-machine baseline")
+    c.add_argument("--storage", default="results/benchmarks")
+    c.add_argument("--threshold", default=None, help="pytest-benchmark compare-fail expression (default median:60%%)")
+    c.set_defaults(handler=handle_gate)
+
+
+def handle_golden(a: argparse.Namespace) -> int:
+    from parbench.bench import golden
+
+    path = a.path or golden.GOLDEN_PATH
+    measured = golden.measure_all()
+    if a.update:
+        changed = golden.update(measured, a.reason, path)  # GoldenError (a ValueError) without a reason
+        print(f"{path}: {len(changed)} figures changed" + "".join(f"\n  {c}" for c in changed[:40]))
+        return 0
+    problems = golden.check(measured, path)
+    print("\n".join(problems) if problems else f"{path}: every figure matches")
+    return 1 if problems else 0
+
+
+def handle_overhead(a: argparse.Namespace) -> int:
+    from parbench.bench import harness, overhead
+
+    for strategy in a.strategy or harness.implemented_strategies():
+        spec = harness.BenchSpec(run=harness.bench_config(strategy), blocks=a.blocks, steps_per_block=a.steps_per_block)
+        times = harness.launch_bench(spec)[0]["times"]
+        print(overhead.from_times(harness.Strategy(strategy).value, times, "timed").describe())
+        metered = overhead.from_times(harness.Strategy(strategy).value, times, "metered")
+        print(f"{'':>10}  all meters on / bare = {metered.ratio_min:.3f} (probe step only, not gated)")
+    return 0
+
+
+def handle_gate(a: argparse.Namespace) -> int:
+    from parbench.bench import gate
+
+    return gate.run(a.storage, threshold=a.threshold or gate.THRESHOLD)

@@ -1,0 +1,219 @@
+"""``parbench calibrate``: measure this machine with torch, fit the simulator's constants, save a profile.
+
+What is measured (threads per process as the runner's ranks: 1):
+- GEMM time at a range of square sizes -> t = gemm_overhead + flops / peak (fit, held-out error);
+- elementwise add at a range of sizes -> t = op_overhead + bytes / memory bandwidth;
+- each collective the strategies use (all_reduce, all_gather, reduce_scatter, broadcast, scatter, send)
+  over gloo with real rank processes at group sizes 2 and 4 -> alpha + beta x payload per (kind, n).
+The payload is the full buffer S, as in parbench.metrics.conventions (nccl-tests' size).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import time
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from parbench.metrics import stats
+from parbench.sim.fit import Fit, fit_with_holdout
+from parbench.sim.hardware import Cluster, Link, cluster_to_dict, profile_path
+
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "scatter", "send")
+GROUP_SIZES = (2, 4)
+
+
+def _sizes(quick: bool) -> dict[str, list[int]]:
+    if quick:
+        return {"gemm": [16, 32, 64, 96, 128, 192, 256], "elementwise": [2**k for k in range(6, 21, 2)],
+                "comm": [2**k for k in (10, 13, 16, 18, 20)]}
+    return {"gemm": [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768],
+            "elementwise": [2**k for k in range(4, 23)], "comm": [2**k for k in range(8, 24)]}
+
+
+def _time_median(fn, reps: int) -> float:
+    fn()  # warm-up: first call allocates and picks kernels
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return stats.median(times)
+
+
+def measure_gemm(sizes: list[int], reps: int) -> tuple[list[float], list[float]]:
+    """(flops, seconds) of a forward+backward-like square matmul n x n @ n x n at each size."""
+    import torch
+
+    torch.set_num_threads(1)
+    xs, ys = [], []
+    for n in sizes:
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        inner = max(1, int(2e7 // (2 * n**3)))  # repeat small products so the clock can see them
+        t = _time_median(lambda: [torch.mm(a, b) for _ in range(inner)], reps) / inner
+        xs.append(2.0 * n**3)
+        ys.append(t)
+    return xs, ys
+
+
+def measure_elementwise(sizes: list[int], reps: int) -> tuple[list[float], list[float]]:
+    """(bytes moved, seconds) of out = a + b in float32 (read 2, write 1)."""
+    import torch
+
+    torch.set_num_threads(1)
+    xs, ys = [], []
+    for n in sizes:
+        a, b, out = torch.randn(n), torch.randn(n), torch.empty(n)
+        inner = max(1, int(2e6 // n))
+        t = _time_median(lambda: [torch.add(a, b, out=out) for _ in range(inner)], reps) / inner
+        xs.append(12.0 * n)
+        ys.append(t)
+    return xs, ys
+
+
+def measure_framework_overhead(reps: int, units: int = 32) -> float:
+    """Seconds per operator call on the training path (module call, autograd record, backward node):
+    forward + backward of a chain of tiny Linear+ReLU units, divided by the 2 forward + 4 backward
+    calls per unit the simulator counts (``Unit.kernels`` forward, twice that backward)."""
+    import torch
+
+    torch.set_num_threads(1)
+    chain = torch.nn.Sequential(*[m for _ in range(units) for m in (torch.nn.Linear(8, 8), torch.nn.ReLU())])
+    x = torch.randn(1, 8)
+    return _time_median(lambda: chain(x).sum().backward(), reps * 3) / (units * 6)
+
+
+def _collective(kind: str, size: int, rank: int, n: int):
+    """A closure running one collective of full-buffer ``size`` bytes (float32 elements)."""
+    import torch
+    import torch.distributed as dist
+
+    elems = max(size // 4 // n * n, n)
+    full, part = torch.ones(elems), torch.ones(elems // n)
+    if kind == "all_reduce":
+        return lambda: dist.all_reduce(full)
+    if kind == "all_gather":
+        return lambda: dist.all_gather_into_tensor(full, part)
+    if kind == "reduce_scatter":
+        return lambda: dist.reduce_scatter_tensor(part, full)
+    if kind == "broadcast":
+        return lambda: dist.broadcast(full, src=0)
+    if kind == "scatter":
+        chunks = list(full.chunk(n)) if rank == 0 else None
+        return lambda: dist.scatter(part, chunks, src=0)
+    peer = rank + 1 if rank % 2 == 0 else rank - 1  # pairs (0,1), (2,3) exchange at once, as pipeline stages do
+    return (lambda: dist.send(full, dst=peer)) if rank % 2 == 0 else (lambda: dist.recv(full, src=peer))
+
+
+def _rank_main(rank: int, n: int, port: int, sizes: list[int], reps: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    store = dist.TCPStore("127.0.0.1", port, n, is_master=False)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=n)
+    results: dict[str, list[list[float]]] = {}
+    for kind in KINDS:
+        rows = []
+        for size in sizes:
+            op = _collective(kind, size, rank, n)
+            inner = max(1, min(16, 2**18 // size))  # batch small ops so the barrier is amortised
+            times = []
+            for i in range(reps + 1):
+                dist.barrier()  # every rank starts the batch together
+                t0 = time.perf_counter()
+                for _ in range(inner):
+                    op()
+                dist.barrier()  # the batch is over when the slowest rank is done
+                times.append((time.perf_counter() - t0, inner))
+            rows.append([size, stats.median([t for t, _ in times[1:]]), inner])  # first repetition: warm-up
+        results[kind] = rows
+    bar = _time_median(lambda: dist.barrier(), reps * 4)
+    if rank == 0:
+        Path(out).write_text(json.dumps({"collectives": results, "barrier_s": bar}))
+    dist.barrier()
+    dist.destroy_process_group()
+    os._exit(0)  # FIELD_NOTES: exiting at once avoids gloo's abort at interpreter shutdown
+
+
+def measure_collectives(n: int, sizes: list[int], reps: int) -> dict[str, Any]:
+    """Time every kind at every size over ``n`` gloo rank processes; seconds exclude one barrier."""
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    out = Path(tempfile.mkdtemp(prefix="parbench-calib-")) / "result.json"
+    store = dist.TCPStore("127.0.0.1", 0, n + 1, is_master=True, wait_for_workers=False)
+    ctx = mp.start_processes(_rank_main, args=(n, store.port, sizes, reps, str(out)), nprocs=n,
+                             join=False, start_method="forkserver")
+    deadline = time.monotonic() + 600
+    while not out.exists() and time.monotonic() < deadline:
+        if any(p.exitcode not in (None, 0) for p in ctx.processes):
+            break
+        time.sleep(0.05)
+    for p in ctx.processes:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
+    if not out.exists():
+        raise RuntimeError(f"collective calibration at n={n} produced no result")
+    data = json.loads(out.read_text())
+    bar = data["barrier_s"]
+    return {kind: [(s, max((t - bar) / inner, 1e-7)) for s, t, inner in rows]
+            for kind, rows in data["collectives"].items()}
+
+
+def _fit_dict(f: Fit) -> dict[str, float]:
+    return asdict(f)
+
+
+def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save: bool = True) -> dict[str, Any]:
+    """Measure, fit and (optionally) save the local profile; returns {cluster, fit, meta}."""
+    sizes = _sizes(quick)
+    reps = 3 if quick else 9
+    t0 = time.perf_counter()
+    gemm = fit_with_holdout(*measure_gemm(sizes["gemm"], reps))
+    elem = fit_with_holdout(*measure_elementwise(sizes["elementwise"], reps))
+    op_overhead = measure_framework_overhead(reps)
+    fits: dict[str, dict[str, Any]] = {"gemm": _fit_dict(gemm), "elementwise": _fit_dict(elem),
+                                       "framework_op_overhead_s": {"alpha": op_overhead}}
+    collectives: dict[str, dict[int, tuple[float, float]]] = {}
+    for n in GROUP_SIZES:
+        for kind, rows in measure_collectives(n, sizes["comm"], reps).items():
+            f = fit_with_holdout([s for s, _ in rows], [t for _, t in rows])
+            collectives.setdefault(kind, {})[n] = (f.alpha, f.beta)
+            fits[f"{kind}@{n}"] = _fit_dict(f)
+    send = collectives["send"][2]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cluster = Cluster(
+        name=f"local:{socket.gethostname()}", gpus_per_node=max(cores, 64), peak_flops=1 / gemm.beta,
+        gemm_efficiency=1.0, gemm_overhead_s=gemm.alpha, op_overhead_s=max(op_overhead, elem.alpha),
+        memory_bandwidth_bytes_per_s=1 / elem.beta if elem.beta > 0 else 1e10,
+        memory_bytes=_host_memory_bytes(), intra=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]),
+        inter=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]), overlap=0.0, cores=cores,
+        collectives=collectives,
+        sources={"all": f"parbench calibrate{' --quick' if quick else ''} on {socket.gethostname()}"})
+    profile = {"cluster": cluster_to_dict(cluster), "fit": fits,
+               "meta": {"quick": quick, "seconds": time.perf_counter() - t0, "host": socket.gethostname(),
+                        "backend": "gloo", "threads_per_rank": 1}}
+    if save:
+        path = profile_path(results_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(profile, indent=1))
+        profile["meta"]["path"] = str(path)
+    return profile
+
+
+def _host_memory_bytes() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 16 * 2**30

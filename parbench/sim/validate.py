@@ -1,0 +1,124 @@
+"""Validation: predict every measured run in a results directory and compare, torch-free.
+
+Bytes per category must equal the record's exactly (same conventions, same op sequence); accounted
+memory (parameters, gradients, optimizer state) within a few percent; step time is reported per run
+with its absolute percentage error, summarised by median/mean/max and the Spearman rank correlation
+of predicted vs measured throughput (Spearman 1904; ties take their average rank).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from parbench.config import ConfigError, RunConfig
+from parbench.metrics import stats
+from parbench.results import read_records
+from parbench.sim.hardware import Cluster, load_cluster
+from parbench.sim.layout import layout_from_run
+from parbench.sim.model import model_spec
+from parbench.sim.predict import Prediction, predict
+
+CATEGORIES = ("data", "parameter", "intermediate")
+MEMORY_KINDS = ("param", "grad", "optim")
+
+
+def compare(record: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
+    """One row: the record's identity, measured and predicted figures, and their errors."""
+    cfg = RunConfig.from_dict(record["config"])
+    p = predict(model_spec(cfg.workload), layout_from_run(cfg), cluster)
+    row: dict[str, Any] = {k: record.get(k) for k in ("run_id", "strategy", "world_size", "workload", "layers",
+                                                     "hidden", "global_batch_size", "micro_batches", "schedule",
+                                                     "dp", "tp", "pp", "data_mode", "hostname")}
+    exact = True
+    for c in CATEGORIES:
+        measured, predicted = record.get(f"comm_{c}_bytes_per_step"), p.comm_bytes[c]
+        row[f"comm_{c}_measured"], row[f"comm_{c}_predicted"] = measured, predicted
+        exact &= measured == predicted
+    row["comm_bytes_exact"] = exact
+    for k in MEMORY_KINDS:
+        measured, predicted = record.get(f"mem_{k}_bytes"), getattr(p.memory, f"{k}_bytes")
+        row[f"mem_{k}_measured"], row[f"mem_{k}_predicted"] = measured, predicted
+        row[f"mem_{k}_error_pct"] = _pct(predicted, measured)
+    row.update(_time_columns(record, p))
+    return row
+
+
+def _time_columns(record: dict[str, Any], p: Prediction) -> dict[str, Any]:
+    measured = record.get("step_time_s_median")
+    return {"step_time_measured_s": measured, "step_time_predicted_s": p.step_time_s,
+            "step_time_error_pct": _pct(p.step_time_s, measured),
+            "throughput_measured": record.get("throughput_samples_per_s"),
+            "throughput_predicted": p.throughput_samples_per_s}
+
+
+def _pct(predicted: float | None, measured: float | None) -> float:
+    if predicted is None or not measured:
+        return 0.0 if predicted == measured else math.nan
+    return abs(predicted - measured) / measured * 100
+
+
+def validation_rows(results_dir: str | Path = "results", cluster: Cluster | None = None) -> tuple[list[dict], list[str]]:
+    """(rows, skipped reasons) for every ``ok`` record under ``results_dir``."""
+    cluster = cluster or load_cluster("local", results_dir=results_dir)
+    records, problems = read_records(results_dir, warn=False)
+    rows, skipped = [], list(problems)
+    for rec in records:
+        if rec.get("status") != "ok":
+            continue
+        try:
+            rows.append(compare(rec, cluster))
+        except (ConfigError, TypeError, KeyError, ValueError) as exc:
+            skipped.append(f"{rec.get('run_id')}: {type(exc).__name__}: {exc}")
+    return rows, skipped
+
+
+def validation_frame(results_dir: str | Path = "results", cluster: Cluster | None = None):
+    """A pandas DataFrame of ``validation_rows`` (the dashboard's Simulator view reads this)."""
+    import pandas as pd
+
+    rows, _ = validation_rows(results_dir, cluster)
+    return pd.DataFrame(rows)
+
+
+def ranks(values: list[float]) -> list[float]:
+    """1-based ranks, ties sharing their average rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    """Pearson correlation of the ranks."""
+    if len(a) != len(b) or len(a) < 2:
+        return math.nan
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va = math.sqrt(sum((x - ma) ** 2 for x in ra))
+    vb = math.sqrt(sum((y - mb) ** 2 for y in rb))
+    return cov / (va * vb) if va and vb else math.nan
+
+
+def summarize(rows: list[dict]) -> dict[str, Any]:
+    errs = [r["step_time_error_pct"] for r in rows if not math.isnan(r["step_time_error_pct"])]
+    mem = [r[f"mem_{k}_error_pct"] for r in rows for k in MEMORY_KINDS if not math.isnan(r[f"mem_{k}_error_pct"])]
+    return {
+        "runs": len(rows),
+        "comm_bytes_exact": sum(bool(r["comm_bytes_exact"]) for r in rows),
+        "memory_max_error_pct": max(mem) if mem else math.nan,
+        "step_time_median_error_pct": stats.median(errs),
+        "step_time_mean_error_pct": sum(errs) / len(errs) if errs else math.nan,
+        "step_time_max_error_pct": max(errs) if errs else math.nan,
+        "throughput_spearman": spearman([r["throughput_predicted"] for r in rows],
+                                        [r["throughput_measured"] for r in rows]),
+    }

@@ -1,0 +1,99 @@
+"""A synchronous parameter server (Li et al., OSDI 2014; the seed documents' second example).
+
+Ranks 0..k-1 are servers, each owning a contiguous 1/k of the flattened parameters and the
+optimizer state for it; ranks k..W-1 are the N workers. Per step a worker computes gradients on
+its shard of the batch, pushes gradient chunk j to server j and pulls fresh parameter chunk j
+back. Per step: a worker sends Psi (push) and receives Psi (pull); server j receives N x Psi_j and
+sends N x Psi_j, with Psi_j ~ Psi / k. Point-to-point send/recv on the world group, so every
+byte passes the comm meter (same-host RPC would bypass the sockets the OS counter sees).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from parbench.metrics.comm import Category
+from parbench.strategies.base import RankContext, Trainer, load_shard
+
+
+def chunk_bounds(numel: int, k: int) -> list[tuple[int, int]]:
+    """[lo, hi) element ranges of the k server shards, earlier shards taking the remainder."""
+    base, extra = divmod(numel, k)
+    bounds, lo = [], 0
+    for j in range(k):
+        hi = lo + base + (1 if j < extra else 0)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
+def ps_bytes_per_step(numel: int, k: int, workers: int, elem_bytes: int = 4) -> dict[str, list[int] | int]:
+    """Textbook traffic: each worker pushes and pulls Psi; server j receives and sends N x Psi_j."""
+    shards = [(hi - lo) * elem_bytes for lo, hi in chunk_bounds(numel, k)]
+    return {"worker_push": numel * elem_bytes, "worker_pull": numel * elem_bytes,
+            "server_receive": [workers * s for s in shards], "server_send": [workers * s for s in shards]}
+
+
+def build_ps(*, ctx: RankContext) -> Trainer:
+    cfg = ctx.config
+    k = cfg.servers
+    ctx.meter.assign(None, Category.PARAMETER)  # pushes and pulls: gradients and parameters
+    # every rank must create the workers' group (a collective), servers included
+    workers = dist.new_group(list(range(k, ctx.world_size)))
+    model = ctx.workload.build(cfg.seed).to(ctx.device)
+    bounds = chunk_bounds(sum(p.numel() for p in model.parameters()), k)
+    if ctx.rank < k:
+        return _server(ctx, model, bounds)
+    return _worker(ctx, model, bounds, workers)
+
+
+def _server(ctx: RankContext, model: nn.Module, bounds: list[tuple[int, int]]) -> Trainer:
+    cfg, j = ctx.config, ctx.rank
+    lo, hi = bounds[j]
+    shard = nn.Parameter(parameters_to_vector(model.parameters())[lo:hi].detach().clone())
+    del model  # a server keeps only its shard
+    optimizer = ctx.workload.optimizer([shard], cfg.lr)
+    n_workers = ctx.world_size - cfg.servers
+    worker_ranks = range(cfg.servers, ctx.world_size)
+
+    def step(i: int) -> None:
+        pushed = [torch.empty_like(shard) for _ in worker_ranks]
+        _wait([dist.irecv(buf, src=w) for buf, w in zip(pushed, worker_ranks)])  # every worker's push
+        shard.grad = torch.stack(pushed).sum(dim=0).div_(n_workers)  # mean of the shard-mean gradients
+        optimizer.step()
+        _wait([dist.isend(shard.detach(), dst=w) for w in worker_ranks])  # workers pull the new values
+
+    extra = {"ps_received_bytes_per_step": n_workers * shard.numel() * shard.element_size(),
+             "ps_sent_bytes_per_step": n_workers * shard.numel() * shard.element_size()}
+    return Trainer(step=step, params=[shard], optimizer=optimizer, role=f"server {j}", extra=extra)
+
+
+def _worker(ctx: RankContext, model: nn.Module, bounds: list[tuple[int, int]],
+            group: dist.ProcessGroup) -> Trainer:
+    cfg = ctx.config
+    params = list(model.parameters())
+    n_workers, index = ctx.world_size - cfg.servers, ctx.rank - cfg.servers
+
+    def step(i: int) -> torch.Tensor:
+        x, y = load_shard(ctx, i, dp_rank=index, dp_size=n_workers, group=group, src=cfg.servers)
+        model.zero_grad(set_to_none=False)
+        loss = ctx.workload.loss(model(x), y)
+        loss.backward()
+        grads = torch.cat([p.grad.reshape(-1) for p in params])
+        _wait([dist.isend(grads[lo:hi], dst=j) for j, (lo, hi) in enumerate(bounds)])  # push
+        fresh = torch.empty_like(grads)
+        _wait([dist.irecv(fresh[lo:hi], src=j) for j, (lo, hi) in enumerate(bounds)])  # pull
+        vector_to_parameters(fresh, params)
+        return loss.detach()
+
+    psi = sum(p.numel() * p.element_size() for p in params)
+    extra = {"ps_sent_bytes_per_step": psi, "ps_received_bytes_per_step": psi}
+    return Trainer(step=step, params=params, optimizer=None, role=f"worker {index}", extra=extra)
+
+
+def _wait(works: list) -> None:
+    for work in works:
+        work.wait()  # blocking: a push must land before this rank moves on

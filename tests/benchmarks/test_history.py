@@ -1,0 +1,34 @@
+"""Saved benchmark runs: loading them torch-free, and choosing a baseline from the same machine only."""
+
+from __future__ import annotations
+
+import json
+
+from parbench.bench import history
+
+
+def _run(path, *, node, cpu, when, commit, median):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "machine_info": {"node": node, "cpu": {"brand_raw": cpu}}, "datetime": when,
+        "commit_info": {"id": commit, "dirty": False},
+        "benchmarks": [{"name": "test_step[ddp-timed]", "group": "step-ddp", "extra_info": {"mode": "timed"},
+                        "stats": {"median": median, "iqr": 0.001, "min": median / 2, "max": median * 2, "rounds": 7}}],
+    }))
+
+
+def test_load_history_and_same_machine_baseline(tmp_path):
+    d = tmp_path / "benchmarks" / "Linux-CPython-3.11-64bit"
+    _run(d / "0001_a.json", node="here", cpu="cpu A", when="2026-01-01T00:00:00", commit="a", median=0.02)
+    _run(d / "0002_b.json", node="here", cpu="cpu A", when="2026-01-02T00:00:00", commit="b", median=0.03)
+    _run(d / "0003_c.json", node="elsewhere", cpu="cpu A", when="2026-01-03T00:00:00", commit="c", median=0.01)
+    (d / "0004_corrupt.json").write_text("{not json")
+    frame = history.load_history(tmp_path / "benchmarks")
+    assert list(frame["commit"]) == ["a", "b", "c"] and list(frame["median_s"]) == [0.02, 0.03, 0.01]
+    assert history.latest_baseline(tmp_path / "benchmarks", ("here", "cpu A")).name == "0002_b.json"
+    assert history.latest_baseline(tmp_path / "benchmarks", ("new machine", "cpu A")) is None
+
+
+def test_empty_history_has_every_column(tmp_path):
+    frame = history.load_history(tmp_path / "nothing")
+    assert frame.empty and list(frame.columns) == list(history.COLUMNS)

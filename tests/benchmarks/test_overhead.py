@@ -1,0 +1,39 @@
+"""The overhead gate: exact arithmetic, and a real injected slowdown that must make it fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from parbench.bench import gate, harness, overhead
+
+
+def test_overhead_figures_exact():
+    o = overhead.overhead("ddp", bare_s=[0.010, 0.012, 0.020], instrumented_s=[0.0102, 0.030, 0.0206])
+    assert o.bare_s_min == 0.010 and o.ratio_min == pytest.approx(1.02, abs=1e-12)
+    assert o.ratio_median == pytest.approx(1.03, abs=1e-12)  # ratios 1.02, 2.5, 1.03
+    assert o.passes(1.03) and not o.passes(1.01)
+    with pytest.raises(ValueError):
+        overhead.overhead("ddp", [0.01], [])
+
+
+def test_injected_slowdown_fails_the_overhead_gate():
+    """A 20 ms sleep inside every instrumented step (real ranks, ddp at world size 2) trips the gate."""
+    spec = harness.BenchSpec(run=harness.bench_config("ddp"), blocks=3, steps_per_block=2, inject_delay_s=0.02)
+    times = harness.launch_bench(spec)[0]["times"]
+    for mode in ("timed", "metered"):
+        o = overhead.from_times("ddp", times, mode)
+        assert not o.passes(), o.describe()
+    # the bare loop is untouched: its fastest block is at least 20 ms faster than any slowed one
+    assert min(times["timed_s"]) - min(times["bare_s"]) > 0.015
+
+
+def test_gate_reads_overhead_from_a_saved_run():
+    def bench(name, ratio):
+        return {"name": name, "extra_info": {"mode": "timed", "strategy": "ddp", "overhead_ratio_min": ratio,
+                                             "overhead_ratio_median": ratio}}
+
+    ok = {"benchmarks": [bench("test_step[ddp-timed]", 1.01), {"name": "test_results_load", "extra_info": {}}]}
+    bad = {"benchmarks": [bench("test_step[ddp-timed]", 1.01), bench("test_step[tp-timed]", 1.08)]}
+    assert gate.overhead_failures(ok, bound=1.03) == []
+    assert [f.split(":")[0] for f in gate.overhead_failures(bad, bound=1.03)] == ["test_step[tp-timed]"]
+    assert gate.overhead_failures({"benchmarks": []}, bound=1.03) == ["no benchmark carries an overhead ratio"]

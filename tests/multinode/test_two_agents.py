@@ -1,0 +1,59 @@
+"""Two torchrun agents on 127.0.0.1 (2 nodes x 2 ranks) against one node of 4 ranks (parbench.launch)."""
+
+import socket
+import subprocess
+import sys
+
+from parbench.config import RunConfig, WorkloadConfig
+from parbench.launch import run
+from parbench.results import read_records
+
+ARGS = ["--strategy", "ddp", "--hidden", "64", "--steps", "3", "--warmup-steps", "1", "--timeout", "120"]
+CATEGORIES = ("data", "parameter", "intermediate")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _two_node_record(results_dir) -> dict:
+    port = str(_free_port())
+    nodes = [subprocess.Popen([sys.executable, "-m", "parbench", "run", *ARGS, "--results-dir", str(results_dir),
+                               "--nnodes", "2", "--node-rank", str(k), "--nproc-per-node", "2",
+                               "--master-addr", "127.0.0.1", "--master-port", port],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for k in (0, 1)]
+    outputs = [p.communicate(timeout=240)[0] for p in nodes]
+    assert [p.returncode for p in nodes] == [0, 0], outputs
+    assert "the node that held rank 0 wrote the record" in outputs[1]
+    records, problems = read_records(results_dir)
+    assert not problems and len(records) == 1  # written once, by rank 0's node
+    return records[0]
+
+
+def test_two_nodes_match_one_node(tmp_path):
+    multi = _two_node_record(tmp_path / "multi")
+    cfg = RunConfig(strategy="ddp", world_size=4, workload=WorkloadConfig(hidden=64), steps=3, warmup_steps=1)
+    single = run(cfg, results_dir=None)
+    assert multi["status"] == single["status"] == "ok"
+    assert multi["point_key"] == single["point_key"]
+    assert max(abs(a - b) for a, b in zip(multi["losses"], single["losses"])) <= 1e-6
+    for c in CATEGORIES:
+        assert multi[f"comm_{c}_bytes_per_step"] == single[f"comm_{c}_bytes_per_step"]
+        assert ([r[f"comm_{c}_bytes_per_step"] for r in multi["per_rank"]]
+                == [r[f"comm_{c}_bytes_per_step"] for r in single["per_rank"]])
+    assert multi["comm_wire_bytes_per_step"] == single["comm_wire_bytes_per_step"]
+    # node layout: ranks 0,1 on node 0 and 2,3 on node 1
+    assert (multi["launcher"], multi["nodes"], multi["ranks_per_node"]) == ("torchrun", 2, 2)
+    assert multi["node_of_rank"] == [0, 0, 1, 1] and multi["cluster_emulated"] is False
+    # gloo's ring 0->1->2->3->0: ranks 1 and 3 send their all-reduce to the other node, 0 and 2 stay home
+    grad = 4 * (784 * 64 + 64 + 64 * 10 + 10)  # mlp 784-64-10 parameters, fp32
+    ring = 2 * 3 * grad // 4  # ring all-reduce sends 2(n-1)/n S per rank
+    per_rank = multi["per_rank"]
+    assert [r["comm_inter_node_bytes_per_step"] >= ring for r in per_rank] == [False, True, False, True]
+    assert [r["comm_intra_node_bytes_per_step"] >= ring for r in per_rank] == [True, False, True, False]
+    for r in per_rank:
+        total = sum(r[f"comm_{c}_bytes_per_step"] for c in CATEGORIES)
+        assert r["comm_intra_node_bytes_per_step"] + r["comm_inter_node_bytes_per_step"] == total
+    assert multi["comm_inter_node_bytes_per_step_by_category"]["parameter"] == ring

@@ -1,0 +1,69 @@
+"""Exact agreement of predicted and counted bytes (and accounted memory) with real gloo runs of every
+strategy the runner has (iterates parbench.strategies.BUILDERS, so new strategies join automatically)."""
+
+from __future__ import annotations
+
+import pytest
+
+from parbench.cli import main
+from parbench.config import RunConfig, Strategy, WorkloadConfig
+from parbench.launch import run
+from parbench.sim import PRESETS
+from parbench.sim.validate import summarize, validation_rows
+from parbench.strategies import BUILDERS
+
+TRANSFORMER = WorkloadConfig(name="transformer", layers=2)
+WIDE_MLP = WorkloadConfig(name="mlp", layers=3, hidden=1024)  # 11.6 MB: two DDP buckets, odd remainders at n=3
+
+# Small shapes per strategy; rank0 data mode where the strategy moves data, n=3 where integer division bites.
+SHAPES: dict[Strategy, list[dict]] = {
+    Strategy.SINGLE: [dict(world_size=1, workload=TRANSFORMER)],
+    Strategy.DDP: [dict(world_size=3, workload=WIDE_MLP, data_mode="rank0")],
+    Strategy.PIPELINE: [dict(world_size=3, workload=WorkloadConfig(name="transformer", layers=3),
+                             micro_batches=4, data_mode="rank0"),
+                        dict(world_size=2, workload=WorkloadConfig(name="mlp", layers=3), micro_batches=4,
+                             schedule="interleaved1f1b", virtual_stages=2)],
+    Strategy.ZERO1: [dict(world_size=3, workload=TRANSFORMER, data_mode="rank0")],
+    Strategy.ZERO2: [dict(world_size=3, workload=WorkloadConfig(name="mlp"))],
+    Strategy.FSDP: [dict(world_size=2, workload=TRANSFORMER)],
+    Strategy.TP: [dict(world_size=2, workload=TRANSFORMER), dict(world_size=2, workload=WorkloadConfig(name="mlp"))],
+    Strategy.HYBRID: [dict(world_size=4, dp=2, tp=1, pp=2, micro_batches=2, workload=TRANSFORMER)],
+    Strategy.PS: [dict(world_size=3, servers=1, workload=WorkloadConfig(name="mlp"))],
+}
+CASES = [(s, i) for s in BUILDERS for i in range(len(SHAPES.get(s, [{}])))]
+
+
+def _config(strategy: Strategy, index: int) -> RunConfig:
+    shape = dict(SHAPES.get(strategy, [dict(world_size=2)])[index])
+    return RunConfig(strategy=strategy, global_batch_size=12, steps=1, warmup_steps=1, timeout_s=120, **shape)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """One real run per case, all written to one results directory."""
+    out = tmp_path_factory.mktemp("sim-agreement")
+    records = {case: run(_config(*case), results_dir=out) for case in CASES}
+    return out, records
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0].value}-{c[1]}")
+def test_bytes_and_memory_equal_the_runners(case, results):
+    out, records = results
+    rec = records[case]
+    assert rec["status"] == "ok", rec.get("error")
+    rows, skipped = validation_rows(out, PRESETS["a100-80gb"])
+    row = next(r for r in rows if r["run_id"] == rec["run_id"])
+    for c in ("data", "parameter", "intermediate"):
+        assert row[f"comm_{c}_predicted"] == rec[f"comm_{c}_bytes_per_step"], c
+    for k in ("param", "grad", "optim"):
+        assert row[f"mem_{k}_predicted"] == rec[f"mem_{k}_bytes"], k
+
+
+def test_validate_command_summarises_every_run(results, capsys):
+    out, records = results
+    rows, _ = validation_rows(out, PRESETS["a100-80gb"])
+    summary = summarize(rows)
+    assert summary["runs"] == len(records) == summary["comm_bytes_exact"]
+    assert summary["memory_max_error_pct"] == 0.0
+    assert main(["validate", "--results-dir", str(out), "--cluster", "a100-80gb"]) == 0
+    assert f"{len(records)} runs; comm bytes exact in {len(records)}" in capsys.readouterr().out

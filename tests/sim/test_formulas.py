@@ -1,0 +1,154 @@
+"""The simulator's formulas against values computed by hand (no torch, no process group)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from parbench.config import DataMode, RunConfig, Schedule, Strategy, WorkloadConfig
+from parbench.sim import PRECISIONS, PRESETS, Layout, Recompute, layout_from_run, model_spec, predict
+from parbench.sim.comm import ddp_buckets, fsdp_padded_numel, zero1_shards
+from parbench.sim.hardware import Link, algorithm_factors, collective_time_s
+from parbench.sim.memory import activation_bytes_per_layer, in_flight_micro_batches
+from parbench.sim.model import Tensor
+from parbench.sim.stages import split_units
+
+MiB = 1024 * 1024
+
+
+def test_transformer_parameter_count_and_flops_match_the_workload_formulas():
+    w = WorkloadConfig(name="transformer", layers=4, hidden=64, heads=4, seq_len=32, vocab_size=256)
+    m = model_spec(w)
+    d, L, v, t = 64, 4, 256, 32
+    # embeddings (v + t) d; per block 12 d^2 + 13 d (q,k,v,proj,up,down weights+biases, two LayerNorms); head 2d + v d
+    assert m.param_numel == (v + t) * d + L * (12 * d * d + 13 * d) + 2 * d + v * d == 234880
+    assert m.forward_flops_per_sample == t * (2 * (L * 12 * d * d + d * v) + 2 * L * 2 * t * d)
+
+
+def test_ddp_buckets_close_at_1_mib_then_25_mib_in_reverse_order():
+    sizes = [10 * MiB, 30 * MiB, 512 * 1024, 700 * 1024]  # registration order; the reducer walks it backwards
+    assert ddp_buckets(sizes) == [512 * 1024 + 700 * 1024, 30 * MiB, 10 * MiB]
+
+
+def test_ddp_bytes_use_integer_division_per_bucket():
+    """mlp 784-1024-1024-1024-10 at n=3: reversed, the first bucket closes past 1 MiB (4,239,400 B), the rest
+    (7,413,760 B) stays under 25 MiB; each all-reduce sends 2(n-1) S // n."""
+    cfg = RunConfig(strategy="ddp", world_size=3, global_batch_size=12,
+                    workload=WorkloadConfig(name="mlp", layers=3, hidden=1024))
+    p = predict(model_spec(cfg.workload), layout_from_run(cfg), PRESETS["a100-80gb"])
+    buckets = [41000 + 4096 + 4194304, 4198400 + 3215360]
+    assert p.comm_by_collective == {"all_reduce/parameter": sum(4 * b // 3 for b in buckets)} == {"all_reduce/parameter": 15537546}
+
+
+def test_zero1_partition_is_greedy_largest_first():
+    assert zero1_shards([5, 9, 2, 7, 1], 2) == [[9, 2, 1], [7, 5]]
+
+
+def test_fsdp2_pads_dim0_to_a_multiple_of_the_group():
+    assert fsdp_padded_numel(Tensor(name="w", shape=(10, 3)), 1, 4) == 12 * 3
+    assert fsdp_padded_numel(Tensor(name="b", shape=(8,)), 1, 4) == 8
+
+
+def test_pipeline_bytes_per_boundary_per_micro_batch():
+    """transformer, 3 stages, 4 micro-batches of 3 samples x 32 tokens x 64 wide fp32 = 24,576 B each way."""
+    cfg = RunConfig(strategy="pipeline", world_size=3, micro_batches=4, global_batch_size=12,
+                    workload=WorkloadConfig(name="transformer"), data_mode=DataMode.RANK0)
+    p = predict(model_spec(cfg.workload), layout_from_run(cfg), PRESETS["a100-80gb"])
+    assert p.comm_bytes == {"data": 12 * 32 * 8, "parameter": 0, "intermediate": 2 * 4 * 3 * 32 * 64 * 4}
+
+
+def test_tensor_parallel_all_reduces_per_block():
+    """2 forward (proj, down) + 4 backward (q, k, v, up) all-reduces of B x T x d x 4 bytes per block, 2(t-1)/t each."""
+    cfg = RunConfig(strategy="tp", world_size=2, global_batch_size=4, workload=WorkloadConfig(name="transformer", layers=2))
+    p = predict(model_spec(cfg.workload), layout_from_run(cfg), PRESETS["a100-80gb"])
+    size = 4 * 32 * 64 * 4
+    assert p.comm_bytes["intermediate"] == 2 * 6 * size
+
+
+def test_split_units_gives_the_remainder_to_early_chunks():
+    assert split_units(5, 2) == [(0, 3), (3, 5)]
+    assert split_units(4, 4) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+
+
+def test_collective_time_alpha_beta_per_algorithm():
+    c = PRESETS["a100-80gb"]
+    link = c.intra
+    s = 64 * MiB
+    assert collective_time_s(c, "all_reduce", s, 8, inter_node=False) == pytest.approx(
+        14 * link.latency_s + 2 * 7 / 8 * s / link.bandwidth_bytes_per_s)
+    assert algorithm_factors("all_gather", 4) == (3.0, 0.75)
+    assert algorithm_factors("broadcast", 5) == (3.0, 1.0)
+
+
+def test_calibrated_fits_rescale_to_uncalibrated_group_sizes():
+    c = PRESETS["a100-80gb"]
+    from dataclasses import replace
+
+    fitted = replace(c, collectives={"all_reduce": {2: (1e-4, 1e-9)}})
+    # n=4 from n=2: latency steps 6/2, bandwidth factor 1.5/1
+    assert collective_time_s(fitted, "all_reduce", 1000, 4, inter_node=False) == pytest.approx(3e-4 + 1.5e-6)
+
+
+def test_activation_memory_korthikanti_table():
+    """Korthikanti et al. 2022 eq. 2/4: sbh(10 + 24/t + 5as/(ht)), sbh/t (34 + 5as/h) with SP, selective drops 5as/h."""
+    w = WorkloadConfig(name="transformer", layers=1, hidden=1024, heads=16, seq_len=2048, vocab_size=256)
+    m = model_spec(w)
+    s, b, h, a, t = 2048, 1, 1024, 16, 4
+    base = dict(strategy=Strategy.HYBRID, tp=t, global_batch_size=1, precision=PRECISIONS["bf16"])
+    assert activation_bytes_per_layer(m, Layout(**base)) == pytest.approx(s * b * h * (10 + 24 / t + 5 * a * s / (h * t)))
+    sp = Layout(**base, sequence_parallel=True)
+    assert activation_bytes_per_layer(m, sp) == pytest.approx(s * b * h / t * (34 + 5 * a * s / h))
+    sel = Layout(**base, sequence_parallel=True, recompute=Recompute.SELECTIVE)
+    assert activation_bytes_per_layer(m, sel) == pytest.approx(s * b * h / t * 34)
+    full = Layout(**base, sequence_parallel=True, recompute=Recompute.FULL)
+    assert activation_bytes_per_layer(m, full) == pytest.approx(2 * s * b * h / t)
+
+
+def test_in_flight_micro_batches_by_schedule():
+    lay = lambda sched, v=1: Layout(pp=4, global_batch_size=8, micro_batches=8, schedule=sched, virtual_stages=v)  # noqa: E731
+    assert in_flight_micro_batches(lay(Schedule.GPIPE), 0) == 8
+    assert in_flight_micro_batches(lay(Schedule.ONE_F_ONE_B), 0) == 4
+    assert in_flight_micro_batches(lay(Schedule.ONE_F_ONE_B), 3) == 1
+    assert in_flight_micro_batches(lay(Schedule.INTERLEAVED_1F1B, 2), 0) == pytest.approx(4 * (1 + 3 / 8))
+
+
+def test_zero_stages_memory_follow_the_zero_paper():
+    """Rajbhandari et al. 2020 fig. 1 (mixed-precision Adam, K=12): 16 Psi, 4 Psi + 12 Psi/N, 2 Psi + 14 Psi/N, 16 Psi/N."""
+    w = WorkloadConfig(name="transformer", layers=8, hidden=512, heads=8, seq_len=128, vocab_size=512)
+    m = model_spec(w, megatron=True)
+    psi, n = m.param_numel, 8
+    step_tensors = 4 * (2 + 16 * 8 + 3)  # torch AdamW's float32 step per tensor (replicated at zero=0)
+    states = {}
+    for zero in range(4):
+        p = predict(m, Layout(strategy=Strategy.HYBRID, dp=n, global_batch_size=n, zero=zero,
+                              precision=PRECISIONS["bf16"]), PRESETS["a100-80gb"])
+        states[zero] = p.memory.param_bytes + p.memory.grad_bytes + p.memory.optim_bytes
+    assert states[0] == 16 * psi + step_tensors
+    assert states[1] == pytest.approx(4 * psi + 12 * psi / n, rel=1e-3)
+    assert states[2] == pytest.approx(2 * psi + 14 * psi / n, rel=1e-3)
+    assert states[3] == pytest.approx(16 * psi / n, rel=1e-3)
+
+
+def test_pipeline_bubble_and_mfu():
+    """Step = (m + (p-1)/v) x per-micro-batch time + tail: the bubble is (p-1)/v micro-batch slots."""
+    w = WorkloadConfig(name="transformer", layers=16, hidden=1024, heads=16, seq_len=1024, vocab_size=1024)
+    m = model_spec(w, megatron=True)
+    c = PRESETS["h100-sxm"]
+    one = predict(m, Layout(strategy=Strategy.HYBRID, pp=4, global_batch_size=8, micro_batches=8), c)
+    inter = predict(m, Layout(strategy=Strategy.HYBRID, pp=4, global_batch_size=8, micro_batches=8,
+                              schedule=Schedule.INTERLEAVED_1F1B, virtual_stages=2), c)
+    assert inter.bubble_time_s < one.bubble_time_s
+    per_mb = one.bubble_time_s / 3
+    assert one.mfu == pytest.approx(one.model_flops_per_step / (one.step_time_s * 4 * c.peak_flops))
+    assert one.step_time_s >= (8 + 3) * per_mb
+    assert math.isclose(one.throughput_samples_per_s, 8 / one.step_time_s)
+
+
+def test_layout_validation_names_the_factors():
+    with pytest.raises(ValueError, match="global_batch_size=10 is not divisible by dp x micro_batches = 4 x 1"):
+        Layout(dp=4, global_batch_size=10)
+    with pytest.raises(ValueError, match="sequence_parallel needs tp > 1"):
+        Layout(sequence_parallel=True)
+    with pytest.raises(ValueError, match="latency_s"):
+        Link(latency_s=-1, bandwidth_bytes_per_s=1)

@@ -1,0 +1,154 @@
+"""Sweep files: every bad-file case fails before any run (file, key, expectation named), and the
+grid's combination rules and skips. No processes here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from parbench.cli import main
+from parbench.config import ConfigError, Strategy
+from parbench.sweep import load_spec, plan
+from parbench.sweep.spec import schema_markdown
+
+GOOD = """
+name = "t"
+strategies = ["single", "ddp", "pipeline"]
+world_sizes = [1, 2, 4]
+micro_batches = [2, 4]
+schedules = ["gpipe", "1f1b"]
+global_batch_sizes = [32]
+steps = 2
+[[workloads]]
+name = "mlp"
+layers = 1
+hidden = [16, 32]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return path
+
+
+BAD = [
+    ('nmae = "x"', "unknown key 'nmae'"),
+    ("world_sizes = 2", "key 'world_sizes': expected a list of integers >= 1, got 2"),
+    ('world_sizes = ["2"]', "key 'world_sizes'[0]: expected an integer >= 1, got '2'"),
+    ("world_sizes = [0, 2]", "key 'world_sizes'[0]: expected an integer >= 1, got 0"),
+    ("world_sizes = [2, 2]", "key 'world_sizes': expected a list of distinct integers >= 1"),
+    ("world_sizes = []", "key 'world_sizes': expected a non-empty list"),
+    ("repeats = 0", "key 'repeats': expected an integer >= 1, got 0"),
+    ("repeats = true", "key 'repeats': expected an integer >= 1, got True"),
+    ("steps = 1.5", "key 'steps': expected an integer >= 1, got 1.5"),
+    ("timeout_s = -1", "key 'timeout_s': expected a number > 0, got -1"),
+    ('strategies = ["dpp"]', "key 'strategies'[0]: expected one of single, ddp"),
+    ('strategies = "some"', "key 'strategies': expected a list of strategy names"),
+    ('schedules = ["zigzag"]', "key 'schedules'[0]: expected one of gpipe, 1f1b, interleaved1f1b"),
+    ("virtual_stages = [1]", "key 'virtual_stages'[0]: expected an integer >= 2, got 1"),
+    ("meshes = [[2, 2]]", "key 'meshes'[0]: expected a [dp, tp, pp] list of three integers >= 1"),
+    ('backends = ["tcp"]', "key 'backends'[0]: expected one of gloo, nccl, mpi"),
+    ("workloads = []", "key 'workloads': expected a non-empty list"),
+    ('[[workloads]]\nname = "cnn"', "key 'workloads'[0]: unknown workload 'cnn'; valid: mlp, transformer"),
+    ('[[workloads]]\nname = "mlp"\nwidth = 3', "key 'workloads'[0]: unknown key 'width'"),
+    ('[[workloads]]\nlayers = 3', "key 'workloads'[0]: missing key 'name'"),
+    ('[[workloads]]\nname = "mlp"\nheads = [0]', "key 'workloads'[0].heads[0]: expected an integer >= 1, got 0"),
+    ('[[workloads]]\nname = "mlp"\nlayers = "2"', "key 'workloads'[0].layers: expected an integer >= 0, got '2'"),
+    ('[[workloads]]\nname = "transformer"\nhidden = 30\nheads = 4', "heads=4 does not divide hidden=30"),
+    ('strategies = ["single"]\nworld_sizes = [2]', "the grid has no runnable point"),
+    ("world_sizes = [1, 2", "not valid TOML"),
+]
+
+
+@pytest.mark.parametrize("text, message", BAD, ids=[b[1][:40] for b in BAD])
+def test_bad_sweep_file_fails_naming_file_key_and_expectation(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as exc:
+        plan(load_spec(path))
+    assert str(path) in str(exc.value)
+    assert message in str(exc.value)
+
+
+def test_bad_file_exits_2_before_any_run(tmp_path, capsys):
+    path = write(tmp_path, "world_sizes = [0]")
+    assert main(["sweep", str(path), "--results-dir", str(tmp_path / "r")]) == 2
+    assert f"{path}: key 'world_sizes'[0]: expected an integer >= 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+    assert main(["sweep", str(tmp_path / "missing.toml")]) == 2
+
+
+def test_bad_command_line_override_is_named(tmp_path, capsys):
+    path = write(tmp_path, GOOD)
+    assert main(["sweep", str(path), "--world-sizes", "0,2", "--dry-run"]) == 2
+    assert "command-line override world_sizes[0]: expected an integer >= 1, got 0" in capsys.readouterr().err
+
+
+def test_strategy_specific_axes_multiply_only_their_points(tmp_path):
+    p = plan(load_spec(write(tmp_path, GOOD)))
+    by = {}
+    for point in p.points:
+        by.setdefault((point.config.strategy, point.config.world_size), []).append(point.config)
+    # single at 1 only; ddp at 2 and 4 only; 2 mlp widths each
+    assert sorted((s.value, w, len(c)) for (s, w), c in by.items()) == [
+        ("ddp", 2, 2), ("ddp", 4, 2), ("pipeline", 2, 8), ("single", 1, 2)]
+    assert all(c.micro_batches == 1 for c in by[(Strategy.DDP, 2)])
+    # pipeline x4 needs 4 stages, the 1-hidden-layer mlp has 2 Linear layers: skipped with the reason
+    reasons = {s.label: s.reason for s in p.skipped}
+    assert len(reasons) == 8 and all(l.startswith("pipeline x4") for l in reasons)
+    assert all("pipeline needs 4 stages" in r and "only 2 splittable layers" in r for r in reasons.values())
+
+
+def test_unimplemented_strategy_and_hybrid_without_mesh_are_listed_as_skipped(tmp_path, monkeypatch):
+    from parbench import strategies
+
+    builders = {k: v for k, v in strategies.BUILDERS.items() if k is not Strategy.DDP}
+    monkeypatch.setattr(strategies, "BUILDERS", builders)
+    text = GOOD.replace('"pipeline"]', '"pipeline", "hybrid"]')
+    p = plan(load_spec(write(tmp_path, text)))
+    reasons = [s.reason for s in p.skipped if s.label.startswith("ddp")]
+    assert len(reasons) == 4 and all("strategy=ddp is not implemented yet" in r for r in reasons)
+    hybrid2 = [s.reason for s in p.skipped if s.label.startswith("hybrid x2")]
+    assert len(hybrid2) == 2 and all("no hybrid mesh of world_size=2" in r for r in hybrid2)
+
+
+def test_all_reads_the_registry_at_run_time(tmp_path):
+    from parbench.strategies import BUILDERS
+
+    p = plan(load_spec(write(tmp_path, 'strategies = "all"\nworld_sizes = [1, 2]')))
+    assert {pt.config.strategy for pt in p.points} | {Strategy(s.label.split()[0]) for s in p.skipped} \
+        == set(BUILDERS)
+
+
+def test_hybrid_meshes_derived_with_two_degrees_above_one(tmp_path):
+    from parbench.sweep.grid import _meshes
+
+    spec = load_spec(write(tmp_path, "world_sizes = [4]"))
+    assert sorted(_meshes(spec, 4)) == [(1, 2, 2), (2, 1, 2), (2, 2, 1)]
+    assert _meshes(spec, 2) == []
+
+
+def test_sweep_identity_ignores_repeats_and_timeout_but_not_the_grid(tmp_path):
+    path = write(tmp_path, GOOD)
+    base = load_spec(path).sweep_id
+    assert re.fullmatch(r"t-[0-9a-f]{8}", base)
+    assert load_spec(path, {"repeats": 3, "timeout_s": 9.0}).sweep_id == base
+    assert load_spec(path, {"world_sizes": [1, 2]}).sweep_id != base
+
+
+def test_embedded_default_and_shipped_examples_plan(tmp_path):
+    from importlib import resources
+
+    default = plan(load_spec(None))
+    assert {p.config.world_size for p in default.points} == {1, 2, 4}
+    assert {p.config.workload.name for p in default.points} == {"mlp", "transformer"}
+    for f in resources.files("parbench.sweeps").iterdir():
+        if f.name.endswith(".toml"):
+            assert plan(load_spec(Path(str(f)))).points, f.name
+
+
+def test_readme_schema_table_is_generated_from_the_schema():
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert schema_markdown() in readme

@@ -1,0 +1,71 @@
+"""Plugins that are wrong in one way each: the bad-input tests load them by path."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from parbench.workloads import StagedModel, Workload
+
+NOT_A_FACTORY = 3
+
+
+def one_argument(cfg):
+    raise AssertionError("never called: the signature check refuses it first")
+
+
+def returns_dict(cfg, seed):
+    return {"build": None}
+
+
+def raises(cfg, seed):
+    raise RuntimeError("the plugin's own bug")
+
+
+def negative_flops(cfg, seed):
+    return _workload(forward_flops_per_sample=-1)
+
+
+def mismatched(cfg, seed):
+    """A model for 784 features fed 100-feature inputs."""
+    return _workload(batch=lambda step, size: (torch.randn(size, 100), torch.zeros(size, dtype=torch.long)))
+
+
+def samples_last(cfg, seed):
+    """A batch laid out features-first: the strategies slice samples on dim 0."""
+    return _workload(batch=lambda step, size: (torch.randn(784, size), torch.zeros(size, dtype=torch.long)))
+
+
+def plain_module(cfg, seed):
+    return _workload(build=lambda s: nn.Linear(784, 10))
+
+
+def bad_split(cfg, seed):
+    """Two units, but a declared split point at unit 5."""
+    return _workload(split_points=(5,))
+
+
+def four_units_split_at_one(cfg, seed):
+    """Four units, a stage may begin only at unit 1: the even 2-stage split (at 2) is not allowed."""
+    return _workload(build=lambda s: StagedModel(None, [nn.Linear(784, 784) for _ in range(3)] + [_head()], None), split_points=(1,))
+
+
+def bad_tp_plan(cfg, seed):
+    from torch.distributed.tensor.parallel import ColwiseParallel
+
+    return _workload(tp_plan=lambda model: {"units.7.fc": ColwiseParallel()})
+
+
+def _head() -> nn.Module:
+    return nn.Sequential(nn.Linear(784, 10), nn.LogSoftmax(dim=-1))
+
+
+def _workload(**overrides) -> Workload:
+    fields = dict(
+        name="bad",
+        build=lambda s: StagedModel(None, [nn.Linear(784, 784), _head()], None),
+        batch=lambda step, size: (torch.randn(size, 784), torch.zeros(size, dtype=torch.long)),
+        loss=F.nll_loss,
+        optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
+        forward_flops_per_sample=0,
+    )
+    return Workload(**{**fields, **overrides})

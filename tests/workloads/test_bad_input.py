@@ -1,0 +1,100 @@
+"""Every kind of bad workload input is a ConfigError naming the workload and the fault, raised in
+the parent before any rank exists (the CLI turns it into exit code 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from parbench import cli, workloads
+from parbench.config import ConfigError, RunConfig, WorkloadConfig
+
+PLUGINS = Path(__file__).parent / "plugins"
+BAD = f"{PLUGINS / 'bad_plugins.py'}"
+MNIST = f"{PLUGINS / 'mnist_plugin.py'}:make"
+
+
+def _check(name: str, **run) -> str:
+    run.setdefault("world_size", 2 if run.get("strategy", "single") != "single" else 1)
+    with pytest.raises(ConfigError) as info:
+        workloads.check(RunConfig(workload=WorkloadConfig(name=name, hidden=16), global_batch_size=8, **run))
+    return str(info.value)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("no_such_module_for_parbench:make", "cannot import module 'no_such_module_for_parbench': ModuleNotFoundError"),
+    (f"{PLUGINS / 'missing.py'}:make", "missing.py does not exist"),
+    (f"{PLUGINS / 'broken_import.py'}:make", "cannot import", ),
+    (f"{PLUGINS / 'mnist_plugin.py'}:nope", "has no attribute 'nope'; callables there: batch, build, make"),
+    (f"{BAD}:NOT_A_FACTORY", "is a int, not a factory"),
+    (f"{BAD}:one_argument", "the factory must accept (cfg: WorkloadConfig, seed: int); one_argument(cfg) does not"),
+    (f"{BAD}:returns_dict", "the factory returned dict, not a parbench.workloads.Workload"),
+    (f"{BAD}:raises", "the factory raised RuntimeError: the plugin's own bug"),
+    (f"{BAD}:negative_flops", "forward_flops_per_sample=-1 must be an int >= 0"),
+    (f"{BAD}:mismatched", "its model does not fit its batch (inputs (2, 100) torch.float32"),
+    (f"{BAD}:samples_last", "inputs are (784, 2)"),
+    (f"{BAD}:plain_module", "build() returned Linear, not a StagedModel"),
+])
+def test_a_bad_plugin_is_refused_with_its_name_and_fault(name, expected):
+    message = _check(name)
+    assert message.startswith(f"workload {name!r}: ")
+    assert expected in message
+    if "broken_import" in name:
+        assert "no_such_dependency_for_parbench" in message
+
+
+def test_a_split_point_that_does_not_exist():
+    message = _check(f"{BAD}:bad_split", strategy="pipeline")
+    assert "split point(s) [5] do not exist: the model has 2 units, so a stage can begin at units 1..1" in message
+
+
+def test_split_points_that_forbid_the_even_split():
+    message = _check(f"{BAD}:four_units_split_at_one", strategy="pipeline")
+    assert "2 even stages begin at units [2], but the workload allows splits only at [1]" in message
+
+
+def test_more_pipeline_stages_than_units():
+    message = _check(MNIST, strategy="pipeline", world_size=4)
+    assert message == (f"workload {MNIST!r} has 2 pipeline unit(s) and 1 split point(s): at most 2 stages, "
+                       "but pp=4 needs 4")
+
+
+def test_tensor_parallel_without_a_plan_names_what_is_missing():
+    message = _check(MNIST, strategy="tp")
+    assert message.startswith(f"workload {MNIST!r} provides no tensor-parallel plan (Workload.tp_plan is None), "
+                              "so tp=2 cannot run; it runs under single, ddp")
+
+
+def test_a_tp_plan_naming_a_missing_module():
+    assert "its tp plan names modules the model lacks: units.7.fc" in _check(f"{BAD}:bad_tp_plan", strategy="tp")
+
+
+def test_an_unknown_name_is_refused_by_the_config():
+    with pytest.raises(ConfigError, match="unknown workload 'resnet'; valid: mlp, transformer, hf-llama, hf-gpt2"):
+        WorkloadConfig(name="resnet")
+
+
+def test_the_cli_exits_2_before_spawning(capsys):
+    code = cli.main(["run", "--workload", f"{BAD}:mismatched", "--no-save", "--world-size", "2", "--strategy", "ddp"])
+    assert code == 2
+    assert "its model does not fit its batch" in capsys.readouterr().err
+
+
+def test_a_good_plugin_passes_every_check():
+    for strategy, world in (("single", 1), ("ddp", 2), ("pipeline", 2)):
+        workloads.check(RunConfig(strategy=strategy, world_size=world, workload=WorkloadConfig(name=MNIST)))
+
+
+def test_a_relative_plugin_path_becomes_absolute(monkeypatch):
+    monkeypatch.chdir(PLUGINS)
+    assert WorkloadConfig(name="mnist_plugin.py:make").name == MNIST
+    assert WorkloadConfig(name="pkg.module:factory").name == "pkg.module:factory"
+
+
+def test_hf_workload_without_transformers_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
+    with pytest.raises(ConfigError, match=r"workload 'hf-llama' needs transformers: pip install 'parbench\[hf\]'"):
+        workloads.check(RunConfig(workload=WorkloadConfig(name="hf-llama")))
