@@ -90,14 +90,16 @@ def strategy_color(strategy: str) -> str:
 
 
 def prepare(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add ``workload_label``, ``group_label`` (strategy xW) and ``run_label``; sort by strategy order."""
+    """Add ``workload_label``, ``group_label`` (strategy xW), ``config_label`` (group and workload) and
+    ``run_label``; sort by strategy order."""
     df = frame.copy()
     if df.empty:
-        for col in ("workload_label", "group_label", "run_label"):
+        for col in ("workload_label", "group_label", "config_label", "run_label"):
             df[col] = pd.Series(dtype=str)
         return df
     df["workload_label"] = df.apply(_workload_label, axis=1)
     df["group_label"] = df["strategy"].astype(str) + " x" + df["world_size"].astype("Int64").astype(str)
+    df["config_label"] = df["group_label"] + " · " + df["workload_label"]
     df["run_label"] = df["group_label"] + " " + df["run_id"].astype(str).str[:6]
     rank = {s: i for i, s in enumerate(STRATEGY_ORDER)}
     order = df["strategy"].map(lambda s: rank.get(s, len(rank)))
@@ -455,6 +457,6 @@ REPORT_SECTIONS: tuple[tuple[str, tuple[Callable[[pd.DataFrame], go.Figure], ...
     ("Memory", (memory_stacked,)),
     ("Communication", (comm_stacked, comm_ops_breakdown, comm_modeled_vs_os)),
     ("Step time", (step_time_box,)),
-    ("Compare strategies", (lambda df: compare_ratios(df, by="group_label"),)),
+    ("Compare strategies", (lambda df: compare_ratios(df, by="config_label"),)),
     ("Correctness", (loss_curves, loss_diff)),
 )

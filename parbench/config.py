@@ -148,7 +148,7 @@ class WorkloadConfig:
         if self.dataset not in DATASETS:
             raise ConfigError(f"unknown dataset {self.dataset!r}; valid: {', '.join(DATASETS)}")
         if self.dataset != "synthetic" and self.name != "mlp" and not self.is_plugin:
-            raise ConfigError(f"dataset={self.dataset!r} applies to the mlp workload (and plugins) only")
+            raise ConfigError(f"dataset={self.dataset!r} applies to the mlp workload only (plugins may read it too)")
         if self.dataset == "mnist" and not self.dataset_path:
             raise ConfigError("dataset='mnist' needs dataset_path (a directory of MNIST IDX files)")
 

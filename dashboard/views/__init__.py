@@ -22,8 +22,8 @@ from types import ModuleType
 
 import pandas as pd
 
-from dashboard.views import (communication, compare, correctness, memory, overview, scaling,
-                             step_time)
+from dashboard.views import (bench_history, communication, compare, correctness, memory, overview,
+                             scaling, step_time)
 
 
 @dataclass(frozen=True)
@@ -44,4 +44,5 @@ VIEWS: tuple[tuple[str, ModuleType], ...] = (
     ("step_time", step_time),
     ("compare", compare),
     ("correctness", correctness),
+    ("bench_history", bench_history),
 )

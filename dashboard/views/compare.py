@@ -13,7 +13,14 @@ if TYPE_CHECKING:
 
 TITLE = "Compare"
 
-MODES = {"strategy x world size (median over runs)": "group_label", "single runs": "run_label"}
+MODES = {"strategy x world size x workload (median over runs)": "config_label", "single runs": "run_label"}
+
+
+def default_pick(ok, by: str, options: list[str]) -> list[str]:
+    """The first option and the first one of another strategy (else the second option)."""
+    strategy = ok.groupby(by, sort=False)["strategy"].first()
+    other = [o for o in options[1:] if strategy[o] != strategy[options[0]]] or options[1:]
+    return options[:1] + other[:1]
 
 
 def render(ctx: "ViewContext") -> None:
@@ -24,7 +31,7 @@ def render(ctx: "ViewContext") -> None:
     by = MODES[st.radio("compare", list(MODES), horizontal=True, key="compare-mode")]
     options = list(dict.fromkeys(ok[by]))
     picked = st.multiselect("pick two or more (the first is the baseline of the ratios)", options,
-                            default=options[:2], key="compare-pick")
+                            default=default_pick(ok, by, options), key="compare-pick")
     if len(picked) < 2:
         st.info("Pick at least two to compare.")
         return

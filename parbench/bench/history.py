@@ -77,3 +77,18 @@ def latest_baseline(directory: str | Path = HISTORY_DIR, machine: tuple[str, str
     runs = [(doc.get("datetime", ""), p) for p in run_files(directory)
             if (doc := read_run(p)) and machine_key(doc["machine_info"]) == machine]
     return max(runs)[1] if runs else None
+
+
+def history_figure(frame: "pandas.DataFrame", benchmarks: list[str] | None = None):  # noqa: F821
+    """Median step time (ms) per benchmark over saved runs, IQR as error bars: one line per benchmark."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for name, rows in frame.groupby("benchmark", sort=True):
+        if benchmarks is not None and name not in benchmarks:
+            continue
+        labels = [f"{str(c)[:8]} {str(d)[:16]}" for c, d in zip(rows["commit"], rows["datetime"])]
+        fig.add_trace(go.Scatter(x=labels, y=rows["median_s"] * 1e3, name=name, mode="lines+markers",
+                                 error_y={"type": "data", "array": list(rows["iqr_s"] * 1e3)}))
+    fig.update_layout(xaxis_title="run (commit, time)", yaxis_title="median (ms)", legend_title="benchmark")
+    return fig

@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
     o = actions.add_parser("overhead", help="instrumented vs bare step time of each strategy")
     o.add_argument("--strategy", action="append", help="repeatable; default every implemented strategy")
     o.add_argument("--blocks", type=int, default=7)
-    o.add_argument("--steps-per-block", type=int, default=3)
+    o.add_argument("--steps-per-block", type=int, default=2)
     o.set_defaults(handler=handle_overhead)
     c = actions.add_parser("gate", help="the CI gates: golden, overhead, timing vs a same-machine baseline")
     c.add_argument("--storage", default="results/benchmarks")

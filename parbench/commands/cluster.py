@@ -24,6 +24,9 @@ def add_parser(sub) -> None:
     r.add_argument("--timeout", type=float, default=900.0, help="seconds before every node is killed")
     r.add_argument("parbench_args", nargs=argparse.REMAINDER, help="-- run|sweep <options>")
     r.set_defaults(handler=handle)
+    m = csub.add_parser("compare", help="simulator's network time vs measured, for shaped cluster runs")
+    m.add_argument("--results-dir", default="results")
+    m.set_defaults(handler=handle_compare)
     c = csub.add_parser("clean", help="remove namespaces left by a cluster whose parbench died")
     c.set_defaults(handler=handle_clean)
 
@@ -53,4 +56,23 @@ def handle_clean(a: argparse.Namespace) -> int:
         return 2
     removed = netns.cleanup_stale()
     print(f"removed {len(removed)} namespace(s)" + (f": {', '.join(removed)}" if removed else ""))
+    return 0
+
+
+def handle_compare(a: argparse.Namespace) -> int:
+    from parbench.cluster.predict import compare
+    from parbench.results import read_records
+
+    records, _ = read_records(a.results_dir)
+    shaped = [r for r in records if r.get("cluster_emulated") and r.get("cluster_link_rate_bit_per_s")
+              and r["status"] == "ok"]
+    if not shaped:
+        print(f"no ok records of a shaped emulated cluster under {a.results_dir}")
+        return 1
+    print(f"{'strategy':10} {'rate Mbit/s':>11} {'predicted comm ms':>17} {'exposed comm ms':>15} {'step ms':>8}")
+    for rec in sorted(shaped, key=lambda r: (r["strategy"], r["cluster_link_rate_bit_per_s"])):
+        c = compare(rec)
+        exposed = "-" if c["measured_exposed_comm_time_s"] is None else f"{c['measured_exposed_comm_time_s'] * 1e3:.1f}"
+        print(f"{rec['strategy']:10} {c['link_rate_bit_per_s'] / 1e6:11.0f} {c['predicted_comm_time_s'] * 1e3:17.1f} "
+              f"{exposed:>15} {c['measured_step_time_s'] * 1e3:8.1f}")
     return 0

@@ -39,8 +39,8 @@ def main() -> None:
     rank = int(os.environ["RANK"])
     try:
         cfg = RunConfig.from_dict(json.loads((out / "config.json").read_text()))
-        result, layout = _run(cfg, rank)
-        _gather_and_write(result, layout, out, rank)
+        result, where = _run(cfg, rank)
+        _gather_and_write(result, where, out, rank)
     except BaseException as exc:  # noqa: BLE001 - the node's parbench reads failures from files
         write_json_atomic(out / f"rank{rank}.error.json", {"rank": rank, "error": f"{type(exc).__name__}: {exc}",
                                                        "traceback": traceback.format_exc()})

@@ -116,9 +116,15 @@ def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int, dp_rank_w
     if layout.zero == 1 and not layout.fsdp2:  # textbook ZeRO-1 / Megatron's distributed optimizer
         return [CommOp("reduce_scatter", "parameter", b, n, "dp", phase="grad") for b in ddp_buckets_cached(*key, stage.rank, pb)] + \
                [CommOp("all_gather", "parameter", b, n, "dp") for b in ddp_buckets_cached(*key, stage.rank, pb)]
+    if layout.flat_grad_allreduce:
+        return [CommOp("all_reduce", "parameter", sum(stage_local_numels(*key)[stage.rank]) * pb, n, "dp", phase="grad")]
     if layout.zero <= 1:
         buckets = ddp_buckets_cached(*key, stage.rank, pb)
         ops = [CommOp("all_reduce", "parameter", b, n, "dp", phase="grad") for b in buckets]
+        if layout.ddp_rebuild_in_step:  # Reducer::sync_bucket_indices: int32 count, then indices + bucket sizes
+            tensors = len(stage_local_numels(*key)[stage.rank])
+            ops += [CommOp("broadcast", "parameter", 4, n, "dp", root=True),
+                    CommOp("broadcast", "parameter", 4 * (tensors + len(buckets)), n, "dp", root=True)]
         if layout.zero == 1:  # each rank broadcasts the parameters it owns after its optimizer step
             # torch's ZeroRedundancyOptimizer: whole tensors, greedy by size
             own = max(sum(s) for s in zero1_shards(stage_local_numels(*key)[stage.rank], n)) * pb
@@ -181,12 +187,13 @@ def _pp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
 
 def _data_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     """``rank0`` data mode: the dp group's first rank scatters inputs and labels (two scatters of the
-    global batch); a pipeline's first stage sends the labels to the last stage."""
+    global batch); under a pipeline, each replica's first stage reads its shard and sends the labels
+    to its last stage instead."""
     if layout.data_mode is not DataMode.RANK0:
         return []
     ops = []
     first = stage.chunks[0].first
-    if layout.dp > 1 and layout.strategy is not Strategy.PS and first:
+    if layout.dp > 1 and layout.pp == 1 and layout.strategy is not Strategy.PS and first:
         b = layout.global_batch_size
         ops += [CommOp("scatter", "data", b * model.input_bytes_per_sample, layout.dp, "dp", root=True),
                 CommOp("scatter", "data", b * model.label_bytes_per_sample, layout.dp, "dp", root=True)]

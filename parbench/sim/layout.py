@@ -71,6 +71,13 @@ class Layout:
     """torch FSDP2 semantics (what the runner uses for zero2/fsdp): parameters sharded at rest even at
     zero=2, each parameter's dim 0 padded to a multiple of dp. False: the ZeRO paper's textbook."""
 
+    flat_grad_allreduce: bool = False
+    """Gradients all-reduced as one flat buffer per stage (the runner's hybrid dp x pp: DDP cannot wrap a
+    pipeline stage in torch 2.13) instead of DDP's buckets."""
+    ddp_rebuild_in_step: bool = False
+    """The measured step is DDP's second iteration, when the reducer rebuilds its buckets and rank 0
+    broadcasts the new bucket assignment (the runner's probe step with warmup_steps=1)."""
+
     def __post_init__(self) -> None:
         for k in ("dp", "tp", "pp", "global_batch_size", "micro_batches", "virtual_stages"):
             if getattr(self, k) < 1:
@@ -113,7 +120,9 @@ def layout_from_run(cfg: RunConfig) -> Layout:
     if cfg.strategy is Strategy.HYBRID and cfg.dp_mode is DataParallelMode.FSDP:
         zero = 3
     uses_pipeline = cfg.uses_pipeline
-    return Layout(fsdp2=True, strategy=cfg.strategy, dp=cfg.dp, tp=cfg.tp, pp=cfg.pp, global_batch_size=cfg.global_batch_size,
+    flat = cfg.strategy is Strategy.HYBRID and cfg.pp > 1 and zero == 0
+    ddp = zero <= 1 and cfg.dp > 1 and cfg.strategy is not Strategy.PS and not flat
+    return Layout(fsdp2=True, flat_grad_allreduce=flat, ddp_rebuild_in_step=ddp and cfg.warmup_steps == 1, strategy=cfg.strategy, dp=cfg.dp, tp=cfg.tp, pp=cfg.pp, global_batch_size=cfg.global_batch_size,
                   micro_batches=cfg.micro_batches, schedule=cfg.schedule if uses_pipeline else Schedule.ONE_F_ONE_B,
                   virtual_stages=cfg.virtual_stages if uses_pipeline else 1, zero=zero,
                   servers=cfg.servers if cfg.strategy is Strategy.PS else 0, data_mode=cfg.data_mode)

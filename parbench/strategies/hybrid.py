@@ -18,6 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from parbench.config import DataParallelMode
 from parbench.metrics.comm import Category
+from parbench.metrics.memory import local_tensor
 from parbench.strategies.base import RankContext, Trainer, load_shard
 from parbench.strategies.data_parallel import sgd_step
 from parbench.strategies.pipeline import build_stages, make_schedule, pipeline_step
@@ -55,7 +56,7 @@ def allreduce_grads(params: list[nn.Parameter], group: dist.ProcessGroup, dp: in
     its reducer sees one backward per micro-batch and its bucket rebuild asserts (torch 2.13)."""
 
     def sync() -> None:
-        grads = [p.grad for p in params]
+        grads = [local_tensor(p.grad) for p in params]  # tp-sharded grads: this rank's shard
         flat = _flatten_dense_tensors(grads)
         dist.all_reduce(flat, group=group)  # synchronises the replicas: every one waits for the sum
         flat.div_(dp)

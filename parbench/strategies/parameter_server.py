@@ -30,13 +30,6 @@ def chunk_bounds(numel: int, k: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def ps_bytes_per_step(numel: int, k: int, workers: int, elem_bytes: int = 4) -> dict[str, list[int] | int]:
-    """Textbook traffic: each worker pushes and pulls Psi; server j receives and sends N x Psi_j."""
-    shards = [(hi - lo) * elem_bytes for lo, hi in chunk_bounds(numel, k)]
-    return {"worker_push": numel * elem_bytes, "worker_pull": numel * elem_bytes,
-            "server_receive": [workers * s for s in shards], "server_send": [workers * s for s in shards]}
-
-
 def build_ps(*, ctx: RankContext) -> Trainer:
     cfg = ctx.config
     k = cfg.servers

@@ -98,7 +98,7 @@ def build_fsdp(*, ctx: RankContext, reshard_after_forward: bool = True) -> Train
              "padded_comm_parameter_bytes_per_step": figures["counted"],
              "modeled_wire_bytes_per_step": figures["wire"]}
     return Trainer(step=sgd_step(ctx, model, optimizer, batch), params=list(model.parameters()),
-                   optimizer=optimizer, role=f"fsdp shard {ctx.rank}", extra=extra)
+                   optimizer=optimizer, role=f"{cfg.strategy.value} shard {ctx.rank}", extra=extra)
 
 
 def build_zero2(*, ctx: RankContext) -> Trainer:

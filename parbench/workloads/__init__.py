@@ -91,7 +91,8 @@ def _check_tp(workload: Workload, model: StagedModel, cfg: "RunConfig", name: st
         return
     if not workload.supports_tp:
         raise ConfigError(f"workload {name!r} provides no tensor-parallel plan (Workload.tp_plan is None), "
-                          f"so tp={cfg.tp} cannot run; it runs under {', '.join(GENERIC_STRATEGIES)} and pipeline")
+                          f"so tp={cfg.tp} cannot run; it runs under {', '.join(GENERIC_STRATEGIES)}"
+                          + (" and pipeline" if len(model.units) > 1 else ""))
     missing = [path for path in workload.tp_plan(model) if "*" not in path and not _has(model, path)]
     if missing:
         raise ConfigError(f"workload {name!r}: its tp plan names modules the model lacks: {', '.join(missing)}")

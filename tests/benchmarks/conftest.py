@@ -12,8 +12,8 @@ import pytest
 
 from parbench.bench import harness
 
-# Benchmark mode: 7 rounds x 3 modes x 3 steps per strategy (see README, "Benchmarks and regression gates").
-BENCH_BLOCKS, BENCH_STEPS_PER_BLOCK = 7, 3
+# Benchmark mode: 7 rounds x 3 modes x 2 steps per strategy (see README, "Benchmarks and regression gates").
+BENCH_BLOCKS, BENCH_STEPS_PER_BLOCK = 7, 2
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,7 @@ def test_step(strategy, mode, launched, benchmark, record_timings):
              **_figures(spec, ranks)}
     if mode != "bare":
         o = overhead.from_times(strategy.value, times, mode)
-        extra.update(overhead_ratio_min=o.ratio_min, overhead_ratio_median=o.ratio_median,
+        extra.update(overhead_ratio_gated=o.ratio_loop, loop_cost_s=o.loop_cost_s, overhead_ratio_min=o.ratio_min, overhead_ratio_median=o.ratio_median,
                      overhead_ratio_p10=o.ratio_spread[0], overhead_ratio_p90=o.ratio_spread[1])
     record_timings(times[f"{mode}_s"], extra)
     assert len(times[f"{mode}_s"]) == spec.blocks and min(times[f"{mode}_s"]) > 0

@@ -32,3 +32,24 @@ def test_load_history_and_same_machine_baseline(tmp_path):
 def test_empty_history_has_every_column(tmp_path):
     frame = history.load_history(tmp_path / "nothing")
     assert frame.empty and list(frame.columns) == list(history.COLUMNS)
+
+
+def test_dashboard_benchmark_history_view(tmp_path, monkeypatch):
+    """The registered view plots one line per benchmark over the saved runs (streamlit AppTest)."""
+    import shutil
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    root = Path(__file__).resolve().parents[2]
+    results = tmp_path / "results"
+    shutil.copytree(root / "tests" / "dashboard" / "fixtures" / "results", results)
+    d = results / "benchmarks" / "Linux-CPython-3.11-64bit"
+    _run(d / "0001_a.json", node="here", cpu="cpu A", when="2026-01-01T00:00:00", commit="a" * 40, median=0.02)
+    _run(d / "0002_b.json", node="here", cpu="cpu A", when="2026-01-02T00:00:00", commit="b" * 40, median=0.03)
+    monkeypatch.setenv("PARBENCH_RESULTS_DIR", str(results))
+    at = AppTest.from_file(str(root / "dashboard" / "app.py"), default_timeout=60).run()
+    assert not at.exception
+    fig = json.loads(at.get_by_key("bench-history-chart").proto.spec)
+    assert [t["name"] for t in fig["data"]] == ["test_step[ddp-timed]"]
+    assert len(fig["data"][0]["x"]) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,31 @@ def test_dashboard_command_serves_streamlit_on_loopback(monkeypatch, capsys):
     argv, env = calls[0]
     assert argv[argv.index("--server.address") + 1] == "127.0.0.1" and argv[argv.index("--server.port") + 1] == "8599"
     assert env[RESULTS_DIR_ENV] == str(FIXTURE_RESULTS.resolve()) and argv[-1] == str(FIXTURE_RESULTS.resolve())
+
+
+def test_failed_run_with_null_metrics_is_listed_not_charted(monkeypatch, results_copy):
+    rec = fixture_records()[3] | {"run_id": "f" * 32, "status": "failed", "error": "rank 1: killed",
+                                  "failed_rank": 1, "per_rank": None, "comm_ops": None, "losses": None,
+                                  "step_times_s": None, "throughput_samples_per_s": None}
+    (results_copy / "runs" / "failed.json").write_text(json.dumps(rec))
+    at = run_app(monkeypatch, results_copy)
+    assert not at.exception
+    assert "failed" in at.sidebar.multiselect(key="filter-status").options
+    assert len(at.dataframe[0].value) == len(fixture_records()) + 1
+    at.sidebar.multiselect(key="filter-status").set_value(["failed"]).run()
+    assert not at.exception
+    assert "no successful runs" in json.dumps(figure(at, "scaling-throughput")["layout"])
+
+
+def test_compare_view_ratios_follow_the_picked_runs(monkeypatch):
+    at = run_app(monkeypatch, FIXTURE_RESULTS)
+    pick = at.multiselect(key="compare-pick")
+    assert pick.value == ["single x1 · mlp L1 H512 B64", "ddp x2 · mlp L1 H512 B64"]
+    single = statistics.median(r["throughput_samples_per_s"] for r in fixture_records()
+                               if r["world_size"] == 1 and r["layers"] == 1)
+    x4 = [r for r in fixture_records() if r["world_size"] == 4][0]["throughput_samples_per_s"]
+    pick.set_value(["single x1 · mlp L1 H512 B64", "ddp x4 · mlp L1 H512 B64"]).run()
+    ratios = figure(at, "compare-ratios")["data"]
+    assert [t["name"] for t in ratios] == ["ddp x4 · mlp L1 H512 B64 / single x1 · mlp L1 H512 B64"]
+    assert decode(ratios[0]["y"])[0] == pytest.approx(x4 / single)
+    assert ratios[0]["marker"]["color"] == charts.STRATEGY_COLORS["ddp"]

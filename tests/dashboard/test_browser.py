@@ -90,3 +90,24 @@ def test_dashboard_in_chromium(dashboard_url):
         finally:
             browser.close()
     assert (ARTIFACTS / "dashboard-e2e.png").stat().st_size > 10_000
+
+
+def test_report_renders_offline_in_chromium(tmp_path):
+    from parbench import charts
+    from parbench.report import write_report
+
+    out, _, _ = write_report(FIXTURE_RESULTS, tmp_path / "report.html")
+    expected = sum(len(builders) for _, builders in charts.REPORT_SECTIONS)
+    with sync_api.sync_playwright() as p:
+        # --disable-background-networking etc. plus no server: every script must come from the file
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.route("http*://**", lambda route: route.abort())  # prove nothing is fetched
+            page.goto(out.as_uri())
+            page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {expected}",
+                                   timeout=60_000)
+            names = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(e => e.data.map(t => t.name))")
+        finally:
+            browser.close()
+    assert any(n and n.startswith("ddp") for n in names) and any(n and n.startswith("pipeline") for n in names)

@@ -3,7 +3,6 @@
 Needs root and iproute2 (the namespaces are real); skipped with the reason otherwise.
 """
 
-import json
 import os
 import signal
 import subprocess
@@ -109,7 +108,7 @@ def _wait_for_workers(pid: int, timeout_s: float = 120) -> None:
     raise AssertionError("the workers never started")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_interruption_leaves_nothing(tmp_path, sig):
     proc = _cluster("--nodes", "2", job=[*JOB[:-4], "--steps", "10000", "--results-dir", str(tmp_path)],
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -130,12 +129,3 @@ def test_killed_parbench_is_cleaned_at_next_start(tmp_path):
     removed = netns.cleanup_stale()  # what the next `parbench cluster run` does first
     assert set(_tagged(proc.pid)) == set() and len([r for r in removed if r.startswith(f"{netns.PREFIX}{proc.pid}-")]) == 2
     assert_nothing_left(proc.pid)
-
-
-def test_without_root_it_does_nothing(monkeypatch, capsys):
-    from parbench.cluster.job import run_job
-
-    monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    before = netns.own_namespaces()
-    assert run_job(netns.ClusterSpec(nodes=2), ranks_per_node=1, argv=["run"], timeout_s=10) == 2
-    assert "needs root" in capsys.readouterr().err and netns.own_namespaces() == before

@@ -111,3 +111,44 @@ def test_slurm_command_writes_script(tmp_path):
     assert main(["slurm", "--nodes", "2", "--ranks-per-node", "2", "-o", str(out), "--", "run", "--strategy", "ddp"]) == 0
     assert out.read_text().startswith("#!/bin/bash") and os.access(out, os.X_OK)
     assert main(["slurm", "--nodes", "2", "--ranks-per-node", "2", "--", "dashboard"]) == 2
+
+
+def test_without_root_the_cluster_says_so_and_does_nothing(monkeypatch, capsys):
+    from parbench.cluster import netns
+    from parbench.cluster.job import run_job
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(netns, "create", lambda *a, **k: pytest.fail("created a cluster without root"))
+    assert run_job(ClusterSpec(nodes=2), ranks_per_node=1, argv=["run"], timeout_s=10) == 2
+    assert "needs root (it creates network namespaces); nothing was done" in capsys.readouterr().err
+
+
+def test_simulator_prediction_of_a_shaped_link():
+    """sim's ring all-reduce over the recorded link: 2 ceil(log2 4) alpha + 2(n-1)/n S / (rate / 8)."""
+    from parbench.cluster.predict import ASSUMED_LATENCY_S, compare
+
+    record = {"cluster_emulated": True, "cluster_link_rate_bit_per_s": 10**8, "ranks_per_node": 2, "world_size": 4,
+              "comm_ops": {"all_reduce/parameter": {"count": 1.0, "payload_bytes": 1628200.0}},
+              "exposed_comm_time_s": 0.2, "step_time_s_median": 0.22, "compute_time_s_median": 0.02}
+    expected = 4 * ASSUMED_LATENCY_S + 1.5 * 1628200 / (10**8 / 8)
+    assert compare(record)["predicted_comm_time_s"] == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match="not from a shaped emulated cluster"):
+        compare({**record, "cluster_link_rate_bit_per_s": None})
+
+
+def test_failed_job_is_recorded_by_node_zero_only(tmp_path):
+    """A rank's error file becomes a failed record on --node-rank 0; the other nodes record nothing."""
+    import json
+
+    from parbench.config import RunConfig
+    from parbench.multinode.launch import _record
+
+    cfg = RunConfig(strategy="ddp", world_size=4)
+    (tmp_path / "rank1.error.json").write_text(json.dumps({"rank": 1, "error": "RuntimeError: boom"}))
+    node0 = NodeLayout(nnodes=2, nproc_per_node=2, node_rank=0)
+    rec = _record(cfg, node0, tmp_path, 1, 3.0, None)
+    assert (rec["status"], rec["failed_rank"], rec["error"]) == ("failed", 1, "rank 1: RuntimeError: boom")
+    assert rec["nodes"] == 2 and rec["node_of_rank"] == [0, 0, 1, 1]
+    assert _record(cfg, NodeLayout(nnodes=2, nproc_per_node=2, node_rank=1), tmp_path, 1, 3.0, None) is None
+    (tmp_path / "rank1.error.json").unlink()
+    assert _record(cfg, node0, tmp_path, None, 3.0, None)["status"] == "timeout"
