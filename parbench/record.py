@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from parbench.config import RunConfig, Strategy
+from parbench.config import TOKEN_WORKLOADS, RunConfig, Strategy
 from parbench.metrics.comm import Category
 from parbench.metrics import stats
 from parbench.results import SCHEMA_VERSION, new_run_id, provenance
@@ -19,7 +19,7 @@ PEAK_FLOPS = {"NVIDIA A100": 19.5e12, "NVIDIA H100": 67e12, "NVIDIA H200": 67e12
 
 def config_columns(cfg: RunConfig) -> dict[str, Any]:
     w = cfg.workload
-    transformer = w.name == "transformer"
+    transformer = w.name in TOKEN_WORKLOADS
     return {
         "point_key": cfg.point_key(),
         "strategy": cfg.strategy.value,
@@ -85,7 +85,7 @@ def build_record(cfg: RunConfig, ranks: list[dict[str, Any]], wall: float, *,
     rec.update(stats.summary(times, "step_time_s"))
     rec["step_times_s"] = times
     rec["throughput_samples_per_s"] = cfg.global_batch_size * len(times) / timed
-    tokens = cfg.workload.seq_len if cfg.workload.name == "transformer" else None
+    tokens = cfg.workload.seq_len if cfg.workload.name in TOKEN_WORKLOADS else None
     rec["throughput_tokens_per_s"] = rec["throughput_samples_per_s"] * tokens if tokens else None
     rec.update(_compute_split(ranks, rec["step_time_s_median"]))
     rec.update(_flops(cfg, rec["step_time_s_median"], rec["gpu_name"] if cfg.device == "cuda" else None))

@@ -26,7 +26,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dp-mode", default="ddp", help=f"hybrid dp dimension: {', '.join(names(DataParallelMode))}")
     g.add_argument("--servers", type=int, default=1, help="ps: parameter-server ranks")
     w = p.add_argument_group("workload")
-    w.add_argument("--workload", default="mlp", help=f"one of: {', '.join(WORKLOAD_NAMES)}")
+    w.add_argument("--workload", default="mlp",
+                   help=f"one of: {', '.join(WORKLOAD_NAMES)}, an installed plugin (parbench workloads), "
+                        "package.module:factory or path/to/file.py:factory")
     w.add_argument("--layers", type=int, default=0, help="default: mlp 1, transformer 4")
     w.add_argument("--hidden", type=int, default=0, help="default: mlp 512, transformer 64")
     w.add_argument("--heads", type=int, default=4)
