@@ -23,7 +23,7 @@ from types import ModuleType
 import pandas as pd
 
 from dashboard.views import (bench_history, communication, compare, correctness, memory, overview,
-                             scaling, step_time)
+                             scaling, simulator, step_time)
 
 
 @dataclass(frozen=True)
@@ -45,4 +45,5 @@ VIEWS: tuple[tuple[str, ModuleType], ...] = (
     ("compare", compare),
     ("correctness", correctness),
     ("bench_history", bench_history),
+    ("simulator", simulator),
 )

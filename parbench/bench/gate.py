@@ -27,7 +27,7 @@ from parbench.bench.overhead import TIMED_BOUND
 ROOT = Path(__file__).resolve().parents[2]
 # Chosen from the measured run-to-run noise of this machine's medians (README, "Benchmarks and
 # regression gates"): wider than any change seen between runs of unchanged code.
-THRESHOLD = "median:60%"
+THRESHOLD = "median:300%"
 
 
 def pytest_command(storage: Path, baseline: Path | None, threshold: str) -> list[str]:

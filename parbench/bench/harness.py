@@ -33,7 +33,7 @@ from typing import Any, Callable
 from parbench.config import ConfigError, RunConfig, Strategy, WorkloadConfig
 
 MODES = ("bare", "timed", "metered")
-LOOP_COST_STEPS = 20
+LOOP_COST_CHUNKS, LOOP_COST_STEPS = 10, 10  # 100 empty steps: ~0.1 s at W=2
 # The fixed small configuration every strategy is benchmarked and pinned at (golden file).
 WORKLOAD = WorkloadConfig(name="transformer", layers=2, hidden=64, heads=4, seq_len=32, vocab_size=256)
 BASE = {"world_size": 2, "global_batch_size": 16, "steps": 2, "warmup_steps": 1, "seed": 0, "timeout_s": 180.0}
@@ -191,7 +191,7 @@ def _rounds(ctx, trainer, spec: BenchSpec, first: int) -> dict[str, list[float]]
     return out
 
 
-def _loop_cost(ctx, noop: Callable[[int], Any], chunks: int = 5, n: int = LOOP_COST_STEPS) -> list[float]:
+def _loop_cost(ctx, noop: Callable[[int], Any], chunks: int = LOOP_COST_CHUNKS, n: int = LOOP_COST_STEPS) -> list[float]:
     """Seconds per step the runner's timed loop adds around a step: its loop run on an empty step
     (both barriers, the clock, /proc/self/io), wall time per step of each chunk. Many short
     repetitions make this small cost resolvable where a step-vs-step difference is lost in noise."""

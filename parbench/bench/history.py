@@ -92,3 +92,19 @@ def history_figure(frame: "pandas.DataFrame", benchmarks: list[str] | None = Non
                                  error_y={"type": "data", "array": list(rows["iqr_s"] * 1e3)}))
     fig.update_layout(xaxis_title="run (commit, time)", yaxis_title="median (ms)", legend_title="benchmark")
     return fig
+
+
+def noise(frame: "pandas.DataFrame") -> dict[str, float]:  # noqa: F821
+    """Run-to-run change of each benchmark's median between consecutive saved runs of one machine,
+    in percent: ``{"pairs", "p50_pct", "p90_pct", "max_pct"}``. Run the gate a few times on unchanged
+    code, then choose a compare-fail threshold above ``max_pct``."""
+    from parbench.metrics import stats
+
+    changes = []
+    for _, rows in frame.sort_values("datetime", kind="stable").groupby(["node", "cpu", "benchmark"]):
+        medians = list(rows["median_s"])
+        changes += [abs(b / a - 1) * 100 for a, b in zip(medians, medians[1:]) if a]
+    if not changes:
+        return {"pairs": 0, "p50_pct": float("nan"), "p90_pct": float("nan"), "max_pct": float("nan")}
+    return {"pairs": len(changes), "p50_pct": stats.median(changes), "p90_pct": stats.quantile(changes, 0.9),
+            "max_pct": max(changes)}

@@ -20,8 +20,11 @@ def add_parser(sub) -> None:
     o.set_defaults(handler=handle_overhead)
     c = actions.add_parser("gate", help="the CI gates: golden, overhead, timing vs a same-machine baseline")
     c.add_argument("--storage", default="results/benchmarks")
-    c.add_argument("--threshold", default=None, help="pytest-benchmark compare-fail expression (default median:60%%)")
+    c.add_argument("--threshold", default=None, help="pytest-benchmark compare-fail expression (default median:300%%)")
     c.set_defaults(handler=handle_gate)
+    n = actions.add_parser("noise", help="run-to-run spread of the saved runs' medians (to choose the threshold)")
+    n.add_argument("--storage", default="results/benchmarks")
+    n.set_defaults(handler=handle_noise)
 
 
 def handle_golden(a: argparse.Namespace) -> int:
@@ -54,3 +57,13 @@ def handle_gate(a: argparse.Namespace) -> int:
     from parbench.bench import gate
 
     return gate.run(a.storage, threshold=a.threshold or gate.THRESHOLD)
+
+
+def handle_noise(a: argparse.Namespace) -> int:
+    from parbench.bench import history
+
+    frame = history.load_history(a.storage)
+    n = history.noise(frame)
+    print(f"{frame['file'].nunique()} saved runs, {n['pairs']} consecutive pairs: |median change| "
+          f"p50 {n['p50_pct']:.1f}%, p90 {n['p90_pct']:.1f}%, max {n['max_pct']:.1f}%")
+    return 0

@@ -11,6 +11,7 @@ The payload is the full buffer S, as in parbench.metrics.conventions (nccl-tests
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import tempfile
@@ -33,16 +34,21 @@ def _sizes(quick: bool) -> dict[str, list[int]]:
         return {"gemm": [16, 32, 64, 96, 128, 192, 256], "elementwise": [2**k for k in range(6, 21, 2)],
                 "comm": [2**k for k in (10, 13, 16, 18, 20)]}
     return {"gemm": [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768],
-            "elementwise": [2**k for k in range(4, 23)], "comm": [2**k for k in range(8, 24)]}
+            "elementwise": [2**k for k in range(4, 23)], "comm": [2**k for k in range(8, 25, 2)]}
 
 
-def _time_median(fn, reps: int) -> float:
-    fn()  # warm-up: first call allocates and picks kernels
+def _time_median(fn, reps: int, window_s: float = 0.02) -> float:
+    """Median seconds per call over ``reps`` windows of >= ``window_s`` each. Windows, not single calls:
+    a training step is sustained work, and on a shared machine short calls catch only the best time slices."""
+    t0 = time.perf_counter()
+    fn()  # warm-up: the first call allocates and picks kernels; it also sizes the window
+    inner = max(1, math.ceil(window_s / max(time.perf_counter() - t0, 1e-7)))
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - t0) / inner)
     return stats.median(times)
 
 
@@ -54,8 +60,7 @@ def measure_gemm(sizes: list[int], reps: int) -> tuple[list[float], list[float]]
     xs, ys = [], []
     for n in sizes:
         a, b = torch.randn(n, n), torch.randn(n, n)
-        inner = max(1, int(2e7 // (2 * n**3)))  # repeat small products so the clock can see them
-        t = _time_median(lambda: [torch.mm(a, b) for _ in range(inner)], reps) / inner
+        t = _time_median(lambda: torch.mm(a, b), reps)
         xs.append(2.0 * n**3)
         ys.append(t)
     return xs, ys
@@ -69,8 +74,7 @@ def measure_elementwise(sizes: list[int], reps: int) -> tuple[list[float], list[
     xs, ys = [], []
     for n in sizes:
         a, b, out = torch.randn(n), torch.randn(n), torch.empty(n)
-        inner = max(1, int(2e6 // n))
-        t = _time_median(lambda: [torch.add(a, b, out=out) for _ in range(inner)], reps) / inner
+        t = _time_median(lambda: torch.add(a, b, out=out), reps)
         xs.append(12.0 * n)
         ys.append(t)
     return xs, ys
@@ -85,7 +89,7 @@ def measure_framework_overhead(reps: int, units: int = 32) -> float:
     torch.set_num_threads(1)
     chain = torch.nn.Sequential(*[m for _ in range(units) for m in (torch.nn.Linear(8, 8), torch.nn.ReLU())])
     x = torch.randn(1, 8)
-    return _time_median(lambda: chain(x).sum().backward(), reps * 3) / (units * 6)
+    return _time_median(lambda: chain(x).sum().backward(), reps, window_s=0.05) / (units * 6)
 
 
 def _collective(kind: str, size: int, rank: int, n: int):
@@ -110,7 +114,7 @@ def _collective(kind: str, size: int, rank: int, n: int):
     return (lambda: dist.send(full, dst=peer)) if rank % 2 == 0 else (lambda: dist.recv(full, src=peer))
 
 
-def _rank_main(rank: int, n: int, port: int, sizes: list[int], reps: int, out: str) -> None:
+def _rank_main(rank: int, n: int, port: int, sizes: list[int], reps: int, out: str, kinds: tuple[str, ...]) -> None:
     import torch
     import torch.distributed as dist
 
@@ -119,11 +123,11 @@ def _rank_main(rank: int, n: int, port: int, sizes: list[int], reps: int, out: s
     store = dist.TCPStore("127.0.0.1", port, n, is_master=False)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=n)
     results: dict[str, list[list[float]]] = {}
-    for kind in KINDS:
+    for kind in kinds:
         rows = []
         for size in sizes:
             op = _collective(kind, size, rank, n)
-            inner = max(1, min(16, 2**18 // size))  # batch small ops so the barrier is amortised
+            inner = max(1, min(32, 2**20 // size))  # windows of many small ops: the barrier is amortised
             times = []
             for i in range(reps + 1):
                 dist.barrier()  # every rank starts the batch together
@@ -142,14 +146,14 @@ def _rank_main(rank: int, n: int, port: int, sizes: list[int], reps: int, out: s
     os._exit(0)  # FIELD_NOTES: exiting at once avoids gloo's abort at interpreter shutdown
 
 
-def measure_collectives(n: int, sizes: list[int], reps: int) -> dict[str, Any]:
+def measure_collectives(n: int, sizes: list[int], reps: int, kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
     """Time every kind at every size over ``n`` gloo rank processes; seconds exclude one barrier."""
     import torch.distributed as dist
     import torch.multiprocessing as mp
 
     out = Path(tempfile.mkdtemp(prefix="parbench-calib-")) / "result.json"
     store = dist.TCPStore("127.0.0.1", 0, n + 1, is_master=True, wait_for_workers=False)
-    ctx = mp.start_processes(_rank_main, args=(n, store.port, sizes, reps, str(out)), nprocs=n,
+    ctx = mp.start_processes(_rank_main, args=(n, store.port, sizes, reps, str(out), kinds), nprocs=n,
                              join=False, start_method="forkserver")
     deadline = time.monotonic() + 600
     while not out.exists() and time.monotonic() < deadline:
@@ -175,7 +179,7 @@ def _fit_dict(f: Fit) -> dict[str, float]:
 def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save: bool = True) -> dict[str, Any]:
     """Measure, fit and (optionally) save the local profile; returns {cluster, fit, meta}."""
     sizes = _sizes(quick)
-    reps = 3 if quick else 9
+    reps = 3 if quick else 7
     t0 = time.perf_counter()
     gemm = fit_with_holdout(*measure_gemm(sizes["gemm"], reps))
     elem = fit_with_holdout(*measure_elementwise(sizes["elementwise"], reps))
@@ -192,14 +196,14 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     cluster = Cluster(
         name=f"local:{socket.gethostname()}", gpus_per_node=max(cores, 64), peak_flops=1 / gemm.beta,
-        gemm_efficiency=1.0, gemm_overhead_s=gemm.alpha, op_overhead_s=max(op_overhead, elem.alpha),
+        gemm_efficiency=1.0, gemm_overhead_s=gemm.alpha, op_overhead_s=elem.alpha, autograd_op_overhead_s=op_overhead,
         memory_bandwidth_bytes_per_s=1 / elem.beta if elem.beta > 0 else 1e10,
         memory_bytes=_host_memory_bytes(), intra=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]),
         inter=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]), overlap=0.0, cores=cores,
         collectives=collectives,
         sources={"all": f"parbench calibrate{' --quick' if quick else ''} on {socket.gethostname()}"})
     profile = {"cluster": cluster_to_dict(cluster), "fit": fits,
-               "meta": {"quick": quick, "seconds": time.perf_counter() - t0, "host": socket.gethostname(),
+               "meta": {"quick": quick, "load_average_1min": os.getloadavg()[0], "seconds": time.perf_counter() - t0, "host": socket.gethostname(),
                         "backend": "gloo", "threads_per_rank": 1}}
     if save:
         path = profile_path(results_dir)

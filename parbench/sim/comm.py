@@ -132,6 +132,10 @@ def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int, dp_rank_w
         return ops
     ops = []
     gathers = 2 if layout.zero == 3 else 1
+    if layout.zero == 3 and layout.pp > 1:
+        # FSDP2 under torch's pipeline schedules: re-gathered for every micro-batch's forward, then once for
+        # backward (the stage keeps it unsharded until the last backward); measured: m + 1 per unit
+        gathers = layout.micro_batches + 1
     for numel in fsdp_group_numels(*key, n, stage.rank, layout.fsdp2):
         ops.append(CommOp("all_gather", "parameter", numel * pb, n, "dp", count=gathers, phase="gather"))
         ops.append(CommOp("reduce_scatter", "parameter", numel * pb, n, "dp", phase="grad"))
@@ -202,15 +206,25 @@ def _data_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     return ops
 
 
+def ps_shards(numel: int, k: int) -> list[int]:
+    """Elements of each server's contiguous shard of the flat parameters, earlier shards taking the remainder."""
+    base, extra = divmod(numel, k)
+    return [base + (1 if j < extra else 0) for j in range(k)]
+
+
 def _ps_ops(model: ModelSpec, layout: Layout) -> dict[str, list[CommOp]]:
-    """Parameter server (Li et al., OSDI 2014) with k servers: each worker pushes its gradient shard to
-    each server and pulls the parameters back; a server sends its shard to every worker."""
-    k, workers = max(layout.servers, 1), layout.dp
-    psi = model.param_numel * layout.precision.param_bytes
-    shard = psi // k
-    worker = [CommOp("send", "parameter", shard, 2, "world", count=k, phase="grad")]
-    server = [CommOp("send", "parameter", shard, 2, "world", count=workers)]
-    return {"worker": worker, "server": server}
+    """Parameter server (Li et al., OSDI 2014) with k servers: a worker pushes gradient chunk j to server j
+    (Psi in all); server j sends its fresh chunk to each of the N workers (N x Psi_j). ``rank0`` data mode:
+    the first worker scatters inputs and labels among the workers."""
+    k, workers, pb = max(layout.servers, 1), layout.dp, layout.precision.param_bytes
+    shards = ps_shards(model.param_numel, k)
+    worker = [CommOp("send", "parameter", s * pb, 2, "world", phase="grad") for s in shards]
+    if layout.data_mode is DataMode.RANK0 and workers > 1:
+        b = layout.global_batch_size
+        worker += [CommOp("scatter", "data", b * model.input_bytes_per_sample, workers, "world", root=True),
+                   CommOp("scatter", "data", b * model.label_bytes_per_sample, workers, "world", root=True)]
+    server = [CommOp("send", "parameter", shards[0] * pb, 2, "world", count=workers)]
+    return {"worker": merge(worker), "server": server}
 
 
 def rank_ops(model: ModelSpec, layout: Layout) -> dict[str, list[CommOp]]:

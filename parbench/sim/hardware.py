@@ -45,7 +45,10 @@ class Cluster:
     gemm_overhead_s: float
     """Fixed cost of one GEMM (launch, tile quantisation): t = overhead + flops / (peak x efficiency)."""
     op_overhead_s: float
-    """Fixed cost of any other operator call (kernel launch, framework dispatch)."""
+    """Fixed cost of any other operator call (kernel launch, framework dispatch): the optimizer's ops."""
+    autograd_op_overhead_s: float = 0.0
+    """Fixed cost per operator on the training path (module call, autograd recording, backward node);
+    0 = ``op_overhead_s`` (GPUs: launch-bound; CPUs: the framework's own cost dominates small models)."""
     memory_bandwidth_bytes_per_s: float
     """Achievable memory bandwidth of memory-bound operators (elementwise, norms, optimizer)."""
     memory_bytes: int
@@ -58,6 +61,10 @@ class Cluster:
     collectives: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
     """Calibrated fits: kind -> group size -> (alpha_s, seconds per payload byte), used where present."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def training_op_overhead_s(self) -> float:
+        return self.autograd_op_overhead_s or self.op_overhead_s
 
     def __post_init__(self) -> None:
         if self.gpus_per_node < 1:

@@ -88,3 +88,18 @@ def stage_memory(model: ModelSpec, layout: Layout, stage: Stage) -> Memory:
         acts += 4 * model.seq_len * layout.micro_batch_size * model.vocab / layout.tp
     return Memory(param_bytes=params * pr.param_bytes, grad_bytes=grads * pr.grad_bytes,
                   optim_bytes=int(optim_bytes), activation_bytes=int(acts))
+
+
+def ps_memory(model: ModelSpec, layout: Layout) -> list[Memory]:
+    """Parameter server: a worker holds the whole model and its gradients (no optimizer); server 0 (the
+    largest shard) holds its flat shard, its gradient and the optimizer state for it."""
+    from parbench.sim.comm import ps_shards
+
+    pr, psi = layout.precision, model.param_numel
+    shard = ps_shards(psi, max(layout.servers, 1))[0]
+    optim = shard * (2 * pr.moment_bytes + pr.master_bytes) + STEP_TENSOR_BYTES if model.optimizer == "adamw" else 0
+    worker = Memory(param_bytes=psi * pr.param_bytes, grad_bytes=psi * pr.grad_bytes, optim_bytes=0,
+                    activation_bytes=int(activation_bytes_per_layer(model, layout) * len(model.units)))
+    server = Memory(param_bytes=shard * pr.param_bytes, grad_bytes=shard * pr.grad_bytes, optim_bytes=optim,
+                    activation_bytes=0)
+    return [worker, server]

@@ -99,6 +99,10 @@ class ModelSpec:
     optimizer: str
     """``adamw`` (two moments + a float32 ``step`` tensor per parameter) or ``sgd`` (no state)."""
     megatron: bool = False
+    data_kernels: int = 0
+    """Operator calls that generate one step's synthetic batch (every rank that needs data builds the global batch)."""
+    data_elems_per_sample: int = 0
+    """Random elements drawn per sample of that batch."""
     tensors: tuple[Tensor, ...] = field(default=(), repr=False)
 
     @property
@@ -136,10 +140,12 @@ def mlp_spec(cfg: WorkloadConfig) -> ModelSpec:
             tp_col_inputs=(a,) if split == "rows" else (),
             kernels=2))
     empty = Unit(params=(), gemms=(), out_elems_per_sample=MLP_IN_FEATURES)
-    return ModelSpec(name="mlp", pre=empty, units=tuple(units), post=Unit(params=(), gemms=(), out_elems_per_sample=MLP_CLASSES),
+    loss = Unit(params=(), gemms=(), out_elems_per_sample=MLP_CLASSES, kernels=1)  # nll_loss
+    return ModelSpec(name="mlp", pre=empty, units=tuple(units), post=loss,
                      input_bytes_per_sample=4 * MLP_IN_FEATURES, label_bytes_per_sample=INT64_BYTES,
                      tokens_per_sample=1, hidden=cfg.hidden, layers=cfg.layers, heads=1, seq_len=1,
-                     vocab=MLP_CLASSES, optimizer="sgd")
+                     vocab=MLP_CLASSES, optimizer="sgd", data_kernels=6,
+                     data_elems_per_sample=MLP_IN_FEATURES * (1 + MLP_CLASSES))
 
 
 def block_unit(i: int, d: int, t: int, heads: int, *, megatron: bool = False) -> Unit:
@@ -174,7 +180,7 @@ def transformer_spec(cfg: WorkloadConfig, *, megatron: bool = False) -> ModelSpe
     return ModelSpec(name="transformer", pre=pre, units=units, post=post,
                      input_bytes_per_sample=INT64_BYTES * t, label_bytes_per_sample=INT64_BYTES * t,
                      tokens_per_sample=t, hidden=d, layers=cfg.layers, heads=cfg.heads, seq_len=t, vocab=v,
-                     optimizer="adamw", megatron=megatron)
+                     optimizer="adamw", megatron=megatron, data_kernels=8 + 4 * t, data_elems_per_sample=2 * t)
 
 
 def model_spec(cfg: WorkloadConfig, *, megatron: bool = False) -> ModelSpec:

@@ -15,10 +15,10 @@ from parbench.config import Strategy
 from parbench.sim.comm import CATEGORIES, CommOp, by_collective, bytes_by_category, rank_ops
 from parbench.sim.hardware import Cluster, collective_time_s
 from parbench.sim.layout import Layout
-from parbench.sim.memory import Memory, stage_memory, state_numels
+from parbench.sim.memory import Memory, ps_memory, stage_memory, state_numels
 from parbench.sim.model import ModelSpec
 from parbench.sim.stages import stages
-from parbench.sim.timing import chunk_times_s, optimizer_time_s, oversubscription
+from parbench.sim.timing import chunk_times_s, data_time_s, optimizer_time_s, oversubscription
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,8 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st, ops: list[Comm
     exposed = max(grad - c.overlap * bwd, 0.0) + max(gather - c.overlap * m * (fwd + bwd), 0.0)
     params, grads, optim, tensors = state_numels(model, layout, st)
     opt = optimizer_time_s(c, model, optim, tensors, grads) * slow
+    if st.chunks[0].first or st.chunks[-1].last:  # ranks that feed inputs or score targets build the batch
+        opt += data_time_s(c, model, layout.global_batch_size) * slow
     return {"mb": fwd + bwd + per_mb, "compute": fwd + bwd, "tp_pp": per_mb, "tail": exposed + serial + opt}
 
 
@@ -91,7 +93,7 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     comm_bytes = {k: max(c[k] for c in cats.values()) for k in CATEGORIES}
     busiest = max(ops, key=lambda name: sum(cats[name].values()))
     sts = stages(model, layout.pp, layout.v)
-    mems = [stage_memory(model, layout, st) for st in sts]
+    mems = ps_memory(model, layout) if layout.strategy is Strategy.PS else [stage_memory(model, layout, st) for st in sts]
     memory = Memory(*(max(getattr(mm, k) for mm in mems) for k in ("param_bytes", "grad_bytes", "optim_bytes", "activation_bytes")))
     slow = oversubscription(cluster, layout.world_size)
     times = [_stage_time(cluster, model, layout, st, ops.get(f"stage{st.rank}", ops.get("worker", [])), slow) for st in sts]

@@ -28,7 +28,7 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int) -> tu
         if g.batched > 1:
             attn += t
     elementwise = mb * u.elementwise_elems_per_sample * act_bytes * 2 / tp / c.memory_bandwidth_bytes_per_s
-    ops = u.kernels * c.op_overhead_s
+    ops = u.kernels * c.training_op_overhead_s
     forward = gemm + elementwise + ops
     return forward, 2 * gemm + 2 * (elementwise + ops), attn + elementwise / 2
 
@@ -58,3 +58,12 @@ def optimizer_time_s(c: Cluster, model: ModelSpec, elements: int, tensors: int, 
 def oversubscription(c: Cluster, ranks: int) -> float:
     """CPU profiles: ranks beyond the cores share them, so each rank's compute slows by ranks / cores."""
     return max(1.0, ranks / c.cores) if c.cores else 1.0
+
+
+RANDOM_BYTES_PER_ELEMENT = 32  # drawing a random number costs ~8 float32 copies (estimate, not calibrated)
+
+
+def data_time_s(c: Cluster, model: ModelSpec, samples: int) -> float:
+    """Generating a step's synthetic batch (the runner's workloads build it inside the timed step):
+    one op per generation call (the transformer's bigram walk is one op per token) + the random draws."""
+    return model.data_kernels * c.op_overhead_s + samples * model.data_elems_per_sample * RANDOM_BYTES_PER_ELEMENT / c.memory_bandwidth_bytes_per_s

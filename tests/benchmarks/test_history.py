@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from parbench.bench import history
 
 
@@ -27,6 +29,8 @@ def test_load_history_and_same_machine_baseline(tmp_path):
     assert list(frame["commit"]) == ["a", "b", "c"] and list(frame["median_s"]) == [0.02, 0.03, 0.01]
     assert history.latest_baseline(tmp_path / "benchmarks", ("here", "cpu A")).name == "0002_b.json"
     assert history.latest_baseline(tmp_path / "benchmarks", ("new machine", "cpu A")) is None
+    # one consecutive pair on one machine (a -> b: 0.02 -> 0.03 s); c is another machine's run
+    assert history.noise(frame) == pytest.approx({"pairs": 1, "p50_pct": 50.0, "p90_pct": 50.0, "max_pct": 50.0})
 
 
 def test_empty_history_has_every_column(tmp_path):

@@ -27,8 +27,12 @@ SHAPES: dict[Strategy, list[dict]] = {
     Strategy.ZERO2: [dict(world_size=3, workload=WorkloadConfig(name="mlp"))],
     Strategy.FSDP: [dict(world_size=2, workload=TRANSFORMER)],
     Strategy.TP: [dict(world_size=2, workload=TRANSFORMER), dict(world_size=2, workload=WorkloadConfig(name="mlp"))],
-    Strategy.HYBRID: [dict(world_size=4, dp=2, tp=1, pp=2, micro_batches=2, workload=TRANSFORMER)],
-    Strategy.PS: [dict(world_size=3, servers=1, workload=WorkloadConfig(name="mlp"))],
+    Strategy.HYBRID: [dict(world_size=4, dp=2, tp=1, pp=2, micro_batches=2, workload=TRANSFORMER),
+                      dict(world_size=4, dp=1, tp=2, pp=2, micro_batches=2, workload=TRANSFORMER),
+                      dict(world_size=4, dp=2, tp=2, pp=1, dp_mode="fsdp", workload=TRANSFORMER, data_mode="rank0"),
+                      dict(world_size=4, dp=2, tp=1, pp=2, dp_mode="fsdp", micro_batches=2, workload=TRANSFORMER)],
+    Strategy.PS: [dict(world_size=3, servers=1, workload=WorkloadConfig(name="mlp"), data_mode="rank0"),
+                  dict(world_size=4, servers=2, workload=TRANSFORMER)],
 }
 CASES = [(s, i) for s in BUILDERS for i in range(len(SHAPES.get(s, [{}])))]
 
@@ -67,3 +71,20 @@ def test_validate_command_summarises_every_run(results, capsys):
     assert summary["memory_max_error_pct"] == 0.0
     assert main(["validate", "--results-dir", str(out), "--cluster", "a100-80gb"]) == 0
     assert f"{len(records)} runs; comm bytes exact in {len(records)}" in capsys.readouterr().out
+
+
+def test_dashboard_figures_and_frame(results):
+    """The Simulator view's pieces: the validation frame, the identity line, curves past the measured sizes."""
+    from parbench.results import load
+    from parbench.sim import charts
+    from parbench.sim.validate import validation_frame
+
+    out, records = results
+    frame = validation_frame(out, PRESETS["a100-80gb"])
+    assert len(frame) == len(records) and frame["comm_bytes_exact"].all()
+    fig = charts.predicted_vs_measured(frame)
+    assert fig.data[-1].name == "identity"
+    curves = charts.scaling_curves(load(out), PRESETS["a100-80gb"])
+    ddp = curves[curves["strategy"] == "ddp"]
+    assert ddp["world_size"].max() > max(r["world_size"] for r in records.values())
+    assert len(charts.scaling_figure(curves, frame).data) >= 2

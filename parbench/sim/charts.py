@@ -1,0 +1,69 @@
+"""Figures of the simulator's validation (plotly, torch-free): predicted vs measured with the identity line,
+and predicted scaling curves carried past the measured world sizes. Pure functions: DataFrame -> Figure."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from parbench.config import ConfigError, RunConfig, Strategy
+from parbench.sim.hardware import Cluster
+from parbench.sim.layout import layout_from_run
+from parbench.sim.model import model_spec
+from parbench.sim.predict import predict
+
+SCALING_WORLD_SIZES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def predicted_vs_measured(frame: pd.DataFrame) -> go.Figure:
+    """Step time, predicted against measured, one point per run, with y = x."""
+    fig = go.Figure()
+    if frame.empty:
+        return fig.update_layout(title="no runs to validate")
+    for strategy, g in frame.groupby("strategy"):
+        fig.add_trace(go.Scatter(x=g["step_time_measured_s"] * 1e3, y=g["step_time_predicted_s"] * 1e3,
+                                 mode="markers", name=str(strategy),
+                                 text=g["workload"] + " W=" + g["world_size"].astype(str)))
+    hi = float(max(frame["step_time_measured_s"].max(), frame["step_time_predicted_s"].max()) * 1e3 * 1.1)
+    fig.add_trace(go.Scatter(x=[0, hi], y=[0, hi], mode="lines", name="identity", line=dict(dash="dash", color="gray")))
+    return fig.update_layout(title="Step time: predicted vs measured (ms)", xaxis_title="measured (ms)",
+                             yaxis_title="predicted (ms)")
+
+
+def scaling_curves(records: pd.DataFrame, cluster: Cluster) -> pd.DataFrame:
+    """Predicted throughput of each measured (strategy, workload) configuration at every world size of
+    SCALING_WORLD_SIZES that the configuration allows (the others are skipped, as the runner would refuse them)."""
+    rows = []
+    seen = set()
+    for rec in records.to_dict("records"):
+        cfg = RunConfig.from_dict(rec["config"])
+        key = (cfg.strategy, cfg.workload, cfg.global_batch_size)
+        if key in seen or cfg.strategy in (Strategy.SINGLE, Strategy.HYBRID):
+            continue
+        seen.add(key)
+        for w in SCALING_WORLD_SIZES:
+            try:
+                c = dataclasses.replace(cfg, world_size=w, dp=0, tp=0, pp=0)
+                p = predict(model_spec(c.workload), layout_from_run(c), cluster)
+            except (ConfigError, ValueError):
+                continue
+            rows.append({"strategy": cfg.strategy.value, "workload": cfg.workload.name, "world_size": w,
+                         "throughput_predicted": p.throughput_samples_per_s})
+    return pd.DataFrame(rows)
+
+
+def scaling_figure(curves: pd.DataFrame, measured: pd.DataFrame) -> go.Figure:
+    fig = go.Figure()
+    if curves.empty:
+        return fig.update_layout(title="no configuration to extrapolate")
+    for (strategy, workload), g in curves.groupby(["strategy", "workload"]):
+        fig.add_trace(go.Scatter(x=g["world_size"], y=g["throughput_predicted"], mode="lines",
+                                 name=f"{strategy} {workload} (predicted)"))
+        m = measured[(measured["strategy"] == strategy) & (measured["workload"] == workload)]
+        if not m.empty:
+            fig.add_trace(go.Scatter(x=m["world_size"], y=m["throughput_measured"], mode="markers",
+                                     name=f"{strategy} {workload} (measured)"))
+    return fig.update_layout(title="Throughput vs world size: measured points, predicted curves",
+                             xaxis_title="world size", xaxis_type="log", yaxis_title="samples/s")

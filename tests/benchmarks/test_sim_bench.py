@@ -1,0 +1,40 @@
+"""Simulator speed (issue 7): one evaluation of a 4096-GPU layout well under 20 ms, a full 4096-GPU
+layout search under a minute on 2 cores. Deterministic figures ride along in extra_info."""
+
+from __future__ import annotations
+
+import pytest
+
+from parbench.config import Strategy, WorkloadConfig
+from parbench.sim import PRECISIONS, PRESETS, Layout, Recompute, model_spec, predict
+from parbench.sim.search import search
+
+GPT_175B = WorkloadConfig(name="transformer", layers=96, hidden=12288, heads=96, seq_len=2048, vocab_size=51200)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return model_spec(GPT_175B, megatron=True)
+
+
+def test_one_evaluation_4096_gpus(benchmark, model):
+    layout = Layout(strategy=Strategy.HYBRID, dp=64, tp=8, pp=8, global_batch_size=2048, micro_batches=32, zero=1,
+                    recompute=Recompute.SELECTIVE, sequence_parallel=True, precision=PRECISIONS["bf16"])
+    benchmark.group = "sim"
+    p = benchmark(predict, model, layout, PRESETS["h100-sxm"])
+    benchmark.extra_info.update(gpus=layout.world_size, comm_parameter_bytes=p.comm_bytes["parameter"],
+                                comm_intermediate_bytes=p.comm_bytes["intermediate"])
+    assert p.world_size == 4096 and p.feasible
+
+
+def test_full_search_4096_gpus(benchmark, model):
+    if benchmark.disabled:
+        pytest.skip("the 4096-GPU search takes ~30 s: it runs with --benchmark-enable "
+                    "(tests/sim/test_search.py checks the search itself at small scale)")
+    benchmark.group = "sim"
+    cands = benchmark.pedantic(search, args=(model, PRESETS["h100-sxm"]),
+                               kwargs=dict(gpus=4096, global_batch=2048, precision=PRECISIONS["bf16"]),
+                               rounds=1, iterations=1)
+    feasible = [c for c in cands if c.feasible]
+    benchmark.extra_info.update(evaluated=len(cands), feasible=len(feasible))
+    assert feasible and feasible[0].prediction.throughput_samples_per_s >= feasible[-1].prediction.throughput_samples_per_s
