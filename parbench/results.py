@@ -100,6 +100,20 @@ SCHEMA: dict[str, str] = {
     "loss_max_abs_diff_vs_reference": "max |loss - single-process loss| over all steps (same global batch and seed)",
     # per rank
     "per_rank": "list of per-rank dicts: rank, role, memory and communication figures",
+    # multi-node (torchrun launches; null for single-host runs)
+    "launcher": "torchrun for multi-node runs, else null (torch.multiprocessing forkserver)",
+    "nodes": "number of nodes (multi-node runs)",
+    "ranks_per_node": "ranks per node (multi-node runs)",
+    "node_rank": "--node-rank of the node that wrote the record",
+    "node_of_rank": "node index of every global rank (ranks with equal entries share a node)",
+    "node_hosts": "host name of every node",
+    "comm_intra_node_bytes_per_step": "bytes a rank sends to ranks on its own node (max over ranks)",
+    "comm_inter_node_bytes_per_step": "bytes a rank sends to other nodes (max over ranks)",
+    "comm_inter_node_bytes_per_step_by_category": "the busiest inter-node rank's split by category",
+    "cluster_emulated": "true when run inside `parbench cluster run` (network namespaces)",
+    "cluster_topology": "emulated topology (veth pair or bridge)",
+    "cluster_link_rate_bit_per_s": "tbf rate of the emulated links, null if unshaped",
+    "cluster_node_addresses": "private address of every emulated node",
     # provenance and overhead
     "parbench_version": "parbench version",
     "git_commit": "git commit of the parbench checkout, or null",
