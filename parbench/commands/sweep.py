@@ -8,8 +8,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from parbench.config import ConfigError
-
 
 def _csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
     def parse(text: str) -> list[Any]:
@@ -88,5 +86,3 @@ def handle(a: argparse.Namespace) -> int:
         return 130
     return 1 if outcome.failed else 0
 
-
-__all__ = ["ConfigError", "add_parser", "handle"]

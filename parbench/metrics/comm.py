@@ -1,9 +1,10 @@
 """Communication accounting: every c10d op a rank issues, its bytes and its category.
 
-A ``TorchDispatchMode`` sees the ``c10d::*`` ops that DDP's reducer, FSDP, ZeRO, DTensor and
-pipelining dispatch (torch.profiler records no bytes under gloo; see FIELD_NOTES). The bytes a
-rank *sends* follow the nccl-tests conventions of ``parbench.metrics.conventions``. ``wire`` is
-what the backend really sends where it differs (gloo implements reduce-scatter as an all-reduce: 2x).
+A ``TorchDispatchMode`` sees the ``c10d::*`` ops that DDP's reducer, FSDP, ZeRO and pipelining
+dispatch, and the ``_c10d_functional::*`` ops of DTensor (tensor parallel); torch.profiler records
+no bytes under gloo (FIELD_NOTES). The bytes a rank *sends* follow the nccl-tests conventions of
+``parbench.metrics.conventions``. ``wire`` is what the backend really sends where it differs (gloo
+implements reduce-scatter as an all-reduce: 2x; it broadcasts down a binomial tree: inner ranks forward).
 
 Categories (the seed FAQ's three volumes): ``data`` (samples and labels), ``parameter``
 (gradients and parameters), ``intermediate`` (activations and their gradients). A collective's
@@ -153,7 +154,7 @@ class CommMeter:
         if kind is None:
             return
         group = _group(args)
-        self._add(kind, group, payload_bytes(kind, args), _root(kind, args, group))
+        self._add(kind, group, payload_bytes(kind, args), _root(kind, args, group), _tree_position(kind, args, group))
 
     def record_functional(self, op: str, args) -> None:
         """A ``_c10d_functional`` op (DTensor, tensor parallel): ``(input, ..., group_name)``."""
@@ -163,12 +164,18 @@ class CommMeter:
         group = dist.distributed_c10d._resolve_process_group(args[-1])
         s = _nbytes(_tensors(args[0])) * (group.size() if kind == "all_gather" else 1)
         root = kind == "broadcast" and dist.get_rank(group) == args[1]
-        self._add(kind, group, s, root)
+        position = (dist.get_rank(group) - args[1]) % group.size() if kind == "broadcast" else None
+        self._add(kind, group, s, root, position)
 
-    def _add(self, kind: str, group: dist.ProcessGroup | None, s: int, root: bool) -> None:
+    def _add(self, kind: str, group: dist.ProcessGroup | None, s: int, root: bool,
+             position: int | None = None) -> None:
         n = group.size() if group is not None else dist.get_world_size()
         sent = sent_bytes(kind, s, n, is_root=root)
-        wire = 2 * sent if (kind == "reduce_scatter" and self.backend == "gloo") else sent
+        wire = sent
+        if self.backend == "gloo" and kind == "reduce_scatter":
+            wire = 2 * sent  # gloo reduce-scatters by all-reducing
+        elif self.backend == "gloo" and kind == "broadcast" and position is not None:
+            wire = s * binomial_children(position, n)  # gloo broadcasts down a binomial tree
         cat = self._override[-1] if self._override else self.group_categories.get(
             group.group_name if group is not None else "", self.default)
         stat = self.ops[(kind, cat)]
@@ -192,6 +199,30 @@ class CommMeter:
             f"{kind}/{cat.value}": {k: v / per for k, v in vars(stat).items()}
             for (kind, cat), stat in sorted(self.ops.items(), key=lambda kv: (kv[0][0], kv[0][1].value))
         }
+
+
+def binomial_children(v: int, n: int) -> int:
+    """Ranks that rank v (counted from the root) sends to in a binomial-tree broadcast over n ranks:
+    v + 2^k for every 2^k > v with v + 2^k < n (the root sends ceil(log2 n) copies). Matches the
+    OS write counter under gloo (FIELD_NOTES: gloo's broadcast is a binomial tree)."""
+    children, step = 0, 1
+    while step < n:
+        if step > v and v + step < n:
+            children += 1
+        step *= 2
+    return children
+
+
+def _tree_position(kind: str, args, group) -> int | None:
+    """This rank's distance from the root (mod n) in a broadcast, else None."""
+    if kind != "broadcast":
+        return None
+    ints = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+    if not ints:
+        return None
+    n = group.size() if group is not None else dist.get_world_size()
+    my = dist.get_rank(group) if group is not None else dist.get_rank()
+    return (my - ints[0]) % n
 
 
 def _root(kind: str, args, group) -> bool:

@@ -80,16 +80,32 @@ def measure_elementwise(sizes: list[int], reps: int) -> tuple[list[float], list[
     return xs, ys
 
 
+def count_aten_ops(fn) -> int:
+    """aten operator calls ``fn`` dispatches (the unit the simulator counts per layer)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Counter(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Counter.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    with Counter():
+        fn()
+    return Counter.calls
+
+
 def measure_framework_overhead(reps: int, units: int = 32) -> float:
-    """Seconds per operator call on the training path (module call, autograd record, backward node):
-    forward + backward of a chain of tiny Linear+ReLU units, divided by the 2 forward + 4 backward
-    calls per unit the simulator counts (``Unit.kernels`` forward, twice that backward)."""
+    """Seconds per aten operator on the training path (module call, autograd recording, backward node):
+    forward + backward of a chain of tiny Linear+ReLU units divided by the aten ops it dispatches."""
     import torch
 
     torch.set_num_threads(1)
     chain = torch.nn.Sequential(*[m for _ in range(units) for m in (torch.nn.Linear(8, 8), torch.nn.ReLU())])
     x = torch.randn(1, 8)
-    return _time_median(lambda: chain(x).sum().backward(), reps, window_s=0.05) / (units * 6)
+    step = lambda: chain(x).sum().backward()  # noqa: E731
+    return _time_median(step, reps, window_s=0.05) / count_aten_ops(step)
 
 
 def _collective(kind: str, size: int, rank: int, n: int):
@@ -138,12 +154,24 @@ def _rank_main(rank: int, n: int, port: int, sizes: list[int], reps: int, out: s
                 times.append((time.perf_counter() - t0, inner))
             rows.append([size, stats.median([t for t, _ in times[1:]]), inner])  # first repetition: warm-up
         results[kind] = rows
-    bar = _time_median(lambda: dist.barrier(), reps * 4)
+    bar = _barrier_s(reps * 8)
     if rank == 0:
         Path(out).write_text(json.dumps({"collectives": results, "barrier_s": bar}))
     dist.barrier()
     dist.destroy_process_group()
     os._exit(0)  # FIELD_NOTES: exiting at once avoids gloo's abort at interpreter shutdown
+
+
+def _barrier_s(count: int) -> float:
+    """Median seconds of one barrier; a fixed count, identical on every rank (collectives must match)."""
+    import torch.distributed as dist
+
+    times = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        dist.barrier()
+        times.append(time.perf_counter() - t0)
+    return stats.median(times)
 
 
 def measure_collectives(n: int, sizes: list[int], reps: int, kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:

@@ -75,8 +75,11 @@ class Unit:
     """Input widths (per token/sample) of the column-wise Linears: one backward all-reduce each."""
     tp_row_out: int = 0
     """Output width per sample of the row-wise Linears (the forward all-reduce's size per sample)."""
-    kernels: int = 0
-    """Forward operator calls (each pays the framework's per-op overhead; backward ~2x)."""
+    ops_forward: int = 0
+    """aten operator calls of the forward pass (each pays the per-op overhead; counted with a
+    TorchDispatchMode on the runner's modules: see tests/sim/test_formulas.py)."""
+    ops_backward: int = 0
+    """aten operator calls of its backward pass."""
 
     def param_numel(self, tp: int = 1) -> int:
         return sum(t.local_numel(tp) for t in self.params)
@@ -138,13 +141,13 @@ def mlp_spec(cfg: WorkloadConfig) -> ModelSpec:
             tp_row_allreduces=1 if split == "cols" else 0,
             tp_row_out=b if split == "cols" else 0,
             tp_col_inputs=(a,) if split == "rows" else (),
-            kernels=2))
+            ops_forward=4, ops_backward=11))
     empty = Unit(params=(), gemms=(), out_elems_per_sample=MLP_IN_FEATURES)
-    loss = Unit(params=(), gemms=(), out_elems_per_sample=MLP_CLASSES, kernels=1)  # nll_loss
+    loss = Unit(params=(), gemms=(), out_elems_per_sample=MLP_CLASSES, ops_forward=2, ops_backward=2)  # nll_loss
     return ModelSpec(name="mlp", pre=empty, units=tuple(units), post=loss,
                      input_bytes_per_sample=4 * MLP_IN_FEATURES, label_bytes_per_sample=INT64_BYTES,
                      tokens_per_sample=1, hidden=cfg.hidden, layers=cfg.layers, heads=1, seq_len=1,
-                     vocab=MLP_CLASSES, optimizer="sgd", data_kernels=6,
+                     vocab=MLP_CLASSES, optimizer="sgd", data_kernels=4,
                      data_elems_per_sample=MLP_IN_FEATURES * (1 + MLP_CLASSES))
 
 
@@ -164,23 +167,23 @@ def block_unit(i: int, d: int, t: int, heads: int, *, megatron: bool = False) ->
     return Unit(params=params, gemms=gemms, out_elems_per_sample=t * d,
                 elementwise_elems_per_sample=t * (12 * d) + heads * t * t,
                 tp_row_allreduces=2, tp_row_out=t * d, tp_col_inputs=tuple(x * t for x in col_inputs),
-                kernels=24)
+                ops_forward=39, ops_backward=92)
 
 
 def transformer_spec(cfg: WorkloadConfig, *, megatron: bool = False) -> ModelSpec:
     """parbench.workloads.transformer: Embed -> Block x L -> LayerNorm + Linear(d, V, bias=False)."""
     d, t, v = cfg.hidden, cfg.seq_len, cfg.vocab_size
     pre = Unit(params=(Tensor(name="pre.tok.weight", shape=(v, d)), Tensor(name="pre.pos.weight", shape=(t, d))),
-               gemms=(), out_elems_per_sample=t * d, elementwise_elems_per_sample=3 * t * d, kernels=4)
+               gemms=(), out_elems_per_sample=t * d, elementwise_elems_per_sample=3 * t * d, ops_forward=4, ops_backward=4)
     units = tuple(block_unit(i, d, t, cfg.heads, megatron=megatron) for i in range(cfg.layers))
     post = Unit(params=(Tensor(name="post.ln.weight", shape=(d,)), Tensor(name="post.ln.bias", shape=(d,)),
                         Tensor(name="post.out.weight", shape=(v, d))),
                 gemms=(Gemm(m=t, k=d, n=v, tp_sharded=megatron),), out_elems_per_sample=t * v,
-                elementwise_elems_per_sample=2 * t * d + 3 * t * v, kernels=6)
+                elementwise_elems_per_sample=2 * t * d + 3 * t * v, ops_forward=9, ops_backward=14)
     return ModelSpec(name="transformer", pre=pre, units=units, post=post,
                      input_bytes_per_sample=INT64_BYTES * t, label_bytes_per_sample=INT64_BYTES * t,
                      tokens_per_sample=t, hidden=d, layers=cfg.layers, heads=cfg.heads, seq_len=t, vocab=v,
-                     optimizer="adamw", megatron=megatron, data_kernels=8 + 4 * t, data_elems_per_sample=2 * t)
+                     optimizer="adamw", megatron=megatron, data_kernels=9 + 5 * t, data_elems_per_sample=2 * t)
 
 
 def model_spec(cfg: WorkloadConfig, *, megatron: bool = False) -> ModelSpec:

@@ -9,9 +9,9 @@ from parbench.sim.layout import Layout, Recompute
 from parbench.sim.model import ModelSpec, Unit
 
 ADAMW_BYTES_PER_ELEMENT = 28  # read p, g, m, v; write p, m, v: 7 x fp32 (torch's AdamW, for-loop form)
-ADAMW_OPS_PER_TENSOR = 10  # lerp, mul, addcmul, sqrt, div, add, addcdiv, step, weight decay, bias corr.
+ADAMW_OPS_PER_TENSOR = 10  # aten ops per tensor of torch's for-loop AdamW step (counted, steady state)
 SGD_BYTES_PER_ELEMENT = 12
-SGD_OPS_PER_TENSOR = 1
+SGD_OPS_PER_TENSOR = 1.5  # counted: add_ per tensor plus the param-group bookkeeping
 
 
 def gemm_time_s(c: Cluster, flops: float) -> float:
@@ -28,9 +28,9 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int) -> tu
         if g.batched > 1:
             attn += t
     elementwise = mb * u.elementwise_elems_per_sample * act_bytes * 2 / tp / c.memory_bandwidth_bytes_per_s
-    ops = u.kernels * c.training_op_overhead_s
-    forward = gemm + elementwise + ops
-    return forward, 2 * gemm + 2 * (elementwise + ops), attn + elementwise / 2
+    forward = gemm + elementwise + u.ops_forward * c.training_op_overhead_s
+    backward = 2 * gemm + 2 * elementwise + u.ops_backward * c.training_op_overhead_s
+    return forward, backward, attn + elementwise / 2
 
 
 def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Unit, ...], *,

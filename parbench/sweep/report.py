@@ -62,8 +62,8 @@ def summary_table(plan: Plan, records: list[dict[str, Any]]) -> Table:
         recs = by_key.get(p.config.point_key(), [])
         ok = [r for r in recs if r["status"] == "ok"]
         col = lambda k: [r[k] for r in ok if r.get(k) is not None]  # noqa: E731
-        strategy, _, variant = p.label.split(" ", 2)[0], None, p.label.split(" ", 2)[2]
-        t.add_row(strategy, str(p.config.world_size), variant, f"{len(ok)}/{len(recs)}",
+        variant = p.label.split(" ", 2)[2]  # the label is "<strategy> x<W> <workload and variant>"
+        t.add_row(p.config.strategy.value, str(p.config.world_size), variant, f"{len(ok)}/{len(recs)}",
                   _cell(col("throughput_samples_per_s"), spec=".1f"), _cell(col("step_time_s_median"), 1e3, ".2f"),
                   fmt_bytes(stats.median(col("peak_rss_bytes"))) if ok else "-",
                   *(fmt_bytes(stats.median(col(f"comm_{c}_bytes_per_step"))) if ok else "-"

@@ -6,7 +6,6 @@ expected (``ConfigError``, exit code 2). Grid axes are lists; everything else is
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import re
@@ -16,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-from parbench.config import (DATASETS, WORKLOAD_NAMES, Backend, ConfigError, DataMode, DataParallelMode,
+from parbench.config import (DATASETS, Backend, ConfigError, DataMode, DataParallelMode,
                              Schedule, Strategy)
 
 
@@ -63,8 +62,8 @@ TOP_KEYS: dict[str, Key] = {
 
 # Shape keys take a scalar or a list (a list multiplies the grid).
 WORKLOAD_KEYS: dict[str, Key] = {
-    "name": Key("str", None, "required: a built-in, a plugin or `module:factory` (checked by WorkloadConfig)",
-                WORKLOAD_NAMES),
+    "name": Key("str", None, "required: mlp, transformer, another built-in, a plugin or `module:factory` "
+                             "(checked by WorkloadConfig)"),
     "layers": Key("ints>=0", 0, "mlp hidden layers / transformer blocks (0 or absent = workload default)"),
     "hidden": Key("ints>=0", 0, "mlp width / transformer d_model (0 or absent = workload default)"),
     "heads": Key("ints>=1", 4, "transformer attention heads"),
@@ -216,7 +215,7 @@ def _workload(value: Any, where: str) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}; valid keys: {', '.join(WORKLOAD_KEYS)}")
     if "name" not in value:
-        raise ConfigError(f"{where}: missing key 'name' (one of {', '.join(WORKLOAD_NAMES)})")
+        raise ConfigError(f"{where}: missing key 'name' (mlp, transformer, ... see README 'Sweeps')")
     out = {}
     for key, spec in WORKLOAD_KEYS.items():
         if key in value:
@@ -236,6 +235,3 @@ def schema_markdown() -> str:
             rows.append(f"| `{prefix}{key}` | {kind} | `{default}` | {spec.doc} |")
     return "\n".join(rows)
 
-
-def replace_values(spec: SweepSpec, **values: Any) -> SweepSpec:
-    return dataclasses.replace(spec, values={**spec.values, **values})

@@ -11,6 +11,7 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
 from parbench.config import RunConfig, WorkloadConfig
 from parbench.launch import run
+from parbench.metrics.comm import binomial_children
 from parbench.workloads import make
 
 MLP = {"name": "mlp"}
@@ -100,7 +101,12 @@ def test_zero1_all_reduces_gradients_and_shards_only_optimizer_state(res_dir, wo
         assert r["comm_parameter_bytes_per_step"] == ring(total, n) + r["extra"]["zero1_broadcast_bytes_per_step"]
         assert r["extra"]["modeled_comm_parameter_bytes_per_step"] == ring(total, n)
         assert r["mem_param_bytes"] == r["mem_grad_bytes"] == total  # parameters and gradients stay whole
-    assert sum(r["extra"]["zero1_broadcast_bytes_per_step"] for r in by_rank.values()) == total
+    own = {rank: r["extra"]["zero1_broadcast_bytes_per_step"] for rank, r in by_rank.items()}
+    assert sum(own.values()) == total
+    for rank, r in by_rank.items():  # gloo broadcasts down a binomial tree: inner ranks forward shards
+        forwarded = sum(size * binomial_children((rank - root) % n, n) for root, size in own.items())
+        assert r["comm_wire_bytes_per_step"] == ring(total, n) + forwarded
+    assert rec["os_write_bytes_per_step"] == pytest.approx(rec["comm_wire_bytes_per_step"], rel=0.03)
     optim = [r["mem_optim_bytes"] for r in by_rank.values()]
     if workload is GPT:  # AdamW: two moments per element; the shards partition them exactly
         assert sum(optim) == 2 * total + ADAM_STEP * tensors(workload)

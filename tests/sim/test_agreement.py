@@ -86,5 +86,6 @@ def test_dashboard_figures_and_frame(results):
     assert fig.data[-1].name == "identity"
     curves = charts.scaling_curves(load(out), PRESETS["a100-80gb"])
     ddp = curves[curves["strategy"] == "ddp"]
-    assert ddp["world_size"].max() > max(r["world_size"] for r in records.values())
+    measured_ddp = max(r["world_size"] for r in records.values() if r["strategy"] == "ddp")
+    assert ddp["world_size"].max() > measured_ddp  # 12 samples: ddp at 4 ranks was never run, only predicted
     assert len(charts.scaling_figure(curves, frame).data) >= 2

@@ -152,3 +152,25 @@ def test_layout_validation_names_the_factors():
         Layout(sequence_parallel=True)
     with pytest.raises(ValueError, match="latency_s"):
         Link(latency_s=-1, bandwidth_bytes_per_s=1)
+
+
+def test_op_counts_match_the_runners_modules():
+    """ops_forward / ops_backward per unit equal the aten calls of the runner's own modules (a loss of
+    x.sum() adds 4 backward calls, subtracted)."""
+    import torch
+
+    from parbench.sim.calibrate import count_aten_ops
+    from parbench.workloads import mlp, transformer
+
+    def counts(module, x):
+        x = x.detach().requires_grad_(True)
+        fwd = count_aten_ops(lambda: module(x))
+        y = module(x).sum()
+        return fwd, count_aten_ops(lambda: y.backward()) - 4
+
+    w = WorkloadConfig(name="transformer")
+    block = model_spec(w).units[0]
+    assert counts(transformer.build_model(w, 0).units[0], torch.randn(2, 32, 64)) == (block.ops_forward, block.ops_backward)
+    wm = WorkloadConfig(name="mlp")
+    dense = model_spec(wm).units[0]
+    assert counts(mlp.build_model(wm, 0).units[0], torch.randn(4, 784)) == (dense.ops_forward, dense.ops_backward)
