@@ -26,8 +26,8 @@ from parbench.bench import history
 from parbench.bench.overhead import TIMED_BOUND
 
 ROOT = Path(__file__).resolve().parents[2]
-# Chosen from the measured run-to-run noise of this machine's medians (README, "Benchmarks and
-# regression gates"): wider than any change seen between runs of unchanged code.
+# Above the run-to-run noise measured here (5 runs of unchanged code, load average 9-18: consecutive
+# medians changed by up to 212%; README, "Benchmarks and regression gates"; `parbench bench noise`).
 THRESHOLD = "median:300%"
 
 

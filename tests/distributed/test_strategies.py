@@ -281,15 +281,6 @@ MATRIX = {
 }
 
 
-@pytest.fixture
-def slow_selected(request):
-    """The default suite has no slow deselection yet: these run only when asked for with -m slow."""
-    expr = request.config.getoption("markexpr") or ""
-    if "slow" not in expr or "not slow" in expr:
-        pytest.skip("34 real runs (minutes on 2 cores); run with -m slow. The fast tests above pin "
-                    "each strategy's bytes, memory and loss; this checks they all run at 2 and 4 ranks")
-
-
 def _matrix_config(name: str, workload: str, n: int) -> dict:
     kw = {"strategy": name, "world_size": n, "workload": {"name": workload}, **MATRIX[name]}
     if name == "ps" and n == 4:
@@ -307,7 +298,7 @@ def _matrix_config(name: str, workload: str, n: int) -> dict:
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("workload", ["mlp", "transformer"])
 @pytest.mark.parametrize("name", list(MATRIX))
-def test_every_strategy_runs_at_2_and_4_on_both_workloads(slow_selected, res_dir, name, workload, n):
+def test_every_strategy_runs_at_2_and_4_on_both_workloads(res_dir, name, workload, n):
     kw = _matrix_config(name, workload, n)
     rec = _run(res_dir, **kw)
     assert rec["world_size"] == n and len(rec["per_rank"]) == n
@@ -315,7 +306,7 @@ def test_every_strategy_runs_at_2_and_4_on_both_workloads(slow_selected, res_dir
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dp_mode", ["ddp", "fsdp"])
-def test_hybrid_3d_dp_tp_pp_on_8_ranks(slow_selected, res_dir, dp_mode):
+def test_hybrid_3d_dp_tp_pp_on_8_ranks(res_dir, dp_mode):
     rec = _run(res_dir, strategy="hybrid", world_size=8, dp=2, tp=2, pp=2, micro_batches=2, dp_mode=dp_mode,
                workload=GPT)
     m, mb = 2, 64 // 2 // 2  # micro-batches; samples per micro-batch per replica
