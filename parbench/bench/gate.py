@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 THRESHOLD = "median:300%"
 
 
-def pytest_command(storage: Path, baseline: Path | None, threshold: str) -> list[str]:
-    cmd = [sys.executable, "-m", "pytest", "-q", "tests/benchmarks", "--benchmark-enable",
+def pytest_command(storage: Path, baseline: Path | None, threshold: str, target: str = "tests/benchmarks") -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", "-q", target, "--benchmark-enable",
            f"--benchmark-storage=file://{storage}", "--benchmark-autosave",
            "--benchmark-columns=median,iqr,min,max,rounds", "--benchmark-sort=fullname"]
     if baseline is not None:

@@ -37,3 +37,34 @@ def test_gate_reads_overhead_from_a_saved_run():
     assert gate.overhead_failures(ok, bound=1.03) == []
     assert [f.split(":")[0] for f in gate.overhead_failures(bad, bound=1.03)] == ["test_step[tp-timed]"]
     assert gate.overhead_failures({"benchmarks": []}, bound=1.03) == ["no benchmark carries an overhead ratio"]
+
+
+BENCH_FILE = '''
+import os, time
+
+def test_sleep(benchmark):
+    benchmark.pedantic(time.sleep, args=(float(os.environ["SLEEP_S"]),), rounds=5)
+'''
+
+
+def test_timing_gate_fails_on_a_slowdown_vs_a_same_machine_baseline(tmp_path):
+    """The gate's own pytest command: a 50x slower median trips median:300%; the same speed does not."""
+    import os
+    import subprocess
+
+    from parbench.bench import history
+
+    (tmp_path / "test_sleep_bench.py").write_text(BENCH_FILE)
+    storage = tmp_path / "storage"
+
+    def run(sleep_s: str, baseline):
+        cmd = gate.pytest_command(storage, baseline, gate.THRESHOLD, target=str(tmp_path / "test_sleep_bench.py"))
+        return subprocess.run(cmd + ["-p", "no:cacheprovider", "--rootdir", str(tmp_path)], cwd=tmp_path,
+                              env={**os.environ, "SLEEP_S": sleep_s}, capture_output=True, text=True)
+
+    assert run("0.001", None).returncode == 0
+    baseline = history.latest_baseline(storage)
+    assert baseline is not None  # saved with this machine's host and CPU
+    assert run("0.001", baseline).returncode == 0
+    slow = run("0.05", baseline)
+    assert slow.returncode != 0 and "Performance has regressed" in slow.stdout + slow.stderr
