@@ -85,7 +85,7 @@ class ActivationTracker:
 
     def _pack(self, t: torch.Tensor):
         key = _storage_key(t)
-        if key in self.exclude or key == 0:
+        if key in self.exclude or key == 0 or _is_parameter(t):
             return t
         entry = self.live.setdefault(key, [0, _storage_bytes(t)])
         if entry[0] == 0:
@@ -106,6 +106,13 @@ class ActivationTracker:
         if entry[0] == 0:
             self.current -= entry[1]
             del self.live[key]
+
+
+def _is_parameter(t: torch.Tensor) -> bool:
+    """A parameter or a view of one (e.g. the weight.t() a Linear saves): weights, not activations.
+    FSDP's unsharded parameters are created and freed every step, so only this test catches them."""
+    base = t._base if t._base is not None else t
+    return isinstance(base, nn.Parameter)
 
 
 def _storage_key(t: torch.Tensor) -> int:

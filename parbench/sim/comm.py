@@ -108,35 +108,54 @@ def fsdp_groups(stage: Stage, tp: int) -> list[list[Tensor]]:
     return [g for g in groups + [root] if g]
 
 
-def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int, dp_rank_worst: bool = True) -> list[CommOp]:
+def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int) -> list[CommOp]:
     """Data-parallel gradient/parameter traffic of one stage rank over the dp group."""
-    n, tp, key = layout.dp, layout.tp, (model, layout.pp, layout.v, layout.tp)
-    if n == 1:
+    if layout.dp == 1:
         return []
-    if layout.zero == 1 and not layout.fsdp2:  # textbook ZeRO-1 / Megatron's distributed optimizer
-        return [CommOp("reduce_scatter", "parameter", b, n, "dp", phase="grad") for b in ddp_buckets_cached(*key, stage.rank, pb)] + \
-               [CommOp("all_gather", "parameter", b, n, "dp") for b in ddp_buckets_cached(*key, stage.rank, pb)]
+    key = (model, layout.pp, layout.v, layout.tp)
     if layout.flat_grad_allreduce:
-        return [CommOp("all_reduce", "parameter", sum(stage_local_numels(*key)[stage.rank]) * pb, n, "dp", phase="grad")]
-    if layout.zero <= 1:
-        buckets = ddp_buckets_cached(*key, stage.rank, pb)
-        ops = [CommOp("all_reduce", "parameter", b, n, "dp", phase="grad") for b in buckets]
-        if layout.ddp_rebuild_in_step:  # Reducer::sync_bucket_indices: int32 count, then indices + bucket sizes
-            tensors = len(stage_local_numels(*key)[stage.rank])
-            ops += [CommOp("broadcast", "parameter", 4, n, "dp", root=True),
-                    CommOp("broadcast", "parameter", 4 * (tensors + len(buckets)), n, "dp", root=True)]
-        if layout.zero == 1:  # each rank broadcasts the parameters it owns after its optimizer step
-            # torch's ZeroRedundancyOptimizer: whole tensors, greedy by size
-            own = max(sum(s) for s in zero1_shards(stage_local_numels(*key)[stage.rank], n)) * pb
-            ops.append(CommOp("broadcast", "parameter", own, n, "dp", root=True))
-        return ops
-    ops = []
+        size = sum(stage_local_numels(*key)[stage.rank]) * pb
+        return [CommOp("all_reduce", "parameter", size, layout.dp, "dp", phase="grad")]
+    if layout.zero >= 2:
+        return _fsdp_ops(layout, key, stage.rank, pb)
+    if layout.zero == 1 and not layout.fsdp2:
+        return _zero1_textbook_ops(layout, key, stage.rank, pb)
+    return _ddp_ops(layout, key, stage.rank, pb)
+
+
+def _ddp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
+    """DDP's bucketed all-reduce; torch's ZeRO-1 adds each rank's broadcast of the parameters it owns."""
+    n = layout.dp
+    buckets = ddp_buckets_cached(*key, rank, pb)
+    ops = [CommOp("all_reduce", "parameter", b, n, "dp", phase="grad") for b in buckets]
+    if layout.ddp_rebuild_in_step:  # Reducer::sync_bucket_indices: int32 count, then indices + bucket sizes
+        tensors = len(stage_local_numels(*key)[rank])
+        ops += [CommOp("broadcast", "parameter", 4, n, "dp", root=True),
+                CommOp("broadcast", "parameter", 4 * (tensors + len(buckets)), n, "dp", root=True)]
+    if layout.zero == 1:  # ZeroRedundancyOptimizer: the owner of each whole tensor broadcasts it after its step
+        own = max(sum(sh) for sh in zero1_shards(stage_local_numels(*key)[rank], n)) * pb
+        ops.append(CommOp("broadcast", "parameter", own, n, "dp", root=True))
+    return ops
+
+
+def _zero1_textbook_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
+    """ZeRO-1 as in the paper (and Megatron's distributed optimizer): reduce-scatter the gradients,
+    all-gather the updated parameters, bucket by bucket: 2(n-1)/n x Psi in all."""
+    buckets = ddp_buckets_cached(*key, rank, pb)
+    return ([CommOp("reduce_scatter", "parameter", b, layout.dp, "dp", phase="grad") for b in buckets]
+            + [CommOp("all_gather", "parameter", b, layout.dp, "dp") for b in buckets])
+
+
+def _fsdp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
+    """Per FSDP unit: all-gather the parameters (ZeRO-2: once; ZeRO-3: forward and backward), reduce-scatter
+    the gradients. Under torch's pipeline schedules FSDP2 re-gathers for every micro-batch's forward and once
+    for backward (the stage stays unsharded until its last backward): m + 1 gathers, as measured."""
+    n = layout.dp
     gathers = 2 if layout.zero == 3 else 1
     if layout.zero == 3 and layout.pp > 1:
-        # FSDP2 under torch's pipeline schedules: re-gathered for every micro-batch's forward, then once for
-        # backward (the stage keeps it unsharded until the last backward); measured: m + 1 per unit
         gathers = layout.micro_batches + 1
-    for numel in fsdp_group_numels(*key, n, stage.rank, layout.fsdp2):
+    ops = []
+    for numel in fsdp_group_numels(*key, n, rank, layout.fsdp2):
         ops.append(CommOp("all_gather", "parameter", numel * pb, n, "dp", count=gathers, phase="gather"))
         ops.append(CommOp("reduce_scatter", "parameter", numel * pb, n, "dp", phase="grad"))
     return ops

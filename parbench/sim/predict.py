@@ -111,7 +111,7 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
         reasons = (f"needs {peak / 2**30:.1f} GiB per rank > {cluster.memory_bytes / 2**30:.1f} GiB "
                    f"(params {memory.param_bytes / 2**30:.1f}, grads {memory.grad_bytes / 2**30:.1f}, "
                    f"optimizer {memory.optim_bytes / 2**30:.1f}, activations {memory.activation_bytes / 2**30:.1f} GiB)",)
-    comm_crit = max(t["tp_pp"] for t in times) * m + tail - 0.0
+    comm_crit = max(t["tp_pp"] for t in times) * m + tail
     return Prediction(
         comm_bytes=comm_bytes, comm_total_bytes=sum(cats[busiest].values()),
         comm_by_collective=by_collective(ops[busiest]), memory=memory, peak_memory_bytes=peak,
