@@ -24,10 +24,14 @@ def handle(a: argparse.Namespace) -> int:
           f"(held-out error {fits['elementwise']['heldout_error_pct']:.1f}%)")
     print(f"{'collective':<16}{'n':>3}{'alpha us':>10}{'GB/s':>9}{'held-out err %':>16}{'max %':>8}")
     for key, f in fits.items():
+        if key.startswith("compute_slowdown@"):
+            continue
         if "@" in key:
             kind, n = key.split("@")
             bw = 1 / f["beta"] / 1e9 if f["beta"] > 0 else float("inf")
             print(f"{kind:<16}{n:>3}{f['alpha'] * 1e6:>10.1f}{bw:>9.2f}{f['heldout_error_pct']:>16.1f}"
                   f"{f['heldout_max_error_pct']:>8.1f}")
+    slow = ", ".join(f"{n} ranks x{v:.2f}" for n, v in c["compute_slowdown"].items())
+    print(f"compute per rank when ranks compute at once: {slow}")
     print(f"saved {profile['meta'].get('path')} in {profile['meta']['seconds']:.0f} s")
     return 0

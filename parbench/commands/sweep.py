@@ -1,5 +1,8 @@
 """``parbench sweep [FILE]``: a grid of real runs (the embedded default without FILE), resumable,
-failure-isolating; a summary table at the end. Exit 1 if any run failed, 2 on a bad sweep file."""
+failure-isolating; a summary table at the end. Exit 1 if any run failed, 2 on a bad sweep file.
+
+With ``--nnodes N --nproc-per-node R`` (the same command on every node) each run of world size
+N x R is one torchrun job across the nodes; node 0 writes the records and the manifest."""
 
 from __future__ import annotations
 
@@ -7,6 +10,9 @@ import argparse
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+from parbench.config import ConfigError
+from parbench.multinode import NodeLayout, add_node_options
 
 
 def _csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
@@ -42,6 +48,7 @@ def add_parser(sub) -> None:
     p.add_argument("--results-dir", default="results")
     p.add_argument("--force", action="store_true", help="rerun points already recorded ok")
     p.add_argument("--dry-run", action="store_true", help="list the points and skips, run nothing")
+    add_node_options(p)
     p.set_defaults(handler=handle)
 
 
@@ -54,10 +61,23 @@ def overrides(a: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def node_layout(a: argparse.Namespace) -> NodeLayout | None:
+    """The node options as a layout; None for a one-node sweep (parbench's own launcher)."""
+    if a.nnodes <= 1 and not a.rdzv_endpoint:
+        return None
+    if a.nproc_per_node < 1:
+        raise ConfigError("a multi-node sweep needs --nproc-per-node (it runs the points of world size "
+                          "nnodes x nproc-per-node)")
+    return NodeLayout(nnodes=a.nnodes, nproc_per_node=a.nproc_per_node, node_rank=a.node_rank,
+                      master_addr=a.master_addr, master_port=a.master_port, rdzv_endpoint=a.rdzv_endpoint,
+                      rdzv_id=a.rdzv_id)
+
+
 def handle(a: argparse.Namespace) -> int:
     from rich.console import Console
 
     from parbench.sweep import execute, load_spec, plan
+    from parbench.sweep.execute import execute_nodes, for_layout
     from parbench.sweep.progress import progress_bar
     from parbench.sweep.report import print_summary
 
@@ -66,10 +86,15 @@ def handle(a: argparse.Namespace) -> int:
     console = Console()
     if not console.is_terminal:  # logs and CI: wide enough for the summary table on one line per point
         console = Console(width=200)
-    prestart()  # the forkserver imports torch while the grid is planned
+    layout = node_layout(a)  # ConfigError -> exit 2
+    if layout is None:
+        prestart()  # the forkserver imports torch while the grid is planned
     the_plan = plan(load_spec(a.file, overrides(a)))  # ConfigError -> exit 2 before any run
+    if layout is not None:
+        the_plan = for_layout(the_plan, layout)
     results_dir = Path(a.results_dir)
-    console.print(f"sweep {the_plan.spec.sweep_id}: {len(the_plan.points)} points x {the_plan.spec.repeats} "
+    nodes = "" if layout is None else f" on {layout.nnodes} nodes x {layout.nproc_per_node} ranks (node {layout.node_rank})"
+    console.print(f"sweep {the_plan.spec.sweep_id}{nodes}: {len(the_plan.points)} points x {the_plan.spec.repeats} "
                   f"repeats = {the_plan.runs} runs, {len(the_plan.skipped)} points skipped -> {results_dir}/")
     if a.dry_run:
         for p in the_plan.points:
@@ -79,10 +104,23 @@ def handle(a: argparse.Namespace) -> int:
         return 0
     t0 = time.perf_counter()
     with progress_bar(console, the_plan.runs) as on_event:
-        outcome = execute(the_plan, results_dir, force=a.force, progress=on_event)
-    print_summary(the_plan, outcome, results_dir, time.perf_counter() - t0, console)
+        if layout is None:
+            outcome = execute(the_plan, results_dir, force=a.force, progress=on_event)
+        else:
+            outcome = execute_nodes(the_plan, results_dir, layout, force=a.force, progress=_no_record(on_event))
+    if layout is not None and layout.node_rank != 0:
+        console.print(f"node {layout.node_rank}: {the_plan.runs - outcome.resumed} runs done "
+                      f"({outcome.resumed} already recorded); node 0 wrote the records and the manifest")
+    else:
+        print_summary(the_plan, outcome, results_dir, time.perf_counter() - t0, console)
     if outcome.interrupted:
         console.print("[yellow]interrupted[/]: rerun the same command to resume")
         return 130
     return 1 if outcome.failed else 0
 
+
+def _no_record(on_event):
+    """A node that wrote no record (another held rank 0) advances the bar as for a skipped run."""
+    def event(kind: str, point, repeat: int, record) -> None:
+        on_event("skip" if kind == "done" and record is None else kind, point, repeat, record)
+    return event

@@ -108,6 +108,16 @@ def measure_framework_overhead(reps: int, units: int = 32) -> float:
     return _time_median(step, reps, window_s=0.05) / count_aten_ops(step)
 
 
+def _compute_probe() -> float:
+    """Seconds of one forward+backward of a small MLP (mixed GEMM and per-op work, like a training step)."""
+    import torch
+
+    torch.set_num_threads(1)
+    net = torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(128, 128), torch.nn.ReLU())])
+    x = torch.randn(64, 128)
+    return _time_median(lambda: net(x).sum().backward(), 5, window_s=0.1)
+
+
 def _collective(kind: str, size: int, rank: int, n: int):
     """A closure running one collective of full-buffer ``size`` bytes (float32 elements)."""
     import torch
@@ -138,6 +148,9 @@ def _rank_main(rank: int, n: int, port: int, sizes: list[int], reps: int, out: s
     warnings.filterwarnings("ignore", category=FutureWarning)
     store = dist.TCPStore("127.0.0.1", port, n, is_master=False)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=n)
+    dist.barrier()  # every rank computes at once: the contention a run with n ranks sees
+    compute_s = _compute_probe()
+    dist.barrier()
     results: dict[str, list[list[float]]] = {}
     for kind in kinds:
         rows = []
@@ -154,9 +167,11 @@ def _rank_main(rank: int, n: int, port: int, sizes: list[int], reps: int, out: s
                 times.append((time.perf_counter() - t0, inner))
             rows.append([size, stats.median([t for t, _ in times[1:]]), inner])  # first repetition: warm-up
         results[kind] = rows
+    dist.barrier()  # and once more at the end: the machine's load drifts during the calibration
+    compute_s = (compute_s + _compute_probe()) / 2
     bar = _barrier_s(reps * 8)
     if rank == 0:
-        Path(out).write_text(json.dumps({"collectives": results, "barrier_s": bar}))
+        Path(out).write_text(json.dumps({"collectives": results, "barrier_s": bar, "compute_s": compute_s}))
     dist.barrier()
     dist.destroy_process_group()
     os._exit(0)  # FIELD_NOTES: exiting at once avoids gloo's abort at interpreter shutdown
@@ -196,8 +211,11 @@ def measure_collectives(n: int, sizes: list[int], reps: int, kinds: tuple[str, .
         raise RuntimeError(f"collective calibration at n={n} produced no result")
     data = json.loads(out.read_text())
     bar = data["barrier_s"]
-    return {kind: [(s, max((t - bar) / inner, 1e-7)) for s, t, inner in rows]
-            for kind, rows in data["collectives"].items()}
+    out_rows: dict[str, Any] = {kind: [(s, max((t - bar) / inner, 1e-7)) for s, t, inner in rows]
+                                for kind, rows in data["collectives"].items()}
+    out_rows["compute_s"] = data["compute_s"]
+    out_rows["barrier_s"] = bar
+    return out_rows
 
 
 def _fit_dict(f: Fit) -> dict[str, float]:
@@ -215,19 +233,28 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     fits: dict[str, dict[str, Any]] = {"gemm": _fit_dict(gemm), "elementwise": _fit_dict(elem),
                                        "framework_op_overhead_s": {"alpha": op_overhead}}
     collectives: dict[str, dict[int, tuple[float, float]]] = {}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    slowdown = {1: 1.0}
     for n in GROUP_SIZES:
-        for kind, rows in measure_collectives(n, sizes["comm"], reps).items():
+        before = _compute_probe()
+        rows_by_kind = measure_collectives(n, sizes["comm"], reps)
+        alone = (before + _compute_probe()) / 2
+        # n ranks on fewer cores cannot beat n / cores: the floor guards against a lucky quiet moment
+        slowdown[n] = max(rows_by_kind.pop("compute_s") / alone, n / cores, 1.0)
+        collectives.setdefault("barrier", {})[n] = (rows_by_kind.pop("barrier_s"), 0.0)
+        fits[f"compute_slowdown@{n}"] = {"alpha": slowdown[n]}
+        for kind, rows in rows_by_kind.items():
             f = fit_with_holdout([s for s, _ in rows], [t for _, t in rows])
             collectives.setdefault(kind, {})[n] = (f.alpha, f.beta)
             fits[f"{kind}@{n}"] = _fit_dict(f)
     send = collectives["send"][2]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     cluster = Cluster(
         name=f"local:{socket.gethostname()}", gpus_per_node=max(cores, 64), peak_flops=1 / gemm.beta,
         gemm_efficiency=1.0, gemm_overhead_s=gemm.alpha, op_overhead_s=elem.alpha, autograd_op_overhead_s=op_overhead,
         memory_bandwidth_bytes_per_s=1 / elem.beta if elem.beta > 0 else 1e10,
         memory_bytes=_host_memory_bytes(), intra=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]),
         inter=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]), overlap=0.0, cores=cores,
+        compute_slowdown=slowdown,
         collectives=collectives,
         sources={"all": f"parbench calibrate{' --quick' if quick else ''} on {socket.gethostname()}"})
     profile = {"cluster": cluster_to_dict(cluster), "fit": fits,

@@ -58,6 +58,9 @@ class Cluster:
     """Fraction of backward compute that data-parallel gradient communication can hide under."""
     cores: int = 0
     """CPU profiles: cores shared by all ranks (compute slows by ranks/cores beyond it); 0 = one device per rank."""
+    compute_slowdown: dict[int, float] = field(default_factory=dict)
+    """Calibrated CPU profiles: per-rank compute time with n ranks computing at once / alone (n -> factor):
+    cores shared with each other, with the calibration's own collectives threads and with other jobs."""
     collectives: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
     """Calibrated fits: kind -> group size -> (alpha_s, seconds per payload byte), used where present."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
@@ -93,7 +96,7 @@ def algorithm_factors(kind: str, n: int) -> tuple[float, float]:
 
 def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inter_node: bool) -> float:
     """Seconds for one collective of full-buffer ``payload`` bytes over ``n`` ranks."""
-    if n <= 1 or payload <= 0:
+    if n <= 1 or (payload <= 0 and kind != "barrier"):
         return 0.0
     fitted = _fitted(cluster, kind, n)
     if fitted is not None:
@@ -165,6 +168,7 @@ def cluster_from_dict(data: dict[str, Any]) -> Cluster:
     for level in ("intra", "inter"):
         if isinstance(data.get(level), dict):
             data[level] = Link(**data[level])
+    data["compute_slowdown"] = {int(n): float(v) for n, v in (data.get("compute_slowdown") or {}).items()}
     colls = data.get("collectives") or {}
     data["collectives"] = {k: {int(n): tuple(v) for n, v in by_n.items()} for k, by_n in colls.items()}
     return Cluster(**{k: v for k, v in data.items() if k in known})
@@ -174,6 +178,7 @@ def cluster_to_dict(c: Cluster) -> dict[str, Any]:
     out = {f.name: getattr(c, f.name) for f in fields(Cluster)}
     out["intra"], out["inter"] = vars(c.intra), vars(c.inter)
     out["collectives"] = {k: {str(n): list(v) for n, v in by_n.items()} for k, by_n in c.collectives.items()}
+    out["compute_slowdown"] = {str(n): v for n, v in c.compute_slowdown.items()}
     return out
 
 

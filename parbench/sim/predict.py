@@ -103,7 +103,9 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     tail = max(t["tail"] for t in times)
     if layout.strategy is Strategy.PS:
         tail += sum(op_time_s(cluster, layout, op) for op in ops["server"])
-    step = m * t_mb + bubble + tail
+    # the runner closes every timed step with a barrier (calibrated profiles carry its measured cost)
+    barrier = collective_time_s(cluster, "barrier", 0, layout.world_size, inter_node=False) if "barrier" in cluster.collectives else 0.0
+    step = m * t_mb + bubble + tail + barrier
     flops = 3 * model.forward_flops_per_sample * layout.global_batch_size
     peak = max(mm.total_bytes for mm in mems)
     reasons = ()

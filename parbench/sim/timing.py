@@ -56,8 +56,18 @@ def optimizer_time_s(c: Cluster, model: ModelSpec, elements: int, tensors: int, 
 
 
 def oversubscription(c: Cluster, ranks: int) -> float:
-    """CPU profiles: ranks beyond the cores share them, so each rank's compute slows by ranks / cores."""
-    return max(1.0, ranks / c.cores) if c.cores else 1.0
+    """CPU profiles: how much slower each rank computes with ``ranks`` ranks at once. Calibrated factors
+    where measured (linear between group sizes, ranks / cores-proportional beyond); else ranks / cores."""
+    f = c.compute_slowdown
+    if not f:
+        return max(1.0, ranks / c.cores) if c.cores else 1.0
+    if ranks in f:
+        return f[ranks]
+    lo = max((n for n in f if n < ranks), default=min(f))
+    hi = min((n for n in f if n > ranks), default=None)
+    if hi is None:
+        return f[lo] * ranks / lo
+    return f[lo] + (f[hi] - f[lo]) * (ranks - lo) / (hi - lo)
 
 
 RANDOM_BYTES_PER_ELEMENT = 32  # drawing a random number costs ~8 float32 copies (estimate, not calibrated)

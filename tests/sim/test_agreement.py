@@ -3,6 +3,8 @@ strategy the runner has (iterates parbench.strategies.BUILDERS, so new strategie
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from parbench.cli import main
@@ -89,3 +91,30 @@ def test_dashboard_figures_and_frame(results):
     measured_ddp = max(r["world_size"] for r in records.values() if r["strategy"] == "ddp")
     assert ddp["world_size"].max() > measured_ddp  # 12 samples: ddp at 4 ranks was never run, only predicted
     assert len(charts.scaling_figure(curves, frame).data) >= 2
+
+
+def test_dashboard_simulator_tab(results, monkeypatch):
+    """The Simulator tab with a profile: the scatter with its identity line, the error table, the curves."""
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard.data import RESULTS_DIR_ENV
+    from parbench.sim.hardware import cluster_to_dict, profile_path
+
+    out, records = results
+    path = profile_path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cluster": cluster_to_dict(PRESETS["a100-80gb"])}))
+    try:
+        monkeypatch.setenv(RESULTS_DIR_ENV, str(out))
+        app = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
+        at = AppTest.from_file(str(app), default_timeout=120).run()
+        assert not at.exception
+        scatter = json.loads(at.get_by_key("sim-predicted-vs-measured").proto.spec)
+        assert scatter["data"][-1]["name"] == "identity"
+        assert json.loads(at.get_by_key("sim-scaling").proto.spec)["data"]
+        tables = [d.value for d in at.dataframe if "comm_bytes_exact" in d.value.columns]
+        assert len(tables) == 1 and len(tables[0]) == len(records) and tables[0]["comm_bytes_exact"].all()
+    finally:
+        path.unlink()

@@ -174,3 +174,25 @@ def test_op_counts_match_the_runners_modules():
     wm = WorkloadConfig(name="mlp")
     dense = model_spec(wm).units[0]
     assert counts(mlp.build_model(wm, 0).units[0], torch.randn(4, 784)) == (dense.ops_forward, dense.ops_backward)
+
+
+def test_compute_slowdown_interpolates_calibrated_group_sizes():
+    from dataclasses import replace
+
+    from parbench.sim.timing import oversubscription
+
+    c = replace(PRESETS["a100-80gb"], cores=2, compute_slowdown={1: 1.0, 2: 1.5, 4: 3.0})
+    assert [oversubscription(c, n) for n in (1, 2, 3, 4, 8)] == [1.0, 1.5, 2.25, 3.0, 6.0]
+    assert oversubscription(replace(c, compute_slowdown={}), 4) == 2.0  # uncalibrated: ranks / cores
+    assert oversubscription(PRESETS["a100-80gb"], 64) == 1.0  # GPUs: one device per rank
+
+
+def test_calibrated_barrier_closes_every_step():
+    """The runner ends each timed step with a barrier: a profile that measured it adds it once per step."""
+    from dataclasses import replace
+
+    cfg = RunConfig(strategy="ddp", world_size=2, global_batch_size=8, workload=WorkloadConfig(name="mlp"))
+    m, lay = model_spec(cfg.workload), layout_from_run(cfg)
+    base = replace(PRESETS["a100-80gb"], collectives={"all_reduce": {2: (1e-4, 1e-9)}})
+    with_barrier = replace(base, collectives={**base.collectives, "barrier": {2: (1e-3, 0.0)}})
+    assert predict(m, lay, with_barrier).step_time_s - predict(m, lay, base).step_time_s == pytest.approx(1e-3)
