@@ -24,7 +24,7 @@ def handle(a: argparse.Namespace) -> int:
           f"(held-out error {fits['elementwise']['heldout_error_pct']:.1f}%)")
     print(f"{'collective':<16}{'n':>3}{'alpha us':>10}{'GB/s':>9}{'held-out err %':>16}{'max %':>8}")
     for key, f in fits.items():
-        if key.startswith("compute_slowdown@"):
+        if key.startswith("compute_slowdown@") or key == "step_scale":
             continue
         if "@" in key:
             kind, n = key.split("@")
@@ -33,5 +33,7 @@ def handle(a: argparse.Namespace) -> int:
                   f"{f['heldout_max_error_pct']:>8.1f}")
     slow = ", ".join(f"{n} ranks x{v:.2f}" for n, v in c["compute_slowdown"].items())
     print(f"compute per rank when ranks compute at once: {slow}")
+    ratios = ", ".join(f"{k.split('_')[-1]} {v:.2f}" for k, v in fits["step_scale"].items() if k != "alpha")
+    print(f"reference training steps, measured / op-level prediction: {ratios} -> step_scale {c['step_scale']:.2f}")
     print(f"saved {profile['meta'].get('path')} in {profile['meta']['seconds']:.0f} s")
     return 0

@@ -10,6 +10,7 @@ The payload is the full buffer S, as in parbench.metrics.conventions (nccl-tests
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -218,6 +219,46 @@ def measure_collectives(n: int, sizes: list[int], reps: int, kinds: tuple[str, .
     return out_rows
 
 
+REFERENCE_STEPS = (("mlp", 64), ("transformer", 16))
+
+
+def measure_reference_step(name: str, batch: int, reps: int) -> float:
+    """Seconds of one single-process training step of a built-in workload, as the runner's ``single``
+    strategy takes it (batch generation, zero_grad, forward, loss, backward, optimizer step)."""
+    import torch
+
+    from parbench import workloads
+    from parbench.config import WorkloadConfig
+
+    torch.set_num_threads(1)
+    w = workloads.make(WorkloadConfig(name=name), 0)
+    model = w.build(0)
+    opt = w.optimizer(list(model.parameters()), 1e-3)
+
+    def step() -> None:
+        x, y = w.batch(0, batch)
+        opt.zero_grad(set_to_none=False)
+        w.loss(model(x), y).backward()
+        opt.step()
+
+    return _time_median(step, reps, window_s=0.2)
+
+
+def step_scale(cluster: Cluster, reps: int) -> tuple[float, dict[str, float]]:
+    """Median over REFERENCE_STEPS of measured / predicted single-process step time (and each ratio)."""
+    from parbench.config import RunConfig, WorkloadConfig
+    from parbench.sim.layout import layout_from_run
+    from parbench.sim.model import model_spec
+    from parbench.sim.predict import predict
+
+    ratios = {}
+    for name, batch in REFERENCE_STEPS:
+        cfg = RunConfig(workload=WorkloadConfig(name=name), global_batch_size=batch)
+        predicted = predict(model_spec(cfg.workload), layout_from_run(cfg), cluster).step_time_s
+        ratios[name] = measure_reference_step(name, batch, reps) / predicted
+    return stats.median(list(ratios.values())), ratios
+
+
 def _fit_dict(f: Fit) -> dict[str, float]:
     return asdict(f)
 
@@ -257,6 +298,9 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         compute_slowdown=slowdown,
         collectives=collectives,
         sources={"all": f"parbench calibrate{' --quick' if quick else ''} on {socket.gethostname()}"})
+    scale, ratios = step_scale(cluster, reps)
+    cluster = dataclasses.replace(cluster, step_scale=scale)
+    fits["step_scale"] = {"alpha": scale, **{f"measured_over_predicted_{k}": v for k, v in ratios.items()}}
     profile = {"cluster": cluster_to_dict(cluster), "fit": fits,
                "meta": {"quick": quick, "load_average_1min": os.getloadavg()[0], "seconds": time.perf_counter() - t0, "host": socket.gethostname(),
                         "backend": "gloo", "threads_per_rank": 1}}

@@ -58,6 +58,9 @@ class Cluster:
     """Fraction of backward compute that data-parallel gradient communication can hide under."""
     cores: int = 0
     """CPU profiles: cores shared by all ranks (compute slows by ranks/cores beyond it); 0 = one device per rank."""
+    step_scale: float = 1.0
+    """Calibrated CPU profiles: a measured reference training step (the runner's own workloads, one
+    process) / the op-level prediction of it; multiplies every compute term (1 = trust the op model)."""
     compute_slowdown: dict[int, float] = field(default_factory=dict)
     """Calibrated CPU profiles: per-rank compute time with n ranks computing at once / alone (n -> factor):
     cores shared with each other, with the calibration's own collectives threads and with other jobs."""

@@ -95,7 +95,7 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     sts = stages(model, layout.pp, layout.v)
     mems = ps_memory(model, layout) if layout.strategy is Strategy.PS else [stage_memory(model, layout, st) for st in sts]
     memory = Memory(*(max(getattr(mm, k) for mm in mems) for k in ("param_bytes", "grad_bytes", "optim_bytes", "activation_bytes")))
-    slow = oversubscription(cluster, layout.world_size)
+    slow = oversubscription(cluster, layout.world_size) * cluster.step_scale
     times = [_stage_time(cluster, model, layout, st, ops.get(f"stage{st.rank}", ops.get("worker", [])), slow) for st in sts]
     m, p, v = layout.micro_batches, layout.pp, layout.v
     t_mb = max(t["mb"] for t in times)

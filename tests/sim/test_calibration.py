@@ -54,7 +54,23 @@ def test_real_collectives_and_gemm_are_measured():
 
     rows = measure_collectives(2, [1024, 65536], reps=2, kinds=("all_reduce", "send"))
     assert rows.pop("compute_s") > 0  # the per-rank compute probe, both ranks computing at once
+    assert rows.pop("barrier_s") > 0
     assert set(rows) == {"all_reduce", "send"}
     assert all(t > 0 for kind in rows.values() for _, t in kind)
     flops, secs = measure_gemm([32, 64], reps=2)
     assert flops == [2.0 * 32**3, 2.0 * 64**3] and all(s > 0 and math.isfinite(s) for s in secs)
+
+
+def test_step_scale_compares_a_real_reference_step_with_the_op_model():
+    from dataclasses import replace
+
+    from parbench.config import RunConfig, WorkloadConfig
+    from parbench.sim import layout_from_run, model_spec, predict
+    from parbench.sim.calibrate import REFERENCE_STEPS, step_scale
+
+    c = PRESETS["a100-80gb"]
+    scale, ratios = step_scale(c, reps=1)
+    assert set(ratios) == {name for name, _ in REFERENCE_STEPS} and scale > 0
+    cfg = RunConfig(workload=WorkloadConfig(name="mlp"))
+    m, lay = model_spec(cfg.workload), layout_from_run(cfg)
+    assert predict(m, lay, replace(c, step_scale=2.0)).compute_time_s == pytest.approx(2 * predict(m, lay, c).compute_time_s)
