@@ -197,7 +197,9 @@ class RunConfig:
     """Parameter-server ranks (``ps`` only); the other ranks are workers."""
     steps: int = 10
     warmup_steps: int = 2
-    """Untimed steps first (>= 1: the first step allocates buckets and infers pipeline shapes)."""
+    """Untimed steps first (>= 2: the first step infers pipeline shapes and allocates DDP's
+    buckets, the second rebuilds them in gradient order and broadcasts the new assignment; the
+    probe step after them must see steady-state traffic only)."""
     seed: int = 0
     threads: int = 1
     """Intra-op threads per rank (torch.set_num_threads)."""

@@ -2,7 +2,8 @@
 
 Order of a run on every rank::
 
-    warm-up steps   untimed; the first allocates DDP buckets and infers pipeline shapes
+    warm-up steps   untimed, >= 2: the first infers pipeline shapes and allocates DDP buckets,
+                    the second rebuilds the buckets (two extra broadcasts)
     probe step      untimed, every meter on: c10d ops by category, saved activations
     timed steps     each between two barriers; only a clock and the OS write counter run
     compute-only    ddp: a few steps under no_sync, for the exposed-communication estimate

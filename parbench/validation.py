@@ -22,7 +22,7 @@ def validate_run(c: "RunConfig") -> None:
 
 def _positive(c: "RunConfig") -> None:
     for key, low in (("world_size", 1), ("global_batch_size", 1), ("micro_batches", 1),
-                     ("steps", 1), ("warmup_steps", 1), ("threads", 1), ("virtual_stages", 1),
+                     ("steps", 1), ("warmup_steps", 2), ("threads", 1), ("virtual_stages", 1),
                      ("servers", 1)):
         if getattr(c, key) < low:
             raise ConfigError(f"{key}={getattr(c, key)} must be >= {low}")

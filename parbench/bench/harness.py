@@ -36,7 +36,7 @@ MODES = ("bare", "timed", "metered")
 LOOP_COST_CHUNKS, LOOP_COST_STEPS = 10, 10  # 100 empty steps: ~0.1 s at W=2
 # The fixed small configuration every strategy is benchmarked and pinned at (golden file).
 WORKLOAD = WorkloadConfig(name="transformer", layers=2, hidden=64, heads=4, seq_len=32, vocab_size=256)
-BASE = {"world_size": 2, "global_batch_size": 16, "steps": 2, "warmup_steps": 1, "seed": 0, "timeout_s": 180.0}
+BASE = {"world_size": 2, "global_batch_size": 16, "steps": 2, "warmup_steps": 2, "seed": 0, "timeout_s": 180.0}
 # Strategies that need more than "world size 2, defaults" to be a meaningful configuration.
 OVERRIDES: dict[Strategy, dict[str, Any]] = {
     Strategy.SINGLE: {"world_size": 1},

@@ -39,7 +39,7 @@ TOP_KEYS: dict[str, Key] = {
     "description": Key("str", "", "free text, kept in the manifest"),
     "repeats": Key("int>=1", 1, "runs per grid point; every repeat is a record"),
     "steps": Key("int>=1", 5, "timed steps per run"),
-    "warmup_steps": Key("int>=1", 1, "untimed steps before the probe step"),
+    "warmup_steps": Key("int>=2", 2, "untimed steps before the probe step (>= 2: DDP rebuilds its buckets in the second)"),
     "timeout_s": Key("number>0", 120.0, "wall-clock limit per run; every rank is killed when it passes"),
     "seed": Key("int>=0", 0, "seed of model init and data"),
     "threads": Key("int>=1", 1, "intra-op threads per rank"),

@@ -34,7 +34,7 @@ def _two_node_record(results_dir) -> dict:
 
 def test_two_nodes_match_one_node(tmp_path):
     multi = _two_node_record(tmp_path / "multi")
-    cfg = RunConfig(strategy="ddp", world_size=4, workload=WorkloadConfig(hidden=64), steps=3, warmup_steps=1)
+    cfg = RunConfig(strategy="ddp", world_size=4, workload=WorkloadConfig(hidden=64), steps=3, warmup_steps=2)
     single = run(cfg, results_dir=None)
     assert multi["status"] == single["status"] == "ok"
     assert multi["point_key"] == single["point_key"]

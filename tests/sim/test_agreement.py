@@ -41,7 +41,7 @@ CASES = [(s, i) for s in BUILDERS for i in range(len(SHAPES.get(s, [{}])))]
 
 def _config(strategy: Strategy, index: int) -> RunConfig:
     shape = dict(SHAPES.get(strategy, [dict(world_size=2)])[index])
-    return RunConfig(strategy=strategy, global_batch_size=12, steps=1, warmup_steps=1, timeout_s=120, **shape)
+    return RunConfig(strategy=strategy, global_batch_size=12, steps=1, warmup_steps=2, timeout_s=120, **shape)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from parbench.config import RunConfig
 def measure(ws, n):
     out = []
     for _ in range(n):
-        cfg = RunConfig(strategy="ddp", world_size=ws, steps=2, warmup_steps=1, global_batch_size=16,
+        cfg = RunConfig(strategy="ddp", world_size=ws, steps=2, warmup_steps=2, global_batch_size=16,
                         workload={"name": "mlp", "layers": 1, "hidden": 16})
         outcome, wall = launch.launch(cfg)
         assert outcome.status == "ok", outcome.error

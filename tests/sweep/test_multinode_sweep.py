@@ -26,7 +26,7 @@ world_sizes = [1, 2]
 global_batch_sizes = [16]
 micro_batches = [2]
 steps = 2
-warmup_steps = 1
+warmup_steps = 2
 timeout_s = 60
 [[workloads]]
 name = "mlp"

@@ -28,7 +28,7 @@ TRANSFORMER = {"name": "transformer"}
     ({"strategy": "hybrid", "world_size": 4, "dp": 2, "tp": 2, "pp": 2}, "dp*tp*pp=2*2*2=8 != world_size=4"),
     ({"strategy": "ddp", "world_size": 2, "micro_batches": 2}, "micro_batches=2 applies to pipeline schedules only"),
     ({"steps": 0}, "steps=0 must be >= 1"),
-    ({"warmup_steps": 0}, "warmup_steps=0 must be >= 1"),
+    ({"warmup_steps": 1}, "warmup_steps=1 must be >= 2"),
     ({"device": "tpu"}, "unknown device 'tpu'"),
     ({"data_mode": "nfs"}, "unknown data mode 'nfs'; valid: sharded, rank0"),
     ({"strategy": "ps", "world_size": 2, "servers": 2}, "ps needs at least one worker: servers=2 >= world_size=2"),

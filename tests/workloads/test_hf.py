@@ -31,7 +31,7 @@ def test_llama_from_config_has_the_formula_parameter_count():
 ])
 def test_llama_runs_and_matches_single_process(tmp_path, strategy, per_rank_bytes):
     cfg = RunConfig(strategy=strategy, world_size=2, workload=WorkloadConfig(**LLAMA), global_batch_size=4,
-                    steps=2, warmup_steps=1)
+                    steps=2, warmup_steps=2)
     rec = run(cfg, results_dir=tmp_path)
     assert rec["status"] == "ok", rec.get("error")
     assert [r["mem_param_bytes"] for r in rec["per_rank"]] == per_rank_bytes
@@ -42,7 +42,7 @@ def test_llama_runs_and_matches_single_process(tmp_path, strategy, per_rank_byte
 @pytest.mark.parametrize("name", ["hf-llama", "hf-gpt2"])
 def test_hf_pipeline_splits_decoder_layers(tmp_path, name):
     cfg = RunConfig(strategy="pipeline", world_size=2, workload=WorkloadConfig(**{**LLAMA, "name": name}),
-                    global_batch_size=4, micro_batches=2, steps=2, warmup_steps=1)
+                    global_batch_size=4, micro_batches=2, steps=2, warmup_steps=2)
     rec = run(cfg, results_dir=tmp_path)
     assert rec["status"] == "ok", rec.get("error")
     assert rec["loss_max_abs_diff_vs_reference"] <= 1e-5

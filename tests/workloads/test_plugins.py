@@ -27,7 +27,7 @@ GENERIC_NOW = [s for s in GENERIC_STRATEGIES if Strategy(s) in BUILDERS]
 def test_plugin_matches_single_process_under_every_generic_strategy(tmp_path, strategy):
     world = 1 if strategy == "single" else 2
     cfg = RunConfig(strategy=strategy, world_size=world, workload=WorkloadConfig(name=MNIST, hidden=HIDDEN),
-                    global_batch_size=16, steps=2, warmup_steps=1, lr=0.1)
+                    global_batch_size=16, steps=2, warmup_steps=2, lr=0.1)
     rec = run(cfg, results_dir=tmp_path)
     assert rec["status"] == "ok", rec.get("error")
     assert rec["workload"] == MNIST
