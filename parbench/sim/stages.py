@@ -9,17 +9,7 @@ from functools import lru_cache
 
 from parbench.sim.layout import Layout
 from parbench.sim.model import ModelSpec, Tensor, Unit
-
-
-def split_units(n_units: int, n_chunks: int) -> list[tuple[int, int]]:
-    """Contiguous [lo, hi) unit ranges, earlier chunks taking the remainder (as the runner splits)."""
-    base, extra = divmod(n_units, n_chunks)
-    bounds, lo = [], 0
-    for c in range(n_chunks):
-        hi = lo + base + (1 if c < extra else 0)
-        bounds.append((lo, hi))
-        lo = hi
-    return bounds
+from parbench.splits import contiguous_splits
 
 
 @dataclass(frozen=True)
@@ -46,7 +36,7 @@ class Stage:
 @lru_cache(maxsize=4096)
 def stages(model: ModelSpec, pp: int, v: int) -> tuple[Stage, ...]:
     n = pp * v
-    bounds = split_units(len(model.units), n)
+    bounds = contiguous_splits(len(model.units), n)
     out = []
     for rank in range(pp):
         chunks, modules, tensors = [], [], []

@@ -17,17 +17,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from parbench.metrics.comm import Category
 from parbench.strategies.base import RankContext, Trainer, load_shard
-
-
-def chunk_bounds(numel: int, k: int) -> list[tuple[int, int]]:
-    """[lo, hi) element ranges of the k server shards, earlier shards taking the remainder."""
-    base, extra = divmod(numel, k)
-    bounds, lo = [], 0
-    for j in range(k):
-        hi = lo + base + (1 if j < extra else 0)
-        bounds.append((lo, hi))
-        lo = hi
-    return bounds
+from parbench.splits import contiguous_splits
 
 
 def build_ps(*, ctx: RankContext) -> Trainer:
@@ -37,7 +27,7 @@ def build_ps(*, ctx: RankContext) -> Trainer:
     # every rank must create the workers' group (a collective), servers included
     workers = dist.new_group(list(range(k, ctx.world_size)))
     model = ctx.workload.build(cfg.seed).to(ctx.device)
-    bounds = chunk_bounds(sum(p.numel() for p in model.parameters()), k)
+    bounds = contiguous_splits(sum(p.numel() for p in model.parameters()), k)
     if ctx.rank < k:
         return _server(ctx, model, bounds)
     return _worker(ctx, model, bounds, workers)

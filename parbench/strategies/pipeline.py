@@ -19,20 +19,10 @@ from parbench.config import DataMode, Schedule
 from parbench.metrics.comm import Category
 from parbench.strategies.base import RankContext, Trainer, shard_bounds
 from parbench.workloads.base import StagedModel
+from parbench.splits import contiguous_splits
 
 SCHEDULES = {Schedule.GPIPE: ScheduleGPipe, Schedule.ONE_F_ONE_B: Schedule1F1B,
              Schedule.INTERLEAVED_1F1B: ScheduleInterleaved1F1B}
-
-
-def split_units(n_units: int, n_chunks: int) -> list[tuple[int, int]]:
-    """Contiguous [lo, hi) unit ranges, earlier chunks taking the remainder."""
-    base, extra = divmod(n_units, n_chunks)
-    bounds, lo = [], 0
-    for c in range(n_chunks):
-        hi = lo + base + (1 if c < extra else 0)
-        bounds.append((lo, hi))
-        lo = hi
-    return bounds
 
 
 def stage_module(model: StagedModel, lo: int, hi: int, *, first: bool, last: bool) -> StagedModel:
@@ -50,7 +40,7 @@ def build_stages(ctx: RankContext, *, pp_rank: int, pp_size: int, group: dist.Pr
     cfg = ctx.config
     chunks = pp_size * (cfg.virtual_stages if cfg.schedule is Schedule.INTERLEAVED_1F1B else 1)
     model = model or ctx.workload.build(cfg.seed)
-    bounds = split_units(len(model.units), chunks)
+    bounds = contiguous_splits(len(model.units), chunks)
     stages, modules = [], []
     for index in range(pp_rank, chunks, pp_size):
         lo, hi = bounds[index]

@@ -108,7 +108,7 @@ def _has(model: StagedModel, path: str) -> bool:
 
 def _check_pipeline(workload: Workload, model: StagedModel, cfg: "RunConfig", name: str) -> None:
     """Stages must begin at units the workload allows; the pipeline splits units evenly
-    (parbench.strategies.pipeline.split_units), so those starts must all be allowed."""
+    (parbench.splits.contiguous_splits), so those starts must all be allowed."""
     if not cfg.uses_pipeline:
         return
     n = len(model.units)
@@ -121,9 +121,9 @@ def _check_pipeline(workload: Workload, model: StagedModel, cfg: "RunConfig", na
     if chunks > len(allowed) + 1:
         raise ConfigError(f"workload {name!r} has {n} pipeline unit(s) and {len(allowed)} split point(s): "
                           f"at most {len(allowed) + 1} stages, but pp={cfg.pp} needs {chunks}")
-    from parbench.strategies.pipeline import split_units  # noqa: PLC0415 (torch.distributed.pipelining)
+    from parbench.splits import contiguous_splits
 
-    starts = [lo for lo, _ in split_units(n, chunks)[1:]]
+    starts = [lo for lo, _ in contiguous_splits(n, chunks)[1:]]
     if not set(starts) <= set(allowed):
         raise ConfigError(f"workload {name!r}: {chunks} even stages begin at units {starts}, but the "
                           f"workload allows splits only at {list(allowed)}")

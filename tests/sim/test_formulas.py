@@ -12,7 +12,7 @@ from parbench.sim.comm import ddp_buckets, fsdp_padded_numel, zero1_shards
 from parbench.sim.hardware import Link, algorithm_factors, collective_time_s
 from parbench.sim.memory import activation_bytes_per_layer, in_flight_micro_batches
 from parbench.sim.model import Tensor
-from parbench.sim.stages import split_units
+from parbench.splits import contiguous_splits as split_units
 
 MiB = 1024 * 1024
 
