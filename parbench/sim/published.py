@@ -6,6 +6,9 @@ Sources (figures as printed in the papers; layouts as the papers state them, ass
   A100-80GB (Selene, 8 GPUs per DGX node, HDR InfiniBand), achieved teraFLOP/s per GPU counted with the
   paper's eq. (3), F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)), which includes the recomputation forward.
   A measured iteration time is derived as F / (achieved x GPUs).
+  Checked here against a secondary summary of Table 1 (layers, hidden, t, p, GPUs and TFLOP/s per
+  GPU of the 145.6B, 530B and 1T rows agree); the global batch sizes and the 310.1B row were written
+  from the paper without a second source in this workplace, so treat those as unverified.
 - Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", MLSys 2023, abstract:
   530B GPT on 2240 A100 GPUs, sequence parallelism + selective recomputation, MFU 54.2%.
 """
