@@ -19,7 +19,7 @@ REASON = netns.unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"emulated cluster unavailable: {REASON}")
 
 # ddp on a 784-256-10 mlp: 0.8 MB of gradients per step, so a narrow link dominates the step
-JOB = ["run", "--strategy", "ddp", "--hidden", "256", "--steps", "3", "--warmup-steps", "1", "--timeout", "120"]
+JOB = ["run", "--strategy", "ddp", "--hidden", "256", "--steps", "3", "--warmup-steps", "2", "--timeout", "120"]
 GRAD_BYTES = 4 * (784 * 256 + 256 + 256 * 10 + 10)
 
 

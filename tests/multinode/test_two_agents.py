@@ -8,7 +8,7 @@ from parbench.config import RunConfig, WorkloadConfig
 from parbench.launch import run
 from parbench.results import read_records
 
-ARGS = ["--strategy", "ddp", "--hidden", "64", "--steps", "3", "--warmup-steps", "1", "--timeout", "120"]
+ARGS = ["--strategy", "ddp", "--hidden", "64", "--steps", "3", "--warmup-steps", "2", "--timeout", "120"]
 CATEGORIES = ("data", "parameter", "intermediate")
 
 

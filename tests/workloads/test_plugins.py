@@ -59,7 +59,7 @@ def test_entry_point_plugin_is_listed_and_runs_in_ranks_by_module_name(tmp_path,
     monkeypatch.syspath_prepend(str(path[0]))  # importlib.metadata scans sys.path when asked
     assert {"name": "mnist", "source": "plugin mnist_plugin:make"} in catalog()
     ran = _parbench("run", "--workload", "mnist", "--strategy", "ddp", "--world-size", "2", "--hidden", "16",
-                    "--global-batch-size", "8", "--steps", "1", "--warmup-steps", "1", "--no-save",
+                    "--global-batch-size", "8", "--steps", "1", "--warmup-steps", "2", "--no-save",
                     pythonpath=path)
     assert ran.returncode == 0, ran.stderr + ran.stdout
     assert "ok" in ran.stdout
