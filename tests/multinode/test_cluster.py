@@ -115,17 +115,32 @@ def _wait_for_workers(pid: int, timeout_s: float = 120) -> None:
 def test_interruption_leaves_nothing(tmp_path, sig):
     proc = _cluster("--nodes", "2", job=[*JOB[:-4], "--steps", "10000", "--results-dir", str(tmp_path)],
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    _wait_for_workers(proc.pid)
-    proc.send_signal(sig)
-    out = proc.communicate(timeout=60)[0]
+    try:
+        _wait_for_workers(proc.pid)
+        proc.send_signal(sig)
+        # generous: tear-down SIGKILLs and reaps every process of two namespaces, slow on a busy machine
+        out = proc.communicate(timeout=180)[0]
+    finally:
+        _reap(proc)  # a failure here must not leave a running cluster to the next tests
     assert proc.returncode == 130 and "interrupted" in out, out
     assert_nothing_left(proc.pid)
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+        netns.teardown(f"{netns.PREFIX}{proc.pid}")
 
 
 def test_killed_parbench_is_cleaned_at_next_start(tmp_path):
     proc = _cluster("--nodes", "2", job=[*JOB[:-4], "--steps", "10000", "--results-dir", str(tmp_path)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _wait_for_workers(proc.pid)
+    try:
+        _wait_for_workers(proc.pid)
+    except AssertionError:
+        _reap(proc)
+        raise
     proc.kill()  # no chance to tear down: agents die with it (PDEATHSIG), the namespaces stay
     proc.wait()
     assert _tagged(proc.pid)
