@@ -4,7 +4,7 @@
    with the committed golden file, exactly (it also runs in the default test run);
 2. **overhead**: the runner's timed loop vs a bare loop of the same strategy, the same processes:
    ``1 + loop cost / fastest bare step <= TIMED_BOUND`` for every strategy (``overhead.py``); a
-   strategy over the bound is measured once more in a fresh launch and fails only if it is over again;
+   strategy over the bound is measured again in up to two fresh launches and fails only if it is over every time;
 3. **timing**: pytest-benchmark's ``--benchmark-compare-fail=median:THRESHOLD`` against the newest
    saved run **from this machine** (same host and CPU model). A fresh CI machine has none: the run
    is saved and becomes the baseline, and nothing is compared (a baseline from another machine
@@ -79,10 +79,19 @@ def run(storage: str | Path = history.HISTORY_DIR, *, bound: float = TIMED_BOUND
     return rc or (1 if failures else 0)
 
 
+REMEASURES = 2
+"""Fresh launches a strategy over the bound gets before it fails: on a quiet machine hybrid once read
+6.2% and re-measured at 3.6%; a real overhead (the injected-slowdown test) is over every time."""
+
+
 def _confirmed_ok(failure: str, bound: float) -> bool:
-    """Measure a failing strategy once more in a fresh launch: a barrier delayed by another job's burst
+    """Measure a failing strategy again in fresh launches: a barrier delayed by another job's burst
     does not repeat, a real overhead does (measured here under a load average of 10-14: pipeline's
     7.3% re-measured at 4.6%)."""
+    return any(_remeasure_ok(failure, bound) for _ in range(REMEASURES))
+
+
+def _remeasure_ok(failure: str, bound: float) -> bool:
     from parbench.bench import harness, overhead
 
     strategy = failure.split("[", 1)[1].split("-", 1)[0] if "[" in failure else None
