@@ -13,8 +13,10 @@ EXIT_BAD_INPUT = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="parbench", description=__doc__.splitlines()[0].split(":")[0])
-    from parbench import __version__
+    import parbench
+
+    parser = argparse.ArgumentParser(prog="parbench", description=parbench.__doc__)
+    __version__ = parbench.__version__
 
     parser.add_argument("--version", action="version", version=f"parbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
