@@ -139,3 +139,16 @@ def test_compare_view_ratios_follow_the_picked_runs(monkeypatch):
     assert [t["name"] for t in ratios] == ["ddp x4 · mlp L1 H512 B64 / single x1 · mlp L1 H512 B64"]
     assert decode(ratios[0]["y"])[0] == pytest.approx(x4 / single)
     assert ratios[0]["marker"]["color"] == charts.STRATEGY_COLORS["ddp"]
+
+
+def test_app_renders_the_committed_reference_sweep(monkeypatch):
+    """Every strategy's real records (results/reference/, what a fresh clone shows) render in every view."""
+    reference = Path(__file__).resolve().parents[2] / "results" / "reference"
+    at = run_app(monkeypatch, reference)
+    assert not at.exception
+    for key in CHART_KEYS:
+        assert figure(at, key)["data"], key
+    names = trace_names(at, "scaling-throughput")  # "<strategy> · <workload>"
+    plotted = {n.split(" · ")[0] for n in names}
+    assert {"single", "ddp", "zero1", "zero2", "fsdp", "tp", "pipeline", "hybrid", "ps"} <= plotted, names
+    assert not at.warning
