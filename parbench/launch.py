@@ -7,8 +7,10 @@ ends the run, and every rank process is killed before ``launch`` returns.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import shutil
+import signal
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -18,7 +20,7 @@ from typing import Any
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from parbench.config import RunConfig
+from parbench.config import ConfigError, RunConfig
 from parbench.record import build_record, failed_record
 from parbench.validation import check_environment
 
@@ -66,7 +68,6 @@ def launch(cfg: RunConfig) -> tuple[RankOutcome, float]:
 
 
 def check_implemented(cfg: RunConfig) -> None:
-    from parbench.config import ConfigError
     from parbench.strategies import BUILDERS
 
     if cfg.strategy not in BUILDERS:
@@ -115,14 +116,10 @@ def _failure(out_dir: Path, procs, dead: list[int]) -> RankOutcome:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    import json
-
     return json.loads(path.read_text())
 
 
 def _signal_name(code: int | None) -> str:
-    import signal
-
     if code is not None and code < 0:
         try:
             return signal.Signals(-code).name

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from parbench.config import WORKLOAD_NAMES, ConfigError, Schedule, WorkloadConfig, installed_plugins
+from parbench.splits import contiguous_splits
 from parbench.workloads import hf, mlp, plugins, transformer
 from parbench.workloads.base import StagedModel, Workload
 
@@ -121,7 +122,6 @@ def _check_pipeline(workload: Workload, model: StagedModel, cfg: "RunConfig", na
     if chunks > len(allowed) + 1:
         raise ConfigError(f"workload {name!r} has {n} pipeline unit(s) and {len(allowed)} split point(s): "
                           f"at most {len(allowed) + 1} stages, but pp={cfg.pp} needs {chunks}")
-    from parbench.splits import contiguous_splits
 
     starts = [lo for lo, _ in contiguous_splits(n, chunks)[1:]]
     if not set(starts) <= set(allowed):
