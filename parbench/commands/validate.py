@@ -1,10 +1,12 @@
 """``parbench validate``: predict every measured run in the results directory on this machine's
-calibrated profile; exact communication bytes, memory and step-time errors, and a summary."""
+calibrated profile (exact communication bytes, memory, step time, and each step-time term the run
+measured), and with ``--published`` every published at-scale row, per source with its scaling trends."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 
 
 def add_parser(sub) -> None:
@@ -12,45 +14,51 @@ def add_parser(sub) -> None:
     p.add_argument("--results-dir", default="results")
     p.add_argument("--cluster", default="local", help="profile to predict on (default: the calibrated local one)")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    p.add_argument("--published", action="store_true", help="also compare with published at-scale measurements")
+    p.add_argument("--published", action="store_true",
+                   help="compare with published at-scale rows (runs without a local profile when none exists)")
     p.set_defaults(handler=handle)
 
 
 def handle(a: argparse.Namespace) -> int:
     from parbench.sim.hardware import load_cluster
-    from parbench.sim.validate import summarize, validation_rows
+    from parbench.sim.validate import summarize, term_errors, validation_rows
 
     try:
         cluster = load_cluster(a.cluster, results_dir=a.results_dir)
     except FileNotFoundError as exc:
-        print(f"parbench validate: {exc}")
-        return 2
-    rows, skipped = validation_rows(a.results_dir, cluster)
-    summary = summarize(rows)
-    published = _published() if a.published else []
+        if not a.published:
+            print(f"parbench validate: {exc}")
+            return 2
+        cluster, note = None, f"local runs not compared: {exc}"
+    rows, skipped = validation_rows(a.results_dir, cluster) if cluster else ([], [])
+    groups = _by_subscription(rows, cluster.cores if cluster else 0)
+    summary = {name: summarize(g) for name, g in groups.items()}
+    terms = term_errors(rows)
+    published, sources = _published() if a.published else ([], [])
+    ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
-        print(json.dumps({"summary": summary, "runs": rows, "skipped": skipped, "published": published}, default=str))
-        return 0 if summary["comm_bytes_exact"] == summary["runs"] else 1
-    _print_rows(rows)
-    for s in skipped:
-        print(f"skipped {s}")
-    print(f"\n{summary['runs']} runs; comm bytes exact in {summary['comm_bytes_exact']}; "
-          f"memory max error {summary['memory_max_error_pct']:.2f}%; step time |error| median "
-          f"{summary['step_time_median_error_pct']:.1f}%, mean {summary['step_time_mean_error_pct']:.1f}%, "
-          f"max {summary['step_time_max_error_pct']:.1f}%; throughput Spearman {summary['throughput_spearman']:.3f}")
-    for row in published:
-        print(f"published {row['name']}: measured {row['measured']:.3g} {row['unit']}, predicted "
-              f"{row['predicted']:.3g} ({row['error_pct']:+.1f}%)  [{row['source']}]")
-    return 0 if summary["comm_bytes_exact"] == summary["runs"] else 1
+        print(json.dumps({"summary": summary, "terms": terms, "runs": rows, "skipped": skipped,
+                          "published": published, "published_by_source": sources}, default=str))
+        return 0 if ok else 1
+    if cluster:
+        _print_local(rows, skipped, summary, terms)
+    else:
+        print(note)
+    if published:
+        _print_published(published, sources)
+    return 0 if ok else 1
 
 
-def _published() -> list[dict]:
-    from parbench.sim.published import compare_published
+def _by_subscription(rows: list[dict], cores: int) -> dict[str, list[dict]]:
+    """Runs with at most one rank per core, and oversubscribed ones (ranks share cores: the profile's
+    measured compute slowdown per rank count stands in for the scheduler), summarised apart."""
+    if not cores:
+        return {"all": rows}
+    return {"within cores": [r for r in rows if r["world_size"] <= cores],
+            "oversubscribed": [r for r in rows if r["world_size"] > cores]}
 
-    return compare_published()
 
-
-def _print_rows(rows: list[dict]) -> None:
+def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dict) -> None:
     head = f"{'strategy':<9}{'W':>3} {'workload':<12}{'bytes':>7}{'mem err%':>9}{'t meas ms':>11}{'t pred ms':>11}{'err%':>7}"
     print(head)
     for r in rows:
@@ -58,3 +66,41 @@ def _print_rows(rows: list[dict]) -> None:
         print(f"{r['strategy']:<9}{r['world_size']:>3} {r['workload']:<12}{'exact' if r['comm_bytes_exact'] else 'DIFF':>7}"
               f"{mem:>9.2f}{r['step_time_measured_s'] * 1e3:>11.2f}{r['step_time_predicted_s'] * 1e3:>11.2f}"
               f"{r['step_time_error_pct']:>7.1f}")
+    for s in skipped:
+        print(f"skipped {s}")
+    for name, s in summary.items():
+        if not s["runs"]:
+            continue
+        print(f"\n{name}: {s['runs']} runs; comm bytes exact in {s['comm_bytes_exact']}; memory max error "
+              f"{s['memory_max_error_pct']:.2f}%; step time |error| median {s['step_time_median_error_pct']:.1f}%, "
+              f"mean {s['step_time_mean_error_pct']:.1f}%, max {s['step_time_max_error_pct']:.1f}%; "
+              f"throughput Spearman {s['throughput_spearman']:.3f}")
+    if terms:
+        print(f"\n{'term':<34}{'runs':>5}{'measured ms':>13}{'predicted ms':>14}{'|gap| % of step':>17}")
+        for term, t in terms.items():
+            print(f"{term:<34}{t['runs']:>5}{t['measured_median_s'] * 1e3:>13.3f}{t['predicted_median_s'] * 1e3:>14.3f}"
+                  f"{t['gap_median_pct_of_step']:>17.1f}")
+
+
+def _published() -> tuple[list[dict], list[dict]]:
+    from parbench.sim.published import compare_published, per_source
+
+    rows = compare_published()
+    return rows, per_source(rows)
+
+
+def _print_published(rows: list[dict], sources: list[dict]) -> None:
+    print(f"\n{'published row':<28}{'GPUs':>6}{'tp':>4}{'pp':>4}{'dp':>5}{'meas s':>9}{'pred s':>9}{'err %':>8}"
+          f"{'pred MFU':>9}  source, table (as printed)")
+    for r in rows:
+        print(f"{r['name']:<28}{r['gpus']:>6}{r['tp']:>4}{r['pp']:>4}{r['dp']:>5}{r['measured_s']:>9.2f}"
+              f"{r['predicted_s']:>9.2f}{r['error_pct']:>+8.1f}{r['predicted_mfu']:>9.1%}  "
+              f"{r['source']}, {r['table']} ({r['printed']}{'; assumed ' + r['assumed'] if r['assumed'] else ''})")
+    print(f"\n{'source':<30}{'rows':>5}{'mean |err| %':>14}{'max |err| %':>13}  scaling trend (sign of per-GPU rate change)")
+    for s in sources:
+        trend = "; ".join(f"{name} {t['gpus'][0]}->{t['gpus'][-1]} GPUs: measured {t['measured_sign']:+d}, "
+                          f"predicted {t['predicted_sign']:+d} {'ok' if t['match'] else 'WRONG'}"
+                          for name, t in s["series"].items()) or "-"
+        print(f"{s['source']:<30}{s['rows']:>5}{s['mean_abs_error_pct']:>14.1f}{s['max_abs_error_pct']:>13.1f}  {trend}")
+    errs = [abs(r["error_pct"]) for r in rows if not math.isnan(r["error_pct"])]
+    print(f"all {len(rows)} rows: mean |error| {sum(errs) / len(errs):.1f}%, max {max(errs):.1f}%")

@@ -5,6 +5,8 @@ Collective time follows the alpha-beta (latency-bandwidth) model per algorithm (
 & Gropp, "Optimization of Collective Communication Operations in MPICH", IJHPCA 2005; bus bandwidth
 factors of nccl-tests doc/PERFORMANCE.md): ring all-reduce 2(n-1) alpha + 2(n-1)/n S/B, all-gather and
 reduce-scatter (n-1) alpha + (n-1)/n S/B, broadcast (binomial tree) ceil(log2 n) alpha + S/B, send alpha + S/B.
+Rings are used inside and across nodes (NCCL's default ring algorithm): the latency of one collective grows
+as (n-1) alpha, so at large n, where each rank's share of a bucket or unit shrinks, latency dominates.
 """
 
 from __future__ import annotations
@@ -107,8 +109,6 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
         return alpha + beta * payload
     link = cluster.inter if inter_node else cluster.intra
     steps, factor = algorithm_factors(kind, n)
-    if inter_node and kind in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
-        steps = 2.0 * math.ceil(math.log2(n))  # NCCL switches to trees/hierarchical rings across nodes
     return steps * link.latency_s + factor * payload / link.bandwidth_bytes_per_s
 
 

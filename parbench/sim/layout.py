@@ -63,6 +63,9 @@ class Layout:
     """0: replicated optimizer (DDP); 1: optimizer state sharded; 2: + gradients; 3: + parameters (FSDP)."""
     recompute: Recompute = Recompute.NONE
     sequence_parallel: bool = False
+    tp_comm_overlap: bool = False
+    """Tensor-parallel collectives decomposed and overlapped with their GEMMs (Megatron-Core's
+    ``--tp-comm-overlap``; Wang et al., ASPLOS 2023); False: exposed on the critical path."""
     servers: int = 0
     """Parameter-server ranks (ps only)."""
     data_mode: DataMode = DataMode.SHARDED
@@ -91,6 +94,8 @@ class Layout:
             raise ValueError(f"interleaved1f1b needs micro_batches={self.micro_batches} divisible by pp={self.pp}")
         if self.sequence_parallel and self.tp == 1:
             raise ValueError("sequence_parallel needs tp > 1")
+        if self.tp_comm_overlap and self.tp == 1:
+            raise ValueError("tp_comm_overlap needs tp > 1")
 
     @property
     def world_size(self) -> int:

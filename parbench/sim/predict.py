@@ -1,9 +1,12 @@
-"""One prediction: bytes, memory, time, throughput and MFU of a layout on a cluster, per rank and step.
+"""One prediction: bytes, memory, time and throughput of a layout on a cluster, per rank and step, with the
+step broken into the terms the runner measures.
 
-Step time of the slowest pipeline stage (Narayanan et al., SC 2021, sec. 2.2): (m + (p-1)/v) x
-(t_f + t_b + per-micro-batch communication), i.e. the bubble fraction (p-1)/(v m); plus the data-parallel
-gradient communication not hidden under the last backward (Li et al., VLDB 2020: bucketed all-reduce
-overlaps backward), plus the optimizer step. MFU = model FLOPs / (step time x world size x peak)
+Step time of the slowest pipeline stage (Narayanan et al., SC 2021, sec. 2.2): (m + (p-1)/v) x the
+per-micro-batch beat (compute + the communication on its critical path), i.e. a bubble fraction
+(p-1)/(v m); plus what the data-parallel and parameter traffic leaves exposed after overlapping the
+compute it may run under (one rule per collective class: ``parbench.sim.overlap``), plus the optimizer
+step and the step's other work. No link can carry more than its bandwidth: the step is at least the
+busiest link's total communication time. MFU = model FLOPs / (step time x world size x peak)
 (Chowdhery et al., PaLM, 2022, appendix B).
 """
 
@@ -17,8 +20,15 @@ from parbench.sim.hardware import Cluster, collective_time_s
 from parbench.sim.layout import Layout
 from parbench.sim.memory import Memory, ps_memory, stage_memory, state_numels
 from parbench.sim.model import ModelSpec
-from parbench.sim.stages import stages
-from parbench.sim.timing import chunk_times_s, data_time_s, optimizer_time_s, oversubscription
+from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, pipeline_send_exposed_s,
+                                  prefetch_exposed_s, tensor_parallel_exposed_s)
+from parbench.sim.stages import Stage, stages
+from parbench.sim.timing import ZERO_TIME, ChunkTime, chunk_times_s, data_time_s, optimizer_time_s, oversubscription
+
+TERMS = ("time_compute_s", "time_comm_exposed_data_s", "time_comm_exposed_parameter_s",
+         "time_comm_exposed_intermediate_s", "time_bubble_s", "time_optimizer_s", "time_other_s")
+"""The step-time breakdown, in the runner's record column names; they sum to the predicted step time."""
+COMPUTE_PARTS = ("forward", "backward", "recompute")
 
 
 @dataclass(frozen=True)
@@ -35,7 +45,7 @@ class Prediction:
     compute_time_s: float
     bubble_time_s: float
     comm_time_s: float
-    """Communication on the critical path (tensor/pipeline per micro-batch + exposed gradient traffic)."""
+    """Exposed communication: what no compute hides (sum of the three ``time_comm_exposed_*`` terms)."""
     throughput_samples_per_s: float
     tokens_per_s: float
     model_flops_per_step: int
@@ -43,6 +53,14 @@ class Prediction:
     world_size: int
     feasible: bool = True
     reasons: tuple[str, ...] = field(default=())
+    terms: dict[str, float] = field(default_factory=dict)
+    """The step broken into ``TERMS`` (seconds per step, summing to ``step_time_s``)."""
+    compute_parts_s: dict[str, float] = field(default_factory=dict)
+    """``time_compute_s`` split into forward, backward and recompute seconds per step."""
+    comm_total_s: dict[str, float] = field(default_factory=dict)
+    """Per category, all the seconds its collectives take on the critical stage, hidden or not."""
+    link_time_s: dict[str, float] = field(default_factory=dict)
+    """Per link level (``intra``, ``inter``), the busiest rank's seconds of communication over it."""
 
     def as_dict(self) -> dict:
         d = dict(vars(self))
@@ -68,22 +86,114 @@ def op_time_s(c: Cluster, layout: Layout, op: CommOp, per: int = 1) -> float:
     return op.count / per * collective_time_s(c, op.kind, op.payload, op.n, inter_node=is_inter_node(c, layout, op.group))
 
 
-def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st, ops: list[CommOp], slow: float) -> dict[str, float]:
-    m = layout.micro_batches
-    fwd = bwd = 0.0
-    for chunk, units in zip(st.chunks, st.modules):
-        f, b = chunk_times_s(c, model, layout, units, first=chunk.first, last=chunk.last)
-        fwd, bwd = fwd + f * slow, bwd + b * slow
-    per_mb = sum(op_time_s(c, layout, op, per=m) for op in ops if op.phase in ("forward", "backward"))
-    grad = sum(op_time_s(c, layout, op) for op in ops if op.phase == "grad")
-    gather = sum(op_time_s(c, layout, op) for op in ops if op.phase == "gather")
-    serial = sum(op_time_s(c, layout, op) for op in ops if op.phase == "step")
-    exposed = max(grad - c.overlap * bwd, 0.0) + max(gather - c.overlap * m * (fwd + bwd), 0.0)
-    params, grads, optim, tensors = state_numels(model, layout, st)
-    opt = optimizer_time_s(c, model, optim, tensors, grads) * slow
-    if st.chunks[0].first or st.chunks[-1].last:  # ranks that feed inputs or score targets build the batch
-        opt += data_time_s(c, model, layout.global_batch_size) * slow
-    return {"mb": fwd + bwd + per_mb, "compute": fwd + bwd, "tp_pp": per_mb, "tail": exposed + serial + opt}
+@dataclass(frozen=True)
+class StageTime:
+    """One pipeline stage rank: compute per micro-batch, exposed communication, optimizer and the rest."""
+
+    chunk: ChunkTime
+    """Compute per micro-batch."""
+    exposed_mb: float
+    """Intermediate communication on the critical path per micro-batch (tensor, pipeline, context)."""
+    exposed_tail: dict[str, float]
+    """Per category, exposed seconds per step outside the micro-batch beat (gradients, gathers, scatters)."""
+    optimizer: float
+    other: float
+    comm_total: dict[str, float]
+    link: dict[str, float]
+
+    @property
+    def beat(self) -> float:
+        return self.chunk.total + self.exposed_mb
+
+    @property
+    def tail(self) -> float:
+        return sum(self.exposed_tail.values()) + self.optimizer + self.other
+
+
+def _seconds(c: Cluster, layout: Layout, ops: list[CommOp], pick) -> float:
+    return sum(op_time_s(c, layout, op) for op in ops if pick(op))
+
+
+def _links(c: Cluster, layout: Layout, ops: list[CommOp]) -> dict[str, float]:
+    out = {"intra": 0.0, "inter": 0.0}
+    for op in ops:
+        out["inter" if is_inter_node(c, layout, op.group) else "intra"] += op_time_s(c, layout, op)
+    return out
+
+
+def _micro_batch_exposed(c: Cluster, layout: Layout, ops: list[CommOp], chunk: ChunkTime) -> float:
+    """Tensor-parallel, pipeline and context-parallel traffic per micro-batch, after its overlap rule."""
+    m, hide = layout.micro_batches, c.overlap
+    tp = _seconds(c, layout, ops, lambda op: op.group == "tp") / m
+    pp = _seconds(c, layout, ops, lambda op: op.group == "pp" and op.phase in ("forward", "backward")) / m
+    cp = _seconds(c, layout, ops, lambda op: op.group == "cp") / m
+    return (tensor_parallel_exposed_s(tp, chunk.gemm, layout.tp, overlap=layout.tp_comm_overlap, hide=hide)
+            + pipeline_send_exposed_s(pp)
+            + context_parallel_exposed_s(cp, chunk.attention, getattr(layout, "cp", 1), hide=hide))
+
+
+def _parameter_exposed(c: Cluster, layout: Layout, ops: list[CommOp], chunk: ChunkTime, *, ps: bool) -> float:
+    """Data-parallel gradient (and FSDP gather) traffic after overlap with the compute it may hide under."""
+    grad = [op for op in ops if op.phase == "grad"]
+    gather = [op for op in ops if op.phase == "gather"]
+    g_s = sum(op_time_s(c, layout, op) for op in grad)
+    if gather:  # FSDP: gathers and reduce-scatters share the dp link through forward and backward
+        a_s = sum(op_time_s(c, layout, op) for op in gather)
+        return prefetch_exposed_s(a_s + g_s, layout.micro_batches * chunk.total, len(gather), hide=c.overlap)
+    buckets = 0 if (layout.flat_grad_allreduce or ps) else sum(op.count for op in grad)
+    return gradient_exposed_s(g_s, chunk.backward + chunk.recompute, buckets, hide=c.overlap)
+
+
+def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: list[CommOp], slow: float,
+                *, ps: bool = False) -> StageTime:
+    chunk = ZERO_TIME
+    for ch, units in zip(st.chunks, st.modules):
+        chunk = chunk + chunk_times_s(c, model, layout, units, first=ch.first, last=ch.last)
+    chunk = chunk.scaled(slow)
+    tail = dict.fromkeys(CATEGORIES, 0.0)
+    tail["parameter"] = _parameter_exposed(c, layout, ops, chunk, ps=ps)
+    for op in ops:
+        if op.phase == "step":  # before or after the compute: nothing to hide under
+            tail[op.category] += op_time_s(c, layout, op)
+    totals = {k: _seconds(c, layout, ops, lambda op, k=k: op.category == k) for k in CATEGORIES}
+    _, grads, optim, tensors = state_numels(model, layout, st)
+    other = data_time_s(c, model, layout.global_batch_size) * slow if (st.chunks[0].first or st.chunks[-1].last) else 0.0
+    return StageTime(chunk=chunk, exposed_mb=_micro_batch_exposed(c, layout, ops, chunk), exposed_tail=tail,
+                     optimizer=optimizer_time_s(c, model, optim, tensors, grads) * slow, other=other,
+                     comm_total=totals, link=_links(c, layout, ops))
+
+
+def step_terms(cluster: Cluster, layout: Layout, times: list[StageTime], extra_parameter_s: float = 0.0) -> dict[str, float]:
+    """The ``TERMS`` of one step: the slowest stage sets the beat (compute, intermediate, bubble), the stage
+    with the longest tail sets the rest; the runner's closing barrier counts as other. Then no link may
+    carry more than its bandwidth: a shortfall against the busiest link is exposed communication."""
+    m, p, v = layout.micro_batches, layout.pp, layout.v
+    beat = max(times, key=lambda t: t.beat)
+    last = max(times, key=lambda t: t.tail)
+    barrier = (collective_time_s(cluster, "barrier", 0, layout.world_size, inter_node=False)
+               if "barrier" in cluster.collectives else 0.0)
+    terms = {"time_compute_s": m * beat.chunk.total,
+             "time_comm_exposed_data_s": last.exposed_tail["data"],
+             "time_comm_exposed_parameter_s": last.exposed_tail["parameter"] + extra_parameter_s,
+             "time_comm_exposed_intermediate_s": m * beat.exposed_mb + last.exposed_tail["intermediate"],
+             "time_bubble_s": (p - 1) / v * beat.beat,
+             "time_optimizer_s": last.optimizer, "time_other_s": last.other + barrier}
+    busiest = max(max(t.link.values()) for t in times) + extra_parameter_s
+    shortfall = busiest - sum(terms.values())
+    totals = comm_totals(times, extra_parameter_s)
+    for k in sorted(CATEGORIES, key=lambda k: -totals[k]):  # the link, not the compute, bounds this step
+        if shortfall <= 0:
+            break
+        key = f"time_comm_exposed_{k}_s"
+        add = min(shortfall, totals[k] - terms[key])
+        terms[key] += max(add, 0.0)
+        shortfall -= max(add, 0.0)
+    return terms
+
+
+def comm_totals(times: list[StageTime], extra_parameter_s: float = 0.0) -> dict[str, float]:
+    """Per category, the most seconds any stage rank spends in its collectives (hidden or not)."""
+    return {k: max(t.comm_total[k] for t in times) + (extra_parameter_s if k == "parameter" else 0.0) for k in CATEGORIES}
 
 
 def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
@@ -96,16 +206,12 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     mems = ps_memory(model, layout) if layout.strategy is Strategy.PS else [stage_memory(model, layout, st) for st in sts]
     memory = Memory(*(max(getattr(mm, k) for mm in mems) for k in ("param_bytes", "grad_bytes", "optim_bytes", "activation_bytes")))
     slow = oversubscription(cluster, layout.world_size) * cluster.step_scale
-    times = [_stage_time(cluster, model, layout, st, ops.get(f"stage{st.rank}", ops.get("worker", [])), slow) for st in sts]
-    m, p, v = layout.micro_batches, layout.pp, layout.v
-    t_mb = max(t["mb"] for t in times)
-    bubble = (p - 1) / v * t_mb
-    tail = max(t["tail"] for t in times)
-    if layout.strategy is Strategy.PS:
-        tail += sum(op_time_s(cluster, layout, op) for op in ops["server"])
-    # the runner closes every timed step with a barrier (calibrated profiles carry its measured cost)
-    barrier = collective_time_s(cluster, "barrier", 0, layout.world_size, inter_node=False) if "barrier" in cluster.collectives else 0.0
-    step = m * t_mb + bubble + tail + barrier
+    ps = layout.strategy is Strategy.PS
+    times = [_stage_time(cluster, model, layout, st, ops.get(f"stage{st.rank}", ops.get("worker", [])), slow, ps=ps)
+             for st in sts]
+    server_s = sum(op_time_s(cluster, layout, op) for op in ops["server"]) if ps else 0.0
+    terms = step_terms(cluster, layout, times, server_s)
+    step = sum(terms.values())
     flops = 3 * model.forward_flops_per_sample * layout.global_batch_size
     peak = max(mm.total_bytes for mm in mems)
     reasons = ()
@@ -113,12 +219,17 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
         reasons = (f"needs {peak / 2**30:.1f} GiB per rank > {cluster.memory_bytes / 2**30:.1f} GiB "
                    f"(params {memory.param_bytes / 2**30:.1f}, grads {memory.grad_bytes / 2**30:.1f}, "
                    f"optimizer {memory.optim_bytes / 2**30:.1f}, activations {memory.activation_bytes / 2**30:.1f} GiB)",)
-    comm_crit = max(t["tp_pp"] for t in times) * m + tail
+    beat = max(times, key=lambda t: t.beat)
+    m = layout.micro_batches
+    parts = {"forward": m * beat.chunk.forward, "backward": m * beat.chunk.backward, "recompute": m * beat.chunk.recompute}
     return Prediction(
         comm_bytes=comm_bytes, comm_total_bytes=sum(cats[busiest].values()),
         comm_by_collective=by_collective(ops[busiest]), memory=memory, peak_memory_bytes=peak,
-        step_time_s=step, compute_time_s=max(t["compute"] for t in times) * m, bubble_time_s=bubble,
-        comm_time_s=comm_crit, throughput_samples_per_s=layout.global_batch_size / step,
+        step_time_s=step, compute_time_s=terms["time_compute_s"], bubble_time_s=terms["time_bubble_s"],
+        comm_time_s=sum(terms[f"time_comm_exposed_{k}_s"] for k in CATEGORIES),
+        throughput_samples_per_s=layout.global_batch_size / step,
         tokens_per_s=layout.global_batch_size * model.tokens_per_sample / step, model_flops_per_step=flops,
         mfu=flops / (step * layout.world_size * cluster.peak_flops), world_size=layout.world_size,
-        feasible=not reasons, reasons=reasons)
+        feasible=not reasons, reasons=reasons, terms=terms, compute_parts_s=parts,
+        comm_total_s=comm_totals(times, server_s),
+        link_time_s={k: max(t.link[k] for t in times) for k in ("intra", "inter")})

@@ -1,20 +1,32 @@
-"""Published at-scale measurements and the simulator's predictions for them.
+"""Published at-scale training throughputs and the simulator's predictions for them.
 
-Sources (figures as printed in the papers; layouts as the papers state them, assumptions marked):
+Every row is a layout a paper or a framework's benchmark page ran, with the throughput it printed,
+the table it printed it in, and what the row leaves unstated (marked ``assumed``). Throughputs printed
+as teraFLOP/s per GPU use Narayanan et al.'s eq. (3), F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per
+iteration (GEMM FLOPs including the recomputation forward), so a row's iteration time is
+F / (teraFLOP/s x GPUs); rows printed as iteration times are taken as printed. The model is predicted
+on one cluster preset per row with nothing fitted per row or per source: every constant is the
+preset's (``parbench.sim.hardware``).
+
+Sources (A100-80GB SXM, DGX A100 nodes of 8 GPUs, 8 x HDR InfiniBand per node):
 - Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM",
-  SC 2021, Table 1 (also the table in the NVIDIA/Megatron-LM README): GPT models, s = 2048, V = 51200,
-  A100-80GB (Selene, 8 GPUs per DGX node, HDR InfiniBand), achieved teraFLOP/s per GPU counted with the
-  paper's eq. (3), F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)), which includes the recomputation forward.
-  A measured iteration time is derived as F / (achieved x GPUs).
-  Checked here against a secondary summary of Table 1 (layers, hidden, t, p, GPUs and TFLOP/s per
-  GPU of the 145.6B, 530B and 1T rows agree); the global batch sizes and the 310.1B row were written
-  from the paper without a second source in this workplace, so treat those as unverified.
-- Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", MLSys 2023, abstract:
-  530B GPT on 2240 A100 GPUs, sequence parallelism + selective recomputation, MFU 54.2%.
+  SC 2021 (arXiv 2104.04473): Table 1 (weak scaling, tensor x pipeline layouts, 1.7B to 1T) and Table 2
+  (PTD-P rows: 175B and 530B at three GPU counts each, same global batch, micro-batch 1). Megatron-LM
+  as then: fp16 mixed precision, full activation recomputation (eq. 3 counts it), the non-interleaved
+  1F1B schedule (Table 1 assumed: the table does not say; Table 2 is the scaling study of sec. 5.2),
+  data-parallel gradients all-reduced after the pipeline flush (Megatron's own DDP: the README's
+  "performs gradient all-reduce at the end of back propagation step").
+  Values cross-checked in three independent transcriptions of both tables (every cell agrees).
+- Smith et al., "Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B", 2022 (arXiv
+  2201.11990), sec. 2.4: 530B (105 layers, hidden 20480, 128 heads, s = 2048) at tensor 8 x pipeline 35
+  on 280, 350 and 420 DGX A100 nodes, global batch 1920, iteration times 60.1, 50.2 and 44.4 s
+  (126, 121, 113 teraFLOP/s per GPU, which eq. (3) with V = 51200 reproduces to 0.5%). DeepSpeed's
+  pipeline engine: 1F1B, micro-batch 1 (assumed), full recomputation, gradients reduced after the flush.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from parbench.config import Schedule, Strategy, WorkloadConfig
@@ -24,11 +36,19 @@ from parbench.sim.model import model_spec
 from parbench.sim.predict import predict
 
 SEQ, VOCAB = 2048, 51200
+SC21 = "Narayanan et al. SC21"
+MTNLG = "Smith et al. 2022 (MT-NLG)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Published:
+    """One published throughput with the full layout it was measured on."""
+
     name: str
+    source: str
+    table: str
+    series: str = ""
+    """Rows of one scaling series (same model and batch, GPU count varied) share a name."""
     layers: int
     hidden: int
     heads: int
@@ -36,12 +56,24 @@ class Published:
     pp: int
     gpus: int
     global_batch: int
-    measured: float
-    unit: str
-    """``s/iteration`` or ``mfu``."""
-    recompute: Recompute
-    sequence_parallel: bool
-    source: str
+    micro_batch: int = 1
+    measured_s: float
+    """The iteration time (printed, or derived from the printed teraFLOP/s per GPU with eq. 3)."""
+    printed: str
+    """The figure as the source prints it."""
+    recompute: Recompute = Recompute.FULL
+    sequence_parallel: bool = False
+    cluster: str = "a100-80gb"
+    assumed: str = ""
+
+    def __post_init__(self) -> None:
+        if self.gpus % (self.tp * self.pp) or self.global_batch % (self.gpus // (self.tp * self.pp) * self.micro_batch):
+            raise ValueError(f"{self.name}: gpus={self.gpus}, tp={self.tp}, pp={self.pp}, batch={self.global_batch} "
+                             f"and micro-batch={self.micro_batch} do not form a layout")
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.pp)
 
 
 def megatron_flops(b: int, l: int, h: int, s: int = SEQ, v: int = VOCAB) -> float:
@@ -49,39 +81,86 @@ def megatron_flops(b: int, l: int, h: int, s: int = SEQ, v: int = VOCAB) -> floa
     return 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
 
 
-def _table1(name: str, l: int, h: int, a: int, tp: int, pp: int, gpus: int, b: int, tflops: float) -> Published:
+def _tflops_row(name: str, table: str, l: int, h: int, a: int, tp: int, pp: int, gpus: int, b: int, tflops: float,
+                *, source: str = SC21, series: str = "", assumed: str = "") -> Published:
     seconds = megatron_flops(b, l, h) / (tflops * 1e12 * gpus)
-    return Published(name, l, h, a, tp, pp, gpus, b, seconds, "s/iteration", Recompute.FULL, False,
-                     f"Narayanan et al. SC21 Table 1: {tflops:g} TFLOP/s per GPU on {gpus} A100 (iteration time via eq. 3)")
+    return Published(name=name, source=source, table=table, series=series, layers=l, hidden=h, heads=a, tp=tp, pp=pp,
+                     gpus=gpus, global_batch=b, measured_s=seconds, printed=f"{tflops:g} TFLOP/s per GPU",
+                     assumed=assumed)
 
 
-PUBLISHED = (
-    _table1("GPT 145.6B", 80, 12288, 96, 8, 8, 1536, 2304, 148),
-    _table1("GPT 310.1B", 96, 16384, 128, 8, 16, 1920, 2160, 155),
-    _table1("GPT 529.6B", 105, 20480, 128, 8, 35, 2520, 2520, 163),
-    _table1("GPT 1008B", 128, 25600, 160, 8, 64, 3072, 3072, 163),
-    Published("GPT 530B (SP + selective)", 105, 20480, 128, 8, 35, 2240, 2240, 0.542, "mfu", Recompute.SELECTIVE, True,
-              "Korthikanti et al. MLSys 2023, abstract: MFU 54.2% on 2240 A100 (global batch 2240 assumed)"),
-)
+T1_ASSUMED = "micro-batch 1 and the 1F1B schedule (Table 1 states neither)"
+TABLE1 = tuple(_tflops_row(f"GPT {n}B", "Table 1", *row, assumed=T1_ASSUMED) for n, row in (
+    ("1.7", (24, 2304, 24, 1, 1, 32, 512, 137)),
+    ("3.6", (30, 3072, 32, 2, 1, 64, 512, 138)),
+    ("7.5", (36, 4096, 32, 4, 1, 128, 512, 142)),
+    ("18.4", (40, 6144, 48, 8, 1, 256, 1024, 135)),
+    ("39.1", (48, 8192, 64, 8, 2, 512, 1536, 138)),
+    ("76.1", (60, 10240, 80, 8, 4, 1024, 1792, 140)),
+    ("145.6", (80, 12288, 96, 8, 8, 1536, 2304, 148)),
+    ("310.1", (96, 16384, 128, 8, 16, 1920, 2160, 155)),
+    ("529.6", (105, 20480, 128, 8, 35, 2520, 2520, 163)),
+    ("1008", (128, 25600, 160, 8, 64, 3072, 3072, 163)),
+))
+TABLE2 = tuple(
+    _tflops_row(f"GPT {n}B on {gpus} GPUs", "Table 2 (PTD-P)", l, h, a, 8, pp, gpus, b, tf, series=f"SC21 {n}B",
+                assumed="the 1F1B schedule")
+    for n, l, h, a, pp, b, runs in (
+        ("174.6", 96, 12288, 96, 12, 1536, ((384, 153), (768, 149), (1536, 141))),
+        ("529.6", 105, 20480, 128, 35, 2240, ((560, 171), (1120, 167), (2240, 159))))
+    for gpus, tf in runs)
+MT_NLG = tuple(
+    Published(name=f"MT-NLG 530B on {nodes} nodes", source=MTNLG, table="sec. 2.4", series="MT-NLG 530B",
+              layers=105, hidden=20480, heads=128, tp=8, pp=35, gpus=8 * nodes, global_batch=1920, measured_s=secs,
+              printed=f"{secs} s per iteration", assumed="micro-batch 1")
+    for nodes, secs in ((280, 60.1), (350, 50.2), (420, 44.4)))
+
+PUBLISHED: tuple[Published, ...] = TABLE1 + TABLE2 + MT_NLG
 
 
 def layout_for(p: Published) -> Layout:
-    dp = p.gpus // (p.tp * p.pp)
-    return Layout(strategy=Strategy.HYBRID, dp=dp, tp=p.tp, pp=p.pp, global_batch_size=p.global_batch,
-                  micro_batches=p.global_batch // dp, schedule=Schedule.ONE_F_ONE_B, zero=0,
-                  recompute=p.recompute, sequence_parallel=p.sequence_parallel, precision=PRECISIONS["bf16"])
+    """Megatron-style hybrid: tensor x pipeline x data, gradients all-reduced as one buffer after the flush."""
+    return Layout(strategy=Strategy.HYBRID, dp=p.dp, tp=p.tp, pp=p.pp, global_batch_size=p.global_batch,
+                  micro_batches=p.global_batch // (p.dp * p.micro_batch), schedule=Schedule.ONE_F_ONE_B, zero=0,
+                  recompute=p.recompute, sequence_parallel=p.sequence_parallel, flat_grad_allreduce=True,
+                  precision=PRECISIONS["bf16"])
 
 
-def compare_published(cluster: Cluster | None = None) -> list[dict]:
-    """Each published figure beside the prediction on the A100 preset, with the signed error in %."""
-    cluster = cluster or PRESETS["a100-80gb"]
-    rows = []
-    for p in PUBLISHED:
+def compare_published(cluster: Cluster | None = None, rows: tuple[Published, ...] = PUBLISHED) -> list[dict]:
+    """Each published row beside its prediction (``cluster`` overrides every row's preset), signed error in %
+    of the iteration time, and the predicted breakdown terms."""
+    out = []
+    for p in rows:
         model = model_spec(WorkloadConfig(name="transformer", layers=p.layers, hidden=p.hidden, heads=p.heads,
                                           seq_len=SEQ, vocab_size=VOCAB), megatron=True)
-        pred = predict(model, layout_for(p), cluster)
-        value = pred.step_time_s if p.unit == "s/iteration" else pred.mfu
-        rows.append({"name": p.name, "gpus": p.gpus, "tp": p.tp, "pp": p.pp, "measured": p.measured,
-                     "predicted": value, "unit": p.unit, "error_pct": (value - p.measured) / p.measured * 100,
-                     "source": p.source})
-    return rows
+        pred = predict(model, layout_for(p), cluster or PRESETS[p.cluster])
+        out.append({"name": p.name, "source": p.source, "table": p.table, "series": p.series, "gpus": p.gpus,
+                    "tp": p.tp, "pp": p.pp, "dp": p.dp, "printed": p.printed, "assumed": p.assumed,
+                    "measured_s": p.measured_s, "predicted_s": pred.step_time_s,
+                    "error_pct": (pred.step_time_s - p.measured_s) / p.measured_s * 100,
+                    "predicted_mfu": pred.mfu, **{f"pred_{k}": v for k, v in pred.terms.items()}})
+    return out
+
+
+def per_source(rows: list[dict]) -> list[dict]:
+    """Per source: rows, mean and max |error| %, and per scaling series whether the predicted throughput moves
+    the way the published one does from the smallest to the largest GPU count (sign of the change)."""
+    out = []
+    for source in dict.fromkeys(r["source"] for r in rows):
+        mine = [r for r in rows if r["source"] == source]
+        errs = [abs(r["error_pct"]) for r in mine]
+        trends = {}
+        for name in dict.fromkeys(r["series"] for r in mine if r["series"]):
+            s = sorted((r for r in mine if r["series"] == name), key=lambda r: r["gpus"])
+            lo, hi = s[0], s[-1]
+            measured = _sign(lo["measured_s"] * lo["gpus"] - hi["measured_s"] * hi["gpus"])  # + : per-GPU rate rises
+            predicted = _sign(lo["predicted_s"] * lo["gpus"] - hi["predicted_s"] * hi["gpus"])
+            trends[name] = {"gpus": [r["gpus"] for r in s], "measured_sign": measured, "predicted_sign": predicted,
+                            "match": measured == predicted}
+        out.append({"source": source, "rows": len(mine), "mean_abs_error_pct": sum(errs) / len(errs),
+                    "max_abs_error_pct": max(errs), "series": trends})
+    return out
+
+
+def _sign(x: float) -> int:
+    return 0 if math.isclose(x, 0.0, abs_tol=1e-12) else (1 if x > 0 else -1)

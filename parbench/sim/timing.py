@@ -1,12 +1,15 @@
-"""Compute time from FLOPs and bytes: a GEMM costs overhead + flops / (peak x efficiency) (the
-size-dependent efficiency f / (f + f0) of a roofline with a fixed launch cost; Williams et al.,
-"Roofline", CACM 2009), a memory-bound operator overhead + bytes / bandwidth."""
+"""Compute time from FLOPs and bytes on a roofline (Williams et al., "Roofline", CACM 2009): a GEMM costs
+overhead + max(flops / (peak x efficiency), bytes / memory bandwidth), so the attention core's batched
+per-head products (k or n = head dim: ~100 FLOPs per byte, below an A100's ~190) run at memory speed;
+a memory-bound operator costs overhead + bytes / bandwidth."""
 
 from __future__ import annotations
 
+from dataclasses import astuple, dataclass
+
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout, Recompute
-from parbench.sim.model import ModelSpec, Unit
+from parbench.sim.model import Gemm, ModelSpec, Unit
 
 ADAMW_BYTES_PER_ELEMENT = 28  # read p, g, m, v; write p, m, v: 7 x fp32 (torch's AdamW, for-loop form)
 ADAMW_OPS_PER_TENSOR = 10  # aten ops per tensor of torch's for-loop AdamW step (counted, steady state)
@@ -14,36 +17,74 @@ SGD_BYTES_PER_ELEMENT = 12
 SGD_OPS_PER_TENSOR = 1.5  # counted: add_ per tensor plus the param-group bookkeeping
 
 
-def gemm_time_s(c: Cluster, flops: float) -> float:
-    return c.gemm_overhead_s + flops / (c.peak_flops * c.gemm_efficiency)
+def gemm_time_s(c: Cluster, flops: float, bytes_moved: float = 0.0) -> float:
+    """overhead + max(compute, memory) seconds of one GEMM reading A and B and writing C once."""
+    return c.gemm_overhead_s + max(flops / (c.peak_flops * c.gemm_efficiency), bytes_moved / c.memory_bandwidth_bytes_per_s)
 
 
-def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int) -> tuple[float, float, float]:
-    """(forward, backward, attention-core forward) seconds of one unit on one micro-batch of ``mb`` samples.
-    Backward computes two GEMMs (input and weight gradients) per forward GEMM (Narayanan et al. 2021)."""
+def gemm_bytes(g: Gemm, mb: int, act_bytes: int) -> float:
+    """Bytes of A (M x k), B (k x n) and C (M x n), M = mb x m rows; batched products read their own B."""
+    rows = mb * g.m
+    if g.batched > 1:
+        return mb * g.batched * (g.m * g.k + g.k * g.n + g.m * g.n) * act_bytes
+    return (rows * g.k + g.k * g.n + rows * g.n) * act_bytes
+
+
+@dataclass(frozen=True)
+class ChunkTime:
+    """Seconds of a model chunk on one micro-batch, split as the step-time breakdown reports compute."""
+
+    forward: float
+    backward: float
+    recompute: float
+    """The forward work activation recomputation repeats during backward (Korthikanti et al. 2022)."""
+    gemm: float
+    """GEMM seconds of forward + backward (what tensor-parallel overlap can hide collectives under)."""
+    attention: float
+    """Attention-core seconds of forward + backward (what ring attention hides its K/V exchange under)."""
+
+    def __add__(self, o: "ChunkTime") -> "ChunkTime":
+        return ChunkTime(*(a + b for a, b in zip(astuple(self), astuple(o))))
+
+    def scaled(self, k: float) -> "ChunkTime":
+        return ChunkTime(*(a * k for a in astuple(self)))
+
+    @property
+    def total(self) -> float:
+        return self.forward + self.backward + self.recompute
+
+
+ZERO_TIME = ChunkTime(0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int) -> tuple[float, float, float, float]:
+    """(forward, backward, attention-core forward, GEMM forward) seconds of one unit on one micro-batch of
+    ``mb`` samples. Backward computes two GEMMs (input and weight gradients) per forward GEMM
+    (Narayanan et al. 2021) and touches every element twice."""
     gemm = attn = 0.0
     for g in u.gemms:
-        t = gemm_time_s(c, mb * g.flops / (tp if g.tp_sharded else 1))
+        share = tp if g.tp_sharded else 1
+        t = gemm_time_s(c, mb * g.flops / share, gemm_bytes(g, mb, act_bytes) / share)
         gemm += t
         if g.batched > 1:
             attn += t
     elementwise = mb * u.elementwise_elems_per_sample * act_bytes * 2 / tp / c.memory_bandwidth_bytes_per_s
     forward = gemm + elementwise + u.ops_forward * c.training_op_overhead_s
     backward = 2 * gemm + 2 * elementwise + u.ops_backward * c.training_op_overhead_s
-    return forward, backward, attn + elementwise / 2
+    return forward, backward, attn + elementwise / 2, gemm
 
 
 def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Unit, ...], *,
-                  first: bool, last: bool) -> tuple[float, float]:
-    """(forward, backward incl. recomputation) seconds of a model chunk per micro-batch."""
+                  first: bool, last: bool) -> ChunkTime:
+    """Seconds of a model chunk per micro-batch: forward, backward, recomputation, GEMM and attention shares."""
     mb, tp, ab = layout.micro_batch_size, layout.tp, layout.precision.activation_bytes
     members = ((model.pre,) if first else ()) + units + ((model.post,) if last else ())
-    fwd = bwd = recompute = 0.0
+    total = ZERO_TIME
     for u in members:
-        f, b, attn = unit_times_s(c, u, mb=mb, tp=tp, act_bytes=ab)
-        fwd, bwd = fwd + f, bwd + b
-        recompute += f if layout.recompute is Recompute.FULL else attn if layout.recompute is Recompute.SELECTIVE else 0.0
-    return fwd, bwd + recompute
+        f, b, attn, gemm = unit_times_s(c, u, mb=mb, tp=tp, act_bytes=ab)
+        redo = f if layout.recompute is Recompute.FULL else attn if layout.recompute is Recompute.SELECTIVE else 0.0
+        total = total + ChunkTime(f, b, redo, 3 * gemm, 3 * attn)
+    return total
 
 
 def optimizer_time_s(c: Cluster, model: ModelSpec, elements: int, tensors: int, grad_elements: int) -> float:

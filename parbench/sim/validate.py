@@ -18,7 +18,7 @@ from parbench.results import read_records
 from parbench.sim.hardware import Cluster, load_cluster
 from parbench.sim.layout import layout_from_run
 from parbench.sim.model import model_spec
-from parbench.sim.predict import Prediction, predict
+from parbench.sim.predict import TERMS, Prediction, predict
 
 CATEGORIES = ("data", "parameter", "intermediate")
 MEMORY_KINDS = ("param", "grad", "optim")
@@ -46,11 +46,34 @@ def compare(record: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
 
 
 def _time_columns(record: dict[str, Any], p: Prediction) -> dict[str, Any]:
+    """Step time and, term by term, the predicted breakdown (``pred_time_*``) beside the measured one
+    (``time_*``, null where the record predates the runner's breakdown) and the gap in seconds."""
     measured = record.get("step_time_s_median")
-    return {"step_time_measured_s": measured, "step_time_predicted_s": p.step_time_s,
-            "step_time_error_pct": _pct(p.step_time_s, measured),
-            "throughput_measured": record.get("throughput_samples_per_s"),
-            "throughput_predicted": p.throughput_samples_per_s}
+    row = {"step_time_measured_s": measured, "step_time_predicted_s": p.step_time_s,
+           "step_time_error_pct": _pct(p.step_time_s, measured),
+           "throughput_measured": record.get("throughput_samples_per_s"),
+           "throughput_predicted": p.throughput_samples_per_s}
+    for term in TERMS:
+        got = record.get(term)
+        row[term] = got
+        row[f"pred_{term}"] = p.terms[term]
+        row[f"{term}_gap"] = None if got is None else p.terms[term] - got
+    return row
+
+
+def term_errors(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """Per breakdown term over the runs that measured it: median measured and predicted seconds and the
+    median absolute gap as a share of the measured step time (which term the model gets wrong)."""
+    out = {}
+    for term in TERMS:
+        have = [r for r in rows if r.get(term) is not None and r.get("step_time_measured_s")]
+        if not have:
+            continue
+        out[term] = {"runs": len(have), "measured_median_s": stats.median([r[term] for r in have]),
+                     "predicted_median_s": stats.median([r[f"pred_{term}"] for r in have]),
+                     "gap_median_pct_of_step": stats.median([abs(r[f"{term}_gap"]) / r["step_time_measured_s"] * 100
+                                                             for r in have])}
+    return out
 
 
 def _pct(predicted: float | None, measured: float | None) -> float:

@@ -1,0 +1,73 @@
+"""How much of each class of communication a step can hide under compute, one rule per class.
+
+Every rule returns the *exposed* seconds of a class given its total seconds (each collective already
+costs (n-1) x alpha per ring step plus its bytes over the link: ``parbench.sim.hardware``) and the
+compute it may overlap with. Each rule keeps 0 <= exposed <= total, and exposed never falls when the
+total rises (a slower link never makes a step faster). ``hide`` is the cluster's ``overlap``: the
+fraction of the overlappable compute that communication can actually run under (1 on GPUs, where
+collectives run on their own stream; measured on a calibrated CPU, where gloo's threads share the cores
+with compute).
+
+Sources, per rule:
+- data-parallel gradients (DDP buckets, ZeRO/FSDP reduce-scatter): Li et al., "PyTorch Distributed",
+  VLDB 2020, sec. 3.2.3 and fig. 6: a bucket's all-reduce starts when its last gradient is ready, so
+  bucket traffic runs under the rest of the backward pass, and the bucket that becomes ready last
+  (the first layers' gradients) is exposed in full;
+- FSDP parameter all-gathers: Zhao et al., "PyTorch FSDP", VLDB 2023, sec. 3.3 (forward and backward
+  prefetch): unit i+1's all-gather runs under unit i's compute; the first unit's gather has nothing
+  to hide under; the reduce-scatters share the same link during backward;
+- tensor-parallel all-reduces (Megatron f/g, Shoeybi et al. 2019): the next GEMM consumes the
+  all-reduced activation, so they sit on the critical path; with ``tp_comm_overlap`` (Wang et al.,
+  "Overlap Communication with Dependent Computation via Decomposition", ASPLOS 2023) the collective is
+  split into tp chunks pipelined with the GEMM that produces or consumes it: one chunk stays exposed;
+- pipeline sends: torch's and Megatron's 1F1B/GPipe/interleaved schedules wait for a micro-batch's
+  activation (gradient) before computing on it, so one transfer per micro-batch per boundary lies on
+  the critical path (Narayanan et al., SC 2021, sec. 2.2 and 4.1);
+- context-parallel K/V exchange (ring attention: Liu et al., "Ring Attention with Blockwise
+  Transformers", 2023; Megatron-Core context parallelism): cp-1 K/V block transfers per attention
+  layer, each under the attention of the block already held, so only the excess over that attention
+  compute is exposed.
+"""
+
+from __future__ import annotations
+
+
+def gradient_exposed_s(total_s: float, backward_s: float, buckets: int, *, hide: float) -> float:
+    """DDP / reduce-scatter under the last micro-batch's backward: max(total - hide x backward, last bucket).
+    ``buckets`` = 0 means one flat buffer after backward (Megatron's local DDP): nothing overlaps."""
+    if total_s <= 0:
+        return 0.0
+    if buckets <= 0:
+        return total_s
+    last_bucket = total_s / buckets
+    return min(total_s, max(total_s - hide * backward_s * (buckets - 1) / buckets, last_bucket))
+
+
+def prefetch_exposed_s(total_s: float, compute_s: float, units: int, *, hide: float) -> float:
+    """FSDP all-gathers (and the reduce-scatters sharing their link) prefetched one unit ahead: all but
+    one unit's compute can hide traffic; one unit's share is always exposed."""
+    if total_s <= 0:
+        return 0.0
+    units = max(units, 1)
+    return min(total_s, max(total_s - hide * compute_s * (units - 1) / units, total_s / units))
+
+
+def tensor_parallel_exposed_s(total_s: float, gemm_s: float, tp: int, *, overlap: bool, hide: float) -> float:
+    """Exposed in full, unless decomposed and overlapped with the GEMMs: then one of tp chunks stays exposed."""
+    if total_s <= 0:
+        return 0.0
+    if not overlap:
+        return total_s
+    return min(total_s, max(total_s - hide * gemm_s, total_s / max(tp, 1)))
+
+
+def pipeline_send_exposed_s(total_s: float) -> float:
+    """Per micro-batch and boundary, the transfer precedes the compute that needs it (every schedule here)."""
+    return max(total_s, 0.0)
+
+
+def context_parallel_exposed_s(total_s: float, attention_s: float, cp: int, *, hide: float) -> float:
+    """Ring attention: cp-1 K/V transfers each under one block's attention; the excess is exposed."""
+    if total_s <= 0 or cp <= 1:
+        return max(total_s, 0.0) if cp > 1 else 0.0
+    return min(total_s, max(total_s - hide * attention_s * (cp - 1) / cp, 0.0))

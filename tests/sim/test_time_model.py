@@ -1,0 +1,184 @@
+"""The time model: each overlap rule on hand-computed values, invariants over random layouts, the step
+broken into the runner's terms, and the published rows (pure Python, no process group)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from parbench.config import Schedule, Strategy, WorkloadConfig
+from parbench.metrics.conventions import sent_bytes
+from parbench.sim import PRECISIONS, PRESETS, Layout, Link, Recompute, model_spec, predict
+from parbench.sim.comm import rank_ops
+from parbench.sim.hardware import collective_time_s
+from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, prefetch_exposed_s,
+                                  tensor_parallel_exposed_s)
+from parbench.sim.predict import TERMS, is_inter_node
+from parbench.sim.published import MT_NLG, PUBLISHED, compare_published, megatron_flops, per_source
+
+A100 = PRESETS["a100-80gb"]
+
+
+# --- the rules, one by one ------------------------------------------------------------------------
+
+def test_ddp_buckets_hide_under_backward_but_the_last_bucket_stays_exposed():
+    assert gradient_exposed_s(4.0, 10.0, 4, hide=1.0) == 1.0  # plenty of backward: one bucket of four
+    assert gradient_exposed_s(4.0, 2.0, 4, hide=1.0) == 2.5  # 4 - 2 x 3/4
+    assert gradient_exposed_s(4.0, 10.0, 0, hide=1.0) == 4.0  # one flat buffer after backward
+    assert gradient_exposed_s(4.0, 10.0, 4, hide=0.0) == 4.0  # nothing overlaps (a CPU that cannot)
+
+
+def test_fsdp_prefetch_hides_all_but_one_unit():
+    assert prefetch_exposed_s(6.0, 100.0, 3, hide=1.0) == 2.0
+    assert prefetch_exposed_s(6.0, 3.0, 3, hide=1.0) == 4.0  # 6 - 3 x 2/3
+
+
+def test_tensor_parallel_exposed_unless_overlapped():
+    assert tensor_parallel_exposed_s(3.0, 10.0, 8, overlap=False, hide=1.0) == 3.0
+    assert tensor_parallel_exposed_s(3.0, 10.0, 8, overlap=True, hide=1.0) == 3.0 / 8
+    assert tensor_parallel_exposed_s(3.0, 1.0, 8, overlap=True, hide=1.0) == 2.0
+
+
+def test_ring_attention_hides_kv_under_attention():
+    assert context_parallel_exposed_s(2.0, 4.0, 4, hide=1.0) == 0.0
+    assert context_parallel_exposed_s(2.0, 1.0, 2, hide=1.0) == 1.5
+    assert context_parallel_exposed_s(2.0, 1.0, 1, hide=1.0) == 0.0
+
+
+def test_ring_latency_grows_with_the_group_so_exposure_rises_with_scale():
+    """(n-1) alpha per ring step count: at fixed bytes per rank, 64 ranks pay 63 alphas, 8 pay 7."""
+    link = A100.inter
+    assert collective_time_s(A100, "reduce_scatter", 0 + 64, 64, inter_node=True) == pytest.approx(
+        63 * link.latency_s + 63 / 64 * 64 / link.bandwidth_bytes_per_s)
+    w = WorkloadConfig(name="transformer", layers=32, hidden=4096, heads=32, seq_len=2048, vocab_size=51200)
+    m = model_spec(w, megatron=True)
+    share = []
+    for dp in (8, 64, 512):
+        p = predict(m, Layout(strategy=Strategy.HYBRID, dp=dp, global_batch_size=dp, zero=3,
+                              precision=PRECISIONS["bf16"]), A100)
+        share.append(p.terms["time_comm_exposed_parameter_s"] / p.step_time_s)
+    assert share[0] < share[1] < share[2]
+
+
+def test_tp_comm_overlap_shortens_the_step_and_needs_tp():
+    w = WorkloadConfig(name="transformer", layers=8, hidden=4096, heads=32, seq_len=2048, vocab_size=51200)
+    m = model_spec(w, megatron=True)
+    base = Layout(strategy=Strategy.HYBRID, tp=8, global_batch_size=4, precision=PRECISIONS["bf16"])
+    plain, over = predict(m, base, A100), predict(m, replace(base, tp_comm_overlap=True), A100)
+    assert over.terms["time_comm_exposed_intermediate_s"] < plain.terms["time_comm_exposed_intermediate_s"]
+    assert over.terms["time_compute_s"] == plain.terms["time_compute_s"]
+    with pytest.raises(ValueError, match="tp_comm_overlap needs tp > 1"):
+        Layout(tp_comm_overlap=True)
+
+
+# --- invariants over random layouts ---------------------------------------------------------------
+
+def _random_case(rng: random.Random):
+    heads = rng.choice((8, 16, 32))
+    w = WorkloadConfig(name="transformer", layers=rng.choice((4, 8, 12)), hidden=heads * rng.choice((32, 64, 128)),
+                       heads=heads, seq_len=rng.choice((128, 512, 2048)), vocab_size=rng.choice((1024, 32000)))
+    tp, pp, dp = rng.choice((1, 2, 4, 8)), rng.choice((1, 2, 4)), rng.choice((1, 2, 4, 16, 64))
+    mb = rng.choice((1, 2))
+    m = rng.choice((1, 2, 4, 8)) * pp
+    sched = rng.choice(list(Schedule)) if pp > 1 else Schedule.ONE_F_ONE_B
+    v = 2 if sched is Schedule.INTERLEAVED_1F1B and pp * 2 <= w.layers else 1
+    if sched is Schedule.INTERLEAVED_1F1B and v == 1:
+        sched = Schedule.ONE_F_ONE_B
+    layout = Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, global_batch_size=dp * m * mb, micro_batches=m,
+                    schedule=sched, virtual_stages=v, zero=rng.choice((0, 1, 2, 3)) if dp > 1 else 0,
+                    recompute=rng.choice(list(Recompute)), sequence_parallel=tp > 1 and rng.random() < 0.5,
+                    tp_comm_overlap=tp > 1 and rng.random() < 0.3, flat_grad_allreduce=rng.random() < 0.2,
+                    precision=rng.choice((PRECISIONS["bf16"], PRECISIONS["fp32"])))
+    cluster = rng.choice((A100, PRESETS["h100-sxm"]))
+    return model_spec(w, megatron=rng.random() < 0.5), layout, cluster
+
+
+CASES = [_random_case(random.Random(seed)) for seed in range(60)]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_invariants_hold_on_random_layouts(case):
+    model, layout, c = CASES[case]
+    p = predict(model, layout, c)
+    # the terms are the step
+    assert set(p.terms) == set(TERMS) and sum(p.terms.values()) == pytest.approx(p.step_time_s)
+    assert all(v >= 0 for v in p.terms.values())
+    # 0 <= exposed <= total communication, per category
+    for k in ("data", "parameter", "intermediate"):
+        assert -1e-12 <= p.terms[f"time_comm_exposed_{k}_s"] <= p.comm_total_s[k] * (1 + 1e-9) + 1e-12, k
+    # a link's time is at least the bytes over it / its bandwidth
+    for stage_ops in rank_ops(model, layout).values():
+        for level in ("intra", "inter"):
+            mine = [op for op in stage_ops if is_inter_node(c, layout, op.group) == (level == "inter")]
+            link: Link = getattr(c, level)
+            seconds = sum(op.count * collective_time_s(c, op.kind, op.payload, op.n, inter_node=level == "inter")
+                          for op in mine)
+            assert seconds >= sum(op.sent for op in mine) / link.bandwidth_bytes_per_s * (1 - 1e-9)
+    # the step is at least compute + bubble, and at least the busiest link's communication
+    assert p.step_time_s >= (p.terms["time_compute_s"] + p.terms["time_bubble_s"]) * (1 - 1e-12)
+    assert p.step_time_s >= max(p.link_time_s.values()) * (1 - 1e-12)
+    # MFU cannot beat the GEMM efficiency
+    assert p.mfu <= c.gemm_efficiency
+    # a slower link never raises throughput
+    for level in ("intra", "inter"):
+        link = getattr(c, level)
+        slower = replace(c, **{level: Link(latency_s=link.latency_s * 3, bandwidth_bytes_per_s=link.bandwidth_bytes_per_s / 3)})
+        assert predict(model, layout, slower).throughput_samples_per_s <= p.throughput_samples_per_s * (1 + 1e-12)
+
+
+def test_a_link_shared_by_two_overlapped_classes_bounds_the_step():
+    """tp (overlapped with its GEMMs) and gradients (overlapped with backward) both claim the same 1 s of
+    compute; their link carries 1.8 s in all, so the step is 1.8 s, the excess charged to communication."""
+    from parbench.sim.predict import StageTime, step_terms
+    from parbench.sim.timing import ChunkTime
+
+    st = StageTime(chunk=ChunkTime(0.3, 0.6, 0.1, 1.0, 0.0), exposed_mb=0.1,
+                   exposed_tail={"data": 0.0, "parameter": 0.2, "intermediate": 0.0}, optimizer=0.0, other=0.0,
+                   comm_total={"data": 0.0, "parameter": 0.9, "intermediate": 0.9}, link={"intra": 1.8, "inter": 0.0})
+    terms = step_terms(A100, Layout(tp=2, global_batch_size=1), [st])
+    assert sum(terms.values()) == pytest.approx(1.8)
+    assert terms["time_comm_exposed_parameter_s"] + terms["time_comm_exposed_intermediate_s"] == pytest.approx(0.8)
+    assert terms["time_comm_exposed_parameter_s"] <= 0.9 and terms["time_comm_exposed_intermediate_s"] <= 0.9
+
+
+def test_compute_splits_into_forward_backward_recompute():
+    w = WorkloadConfig(name="transformer", layers=4, hidden=1024, heads=16, seq_len=512, vocab_size=1024)
+    m = model_spec(w, megatron=True)
+    base = Layout(strategy=Strategy.HYBRID, global_batch_size=2, micro_batches=2, precision=PRECISIONS["bf16"])
+    none, full = predict(m, base, A100), predict(m, replace(base, recompute=Recompute.FULL), A100)
+    assert none.compute_parts_s["recompute"] == 0
+    assert full.compute_parts_s["recompute"] == pytest.approx(full.compute_parts_s["forward"])
+    assert sum(full.compute_parts_s.values()) == pytest.approx(full.terms["time_compute_s"])
+    assert full.compute_parts_s["backward"] > 1.9 * full.compute_parts_s["forward"]  # two GEMMs per forward GEMM
+
+
+# --- published rows -------------------------------------------------------------------------------
+
+def test_published_rows_cover_tp_pp_layouts_and_scaling_series_with_sources():
+    assert len(PUBLISHED) == len({p.name for p in PUBLISHED})
+    assert all(p.source and p.table and p.printed for p in PUBLISHED)
+    assert any(p.tp > 1 and p.pp > 1 for p in PUBLISHED)
+    series = {p.series for p in PUBLISHED if p.series}
+    assert all(len({p.gpus for p in PUBLISHED if p.series == s}) >= 2 for s in series) and len(series) >= 2
+
+
+def test_eq3_reproduces_the_mt_nlg_printed_teraflops():
+    """MT-NLG prints both its iteration times and 126/121/113 TFLOP/s per GPU: eq. (3) links them (0.5%),
+    an independent check of the FLOP convention the SC21 rows are converted with."""
+    for row, tflops in zip(MT_NLG, (126, 121, 113)):
+        assert megatron_flops(row.global_batch, row.layers, row.hidden) / (row.measured_s * row.gpus) / 1e12 == \
+            pytest.approx(tflops, rel=0.006)
+
+
+def test_per_source_summary_and_trend_signs():
+    rows = compare_published()
+    sources = per_source(rows)
+    assert {s["source"] for s in sources} == {p.source for p in PUBLISHED}
+    for s in sources:
+        mine = [abs(r["error_pct"]) for r in rows if r["source"] == s["source"]]
+        assert s["max_abs_error_pct"] == max(mine)
+        for t in s["series"].values():
+            assert t["measured_sign"] == -1  # every published series here loses per-GPU rate as it scales out
+            assert t["match"]
