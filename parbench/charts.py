@@ -321,7 +321,8 @@ def comm_modeled_vs_os(df: pd.DataFrame) -> go.Figure:
     """Modeled bytes (nccl-tests convention, and what gloo really sends) vs /proc/self/io wchar."""
     ok = ok_runs(df).dropna(subset=["os_write_bytes_per_step"])
     if ok.empty:
-        return empty_figure("Modeled vs OS-measured bytes", "no OS-measured bytes in these runs")
+        return empty_figure("Modeled vs OS-measured bytes", "no OS-measured bytes in these runs (null under nccl: "
+                            "NVLink, shared memory and InfiniBand make no write syscalls)")
     fig = go.Figure()
     for strategy, sub in ok.groupby("strategy", sort=False):
         for col, symbol, what in (("comm_total_bytes_per_step", "circle-open", "modeled (convention)"),

@@ -181,6 +181,9 @@ class RunConfig:
     backend: Backend = Backend.GLOO
     device: str = "cpu"
     """``cpu`` or ``cuda``; nccl needs cuda."""
+    precision: str = "fp32"
+    """``fp32``; ``tf32`` (fp32 tensors, TF32 tensor-core matmuls: cuda only); ``bf16`` (autocast
+    compute on fp32 master weights, bf16 gradient all-reduce / FSDP traffic: half the bytes)."""
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     global_batch_size: int = 64
     micro_batches: int = 1

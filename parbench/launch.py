@@ -161,14 +161,14 @@ def single_process_losses(ref: RunConfig) -> list[float]:
     from parbench import workloads
     from parbench.metrics.comm import CommMeter
     from parbench.strategies.base import RankContext
-    from parbench.strategies.data_parallel import build_single
+    from parbench import strategies
 
     threads = torch.get_num_threads()
     torch.set_num_threads(ref.threads)  # same kernels as the ranks: bitwise-comparable losses
     try:
         ctx = RankContext(config=ref, rank=0, world_size=1, device=torch.device("cpu"),
                           workload=workloads.make(ref.workload, ref.seed), meter=CommMeter(rank=0))
-        trainer = build_single(ctx=ctx)
+        trainer = strategies.build(ctx)  # strategy=single, at the run's precision
         return [float(trainer.step(i)) for i in range(ref.warmup_steps + 1 + ref.steps)]
     finally:
         torch.set_num_threads(threads)

@@ -7,14 +7,11 @@ from typing import Any, Sequence
 
 from parbench.config import TOKEN_WORKLOADS, RunConfig, Strategy
 from parbench.metrics.comm import Category
+from parbench import devices
 from parbench.metrics import stats
 from parbench.results import SCHEMA_VERSION, new_run_id, provenance
 
 CATEGORIES = tuple(c.value for c in Category)
-# Peak FP32 (non-tensor-core) FLOP/s per GPU, for the MFU of parbench's fp32 training (torch's
-# default fp32 matmul does not use TF32). NVIDIA A100 datasheet (19.5 TFLOPS), H100 SXM and H200
-# SXM datasheets (67 TFLOPS). Matched by name prefix; CPUs have no stated peak, so mfu is null there.
-PEAK_FLOPS = {"NVIDIA A100": 19.5e12, "NVIDIA H100": 67e12, "NVIDIA H200": 67e12}
 
 
 def config_columns(cfg: RunConfig) -> dict[str, Any]:
@@ -26,6 +23,7 @@ def config_columns(cfg: RunConfig) -> dict[str, Any]:
         "world_size": cfg.world_size,
         "backend": cfg.backend.value,
         "device": cfg.device,
+        "precision": cfg.precision,
         "workload": w.name,
         "layers": w.layers,
         "hidden": w.hidden,
@@ -88,6 +86,8 @@ def build_record(cfg: RunConfig, ranks: list[dict[str, Any]], wall: float, *,
     tokens = cfg.workload.seq_len if cfg.workload.name in TOKEN_WORKLOADS else None
     rec["throughput_tokens_per_s"] = rec["throughput_samples_per_s"] * tokens if tokens else None
     rec.update(_compute_split(ranks, rec["step_time_s_median"]))
+    if cfg.device == "cuda":
+        rec["gpu_name"] = ranks[0].get("device_name") or rec["gpu_name"]  # the device rank 0 really ran on
     rec.update(_flops(cfg, rec["step_time_s_median"], rec["gpu_name"] if cfg.device == "cuda" else None))
     rec.update(_memory(ranks))
     rec.update(_comm(ranks))
@@ -95,6 +95,7 @@ def build_record(cfg: RunConfig, ranks: list[dict[str, Any]], wall: float, *,
     rec["losses"] = losses
     rec["loss_final"] = losses[-1]
     rec["loss_max_abs_diff_vs_reference"] = max_abs_diff(losses, reference_losses)
+    rec["loss_tolerance"] = devices.LOSS_TOLERANCE[cfg.precision]
     rec["per_rank"] = [_per_rank(r) for r in ranks]
     rec["overhead_s"] = wall - timed
     return rec
@@ -114,14 +115,15 @@ def _flops(cfg: RunConfig, step_median: float, gpu_name: str | None) -> dict[str
     per_sample = workloads.make(cfg.workload, cfg.seed).train_flops_per_sample
     per_step = per_sample * cfg.global_batch_size
     achieved = per_step / cfg.world_size / step_median
-    peak = next((v for k, v in PEAK_FLOPS.items() if gpu_name and k in gpu_name), None)
+    basis = devices.peak_basis(gpu_name, cfg.precision)
     return {"model_flops_per_step": per_step, "achieved_flops_per_s_per_rank": achieved,
-            "mfu": achieved / peak if peak else None}
+            "mfu": achieved / basis.peak_flops if basis.peak_flops else None, **basis.as_record()}
 
 
 def _memory(ranks) -> dict[str, Any]:
     keys = ("peak_rss_bytes", "mem_param_bytes", "mem_grad_bytes", "mem_optim_bytes", "mem_activation_bytes",
-            "cuda_allocated_peak_bytes", "cuda_reserved_peak_bytes")
+            "cuda_allocated_peak_bytes", "cuda_reserved_peak_bytes", "cuda_device_used_bytes",
+            "cuda_device_total_bytes")
     return {k: (max(r[k] for r in ranks) if ranks[0].get(k) is not None else None) for k in keys}
 
 
@@ -129,16 +131,19 @@ def _comm(ranks) -> dict[str, Any]:
     out = {f"comm_{c}_bytes_per_step": max(r["comm_bytes_per_step"][c] for r in ranks) for c in CATEGORIES}
     busiest = max(ranks, key=lambda r: sum(r["comm_bytes_per_step"].values()))
     out["comm_total_bytes_per_step"] = sum(busiest["comm_bytes_per_step"].values())
-    out["comm_wire_bytes_per_step"] = max(r["comm_wire_bytes_per_step"] for r in ranks)
+    wire = [r["comm_wire_bytes_per_step"] for r in ranks]
+    out["comm_wire_bytes_per_step"] = None if None in wire else max(wire)  # null under nccl: not gloo's algorithms
     out["comm_ops"] = busiest["comm_ops"]
-    out["os_write_bytes_per_step"] = max(r["os_write_bytes_per_step"] for r in ranks)
+    os_bytes = [r["os_write_bytes_per_step"] for r in ranks]
+    out["os_write_bytes_per_step"] = None if None in os_bytes else max(os_bytes)
     return out
 
 
 def _per_rank(r: dict[str, Any]) -> dict[str, Any]:
     keep = ("rank", "role", "peak_rss_bytes", "mem_param_bytes", "mem_grad_bytes", "mem_optim_bytes",
             "mem_activation_bytes", "cuda_allocated_peak_bytes", "cuda_reserved_peak_bytes",
-            "comm_wire_bytes_per_step", "os_write_bytes_per_step", "comm_ops", "extra")
+            "cuda_device_used_bytes", "cuda_device_total_bytes", "device_name", "comm_wire_bytes_per_step",
+            "os_write_bytes_per_step", "comm_ops", "extra")
     out = {k: r.get(k) for k in keep}
     out.update({f"comm_{c}_bytes_per_step": r["comm_bytes_per_step"][c] for c in CATEGORIES})
     out["losses"] = r["losses"]

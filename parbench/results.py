@@ -43,6 +43,7 @@ SCHEMA: dict[str, str] = {
     "world_size": "number of rank processes",
     "backend": "gloo | nccl | mpi",
     "device": "cpu | cuda",
+    "precision": "fp32 | tf32 | bf16 (bf16: autocast compute, bf16 gradient all-reduce / FSDP traffic)",
     "workload": "mlp | transformer",
     "layers": "workload layers (mlp hidden layers / transformer blocks)",
     "hidden": "hidden width",
@@ -77,7 +78,10 @@ SCHEMA: dict[str, str] = {
     "exposed_comm_time_s": "step_time_s_median - compute_time_s_median, else null",
     "model_flops_per_step": "model FLOPs of one optimizer step (forward + backward = 3x forward)",
     "achieved_flops_per_s_per_rank": "model_flops_per_step / world_size / step_time_s_median",
-    "mfu": "achieved / peak FLOP/s of the device where the peak is known, else null",
+    "mfu": "achieved / peak FLOP/s of the device at the run's precision where the peak is known, else null",
+    "mfu_dtype": "the dtype whose peak is MFU's denominator (the run's precision)",
+    "mfu_peak_flops": "that peak: dense FLOP/s per device from its datasheet, null on CPU or an unknown GPU",
+    "mfu_peak_source": "where the peak comes from (datasheet and column), or why there is none",
     # memory (max over ranks; per-rank values in per_rank)
     "peak_rss_bytes": "peak resident set size of a rank process (max over ranks)",
     "mem_param_bytes": "bytes of parameters held by a rank (max over ranks)",
@@ -86,18 +90,24 @@ SCHEMA: dict[str, str] = {
     "mem_activation_bytes": "peak bytes of activations saved for backward on a rank",
     "cuda_allocated_peak_bytes": "torch.cuda.max_memory_allocated (GPU runs), else null",
     "cuda_reserved_peak_bytes": "torch.cuda.max_memory_reserved (GPU runs), else null",
+    "cuda_device_used_bytes": "GPU runs: device memory in use after the timed steps (mem_get_info total - free: "
+                              "adds what torch's allocator does not see, NCCL buffers and the CUDA context), else null",
+    "cuda_device_total_bytes": "GPU runs: the device's memory capacity (mem_get_info), else null",
     # communication, per rank per optimizer step, bytes a rank sends (nccl-tests conventions)
     "comm_data_bytes_per_step": "input samples and labels moved between ranks (max over ranks)",
     "comm_parameter_bytes_per_step": "gradients / parameters: all-reduce, all-gather, reduce-scatter, ps push/pull",
     "comm_intermediate_bytes_per_step": "activations and their gradients between model-parallel ranks",
     "comm_total_bytes_per_step": "sum of the three categories on the busiest rank",
-    "comm_wire_bytes_per_step": "bytes the backend really sends (gloo reduce-scatter = all-reduce), max over ranks",
+    "comm_wire_bytes_per_step": "bytes gloo really sends (its reduce-scatter is an all-reduce), max over ranks; "
+                                "null under nccl, which chooses ring or tree itself",
     "comm_ops": "per op and category: count, payload_bytes, sent_bytes, wire_bytes per step (busiest rank)",
-    "os_write_bytes_per_step": "bytes the rank wrote per step per /proc/self/io wchar (max over ranks)",
+    "os_write_bytes_per_step": "bytes the rank wrote per step per /proc/self/io wchar (max over ranks); null under "
+                               "nccl, whose NVLink / shared-memory / InfiniBand transfers make no write syscalls",
     # correctness
     "losses": "global loss after every step the run took: warm-up, probe and timed (list)",
     "loss_final": "last loss",
     "loss_max_abs_diff_vs_reference": "max |loss - single-process loss| over all steps (same global batch and seed)",
+    "loss_tolerance": "largest diff still called equivalent at this precision (fp32 1e-5, tf32 1e-2, bf16 5e-2)",
     # per rank
     "per_rank": "list of per-rank dicts: rank, role, memory and communication figures",
     # multi-node (torchrun launches; null for single-host runs)
@@ -277,8 +287,8 @@ def _torch_version() -> str | None:
 
 
 def _gpu_name() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    """GPU 0 as nvidia-smi names it: asking torch would create a CUDA context in this process."""
+    from parbench.devices import list_gpus
+
+    gpus = list_gpus()
+    return gpus[0].name if gpus else None

@@ -53,18 +53,20 @@ def rank_entry(rank: int, world_size: int, store_port: int, config: dict, out_di
     _teardown()
 
 
-def run_rank(cfg: RunConfig, *, rank: int, world_size: int, store: dist.Store) -> dict[str, Any]:
+def run_rank(cfg: RunConfig, *, rank: int, world_size: int, store: dist.Store,
+             local_rank: int | None = None) -> dict[str, Any]:
+    """``local_rank``: the rank's index on its node (torchrun's LOCAL_RANK); single-host runs use
+    ``rank`` and never read LOCAL_RANK from the environment, which an outer launcher may have set."""
     torch.set_num_threads(cfg.threads)
-    device = _device(cfg, rank)
+    device = _device(cfg, rank if local_rank is None else local_rank)
     dist.init_process_group(cfg.backend.value, store=store, rank=rank, world_size=world_size,
                             timeout=_td(cfg.timeout_s), device_id=device if device.type == "cuda" else None)
     ctx = RankContext(config=cfg, rank=rank, world_size=world_size, device=device,
                       workload=workloads.make(cfg.workload, cfg.seed),
                       meter=CommMeter(rank=rank, backend=cfg.backend.value))
     memory.reset_peak_rss()
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
     trainer = strategies.build(ctx)
+    memory.reset_cuda_peaks(device)  # after the build: see reset_cuda_peaks
     if cfg.inject_fault:
         trainer = _with_fault(trainer, cfg.inject_fault, rank)
     return measure(ctx, trainer)
@@ -115,6 +117,7 @@ def measure(ctx: RankContext, trainer: Trainer) -> dict[str, Any]:
         n = min(cfg.steps, COMPUTE_ONLY_STEPS)
         compute_times, _, _ = _timed(ctx, trainer.compute_only_step, first_timed + cfg.steps, n)
 
+    nccl = cfg.backend.value == "nccl"
     return {
         "rank": ctx.rank,
         "role": trainer.role,
@@ -122,9 +125,12 @@ def measure(ctx: RankContext, trainer: Trainer) -> dict[str, Any]:
         "compute_times_s": compute_times,
         "losses": [None if v is None else float(v) for v in losses],
         "comm_bytes_per_step": ctx.meter.by_category(),
-        "comm_wire_bytes_per_step": ctx.meter.wire_total(),
+        # gloo's algorithms and its socket writes; NCCL picks ring/tree itself and moves bytes over
+        # NVLink, shared memory or InfiniBand without write syscalls: neither figure holds there
+        "comm_wire_bytes_per_step": None if nccl else ctx.meter.wire_total(),
         "comm_ops": ctx.meter.breakdown(),
-        "os_write_bytes_per_step": max(io_bytes - barrier_io, 0) / cfg.steps,
+        "os_write_bytes_per_step": None if nccl else max(io_bytes - barrier_io, 0) / cfg.steps,
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "peak_rss_bytes": memory.peak_rss_bytes(),
         **mem,
         **memory.cuda_peaks(device),
@@ -158,12 +164,15 @@ def _barrier_bytes(steps: int) -> int:
     return os_write_bytes() - io0
 
 
-def _device(cfg: RunConfig, rank: int) -> torch.device:
-    if cfg.device == "cuda":
-        local = int(os.environ.get("LOCAL_RANK", rank)) % max(torch.cuda.device_count(), 1)
-        torch.cuda.set_device(local)
-        return torch.device("cuda", local)
-    return torch.device("cpu")
+def _device(cfg: RunConfig, local_rank: int) -> torch.device:
+    """One GPU per rank on its node. Two ranks on one GPU make NCCL abort ("Duplicate GPU detected"),
+    so too few GPUs is an error here too (the launchers refuse it before spawning)."""
+    if cfg.device != "cuda":
+        return torch.device("cpu")
+    if local_rank >= torch.cuda.device_count():
+        raise RuntimeError(f"local rank {local_rank} has no GPU of its own: {torch.cuda.device_count()} visible")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
 
 
 def _td(seconds: float):

@@ -30,6 +30,10 @@ def _positive(c: "RunConfig") -> None:
         raise ConfigError(f"timeout_s={c.timeout_s} must be > 0")
     if c.device not in ("cpu", "cuda"):
         raise ConfigError(f"unknown device {c.device!r}; valid: cpu, cuda")
+    if c.precision not in ("fp32", "tf32", "bf16"):
+        raise ConfigError(f"unknown precision {c.precision!r}; valid: fp32, tf32, bf16")
+    if c.precision == "tf32" and c.device != "cuda":
+        raise ConfigError("precision=tf32 is a CUDA tensor-core mode; on device=cpu use fp32 or bf16")
 
 
 def _single(c: "RunConfig") -> None:

@@ -17,6 +17,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--world-size", type=int, default=1)
     g.add_argument("--backend", default="gloo", help=f"one of: {', '.join(names(Backend))}")
     g.add_argument("--device", default="cpu", help="cpu or cuda")
+    g.add_argument("--precision", default="fp32", help="fp32, tf32 (cuda) or bf16 (autocast, bf16 gradient traffic)")
     g.add_argument("--micro-batches", type=int, default=1)
     g.add_argument("--schedule", default="1f1b", help=f"one of: {', '.join(names(Schedule))}")
     g.add_argument("--virtual-stages", type=int, default=1)
@@ -52,6 +53,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
                               seq_len=a.seq_len, vocab_size=a.vocab_size, dataset=a.dataset,
                               dataset_path=a.dataset_path)
     return RunConfig(strategy=a.strategy, world_size=a.world_size, backend=a.backend, device=a.device,
+                     precision=a.precision,
                      workload=workload, global_batch_size=a.global_batch_size, micro_batches=a.micro_batches,
                      schedule=a.schedule, virtual_stages=a.virtual_stages, dp=a.dp, tp=a.tp, pp=a.pp,
                      dp_mode=a.dp_mode, servers=a.servers, steps=a.steps, warmup_steps=a.warmup_steps,

@@ -147,9 +147,25 @@ def peak_rss_bytes() -> int:
 
 
 def cuda_peaks(device: torch.device) -> dict[str, int | None]:
+    """Allocator peaks since ``reset_cuda_peaks``, and the whole device's use (``mem_get_info``:
+    adds what the allocator does not see, NCCL's buffers and the CUDA context)."""
     if device.type != "cuda":
-        return {"cuda_allocated_peak_bytes": None, "cuda_reserved_peak_bytes": None}
+        return dict.fromkeys(("cuda_allocated_peak_bytes", "cuda_reserved_peak_bytes", "cuda_device_used_bytes",
+                              "cuda_device_total_bytes"))
+    free, total = torch.cuda.mem_get_info(device)
     return {
         "cuda_allocated_peak_bytes": torch.cuda.max_memory_allocated(device),
         "cuda_reserved_peak_bytes": torch.cuda.max_memory_reserved(device),
+        "cuda_device_used_bytes": total - free,
+        "cuda_device_total_bytes": total,
     }
+
+
+def reset_cuda_peaks(device: torch.device) -> None:
+    """Start the allocator's peak afresh. Called once the strategy is built: building first puts the
+    whole model on the device and only then shards it (fsdp, tp), and a peak taken across that
+    would report at least the whole model, hiding exactly the saving being measured."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()  # the unsharded copy's blocks are free now: do not count them as reserved
+        torch.cuda.reset_peak_memory_stats(device)

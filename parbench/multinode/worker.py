@@ -58,7 +58,8 @@ def _run(cfg: RunConfig, rank: int) -> tuple[dict[str, Any], dict[str, Any]]:
     # run_rank builds its CommMeter by name; this worker swaps in the node-aware one so the
     # runner's own steps (warm-up, probe, timed loop, fault hooks) stay the single source.
     runner.CommMeter = meter_class(nodes, made)
-    result = runner.run_rank(cfg, rank=rank, world_size=world, store=store)
+    result = runner.run_rank(cfg, rank=rank, world_size=world, store=store,
+                             local_rank=int(os.environ["LOCAL_RANK"]))
     meter = made[-1]
     result["comm_intra_node_bytes_per_step"] = sum(meter.intra_node.values())
     result["comm_inter_node_bytes_per_step"] = sum(meter.inter_node.values())

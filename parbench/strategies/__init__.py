@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from parbench.config import Strategy
-from parbench.strategies import data_parallel, hybrid, parameter_server, pipeline, sharded, tensor_parallel
+from parbench.strategies import data_parallel, precision, hybrid, parameter_server, pipeline, sharded, tensor_parallel
 from parbench.strategies.base import RankContext, Trainer
 
 BUILDERS = {
@@ -20,7 +20,10 @@ BUILDERS = {
 
 
 def build(ctx: RankContext) -> Trainer:
-    return BUILDERS[ctx.config.strategy](ctx=ctx)
+    """The strategy's trainer, its steps run at the configured precision (autocast for bf16)."""
+    precision.configure(ctx.config.precision, ctx.device)
+    trainer = BUILDERS[ctx.config.strategy](ctx=ctx)
+    return precision.with_precision(trainer, ctx.config.precision, ctx.device)
 
 
 __all__ = ["BUILDERS", "RankContext", "Trainer", "build"]

@@ -1,4 +1,4 @@
-"""Single-process reference and data parallelism (DDP; ZeRO-1 is in zero.py).
+"""Single-process reference and data parallelism (DDP; ZeRO-1 is in sharded.py).
 
 DDP (Li et al., VLDB 2020): every rank holds the whole model, computes gradients on its shard of the
 batch, and a bucketed ring all-reduce averages them: 2(n-1)/n x Psi bytes sent per rank per step.
@@ -13,6 +13,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from parbench.metrics.comm import Category
+from parbench.strategies import precision
 from parbench.strategies.base import RankContext, Trainer, load_shard
 
 
@@ -31,6 +32,15 @@ def sgd_step(ctx: RankContext, model: nn.Module, optimizer: torch.optim.Optimize
     return step
 
 
+def wrap_ddp(ctx: RankContext, module: nn.Module, *, mesh=None) -> DistributedDataParallel:
+    """DDP over the world group (or ``mesh``'s), bound to this rank's GPU on cuda, with the
+    precision's gradient all-reduce (bf16: half the bytes)."""
+    ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+    ddp = DistributedDataParallel(module, device_ids=ids, device_mesh=mesh)
+    precision.register_ddp_hook(ddp, ctx.config.precision, mesh.get_group() if mesh is not None else None)
+    return ddp
+
+
 def build_single(*, ctx: RankContext) -> Trainer:
     model = ctx.workload.build(ctx.config.seed).to(ctx.device)
     optimizer = ctx.workload.optimizer(list(model.parameters()), ctx.config.lr)
@@ -42,7 +52,7 @@ def build_single(*, ctx: RankContext) -> Trainer:
 def build_ddp(*, ctx: RankContext) -> Trainer:
     model = ctx.workload.build(ctx.config.seed).to(ctx.device)
     ctx.meter.assign(None, Category.PARAMETER)  # the reducer all-reduces gradients on the world group
-    ddp = DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+    ddp = wrap_ddp(ctx, model)
     optimizer = ctx.workload.optimizer(list(ddp.parameters()), ctx.config.lr)
     batch = lambda i: load_shard(ctx, i, dp_rank=ctx.rank, dp_size=ctx.world_size)  # noqa: E731
     train = sgd_step(ctx, ddp, optimizer, batch)

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from typing import Callable
 
+import torch
 import torch.distributed as dist
 from torch import nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.nn.parallel import DistributedDataParallel
 
 from parbench.config import DataParallelMode
 from parbench.metrics.comm import Category
 from parbench.metrics.memory import local_tensor
 from parbench.strategies.base import RankContext, Trainer, load_shard
-from parbench.strategies.data_parallel import sgd_step
+from parbench.strategies.data_parallel import sgd_step, wrap_ddp
 from parbench.strategies.pipeline import build_stages, make_schedule, pipeline_step
 from parbench.strategies.sharded import shard_model
 from parbench.strategies.tensor_parallel import apply_tp
@@ -44,20 +44,22 @@ def data_parallel_wrap(ctx: RankContext, mesh: DeviceMesh) -> Callable[[nn.Modul
         return lambda module: module
     if cfg.dp_mode is DataParallelMode.FSDP:
         def fsdp(module: nn.Module) -> nn.Module:
-            shard_model(module, mesh["dp"], reshard_after_forward=True)
+            shard_model(module, mesh["dp"], reshard_after_forward=True, precision_name=cfg.precision)
             return module
         return fsdp
-    return lambda module: DistributedDataParallel(module, device_mesh=mesh["dp"])
+    return lambda module: wrap_ddp(ctx, module, mesh=mesh["dp"])
 
 
-def allreduce_grads(params: list[nn.Parameter], group: dist.ProcessGroup, dp: int) -> Callable[[], None]:
+def allreduce_grads(params: list[nn.Parameter], group: dist.ProcessGroup, dp: int,
+                    dtype: torch.dtype = torch.float32) -> Callable[[], None]:
     """DDP's job done by hand under a pipeline: one flat all-reduce of the stage's gradients per
-    step (DDP with one bucket), 2(dp-1)/dp x Psi_stage bytes. DDP itself cannot wrap a stage here:
-    its reducer sees one backward per micro-batch and its bucket rebuild asserts (torch 2.13)."""
+    step (DDP with one bucket), 2(dp-1)/dp x Psi_stage bytes (in ``dtype``: bf16 halves them).
+    DDP itself cannot wrap a stage here: its reducer sees one backward per micro-batch and its
+    bucket rebuild asserts (torch 2.13)."""
 
     def sync() -> None:
         grads = [local_tensor(p.grad) for p in params]  # tp-sharded grads: this rank's shard
-        flat = _flatten_dense_tensors(grads)
+        flat = _flatten_dense_tensors(grads).to(dtype)
         dist.all_reduce(flat, group=group)  # synchronises the replicas: every one waits for the sum
         flat.div_(dp)
         for g, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
@@ -97,7 +99,8 @@ def _pipelined(ctx: RankContext, mesh: DeviceMesh, model: nn.Module,
     params = [p for m in modules for p in m.parameters()]
     optimizer = ctx.workload.optimizer(params, cfg.lr)
     manual = cfg.dp > 1 and cfg.dp_mode is DataParallelMode.DDP
-    sync = allreduce_grads(params, mesh.get_group("dp"), cfg.dp) if manual else None
+    dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
+    sync = allreduce_grads(params, mesh.get_group("dp"), cfg.dp, dtype) if manual else None
     step = pipeline_step(ctx, stages, make_schedule(ctx, stages), optimizer, pp_rank=pp_rank,
                          pp_size=cfg.pp, dp_rank=dp_rank, dp_size=cfg.dp, ranks=mesh["pp"].mesh.tolist(),
                          sync_grads=sync)

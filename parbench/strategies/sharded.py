@@ -23,11 +23,11 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.optim import ZeroRedundancyOptimizer
-from torch.nn.parallel import DistributedDataParallel
 
 from parbench.metrics.comm import Category
 from parbench.strategies.base import RankContext, Trainer, load_shard
-from parbench.strategies.data_parallel import sgd_step
+from parbench.strategies import precision
+from parbench.strategies.data_parallel import sgd_step, wrap_ddp
 from parbench.workloads.base import StagedModel
 
 
@@ -54,22 +54,25 @@ def fsdp_bytes_per_step(params: list[nn.Parameter], n: int, *, reshard_after_for
             "wire": gathers * one(padded) + 2 * one(padded)}
 
 
-def shard_model(model: StagedModel | nn.Module, mesh: DeviceMesh, *, reshard_after_forward: bool) -> None:
+def shard_model(model: StagedModel | nn.Module, mesh: DeviceMesh, *, reshard_after_forward: bool,
+                precision_name: str = "fp32") -> None:
     """fully_shard each unit (one all-gather per layer, prefetchable), then the root for what is left.
 
     ``reshard_after_forward`` is passed explicitly to the root too: left to FSDP2's default the
     root keeps its parameters gathered after forward, which would blur the ZeRO-2/3 contrast.
+    bf16: ``MixedPrecisionPolicy`` gathers bf16 parameters and reduce-scatters bf16 gradients.
     """
+    policy = precision.fsdp_policy(precision_name)
     for unit in getattr(model, "units", []):
-        fully_shard(unit, mesh=mesh, reshard_after_forward=reshard_after_forward)
-    fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
+        fully_shard(unit, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=policy)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=policy)
 
 
 def build_zero1(*, ctx: RankContext) -> Trainer:
     cfg = ctx.config
     model = ctx.workload.build(cfg.seed).to(ctx.device)
     ctx.meter.assign(None, Category.PARAMETER)  # gradient all-reduce and parameter broadcasts
-    ddp = DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+    ddp = wrap_ddp(ctx, model)
     optimizer = ZeroRedundancyOptimizer(
         list(ddp.parameters()),
         optimizer_class=lambda params, **_: ctx.workload.optimizer(params, cfg.lr))
@@ -91,7 +94,7 @@ def build_fsdp(*, ctx: RankContext, reshard_after_forward: bool = True) -> Train
     model = ctx.workload.build(cfg.seed).to(ctx.device)
     figures = fsdp_bytes_per_step(list(model.parameters()), ctx.world_size,
                                   reshard_after_forward=reshard_after_forward)
-    shard_model(model, mesh, reshard_after_forward=reshard_after_forward)
+    shard_model(model, mesh, reshard_after_forward=reshard_after_forward, precision_name=cfg.precision)
     optimizer = ctx.workload.optimizer(list(model.parameters()), cfg.lr)  # after sharding: on the shards
     batch = lambda i: load_shard(ctx, i, dp_rank=ctx.rank, dp_size=ctx.world_size)  # noqa: E731
     extra = {"modeled_comm_parameter_bytes_per_step": figures["modeled"],
