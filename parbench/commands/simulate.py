@@ -1,97 +1,197 @@
 """``parbench simulate``: predict throughput, memory and communication of one layout at any scale, or
 ``--search`` every feasible layout for a model and cluster (ranked, with the throughput-memory Pareto front).
-Pure Python: no torch, no process group."""
+Pure Python: no torch, no process group.
+
+Exit status: 0 the layout fits, 2 bad input (nothing predicted), 3 a valid layout that does not fit in
+device memory (its memory breakdown is printed first)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from parbench.config import ConfigError, Schedule, Strategy, WorkloadConfig, WORKLOAD_NAMES
 
+EXIT_INFEASIBLE = 3
+TOY_NOTE = ("note: no model given; showing a toy default (transformer, 4 layers, hidden 64). Name a real one "
+            "with --model ({models}), --hf-config PATH, or its shape (--layers, --hidden, --heads, ...)")
+ARCH_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp", "tie_embeddings", "seq", "vocab")
+
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("simulate", help="predict a layout at scale (or --search all layouts)", description=__doc__)
-    w = p.add_argument_group("model")
-    w.add_argument("--workload", default="transformer", choices=WORKLOAD_NAMES)
-    w.add_argument("--layers", type=int, default=0)
-    w.add_argument("--hidden", type=int, default=0)
-    w.add_argument("--heads", type=int, default=4)
-    w.add_argument("--seq", "--seq-len", dest="seq", type=int, default=2048)
-    w.add_argument("--vocab", "--vocab-size", dest="vocab", type=int, default=51200)
+    from parbench.sim.layout import ATTENTION_KINDS, PRECISIONS, Recompute
+    from parbench.sim.models import MODELS
+
+    p = sub.add_parser("simulate", help="predict a layout at scale (or --search all layouts)", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    w = p.add_argument_group("model (a preset, a Hugging Face config, or a shape; shape flags override the first two)")
+    w.add_argument("--model", choices=sorted(MODELS), help="a published model (sources in parbench/sim/models.py)")
+    w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, gpt2, gpt_neox)")
+    w.add_argument("--workload", choices=WORKLOAD_NAMES, help="a runner workload's shape (default transformer)")
+    w.add_argument("--layers", type=int)
+    w.add_argument("--hidden", type=int)
+    w.add_argument("--heads", type=int)
+    w.add_argument("--kv-heads", type=int, help="key/value heads (grouped-query attention); default = heads")
+    w.add_argument("--ffn-hidden", type=int, help="MLP inner width; default 4 x hidden")
+    w.add_argument("--gated-mlp", action=argparse.BooleanOptionalAction, help="SwiGLU MLP (gate, up, down)")
+    w.add_argument("--tie-embeddings", action=argparse.BooleanOptionalAction, help="head shares the token embedding")
+    w.add_argument("--seq", "--seq-len", dest="seq", type=int, help="tokens per sample (default: the model's context)")
+    w.add_argument("--vocab", "--vocab-size", dest="vocab", type=int)
     w.add_argument("--torch-layout", action="store_true",
-                   help="the runner's transformer (separate q/k/v, replicated head) instead of Megatron-LM's")
-    c = p.add_argument_group("cluster and layout")
-    c.add_argument("--cluster", default="h100-sxm", help="a100-80gb, h100-sxm, local, or a .toml/.json cluster file")
+                   help="the runner's tensor-parallel layout (separate q/k/v all-reduces, replicated embedding and "
+                        "head) instead of Megatron-LM's (fused qkv, vocabulary-parallel embedding and head)")
+    c = p.add_argument_group("cluster and layout (under --search, any layout flag given fixes that choice)")
+    c.add_argument("--cluster", default="h100-sxm", help="a100-80gb, h100-sxm, h100-96gb, local, or a .toml/.json file")
     c.add_argument("--results-dir", default="results", help="where `local` looks for the calibrated profile")
     c.add_argument("--gpus", type=int, default=8)
-    c.add_argument("--dp", type=int, default=0, help="0: gpus / (tp x pp)")
-    c.add_argument("--tp", type=int, default=1)
-    c.add_argument("--pp", type=int, default=1)
-    c.add_argument("--micro-batch", type=int, default=1, help="samples per micro-batch")
-    c.add_argument("--global-batch", type=int, default=0, help="samples per step (default: dp x micro-batch)")
-    c.add_argument("--schedule", default="1f1b", choices=[s.value for s in Schedule])
-    c.add_argument("--virtual-stages", type=int, default=1)
-    c.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3))
-    c.add_argument("--recompute", default="none", choices=("none", "selective", "full"))
-    c.add_argument("--sequence-parallel", action="store_true")
-    c.add_argument("--precision", default="bf16", choices=("bf16", "fp32"))
+    c.add_argument("--dp", type=int, help="default: gpus / (tp x pp x cp)")
+    c.add_argument("--tp", type=int)
+    c.add_argument("--pp", type=int)
+    c.add_argument("--cp", type=int, help="context parallelism (ring attention): each rank holds seq / cp tokens")
+    c.add_argument("--replicate", type=int, help="HSDP with --zero 3: shard within dp/R ranks, all-reduce across R")
+    c.add_argument("--micro-batch", type=int, help="samples per micro-batch (default 1)")
+    c.add_argument("--global-batch", type=int, help="samples per step (default: dp x micro-batch; --search: gpus)")
+    c.add_argument("--schedule", choices=[s.value for s in Schedule])
+    c.add_argument("--virtual-stages", type=int)
+    c.add_argument("--zero", type=int, choices=(0, 1, 2, 3))
+    c.add_argument("--recompute", choices=[r.value for r in Recompute],
+                   help="none; selective (attention core); ops (keep every other GEMM output); full")
+    c.add_argument("--recompute-every", type=int, help="with --recompute full: checkpoint every k-th layer only")
+    c.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction)
+    c.add_argument("--precision", default="bf16", choices=tuple(PRECISIONS))
+    c.add_argument("--fp8-all-gather", action="store_true", help="with --precision fp8 --zero 3: gather FP8 weights")
+    c.add_argument("--attention", choices=ATTENTION_KINDS, help="default: flash on GPU clusters, eager on CPU profiles")
     p.add_argument("--search", action="store_true", help="enumerate every layout for --gpus and --global-batch")
     p.add_argument("--top", type=int, default=10, help="--search: layouts to show")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(handler=handle)
 
 
-def _model(a: argparse.Namespace):
-    from parbench.sim.model import model_spec
+def _architecture(a: argparse.Namespace):
+    """The model's architecture from --model / --hf-config / --workload, with shape flags applied on top."""
+    from dataclasses import replace
 
+    from parbench.sim.architecture import read_hf_config
+    from parbench.sim.model import runner_architecture
+    from parbench.sim.models import preset
+
+    if a.model and a.hf_config:
+        raise ConfigError("give --model or --hf-config, not both")
+    if a.model:
+        arch = preset(a.model).arch
+    elif a.hf_config:
+        try:
+            arch = read_hf_config(a.hf_config)
+        except (FileNotFoundError, ValueError) as exc:
+            raise ConfigError(str(exc)) from None
+    else:
+        wl = WorkloadConfig(name=a.workload or "transformer", layers=a.layers or 0, hidden=a.hidden or 0,
+                            heads=a.heads or 4, seq_len=a.seq or 2048, vocab_size=a.vocab or 51200)
+        arch = runner_architecture(wl)
+    changes = {k: v for k, v in (("layers", a.layers), ("hidden", a.hidden), ("heads", a.heads),
+                                 ("kv_heads", a.kv_heads), ("ffn_hidden", a.ffn_hidden), ("gated_mlp", a.gated_mlp),
+                                 ("tie_embeddings", a.tie_embeddings), ("seq_len", a.seq), ("vocab", a.vocab))
+               if v is not None}
+    for k, v in changes.items():
+        if isinstance(v, int) and not isinstance(v, bool) and v < 1:
+            raise ConfigError(f"--{k.replace('_', '-')}={v} must be >= 1")
     try:
-        wl = WorkloadConfig(name=a.workload, layers=a.layers, hidden=a.hidden, heads=a.heads, seq_len=a.seq,
-                            vocab_size=a.vocab)
-    except ConfigError:
-        raise
-    return model_spec(wl, megatron=not a.torch_layout)
-
-
-def _layout(a: argparse.Namespace):
-    from parbench.sim.layout import PRECISIONS, Layout, Recompute
-
-    if a.gpus % (a.tp * a.pp):
-        raise ConfigError(f"tp x pp = {a.tp} x {a.pp} does not divide gpus={a.gpus}")
-    dp = a.dp or a.gpus // (a.tp * a.pp)
-    if dp * a.tp * a.pp != a.gpus:
-        raise ConfigError(f"dp*tp*pp={dp}*{a.tp}*{a.pp}={dp * a.tp * a.pp} != gpus={a.gpus}")
-    gb = a.global_batch or dp * a.micro_batch
-    if gb % (dp * a.micro_batch):
-        raise ConfigError(f"global batch {gb} is not divisible by dp x micro-batch = {dp} x {a.micro_batch}")
-    try:
-        return Layout(strategy=Strategy.HYBRID, dp=dp, tp=a.tp, pp=a.pp, global_batch_size=gb,
-                      micro_batches=gb // (dp * a.micro_batch), schedule=Schedule(a.schedule),
-                      virtual_stages=a.virtual_stages, zero=a.zero, recompute=Recompute(a.recompute),
-                      sequence_parallel=a.sequence_parallel, precision=PRECISIONS[a.precision])
+        return replace(arch, **changes)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
 
+def _model(a: argparse.Namespace):
+    from parbench.sim.model import architecture_spec, model_spec
+
+    if a.workload == "mlp":
+        if a.model or a.hf_config:
+            raise ConfigError("--workload mlp takes no --model / --hf-config")
+        return model_spec(WorkloadConfig(name="mlp", layers=a.layers or 0, hidden=a.hidden or 0))
+    return architecture_spec(_architecture(a), megatron=not a.torch_layout)
+
+
+def _check_ranges(a: argparse.Namespace) -> None:
+    if a.gpus < 1:
+        raise ConfigError(f"--gpus={a.gpus} must be >= 1")
+    if a.top < 1:
+        raise ConfigError(f"--top={a.top} must be >= 1")
+    for k in ("dp", "tp", "pp", "cp", "replicate", "micro_batch", "global_batch", "virtual_stages", "recompute_every"):
+        v = getattr(a, k)
+        if v is not None and v < 1:
+            raise ConfigError(f"--{k.replace('_', '-')}={v} must be >= 1")
+
+
+def _layout(a: argparse.Namespace, cluster):
+    from parbench.sim.layout import PRECISIONS, Layout, Recompute
+
+    tp, pp, cp, mb = a.tp or 1, a.pp or 1, a.cp or 1, a.micro_batch or 1
+    if a.gpus % (tp * pp * cp):
+        raise ConfigError(f"tp x pp x cp = {tp} x {pp} x {cp} does not divide gpus={a.gpus}")
+    dp = a.dp or a.gpus // (tp * pp * cp)
+    if dp * tp * pp * cp != a.gpus:
+        raise ConfigError(f"dp*tp*pp*cp={dp}*{tp}*{pp}*{cp}={dp * tp * pp * cp} != gpus={a.gpus}")
+    gb = a.global_batch or dp * mb
+    if gb % (dp * mb):
+        raise ConfigError(f"global batch {gb} is not divisible by dp x micro-batch = {dp} x {mb}")
+    try:
+        return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, replicate=a.replicate or 1, global_batch_size=gb,
+                      micro_batches=gb // (dp * mb), schedule=Schedule(a.schedule or "1f1b"),
+                      virtual_stages=a.virtual_stages or 1, zero=a.zero or 0,
+                      recompute=Recompute(a.recompute or "none"), recompute_every=a.recompute_every or 1,
+                      sequence_parallel=bool(a.sequence_parallel), precision=PRECISIONS[a.precision],
+                      attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _attention(a: argparse.Namespace, cluster) -> str:
+    """flash on GPU clusters (one device per rank), eager on calibrated CPU profiles (the runner's own)."""
+    return a.attention or ("eager" if cluster.cores else "flash")
+
+
+def _no_model_given(a: argparse.Namespace) -> bool:
+    return not (a.model or a.hf_config or a.workload) and all(getattr(a, k) is None for k in ARCH_FLAGS)
+
+
 def handle(a: argparse.Namespace) -> int:
     from parbench.sim.hardware import load_cluster
+    from parbench.sim.models import MODELS
 
+    _check_ranges(a)
     try:
         cluster = load_cluster(a.cluster, results_dir=a.results_dir)
     except (FileNotFoundError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
+    if a.precision == "fp8" and not cluster.peak_flops_fp8:
+        raise ConfigError(f"--precision fp8: cluster {cluster.name} has no FP8 peak (peak_flops_fp8 = 0)")
     model = _model(a)
+    if _no_model_given(a):
+        print(TOY_NOTE.format(models=", ".join(MODELS)), file=sys.stderr)
     if a.search:
         return _search(a, model, cluster)
     from parbench.sim.predict import predict
+    from parbench.sim.search import layout_violations
 
-    layout = _layout(a)
+    layout = _layout(a, cluster)
+    broken = layout_violations(model, layout, cluster)
+    if broken:
+        raise ConfigError("; ".join(broken))
     p = predict(model, layout, cluster)
     if a.format == "json":
-        print(json.dumps({"cluster": cluster.name, "layout": _layout_dict(layout), "prediction": p.as_dict()}))
+        print(json.dumps({"cluster": cluster.name, "model": _model_dict(model), "layout": _layout_dict(layout),
+                          "prediction": p.as_dict()}))
     else:
-        _print_prediction(cluster.name, layout, p)
-    return 0
+        _print_prediction(cluster, layout, p)
+    return 0 if p.feasible else EXIT_INFEASIBLE
+
+
+def _model_dict(model) -> dict:
+    d = {"name": model.arch.name if model.arch else model.name, "parameters": model.param_numel}
+    if model.arch is not None:
+        d.update({k: v for k, v in vars(model.arch).items() if k != "name"})
+    return d
 
 
 def _layout_dict(layout) -> dict:
@@ -101,37 +201,65 @@ def _layout_dict(layout) -> dict:
     return d
 
 
-def _print_prediction(name: str, layout, p) -> None:
+def _memory_lines(cluster, p) -> list[str]:
+    from parbench.sim.predict import format_bytes
+
+    parts = ", ".join(f"{k.removesuffix('_bytes')} {format_bytes(v)}" for k, v in p.memory.as_dict().items() if v)
+    return [f"  memory per rank  {format_bytes(p.peak_memory_bytes)} of {format_bytes(cluster.memory_bytes)}: {parts}"]
+
+
+def _print_prediction(cluster, layout, p) -> None:
+    from parbench.sim.predict import format_bytes
     from parbench.sim.search import describe
 
-    gib = 2**30
-    print(f"{name}: {p.world_size} ranks, {describe(layout)}")
-    print(f"  step time        {p.step_time_s:.4g} s  (compute {p.compute_time_s:.4g}, bubble {p.bubble_time_s:.4g}, "
-          f"communication on the critical path {p.comm_time_s:.4g})")
-    print(f"  throughput       {p.throughput_samples_per_s:.4g} samples/s, {p.tokens_per_s:.4g} tokens/s, MFU {p.mfu:.1%}")
-    m = p.memory
-    print(f"  memory per rank  {p.peak_memory_bytes / gib:.2f} GiB: params {m.param_bytes / gib:.2f}, grads "
-          f"{m.grad_bytes / gib:.2f}, optimizer {m.optim_bytes / gib:.2f}, activations {m.activation_bytes / gib:.2f}")
-    print("  bytes sent per rank per step: " + ", ".join(f"{k} {v:,}" for k, v in p.comm_bytes.items()))
-    for key, v in p.comm_by_collective.items():
-        print(f"    {key:<28}{v:>22,}")
+    print(f"{cluster.name}: {p.world_size} ranks, {describe(layout)}")
     if not p.feasible:
-        print("  DOES NOT FIT: " + "; ".join(p.reasons))
+        print(f"  does not fit: needs {format_bytes(p.peak_memory_bytes)} per rank, the device has "
+              f"{format_bytes(cluster.memory_bytes)}")
+        print("\n".join(_memory_lines(cluster, p)))
+    else:
+        print(f"  step time        {p.step_time_s:.4g} s  (compute {p.compute_time_s:.4g}, bubble {p.bubble_time_s:.4g}, "
+              f"communication on the critical path {p.comm_time_s:.4g})")
+        print(f"  throughput       {p.throughput_samples_per_s:.4g} samples/s, {p.tokens_per_s:.4g} tokens/s, "
+              f"MFU {p.mfu:.1%} (PaLM), HFU {p.hfu:.1%} (with recomputation)")
+        print("\n".join(_memory_lines(cluster, p)))
+    print("  bytes sent per rank per step: " + ", ".join(f"{k} {format_bytes(v)}" for k, v in p.comm_bytes.items()))
+    for key, v in p.comm_by_collective.items():
+        print(f"    {key:<28}{format_bytes(v):>14}")
+
+
+def _search_options(a: argparse.Namespace):
+    """Each layout flag given on the command line fixes that choice of the search."""
+    from parbench.sim.layout import PRECISIONS, Recompute
+    from parbench.sim.search import SearchOptions
+
+    return SearchOptions(precision=PRECISIONS[a.precision], tp=a.tp, pp=a.pp, dp=a.dp, cp=a.cp or 1,
+                         micro_batch=a.micro_batch, schedule=Schedule(a.schedule) if a.schedule else None,
+                         virtual_stages=a.virtual_stages, zero=a.zero,
+                         recompute=Recompute(a.recompute) if a.recompute else None,
+                         recompute_every=a.recompute_every or 1, sequence_parallel=a.sequence_parallel,
+                         replicate=a.replicate or 1, fp8_all_gather=a.fp8_all_gather)
+
+
+def _progress(done: int, total: int) -> None:
+    print(f"\r  {done}/{total} layouts evaluated", end="" if done < total else "\n", file=sys.stderr, flush=True)
 
 
 def _search(a: argparse.Namespace, model, cluster) -> int:
-    from parbench.sim.layout import PRECISIONS
+    from dataclasses import replace
+
     from parbench.sim.search import describe, pareto_front, search
 
     gb = a.global_batch or a.gpus
-    cands = search(model, cluster, gpus=a.gpus, global_batch=gb, precision=PRECISIONS[a.precision])
+    opts = replace(_search_options(a), attention=_attention(a, cluster))
+    progress = _progress if sys.stderr.isatty() and a.format == "table" else None
+    cands = search(model, cluster, gpus=a.gpus, global_batch=gb, options=opts, progress=progress)
     feasible = [c for c in cands if c.feasible]
     front = pareto_front(cands)
     rejected: dict[str, int] = {}
     for c in cands:
         if not c.feasible:
-            key = c.reason.split(" (")[0] if c.reason.startswith("needs") else c.reason
-            key = "does not fit in memory" if key.startswith("needs") else key
+            key = "does not fit in memory" if c.reason.startswith("needs") else c.reason
             rejected[key] = rejected.get(key, 0) + 1
     if a.format == "json":
         row = lambda c: {"layout": describe(c.layout), **c.prediction.as_dict()}  # noqa: E731
@@ -139,8 +267,10 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
                           "pareto": [row(c) for c in front], "rejected": rejected,
                           "rejected_examples": [{"layout": describe(c.layout) if c.layout else None, "reason": c.reason}
                                                 for c in cands if not c.feasible][:20]}))
-        return 0
-    print(f"{len(cands)} layouts, {len(feasible)} fit in {cluster.memory_bytes / 2**30:.0f} GiB per device")
+        return 0 if feasible else EXIT_INFEASIBLE
+    from parbench.sim.predict import format_bytes
+
+    print(f"{len(cands)} layouts, {len(feasible)} fit in {format_bytes(cluster.memory_bytes)} per device")
     for reason, n in sorted(rejected.items(), key=lambda kv: -kv[1]):
         print(f"  rejected {n:>5}: {reason}")
     example = next((c for c in cands if c.reason.startswith("needs")), None)
@@ -148,13 +278,13 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
         print(f"  e.g. {describe(example.layout)}: {example.reason}")
     _table(f"top {a.top} by throughput", feasible[:a.top])
     _table("throughput-memory Pareto front", front)
-    return 0
+    return 0 if feasible else EXIT_INFEASIBLE
 
 
 def _table(title: str, cands) -> None:
     from parbench.sim.search import describe
 
-    print(f"\n{title}:\n{'samples/s':>11}{'MFU':>7}{'GiB':>7}  layout")
+    print(f"\n{title}:\n{'samples/s':>11}{'MFU':>7}{'GiB':>8}  layout")
     for c in cands:
         p = c.prediction
-        print(f"{p.throughput_samples_per_s:>11.4g}{p.mfu:>7.1%}{p.peak_memory_bytes / 2**30:>7.1f}  {describe(c.layout)}")
+        print(f"{p.throughput_samples_per_s:>11.4g}{p.mfu:>7.1%}{p.peak_memory_bytes / 2**30:>8.2f}  {describe(c.layout)}")

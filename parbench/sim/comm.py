@@ -110,14 +110,14 @@ def fsdp_groups(stage: Stage, tp: int) -> list[list[Tensor]]:
 
 def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int) -> list[CommOp]:
     """Data-parallel gradient/parameter traffic of one stage rank over the dp group."""
-    if layout.dp == 1:
+    if layout.dp * layout.cp == 1:
         return []
     key = (model, layout.pp, layout.v, layout.tp)
     if layout.flat_grad_allreduce:
         size = sum(stage_local_numels(*key)[stage.rank]) * pb
         return [CommOp("all_reduce", "parameter", size, layout.dp, "dp", phase="grad")]
     if layout.zero >= 2:
-        return _fsdp_ops(layout, key, stage.rank, pb)
+        return _fsdp_ops(layout, key, stage.rank, pb) + _hsdp_ops(layout, key, stage.rank, pb)
     if layout.zero == 1 and not layout.fsdp2:
         return _zero1_textbook_ops(layout, key, stage.rank, pb)
     return _ddp_ops(layout, key, stage.rank, pb)
@@ -125,7 +125,7 @@ def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int) -> list[C
 
 def _ddp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     """DDP's bucketed all-reduce; torch's ZeRO-1 adds each rank's broadcast of the parameters it owns."""
-    n = layout.dp
+    n = layout.shard_group
     buckets = ddp_buckets_cached(*key, rank, pb)
     ops = [CommOp("all_reduce", "parameter", b, n, "dp", phase="grad") for b in buckets]
     if layout.ddp_rebuild_in_step:  # Reducer::sync_bucket_indices: int32 count, then indices + bucket sizes
@@ -141,24 +141,35 @@ def _ddp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
 def _zero1_textbook_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     """ZeRO-1 as in the paper (and Megatron's distributed optimizer): reduce-scatter the gradients,
     all-gather the updated parameters, bucket by bucket: 2(n-1)/n x Psi in all."""
-    buckets = ddp_buckets_cached(*key, rank, pb)
-    return ([CommOp("reduce_scatter", "parameter", b, layout.dp, "dp", phase="grad") for b in buckets]
-            + [CommOp("all_gather", "parameter", b, layout.dp, "dp") for b in buckets])
+    buckets, n = ddp_buckets_cached(*key, rank, pb), layout.shard_group
+    return ([CommOp("reduce_scatter", "parameter", b, n, "dp", phase="grad") for b in buckets]
+            + [CommOp("all_gather", "parameter", b, n, "dp") for b in buckets])
 
 
 def _fsdp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     """Per FSDP unit: all-gather the parameters (ZeRO-2: once; ZeRO-3: forward and backward), reduce-scatter
     the gradients. Under torch's pipeline schedules FSDP2 re-gathers for every micro-batch's forward and once
     for backward (the stage stays unsharded until its last backward): m + 1 gathers, as measured."""
-    n = layout.dp
+    n = layout.shard_group
     gathers = 2 if layout.zero == 3 else 1
     if layout.zero == 3 and layout.pp > 1:
         gathers = layout.micro_batches + 1
+    gather_bytes = 1 if layout.fp8_all_gather else pb  # FP8 all-gather: the cast weights travel (1 byte each)
     ops = []
     for numel in fsdp_group_numels(*key, n, rank, layout.fsdp2):
-        ops.append(CommOp("all_gather", "parameter", numel * pb, n, "dp", count=gathers, phase="gather"))
+        ops.append(CommOp("all_gather", "parameter", numel * gather_bytes, n, "dp", count=gathers, phase="gather"))
         ops.append(CommOp("reduce_scatter", "parameter", numel * pb, n, "dp", phase="grad"))
     return ops
+
+
+def _hsdp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
+    """HSDP: after the reduce-scatter inside a shard group, each rank all-reduces its gradient shard with
+    the ranks holding the same shard in the other ``replicate`` groups (Zhao et al., VLDB 2023, sec. 3.2.2)."""
+    if layout.replicate == 1:
+        return []
+    n = layout.shard_group
+    shard = sum(fsdp_group_numels(*key, n, rank, layout.fsdp2)) // n
+    return [CommOp("all_reduce", "parameter", shard * pb, layout.replicate, "replicate", phase="grad")]
 
 
 @lru_cache(maxsize=4096)
@@ -177,17 +188,44 @@ def _tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     kinds = ("all_gather", "reduce_scatter") if layout.sequence_parallel else ("all_reduce",)
     counts: dict[tuple[int, str], int] = {}
     for chunk, units in zip(stage.chunks, stage.modules):
-        for i, u in enumerate(units, start=chunk.lo):
+        members = [(i, u) for i, u in enumerate(units, start=chunk.lo)]
+        members = ([(-1, model.pre)] if chunk.first else []) + members + ([(-2, model.post)] if chunk.last else [])
+        for i, u in members:
             if u.tp_row_allreduces:
-                key = (mb * u.tp_row_out * ab, "forward")
+                key = (mb * u.tp_row_out * ab // layout.cp, "forward")
                 counts[key] = counts.get(key, 0) + u.tp_row_allreduces * m * redo
             if i == 0 and not model.pre.params:
                 continue  # the mlp's first layer reads raw data: no input gradient to all-reduce
             for w in u.tp_col_inputs:
-                key = (mb * w * ab, "backward")
+                key = (mb * w * ab // layout.cp, "backward")
                 counts[key] = counts.get(key, 0) + m
     return [CommOp(k, "intermediate", size, t, "tp", count=c, phase=phase)
             for (size, phase), c in counts.items() for k in kinds]
+
+
+def _cp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
+    """Ring attention over cp ranks (Liu et al. 2023; Megatron-Core's context parallelism): per layer and
+    micro-batch, each rank passes its K and V blocks (b x s/cp x 2 kv_width) to the next rank cp - 1
+    times in forward; backward passes K/V again and their gradients dK/dV around the ring. Category
+    intermediate; it overlaps the blocks' attention compute (phase ``ring``)."""
+    if layout.cp == 1 or model.arch is None:
+        return []
+    layers = sum(c.hi - c.lo for c in stage.chunks)
+    block = layout.micro_batch_size * model.seq_len // layout.cp * 2 * model.arch.kv_width // layout.tp
+    block *= layout.precision.activation_bytes
+    steps = (layout.cp - 1) * layers * layout.micro_batches
+    redo = 1 + layout.recomputed_fraction  # a recomputed forward passes its K/V around again
+    return [CommOp("send", "intermediate", block, 2, "cp", count=int(steps * redo), phase="ring"),
+            CommOp("send", "intermediate", block, 2, "cp", count=2 * steps, phase="ring")]
+
+
+def _tied_embedding_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
+    """Tied embeddings split over pipeline stages: the first and last stage all-reduce the word embedding's
+    gradient so their copies stay equal (Shoeybi et al. 2019; Megatron-LM's embedding group)."""
+    if model.tied_head_copy is None or layout.chunks == 1 or not (stage.chunks[0].first or stage.chunks[-1].last):
+        return []
+    size = model.tied_head_copy.local_numel(layout.tp) * layout.precision.grad_bytes
+    return [CommOp("all_reduce", "parameter", size, 2, "pp", phase="step")]
 
 
 def _pp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
@@ -196,7 +234,7 @@ def _pp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     if layout.pp == 1:
         return []
     mb, ab, m = layout.micro_batch_size, layout.precision.activation_bytes, layout.micro_batches
-    shard = layout.tp if layout.sequence_parallel else 1  # Megatron's scatter/gather optimisation
+    shard = (layout.tp if layout.sequence_parallel else 1) * layout.cp  # Megatron's scatter/gather; cp's share
     ops = []
     for c in stage.chunks:
         if not c.last:
@@ -254,7 +292,8 @@ def rank_ops(model: ModelSpec, layout: Layout) -> dict[str, list[CommOp]]:
     out = {}
     for st in stages(model, layout.pp, layout.v):
         out[f"stage{st.rank}"] = merge(_grad_ops(model, layout, st, pb) + _tp_ops(model, layout, st)
-                                       + _pp_ops(model, layout, st) + _data_ops(model, layout, st))
+                                       + _pp_ops(model, layout, st) + _data_ops(model, layout, st)
+                                       + _cp_ops(model, layout, st) + _tied_embedding_ops(model, layout, st))
     return out
 
 

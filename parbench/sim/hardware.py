@@ -42,6 +42,8 @@ class Cluster:
     gpus_per_node: int
     peak_flops: float
     """Dense FLOP/s of one device at the training dtype (the MFU denominator)."""
+    peak_flops_fp8: float = 0.0
+    """Dense FP8 FLOP/s (0: the device has no FP8 tensor cores; ``--precision fp8`` is refused)."""
     gemm_efficiency: float
     """Fraction of peak a large GEMM reaches; small GEMMs pay ``gemm_overhead_s`` on top."""
     gemm_overhead_s: float
@@ -54,6 +56,14 @@ class Cluster:
     memory_bandwidth_bytes_per_s: float
     """Achievable memory bandwidth of memory-bound operators (elementwise, norms, optimizer)."""
     memory_bytes: int
+    """Device memory a process can use (as the driver reports it, not the marketing figure)."""
+    context_bytes: int = 0
+    """Fixed per-process device memory outside the caching allocator: the CUDA context, its kernels and
+    library workspaces."""
+    comm_buffer_bytes: int = 0
+    """Device memory each communicator (process group) keeps for its transfer buffers."""
+    fragmentation: float = 0.0
+    """Reserved-but-unusable share of what the caching allocator holds (block rounding, split segments)."""
     intra: Link
     inter: Link
     overlap: float = 1.0
@@ -83,6 +93,14 @@ class Cluster:
             raise ValueError(f"overlap={self.overlap} must be in [0, 1]")
         if self.peak_flops <= 0 or self.memory_bandwidth_bytes_per_s <= 0 or self.memory_bytes <= 0:
             raise ValueError("peak_flops, memory_bandwidth_bytes_per_s and memory_bytes must be > 0")
+        if self.peak_flops_fp8 < 0 or self.context_bytes < 0 or self.comm_buffer_bytes < 0:
+            raise ValueError("peak_flops_fp8, context_bytes and comm_buffer_bytes must be >= 0")
+        if not 0 <= self.fragmentation < 1:
+            raise ValueError(f"fragmentation={self.fragmentation} must be in [0, 1)")
+
+    def gemm_peak_flops(self, gemm_dtype: str = "") -> float:
+        """The tensor-core peak a matrix multiply runs at: FP8 where asked, else the training dtype's."""
+        return self.peak_flops_fp8 if gemm_dtype == "fp8" else self.peak_flops
 
 
 # Algorithm factors: (latency steps, bandwidth factor on the payload S) per collective, n ranks.
@@ -126,9 +144,25 @@ def _fitted(cluster: Cluster, kind: str, n: int) -> tuple[float, float] | None:
 
 # --- presets --------------------------------------------------------------------------------------
 
+GIB = 2**30
+MIB = 2**20
+# Fixed memory terms shared by every GPU preset (physical, not per model):
+GPU_MEMORY_SOURCES = {
+    "memory_bytes": "usable device memory as nvidia-smi/NVML reports it: A100 80GB 81,920 MiB, H100 80GB 81,559 MiB, "
+                    "H200 143,771 MiB (thundergolfer.com/blog/nvidia-gpu-memory-capacity, table)",
+    "context_bytes": "CUDA context of a PyTorch process before any tensor: 723 MiB measured "
+                     "(discuss.pytorch.org/t/what-is-the-reason-for-pytorchs-gpu-memory-floor/73021; "
+                     "~700+ MB in /t/high-gpu-memory-overhead/81330)",
+    "comm_buffer_bytes": "NCCL_BUFFSIZE default 4 MiB per channel and direction (NCCL environment-variable docs) "
+                         "x 2 directions x 16 channels (assumed) = 128 MiB per communicator",
+    "fragmentation": "caching-allocator overhead as a share of allocated memory; 0.05 assumed (block rounding to "
+                     "2 MiB for large blocks, PyTorch CUDA semantics docs)",
+}
+GPU_FIXED = dict(context_bytes=723 * MIB, comm_buffer_bytes=128 * MIB, fragmentation=0.05)
 A100_SOURCES = {
+    **GPU_MEMORY_SOURCES,
     "peak_flops": "NVIDIA A100 Tensor Core GPU datasheet (2021): BF16/FP16 312 TFLOP/s dense",
-    "memory_bytes": "A100 datasheet: 80 GB HBM2e (SXM)",
+    "peak_flops_fp8": "A100 has no FP8 tensor cores (datasheet)",
     "memory_bandwidth_bytes_per_s": "A100 datasheet: 2,039 GB/s; x0.8 achievable (assumed, STREAM-like)",
     "intra": "A100 datasheet: NVLink 3 600 GB/s total = 300 GB/s per direction; x0.8 nccl-tests-style busbw (assumed)",
     "inter": "DGX A100 user guide: 8x ConnectX-6 HDR 200 Gb/s per node = 25 GB/s per GPU; x0.9 (assumed)",
@@ -137,8 +171,9 @@ A100_SOURCES = {
     "latency": "assumed ~5 us per NVLink step, ~8 us per InfiniBand step (typical nccl-tests small-message latencies)",
 }
 H100_SOURCES = {
+    **GPU_MEMORY_SOURCES,
     "peak_flops": "NVIDIA H100 Tensor Core GPU datasheet: SXM BF16 989 TFLOP/s dense (1,979 with sparsity)",
-    "memory_bytes": "H100 datasheet: 80 GB HBM3 (SXM)",
+    "peak_flops_fp8": "H100 datasheet: SXM FP8 1,979 TFLOP/s dense (3,958 with sparsity)",
     "memory_bandwidth_bytes_per_s": "H100 datasheet: 3.35 TB/s; x0.8 achievable (assumed)",
     "intra": "H100 datasheet: NVLink 4 900 GB/s total = 450 GB/s per direction; x0.8 busbw (assumed)",
     "inter": "DGX H100 user guide: 8x ConnectX-7 NDR 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
@@ -146,18 +181,27 @@ H100_SOURCES = {
     "gemm_efficiency": "cuBLAS large-GEMM BF16 on H100 reaches ~70% of dense peak (assumed)",
     "latency": "assumed ~4 us per NVLink step, ~8 us per InfiniBand step",
 }
+H100_96_SOURCES = {
+    **H100_SOURCES,
+    "memory_bytes": "torchtitan docs/performance.md (Grand Teton): H100 with 96GB HBM2e; the 80 GB parts expose "
+                    "80 GiB less a driver reserve (A100 81,920 MiB, H100 81,559 MiB), so 96 GiB less the H100's 361 MiB",
+    "memory_bandwidth_bytes_per_s": "torchtitan docs/performance.md: 2.4 TB/s peak; x0.8 achievable (assumed)",
+    "inter": "torchtitan docs/performance.md: 400 Gb/s RDMA per GPU = 50 GB/s; x0.9 (assumed)",
+    "peak_flops": "the H100 SXM datasheet's 989 TFLOP/s (torchtitan: the 500 W part's exact peak is unpublished)",
+}
 
+_A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.80, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
+             memory_bandwidth_bytes_per_s=0.8 * 2039e9, intra=Link(latency_s=5e-6, bandwidth_bytes_per_s=0.8 * 300e9),
+             inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, **GPU_FIXED)
+_H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, gemm_efficiency=0.70, gemm_overhead_s=5e-6,
+             op_overhead_s=3e-6, memory_bandwidth_bytes_per_s=0.8 * 3350e9,
+             intra=Link(latency_s=4e-6, bandwidth_bytes_per_s=0.8 * 450e9),
+             inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 50e9), overlap=1.0, **GPU_FIXED)
 PRESETS: dict[str, Cluster] = {
-    "a100-80gb": Cluster(
-        name="a100-80gb", gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.80, gemm_overhead_s=6e-6,
-        op_overhead_s=4e-6, memory_bandwidth_bytes_per_s=0.8 * 2039e9, memory_bytes=80 * 10**9,
-        intra=Link(latency_s=5e-6, bandwidth_bytes_per_s=0.8 * 300e9),
-        inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, sources=A100_SOURCES),
-    "h100-sxm": Cluster(
-        name="h100-sxm", gpus_per_node=8, peak_flops=989e12, gemm_efficiency=0.70, gemm_overhead_s=5e-6,
-        op_overhead_s=3e-6, memory_bandwidth_bytes_per_s=0.8 * 3350e9, memory_bytes=80 * 10**9,
-        intra=Link(latency_s=4e-6, bandwidth_bytes_per_s=0.8 * 450e9),
-        inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 50e9), overlap=1.0, sources=H100_SOURCES),
+    "a100-80gb": Cluster(name="a100-80gb", memory_bytes=81920 * MIB, sources=A100_SOURCES, **_A100),
+    "h100-sxm": Cluster(name="h100-sxm", memory_bytes=81559 * MIB, sources=H100_SOURCES, **_H100),
+    "h100-96gb": Cluster(name="h100-96gb", memory_bytes=96 * GIB - (81920 - 81559) * MIB, sources=H100_96_SOURCES,
+                         **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 2400e9}),
 }
 
 

@@ -13,11 +13,27 @@ from parbench.config import DataMode, DataParallelMode, RunConfig, Schedule, Str
 
 
 class Recompute(str, enum.Enum):
-    """Activation recomputation (Korthikanti et al. 2022): none, selective (attention core), full."""
+    """Activation recomputation, as frameworks ship it (the per-layer ratio is ``Layout.recompute_every``).
+
+    - none: every layer keeps all it saves for backward.
+    - selective: the attention core (scores, softmax, its dropout) is recomputed, the rest kept
+      (Korthikanti et al. 2022, sec. 5; Megatron-LM ``--recompute-activations``). Under flash
+      attention the scores are never kept anyway, so this equals none.
+    - ops: GEMM outputs are kept (every other one), elementwise ops recomputed (torchtitan's
+      ``selective_ac_option = "op"``: a save list of matmuls and attention, every second matmul dropped).
+    - full: only each layer's input is kept; the layer's forward runs again in backward (Chen et al.,
+      "Training Deep Nets with Sublinear Memory Cost", 2016; Megatron ``--recompute-granularity full``).
+    """
 
     NONE = "none"
     SELECTIVE = "selective"
+    OPS = "ops"
     FULL = "full"
+
+
+ATTENTION_KINDS = ("flash", "eager")
+"""flash: tiled attention that never materialises the s x s scores and recomputes them in backward
+(Dao et al., NeurIPS 2022); eager: scores written, softmaxed and kept for backward."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +47,9 @@ class Precision:
     moment_bytes: int = 4
     """Each Adam moment."""
     activation_bytes: int = 4
+    gemm_dtype: str = ""
+    """``fp8``: matrix multiplies run at the device's FP8 peak (Micikevicius et al., "FP8 Formats for
+    Deep Learning", 2022); '' = the parameters' dtype."""
 
     def __post_init__(self) -> None:
         for k in ("param_bytes", "grad_bytes", "moment_bytes", "activation_bytes"):
@@ -42,6 +61,9 @@ PRECISIONS = {
     "fp32": Precision(),
     # ZeRO paper (Rajbhandari et al. 2020, sec. 3.1): 2 + 2 + K bytes/param, K = 12 (fp32 master, m, v)
     "bf16": Precision(param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, activation_bytes=2),
+    # FP8 GEMMs with the bf16 recipe's weights, gradients, fp32 master and moments (Transformer Engine,
+    # torchao float8 training): only the matrix multiplies' inputs are cast
+    "fp8": Precision(param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, activation_bytes=2, gemm_dtype="fp8"),
 }
 
 ZERO_STAGE = {Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.FSDP: 3}
@@ -68,6 +90,18 @@ class Layout:
     ``--tp-comm-overlap``; Wang et al., ASPLOS 2023); False: exposed on the critical path."""
     servers: int = 0
     """Parameter-server ranks (ps only)."""
+    cp: int = 1
+    """Context parallelism: each rank holds seq/cp tokens of every sample; K/V blocks travel around the
+    ring of cp ranks (Liu et al., "Ring Attention", 2023). Weights are replicated over cp, so gradients
+    are reduced (and ZeRO shards held) over dp x cp ranks."""
+    replicate: int = 1
+    """HSDP (zero=3): shard within groups of dp x cp / replicate ranks, all-reduce the gradient shards
+    across the ``replicate`` groups (Zhao et al., "PyTorch FSDP", VLDB 2023, sec. 3.2.2)."""
+    recompute_every: int = 1
+    """With full recomputation: checkpoint every k-th layer only (1/k of the layers recomputed)."""
+    attention: str = "eager"
+    fp8_all_gather: bool = False
+    """FSDP all-gathers FP8 weights (1 byte each) instead of the parameters' dtype (fp8 precision only)."""
     data_mode: DataMode = DataMode.SHARDED
     precision: Precision = field(default_factory=Precision)
     fsdp2: bool = False
@@ -82,7 +116,8 @@ class Layout:
     broadcasts the new bucket assignment (the runner's probe step with warmup_steps=1)."""
 
     def __post_init__(self) -> None:
-        for k in ("dp", "tp", "pp", "global_batch_size", "micro_batches", "virtual_stages"):
+        for k in ("dp", "tp", "pp", "cp", "replicate", "recompute_every", "global_batch_size", "micro_batches",
+                  "virtual_stages"):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k}={getattr(self, k)} must be >= 1")
         if self.zero not in (0, 1, 2, 3):
@@ -96,10 +131,28 @@ class Layout:
             raise ValueError("sequence_parallel needs tp > 1")
         if self.tp_comm_overlap and self.tp == 1:
             raise ValueError("tp_comm_overlap needs tp > 1")
+        if self.attention not in ATTENTION_KINDS:
+            raise ValueError(f"attention={self.attention!r}; valid: {', '.join(ATTENTION_KINDS)}")
+        if self.replicate > 1 and (self.zero != 3 or (self.dp * self.cp) % self.replicate):
+            raise ValueError(f"replicate={self.replicate} needs zero=3 and to divide dp x cp = {self.dp} x {self.cp}")
+        if self.recompute_every > 1 and self.recompute is not Recompute.FULL:
+            raise ValueError(f"recompute_every={self.recompute_every} applies to recompute=full only")
+        if self.fp8_all_gather and (self.precision.gemm_dtype != "fp8" or self.zero != 3):
+            raise ValueError("fp8_all_gather needs precision fp8 and zero=3")
 
     @property
     def world_size(self) -> int:
-        return self.dp * self.tp * self.pp + (self.servers if self.strategy is Strategy.PS else 0)
+        return self.dp * self.tp * self.pp * self.cp + (self.servers if self.strategy is Strategy.PS else 0)
+
+    @property
+    def shard_group(self) -> int:
+        """Ranks a ZeRO/FSDP shard is split over: dp x cp, divided into ``replicate`` HSDP groups."""
+        return self.dp * self.cp // self.replicate
+
+    @property
+    def recomputed_fraction(self) -> float:
+        """Share of the layers whose forward runs again in backward (full recomputation)."""
+        return 1.0 / self.recompute_every if self.recompute is Recompute.FULL else 0.0
 
     @property
     def chunks(self) -> int:

@@ -1,35 +1,69 @@
-"""Memory per rank: parameters, gradients, optimizer state (ZeRO, Rajbhandari et al. SC 2020) and
-activations by schedule (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
-Models", 2022, sec. 4: s*b*h*(34 + 5*a*s/h) bytes per layer with 2-byte activations)."""
+"""Memory per rank: what a training step holds at its peak, term by term.
+
+peak = parameters + gradients + optimizer state (ZeRO stages: Rajbhandari et al., SC 2020, sec. 5)
+     + activations in flight (per layer: Korthikanti et al., "Reducing Activation Recomputation in
+       Large Transformer Models", MLSys 2023, sec. 4, generalised to GQA, gated MLPs and flash
+       attention; times the micro-batches the schedule keeps alive)
+     + transient buffers: FSDP's unsharded units (Zhao et al., "PyTorch FSDP", VLDB 2023, sec. 3.3:
+       the current unit, one prefetched, the root kept between forward and backward, and an unsharded
+       gradient being reduce-scattered), the fp32 logits of the loss, gradient communication buckets
+     + the cluster's fixed costs: CUDA context and communicator buffers per process group
+     + allocator fragmentation, a fraction of what the caching allocator holds.
+The fixed terms are properties of the cluster (``Cluster.context_bytes``, ``comm_buffer_bytes``,
+``fragmentation``), never of the model.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from parbench.config import Schedule
-from parbench.sim.comm import fsdp_group_numels, stage_local_numels, zero1_max_shard
+from parbench.sim.comm import DDP_BUCKET_BYTES, fsdp_group_numels, stage_local_numels, zero1_max_shard
+from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.model import ModelSpec
 from parbench.sim.stages import Stage
 
 STEP_TENSOR_BYTES = 4  # torch AdamW keeps a float32 ``step`` tensor per parameter
+FP32_BYTES = 4
+MASK_BYTES = 1  # a dropout mask keeps one byte per element (Korthikanti et al. 2022, sec. 4.1)
 
 
 @dataclass(frozen=True)
 class Memory:
+    """Bytes one rank holds at its peak, by kind (as the record's ``mem_*_bytes`` for the first four)."""
+
     param_bytes: int
     grad_bytes: int
     optim_bytes: int
     activation_bytes: int
+    unsharded_bytes: int = 0
+    """FSDP (zero=3): parameters all-gathered for compute and an unsharded gradient before its reduce-scatter."""
+    loss_bytes: int = 0
+    """The last stage's logits and their fp32 log-softmax (or its gradient) at the loss."""
+    buffer_bytes: int = 0
+    """Gradient communication buckets outside the gradients themselves."""
+    context_bytes: int = 0
+    """CUDA context and communicator buffers (outside the caching allocator)."""
+    fragmentation_bytes: int = 0
+    """Reserved but unusable by the caching allocator (block rounding, split segments)."""
 
     @property
     def total_bytes(self) -> int:
-        return self.param_bytes + self.grad_bytes + self.optim_bytes + self.activation_bytes
+        return sum(getattr(self, f.name) for f in fields(self))
+
+    @property
+    def allocator_bytes(self) -> int:
+        """What torch's caching allocator reserves (torch.cuda.max_memory_reserved): all but the context."""
+        return self.total_bytes - self.context_bytes
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def state_numels(model: ModelSpec, layout: Layout, stage: Stage) -> tuple[int, int, int, int]:
     """(params, grads, optimizer-state elements, optimizer tensors) one rank of ``stage`` holds (worst rank)."""
-    tp, n, key = layout.tp, layout.dp, (model, layout.pp, layout.v, layout.tp)
+    n, key = layout.shard_group, (model, layout.pp, layout.v, layout.tp)
     local = stage_local_numels(*key)[stage.rank]
     full = sum(local)
     if layout.fsdp2 and layout.zero >= 2:
@@ -57,23 +91,80 @@ def in_flight_micro_batches(layout: Layout, stage_rank: int) -> float:
 
 
 def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
-    """Korthikanti et al. 2022, eq. 1-3 and table 2: per transformer layer and micro-batch,
-    none: sbh(10 + 24/t + 5as/(ht)); with sequence parallelism sbh/t (34 + 5as/h); selective drops
-    the 5as/h attention term; full keeps only the layer input 2sbh (/t with SP). Scaled for the dtype."""
-    s, b, h, a, t = model.seq_len, layout.micro_batch_size, model.hidden, model.heads, layout.tp
-    scale = layout.precision.activation_bytes / 2
-    if model.name != "transformer":
-        return scale * 2 * b * 3 * h * 2  # mlp: input, pre-activation and output of each Linear
-    sbh = s * b * h
-    if layout.recompute is Recompute.FULL:
-        return scale * 2 * sbh / (t if layout.sequence_parallel else 1)
-    attention = 0 if layout.recompute is Recompute.SELECTIVE else 5 * a * s / h
-    if layout.sequence_parallel:
-        return scale * sbh / t * (34 + attention)
-    return scale * sbh * (10 + 24 / t + attention / t)
+    """Bytes one transformer layer keeps for backward per micro-batch (Korthikanti et al. 2022, sec. 4.1,
+    term by term, with s the rank's tokens (seq / cp), b the micro-batch, a heads, t = tp, e the
+    activation bytes, f the MLP width, k the k/v width, h_q = h):
+
+    - replicated over t unless sequence parallel: both norms' inputs, the qkv and MLP inputs: 4 e sbh,
+      plus two 1-byte dropout masks 2 sbh (with dropout);
+    - split over t: q, k, v e sb(h + 2k); the attention output e sbh; the MLP e sbf x (2: activation
+      input and down input; 4 gated: gate, up, activation output, down input); the attention core:
+      eager a s^2 b (e for the softmax output, + 1 + e for dropout's mask and output), flash only its
+      fp32 log-sum-exp 4 a s b (Dao et al. 2022).
+
+    With e = 2, a GELU MLP of 4h, h_kv = h and dropout this is Korthikanti's sbh(10 + 24/t + 5as/(ht)).
+    Policies (``Recompute``): selective drops the eager attention core; ops keeps the layer input, half
+    the GEMM outputs and the attention output; full keeps the layer input (e sbh, /t with SP) on the
+    ``recomputed_fraction`` of layers."""
+    if model.arch is None:
+        e = layout.precision.activation_bytes
+        return e * 6 * layout.micro_batch_size * model.hidden  # mlp: input, pre-activation and output of each Linear
+    arch, t, e = model.arch, layout.tp, layout.precision.activation_bytes
+    s, b, h, f, k, a = model.seq_len / layout.cp, layout.micro_batch_size, arch.hidden, arch.ffn, arch.kv_width, arch.heads
+    sb, sp = s * b, layout.sequence_parallel
+    layer_input = e * sb * h / (t if sp else 1)
+    if layout.recompute is Recompute.OPS:
+        gemm_outputs = 3 * h + 2 * k + (2 if arch.gated_mlp else 1) * f
+        kept = layer_input + (e * sb * gemm_outputs / 2 + e * sb * h + FP32_BYTES * a * sb) / t
+    else:
+        replicated = 4 * e * sb * h + (2 * MASK_BYTES * sb * h if arch.dropout else 0)
+        split = e * sb * (h + 2 * k) + e * sb * h + e * sb * f * (4 if arch.gated_mlp else 2)
+        if layout.attention == "flash":
+            split += FP32_BYTES * a * sb
+        elif layout.recompute is not Recompute.SELECTIVE:
+            split += a * s * model.seq_len * b * (e + (MASK_BYTES + e if arch.dropout else 0))
+        kept = (replicated + split) / t if sp else replicated + split / t
+    r = layout.recomputed_fraction
+    return r * layer_input + (1 - r) * kept
 
 
-def stage_memory(model: ModelSpec, layout: Layout, stage: Stage) -> Memory:
+def loss_bytes(model: ModelSpec, layout: Layout) -> float:
+    """The loss's logits on the last stage, per micro-batch: the e-byte logits, their fp32 copy and fp32
+    log-softmax (torch's cross_entropy saves log_softmax's output; backward holds its gradient beside it):
+    (e + 8) s b V / t for a vocabulary-parallel head (Korthikanti et al. 2022, eq. 4, counts the fp32 4sbV/t)."""
+    if model.arch is None:
+        return 0.0
+    vocab_split = layout.tp if model.post.gemms[0].tp_sharded else 1
+    s = model.seq_len / layout.cp
+    return (layout.precision.activation_bytes + 2 * FP32_BYTES) * s * layout.micro_batch_size * model.vocab / vocab_split
+
+
+def unsharded_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> int:
+    """FSDP (zero=3): the root group (embeddings, final norm, head) stays gathered from forward to backward;
+    at most two units are gathered at once (the one computing and the one prefetched: FSDP's rate
+    limiter, Zhao et al. 2023, sec. 3.3); one unit's full gradient waits for its reduce-scatter.
+    Parameters gather in their dtype (1 byte with FP8 all-gather)."""
+    if layout.zero != 3 or layout.shard_group == 1:
+        return 0
+    from parbench.sim.comm import fsdp_groups
+
+    tp, groups = layout.tp, fsdp_groups(stage, layout.tp)
+    sizes = [sum(t.local_numel(tp) for t in g) for g in groups]
+    root = sum(t.local_numel(tp) for t in stage.tensors if t.name.startswith(("pre.", "post.")))
+    units = [n for n, g in zip(sizes, groups) if not g[0].name.startswith(("pre.", "post."))] or [0]
+    top = sorted(units, reverse=True)[:2]
+    pb = 1 if layout.fp8_all_gather else layout.precision.param_bytes
+    fp8_casts = 2 * max(units) if layout.precision.gemm_dtype == "fp8" and not layout.fp8_all_gather else 0
+    return (root + sum(top)) * pb + max(units + [root]) * layout.precision.grad_bytes + fp8_casts
+
+
+def process_groups(layout: Layout) -> int:
+    """Communicators a rank belongs to (each holds its own buffers): one per mesh dimension larger than 1."""
+    dims = (layout.shard_group, layout.replicate, layout.tp, layout.pp, layout.cp)
+    return sum(1 for d in dims if d > 1)
+
+
+def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluster | None = None) -> Memory:
     """The worst rank of a pipeline stage."""
     pr = layout.precision
     params, grads, optim, tensors = state_numels(model, layout, stage)
@@ -84,10 +175,25 @@ def stage_memory(model: ModelSpec, layout: Layout, stage: Stage) -> Memory:
     layers = sum(c.hi - c.lo for c in stage.chunks)
     per_layer = activation_bytes_per_layer(model, layout)
     acts = per_layer * layers / layout.v * in_flight_micro_batches(layout, stage.rank) if layers else 0
-    if stage.chunks[-1].last and model.name == "transformer":  # logits in fp32 for the loss (Korthikanti eq. 4)
-        acts += 4 * model.seq_len * layout.micro_batch_size * model.vocab / layout.tp
-    return Memory(param_bytes=params * pr.param_bytes, grad_bytes=grads * pr.grad_bytes,
-                  optim_bytes=int(optim_bytes), activation_bytes=int(acts))
+    if stage.chunks[0].first and model.arch is not None:  # the embedding output (input of the first layer)
+        acts += layout.precision.activation_bytes * model.seq_len / layout.cp * layout.micro_batch_size * model.hidden
+    loss = loss_bytes(model, layout) if stage.chunks[-1].last else 0.0
+    buckets = 2 * DDP_BUCKET_BYTES if layout.zero in (1, 2) and layout.shard_group > 1 and not layout.fsdp2 else 0
+    mem = Memory(param_bytes=params * pr.param_bytes, grad_bytes=grads * pr.grad_bytes, optim_bytes=int(optim_bytes),
+                 activation_bytes=int(acts), unsharded_bytes=unsharded_bytes(model, layout, stage),
+                 loss_bytes=int(loss), buffer_bytes=buckets)
+    return with_cluster_terms(mem, layout, cluster)
+
+
+def with_cluster_terms(mem: Memory, layout: Layout, cluster: Cluster | None) -> Memory:
+    """Add the cluster's fixed costs: the CUDA context, communicator buffers per process group, and the
+    allocator's fragmentation as a fraction of what it holds."""
+    if cluster is None:
+        return mem
+    from dataclasses import replace
+
+    context = cluster.context_bytes + cluster.comm_buffer_bytes * process_groups(layout)
+    return replace(mem, context_bytes=context, fragmentation_bytes=int(cluster.fragmentation * mem.allocator_bytes))
 
 
 def ps_memory(model: ModelSpec, layout: Layout) -> list[Memory]:
@@ -99,7 +205,8 @@ def ps_memory(model: ModelSpec, layout: Layout) -> list[Memory]:
     shard = ps_shards(psi, max(layout.servers, 1))[0]
     optim = shard * (2 * pr.moment_bytes + pr.master_bytes) + STEP_TENSOR_BYTES if model.optimizer == "adamw" else 0
     worker = Memory(param_bytes=psi * pr.param_bytes, grad_bytes=psi * pr.grad_bytes, optim_bytes=0,
-                    activation_bytes=int(activation_bytes_per_layer(model, layout) * len(model.units)))
+                    activation_bytes=int(activation_bytes_per_layer(model, layout) * len(model.units)),
+                    loss_bytes=int(loss_bytes(model, layout)))
     server = Memory(param_bytes=shard * pr.param_bytes, grad_bytes=shard * pr.grad_bytes, optim_bytes=optim,
                     activation_bytes=0)
     return [worker, server]

@@ -2,7 +2,8 @@
 
 Mirrors ``parbench.workloads`` (mlp: Linear+ReLU units; transformer: nanoGPT-style pre-LN blocks with
 separate q/k/v projections, token+position embeddings as ``pre``, final LayerNorm + untied head as
-``post``) so byte counts derived from these shapes equal what the runner's meters count.
+``post``) so byte counts derived from these shapes equal what the runner's meters count; any other
+decoder (``parbench.sim.architecture``: GQA, gated MLP, tied embeddings, RMSNorm) takes the same form.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from parbench.config import WorkloadConfig
+from parbench.sim.architecture import Architecture
 
 MLP_IN_FEATURES = 28 * 28
 MLP_CLASSES = 10
@@ -80,6 +82,9 @@ class Unit:
     TorchDispatchMode on the runner's modules: see tests/sim/test_formulas.py)."""
     ops_backward: int = 0
     """aten operator calls of its backward pass."""
+    score_elems_per_sample: int = 0
+    """Attention score elements (heads x s x s) an eager attention writes and reads; flash attention
+    never materialises them (Dao et al., "FlashAttention", NeurIPS 2022)."""
 
     def param_numel(self, tp: int = 1) -> int:
         return sum(t.local_numel(tp) for t in self.params)
@@ -107,6 +112,11 @@ class ModelSpec:
     data_elems_per_sample: int = 0
     """Random elements drawn per sample of that batch."""
     tensors: tuple[Tensor, ...] = field(default=(), repr=False)
+    arch: Architecture | None = None
+    """The transformer's architecture (None for the mlp)."""
+    tied_head_copy: Tensor | None = None
+    """Tied embeddings: the copy of the word embedding the last pipeline stage holds when it is not the
+    first (Megatron-LM keeps both in sync with an all-reduce of their gradients)."""
 
     @property
     def param_numel(self) -> int:
@@ -151,39 +161,78 @@ def mlp_spec(cfg: WorkloadConfig) -> ModelSpec:
                      data_elems_per_sample=MLP_IN_FEATURES * (1 + MLP_CLASSES))
 
 
-def block_unit(i: int, d: int, t: int, heads: int, *, megatron: bool = False) -> Unit:
-    """One pre-LN block: q, k, v, proj (d x d), up (d x 4d), down (4d x d), two LayerNorms."""
-    ln = lambda name: (Tensor(name=f"{name}.weight", shape=(d,)), Tensor(name=f"{name}.bias", shape=(d,)))  # noqa: E731
+def _norm(name: str, d: int, arch: Architecture) -> tuple[Tensor, ...]:
+    weight = Tensor(name=f"{name}.weight", shape=(d,))
+    return (weight,) if arch.norm == "rmsnorm" else (weight, Tensor(name=f"{name}.bias", shape=(d,)))
+
+
+def block_unit(i: int, arch: Architecture, *, megatron: bool = False) -> Unit:
+    """One pre-norm block: q (d x d), k and v (d x kv_heads x head_dim each: GQA), proj (d x d), the MLP
+    (up d x f, plus gate d x f when gated, down f x d) and two norms, in the runner's registration order."""
+    d, t, f, kv, heads = arch.hidden, arch.seq_len, arch.ffn, arch.kv_width, arch.heads
     p = f"units.{i}"
-    params = (*ln(f"{p}.ln1"), *_linear(f"{p}.attn.q", d, d, split="rows"), *_linear(f"{p}.attn.k", d, d, split="rows"),
-              *_linear(f"{p}.attn.v", d, d, split="rows"), *_linear(f"{p}.attn.proj", d, d, split="cols"),
-              *ln(f"{p}.ln2"), *_linear(f"{p}.mlp.up", d, 4 * d, split="rows"),
-              *_linear(f"{p}.mlp.down", 4 * d, d, split="cols"))
-    hd = d // heads
-    gemms = (Gemm(m=t, k=d, n=3 * d), Gemm(m=t, k=d, n=d),  # qkv, proj
+    qkv_bias, other_bias = arch.bias in ("all", "qkv"), arch.bias == "all"
+    mlp = (*_linear(f"{p}.mlp.up", d, f, bias=other_bias, split="rows"),
+           *(_linear(f"{p}.mlp.gate", d, f, bias=other_bias, split="rows") if arch.gated_mlp else ()),
+           *_linear(f"{p}.mlp.down", f, d, bias=other_bias, split="cols"))
+    params = (*_norm(f"{p}.ln1", d, arch), *_linear(f"{p}.attn.q", d, d, bias=qkv_bias, split="rows"),
+              *_linear(f"{p}.attn.k", d, kv, bias=qkv_bias, split="rows"),
+              *_linear(f"{p}.attn.v", d, kv, bias=qkv_bias, split="rows"),
+              *_linear(f"{p}.attn.proj", d, d, bias=other_bias, split="cols"), *_norm(f"{p}.ln2", d, arch), *mlp)
+    up = 2 * f if arch.gated_mlp else f
+    hd = arch.head_dim
+    gemms = (Gemm(m=t, k=d, n=d + 2 * kv), Gemm(m=t, k=d, n=d),  # qkv, proj
              Gemm(m=t, k=hd, n=t, batched=heads), Gemm(m=t, k=t, n=hd, batched=heads),  # QK^T, AV
-             Gemm(m=t, k=d, n=4 * d), Gemm(m=t, k=4 * d, n=d))  # mlp
-    col_inputs = (d,) * (2 if megatron else 4)  # q, k, v (or one qkv) and up all read the d-wide stream
+             Gemm(m=t, k=d, n=up), Gemm(m=t, k=f, n=d))  # mlp
+    col_inputs = (d,) * (2 if megatron else 4 + arch.gated_mlp)  # q, k, v (or one qkv), up (and gate) read the stream
     return Unit(params=params, gemms=gemms, out_elems_per_sample=t * d,
-                elementwise_elems_per_sample=t * (12 * d) + heads * t * t,
+                elementwise_elems_per_sample=t * (4 * d + (3 if arch.gated_mlp else 2) * f),
+                score_elems_per_sample=heads * t * t,
                 tp_row_allreduces=2, tp_row_out=t * d, tp_col_inputs=tuple(x * t for x in col_inputs),
                 ops_forward=39, ops_backward=92)
 
 
-def transformer_spec(cfg: WorkloadConfig, *, megatron: bool = False) -> ModelSpec:
-    """parbench.workloads.transformer: Embed -> Block x L -> LayerNorm + Linear(d, V, bias=False)."""
-    d, t, v = cfg.hidden, cfg.seq_len, cfg.vocab_size
-    pre = Unit(params=(Tensor(name="pre.tok.weight", shape=(v, d)), Tensor(name="pre.pos.weight", shape=(t, d))),
-               gemms=(), out_elems_per_sample=t * d, elementwise_elems_per_sample=3 * t * d, ops_forward=4, ops_backward=4)
-    units = tuple(block_unit(i, d, t, cfg.heads, megatron=megatron) for i in range(cfg.layers))
-    post = Unit(params=(Tensor(name="post.ln.weight", shape=(d,)), Tensor(name="post.ln.bias", shape=(d,)),
-                        Tensor(name="post.out.weight", shape=(v, d))),
-                gemms=(Gemm(m=t, k=d, n=v, tp_sharded=megatron),), out_elems_per_sample=t * v,
-                elementwise_elems_per_sample=2 * t * d + 3 * t * v, ops_forward=9, ops_backward=14)
+def runner_architecture(cfg: WorkloadConfig) -> Architecture:
+    """The built-in token workloads as architectures: ``transformer`` (nanoGPT-style: LayerNorm, biases,
+    learned positions, GELU MLP of 4 x hidden, untied head), ``hf-llama`` (RMSNorm, no biases, rotary,
+    SwiGLU of 4 x hidden, untied) and ``hf-gpt2`` (the transformer's shape, head untied)."""
+    common = dict(layers=cfg.layers, hidden=cfg.hidden, heads=cfg.heads, vocab=cfg.vocab_size, seq_len=cfg.seq_len,
+                  name=cfg.name)
+    if cfg.name == "hf-llama":
+        return Architecture(**common, gated_mlp=True, norm="rmsnorm", positions="rotary", bias="none")
+    return Architecture(**common)
+
+
+def architecture_spec(arch: Architecture, *, megatron: bool = False, vocab_parallel: bool | None = None) -> ModelSpec:
+    """Embed -> Block x L -> norm + head. ``megatron``: Megatron-LM's tensor-parallel layout (fused qkv:
+    2 backward all-reduces per block instead of one per column-wise Linear; vocabulary-parallel
+    embedding and head: the (V x d) matrices split by vocabulary rows over tp, Shoeybi et al. 2019,
+    sec. 3). ``vocab_parallel`` overrides the embedding/head choice (default: ``megatron``)."""
+    d, t, v = arch.hidden, arch.seq_len, arch.vocab
+    vp = megatron if vocab_parallel is None else vocab_parallel
+    tok = Tensor(name="pre.tok.weight", shape=(v, d), tp_split="rows" if vp else "none")
+    pos = (Tensor(name="pre.pos.weight", shape=(arch.position_rows, d)),) if arch.position_rows else ()
+    # a vocabulary-parallel embedding all-reduces its partial lookups; its head is column-parallel
+    # (an input-gradient all-reduce backward, as every column-wise Linear)
+    pre = Unit(params=(tok, *pos), gemms=(), out_elems_per_sample=t * d, elementwise_elems_per_sample=3 * t * d,
+               tp_row_allreduces=1 if vp else 0, tp_row_out=t * d if vp else 0, ops_forward=4, ops_backward=4)
+    units = tuple(block_unit(i, arch, megatron=megatron) for i in range(arch.layers))
+    head = () if arch.tie_embeddings else (Tensor(name="post.out.weight", shape=(v, d), tp_split=tok.tp_split),)
+    post = Unit(params=(*_norm("post.ln", d, arch), *head),
+                gemms=(Gemm(m=t, k=d, n=v, tp_sharded=vp),), out_elems_per_sample=t * v,
+                elementwise_elems_per_sample=2 * t * d + 3 * t * v, tp_col_inputs=(t * d,) if vp else (),
+                ops_forward=9, ops_backward=14)
+    copy = Tensor(name="post.out.weight", shape=(v, d), tp_split=tok.tp_split) if arch.tie_embeddings else None
     return ModelSpec(name="transformer", pre=pre, units=units, post=post,
                      input_bytes_per_sample=INT64_BYTES * t, label_bytes_per_sample=INT64_BYTES * t,
-                     tokens_per_sample=t, hidden=d, layers=cfg.layers, heads=cfg.heads, seq_len=t, vocab=v,
-                     optimizer="adamw", megatron=megatron, data_kernels=9 + 5 * t, data_elems_per_sample=2 * t)
+                     tokens_per_sample=t, hidden=d, layers=arch.layers, heads=arch.heads, seq_len=t, vocab=v,
+                     optimizer="adamw", megatron=megatron, data_kernels=9 + 5 * t, data_elems_per_sample=2 * t,
+                     arch=arch, tied_head_copy=copy)
+
+
+def transformer_spec(cfg: WorkloadConfig, *, megatron: bool = False) -> ModelSpec:
+    """parbench.workloads.transformer (and the hf-* workloads' shapes): Embed -> Block x L -> norm + head."""
+    return architecture_spec(runner_architecture(cfg), megatron=megatron)
 
 
 def model_spec(cfg: WorkloadConfig, *, megatron: bool = False) -> ModelSpec:

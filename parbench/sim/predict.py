@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from parbench.config import Strategy
 from parbench.sim.comm import CATEGORIES, CommOp, by_collective, bytes_by_category, rank_ops
 from parbench.sim.hardware import Cluster, collective_time_s
-from parbench.sim.layout import Layout
+from parbench.sim.layout import Layout, Recompute
 from parbench.sim.memory import Memory, ps_memory, stage_memory, state_numels
 from parbench.sim.model import ModelSpec
 from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, pipeline_send_exposed_s,
@@ -40,7 +40,7 @@ class Prediction:
     memory: Memory
     """Each kind: the max over ranks (as the record's mem_*_bytes)."""
     peak_memory_bytes: int
-    """The largest per-rank total (params + grads + optimizer + activations)."""
+    """The largest per-rank total (``Memory.total_bytes``: states, activations, transient buffers, fixed terms)."""
     step_time_s: float
     compute_time_s: float
     bubble_time_s: float
@@ -49,6 +49,7 @@ class Prediction:
     throughput_samples_per_s: float
     tokens_per_s: float
     model_flops_per_step: int
+    """3 x forward GEMM FLOPs incl. attention scores (PaLM's model FLOPs, Chowdhery et al. 2022, app. B)."""
     mfu: float
     world_size: int
     feasible: bool = True
@@ -61,23 +62,33 @@ class Prediction:
     """Per category, all the seconds its collectives take on the critical stage, hidden or not."""
     link_time_s: dict[str, float] = field(default_factory=dict)
     """Per link level (``intra``, ``inter``), the busiest rank's seconds of communication over it."""
+    hardware_flops_per_step: int = 0
+    """Model FLOPs plus recomputation (``hardware_flops_per_step``)."""
+    hfu: float = 0.0
+    """Hardware FLOPs utilisation: hardware FLOPs / (step time x ranks x peak). Compare it with figures
+    that count recomputation (Megatron-LM's achieved teraFLOP/s, MosaicML's HFU); ``mfu`` with PaLM-style
+    MFU (torchtitan, Llama 3, MosaicML's MFU)."""
 
     def as_dict(self) -> dict:
         d = dict(vars(self))
-        d["memory"] = dict(vars(self.memory))
+        d["memory"] = self.memory.as_dict()
         d["reasons"] = list(self.reasons)
         return d
 
 
 def is_inter_node(c: Cluster, layout: Layout, group: str) -> bool:
-    """Megatron's rank order (tp innermost, then dp, then pp): a group leaves the node when its span does."""
-    g = c.gpus_per_node
+    """Megatron's rank order (tp innermost, then cp, dp, pp): a group leaves the node when its span does."""
+    g, inner = c.gpus_per_node, layout.tp * layout.cp
     if group == "tp":
         return layout.tp > g
+    if group == "cp":
+        return inner > g
     if group == "dp":
-        return layout.tp * layout.dp > g
+        return layout.tp * layout.shard_group > g
+    if group == "replicate":
+        return inner * layout.dp > g
     if group == "pp":
-        return layout.tp * layout.dp >= g
+        return inner * layout.dp >= g
     return layout.world_size > g
 
 
@@ -129,7 +140,7 @@ def _micro_batch_exposed(c: Cluster, layout: Layout, ops: list[CommOp], chunk: C
     cp = _seconds(c, layout, ops, lambda op: op.group == "cp") / m
     return (tensor_parallel_exposed_s(tp, chunk.gemm, layout.tp, overlap=layout.tp_comm_overlap, hide=hide)
             + pipeline_send_exposed_s(pp)
-            + context_parallel_exposed_s(cp, chunk.attention, getattr(layout, "cp", 1), hide=hide))
+            + context_parallel_exposed_s(cp, chunk.attention, layout.cp, hide=hide))
 
 
 def _parameter_exposed(c: Cluster, layout: Layout, ops: list[CommOp], chunk: ChunkTime, *, ps: bool) -> float:
@@ -203,8 +214,9 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     comm_bytes = {k: max(c[k] for c in cats.values()) for k in CATEGORIES}
     busiest = max(ops, key=lambda name: sum(cats[name].values()))
     sts = stages(model, layout.pp, layout.v)
-    mems = ps_memory(model, layout) if layout.strategy is Strategy.PS else [stage_memory(model, layout, st) for st in sts]
-    memory = Memory(*(max(getattr(mm, k) for mm in mems) for k in ("param_bytes", "grad_bytes", "optim_bytes", "activation_bytes")))
+    mems = (ps_memory(model, layout) if layout.strategy is Strategy.PS
+            else [stage_memory(model, layout, st, cluster) for st in sts])
+    memory = Memory(**{k: max(mm.as_dict()[k] for mm in mems) for k in mems[0].as_dict()})
     slow = oversubscription(cluster, layout.world_size) * cluster.step_scale
     ps = layout.strategy is Strategy.PS
     times = [_stage_time(cluster, model, layout, st, ops.get(f"stage{st.rank}", ops.get("worker", [])), slow, ps=ps)
@@ -213,12 +225,14 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     terms = step_terms(cluster, layout, times, server_s)
     step = sum(terms.values())
     flops = 3 * model.forward_flops_per_sample * layout.global_batch_size
+    hw_flops = hardware_flops_per_step(model, layout)
     peak = max(mm.total_bytes for mm in mems)
     reasons = ()
     if peak > cluster.memory_bytes:
-        reasons = (f"needs {peak / 2**30:.1f} GiB per rank > {cluster.memory_bytes / 2**30:.1f} GiB "
-                   f"(params {memory.param_bytes / 2**30:.1f}, grads {memory.grad_bytes / 2**30:.1f}, "
-                   f"optimizer {memory.optim_bytes / 2**30:.1f}, activations {memory.activation_bytes / 2**30:.1f} GiB)",)
+        worst = max(mems, key=lambda mm: mm.total_bytes)
+        reasons = (f"needs {format_bytes(peak)} per rank > {format_bytes(cluster.memory_bytes)} ("
+                   + ", ".join(f"{k.removesuffix('_bytes')} {format_bytes(v)}" for k, v in worst.as_dict().items() if v)
+                   + ")",)
     beat = max(times, key=lambda t: t.beat)
     m = layout.micro_batches
     parts = {"forward": m * beat.chunk.forward, "backward": m * beat.chunk.backward, "recompute": m * beat.chunk.recompute}
@@ -232,4 +246,31 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
         mfu=flops / (step * layout.world_size * cluster.peak_flops), world_size=layout.world_size,
         feasible=not reasons, reasons=reasons, terms=terms, compute_parts_s=parts,
         comm_total_s=comm_totals(times, server_s),
-        link_time_s={k: max(t.link[k] for t in times) for k in ("intra", "inter")})
+        link_time_s={k: max(t.link[k] for t in times) for k in ("intra", "inter")},
+        hardware_flops_per_step=hw_flops, hfu=hw_flops / (step * layout.world_size * cluster.peak_flops))
+
+
+def hardware_flops_per_step(model: ModelSpec, layout: Layout) -> int:
+    """FLOPs the devices really execute: the model FLOPs plus the recomputed forwards (full: the whole
+    forward of ``recomputed_fraction`` of the layers; selective/ops: the eager attention core) and flash
+    attention's backward recompute of QK^T. Narayanan et al. 2021's eq. (3) ("achieved teraFLOP/s")
+    and MosaicML's HFU count this way; MFU (PaLM, Chowdhery et al. 2022, app. B) does not."""
+    b = layout.global_batch_size
+    extra = 0.0
+    for u in model.units:
+        gemm = sum(g.flops for g in u.gemms)
+        core = sum(g.flops for g in u.gemms if g.batched > 1)
+        extra += layout.recomputed_fraction * gemm
+        if layout.recompute in (Recompute.SELECTIVE, Recompute.OPS) and layout.attention == "eager":
+            extra += core
+        if layout.attention == "flash":
+            extra += core / 2  # the QK^T half of the core runs again in backward
+    return int(3 * model.forward_flops_per_sample * b + extra * b)
+
+
+def format_bytes(n: float) -> str:
+    """Binary units (2^30 = GiB, 2^40 = TiB), as nvidia-smi and torch report device memory."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{int(n)} B"

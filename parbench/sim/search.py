@@ -5,11 +5,11 @@ throughput, and extract the throughput-vs-memory Pareto front."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import Callable, Iterator
 
 from parbench.config import Schedule, Strategy
 from parbench.sim.hardware import Cluster
-from parbench.sim.layout import Layout, Precision, Recompute
+from parbench.sim.layout import PRECISIONS, Layout, Precision, Recompute
 from parbench.sim.model import ModelSpec
 from parbench.sim.predict import Prediction, predict
 
@@ -29,57 +29,140 @@ class Candidate:
         return not self.reason
 
 
+@dataclass(frozen=True, kw_only=True)
+class SearchOptions:
+    """What the search may vary: a field left None is enumerated, a value fixes it."""
+
+    precision: Precision
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+    cp: int = 1
+    micro_batch: int | None = None
+    schedule: Schedule | None = None
+    virtual_stages: int | None = None
+    zero: int | None = None
+    recompute: Recompute | None = None
+    recompute_every: int = 1
+    sequence_parallel: bool | None = None
+    replicate: int = 1
+    attention: str = "flash"
+    fp8_all_gather: bool = False
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _tp_options(model: ModelSpec, cluster: Cluster, gpus: int) -> list[int]:
-    """Tensor parallelism stays inside a node (Narayanan et al. 2021, takeaway 1) and divides the heads."""
-    return [t for t in _divisors(gpus) if t <= cluster.gpus_per_node and model.heads % t == 0 and model.hidden % t == 0]
+def layout_violations(model: ModelSpec, layout: Layout, cluster: Cluster) -> list[str]:
+    """The rules every layout must keep (single-layout mode and the search apply the same ones):
+    tensor parallelism stays inside a node (Narayanan et al. 2021, takeaway 1) and divides the heads,
+    the key/value heads (or is a multiple of them) and the width; every pipeline chunk holds a layer;
+    context parallelism's load-balanced ring splits the sequence into 2 x cp chunks."""
+    out, t = [], layout.tp
+    if t > cluster.gpus_per_node:
+        out.append(f"tp={t} spans more than one node ({cluster.gpus_per_node} GPUs per node)")
+    if model.arch is not None:
+        arch = model.arch
+        if arch.heads % t or arch.hidden % t:
+            out.append(f"tp={t} does not divide heads={arch.heads} and hidden={arch.hidden}")
+        elif arch.n_kv_heads % t and t % arch.n_kv_heads:
+            out.append(f"tp={t} and kv_heads={arch.n_kv_heads}: neither divides the other")
+        if layout.cp > 1 and model.seq_len % (2 * layout.cp):
+            out.append(f"cp={layout.cp}: seq={model.seq_len} is not divisible by 2 x cp = {2 * layout.cp}")
+        if layout.sequence_parallel and model.seq_len % t:
+            out.append(f"sequence_parallel: tp={t} does not divide seq={model.seq_len}")
+    elif t > 1 and model.name == "mlp" and model.hidden % t:
+        out.append(f"tp={t} does not divide hidden={model.hidden}")
+    if layout.chunks > len(model.units):
+        out.append(f"pp x virtual stages = {layout.pp} x {layout.v} = {layout.chunks} > layers={len(model.units)}")
+    return out
 
 
 def layouts(model: ModelSpec, cluster: Cluster, *, gpus: int, global_batch: int,
-            precision: Precision) -> Iterator[tuple[Layout | None, str]]:
+            options: SearchOptions) -> Iterator[tuple[Layout | None, str]]:
     """Every combination, as (layout, '') or (None, reason) for combinations that break a rule."""
-    for tp in _tp_options(model, cluster, gpus):
-        for pp in _divisors(gpus // tp):
-            dp = gpus // (tp * pp)
+    o = options
+    if gpus % o.cp:
+        yield None, f"cp={o.cp} does not divide gpus={gpus}"
+        return
+    for tp in [o.tp] if o.tp else _tp_options(model, cluster, gpus // o.cp):
+        if (gpus // o.cp) % tp:
+            yield None, f"tp={tp} does not divide gpus / cp = {gpus // o.cp}"
+            continue
+        for pp in [o.pp] if o.pp else _divisors(gpus // (o.cp * tp)):
+            dp = gpus // (o.cp * tp * pp)
+            if dp * o.cp * tp * pp != gpus or (o.dp and dp != o.dp):
+                yield None, f"dp x tp x pp x cp != gpus={gpus}"
+                continue
             if pp > len(model.units):
                 yield None, f"pp={pp} > layers={len(model.units)}"
                 continue
             if global_batch % dp:
                 yield None, f"global_batch={global_batch} not divisible by dp={dp}"
                 continue
-            yield from _micro_layouts(model, tp=tp, pp=pp, dp=dp, global_batch=global_batch, precision=precision)
+            yield from _micro_layouts(model, cluster, tp=tp, pp=pp, dp=dp, global_batch=global_batch, o=o)
 
 
-def _micro_layouts(model: ModelSpec, *, tp: int, pp: int, dp: int, global_batch: int, precision: Precision):
+def _tp_options(model: ModelSpec, cluster: Cluster, gpus: int) -> list[int]:
+    heads = model.arch.heads if model.arch else model.heads
+    return [t for t in _divisors(gpus) if t <= cluster.gpus_per_node and heads % t == 0 and model.hidden % t == 0]
+
+
+def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, dp: int, global_batch: int,
+                   o: SearchOptions) -> Iterator[tuple[Layout | None, str]]:
     per_replica = global_batch // dp
-    for mb in MICRO_BATCH_SIZES:
+    for mb in [o.micro_batch] if o.micro_batch else MICRO_BATCH_SIZES:
         if per_replica % mb:
+            if o.micro_batch:
+                yield None, f"micro_batch={mb} does not divide the per-replica batch {per_replica}"
             continue
         m = per_replica // mb
-        schedules = [(Schedule.ONE_F_ONE_B, 1)]
-        if pp > 1:
-            schedules += [(Schedule.INTERLEAVED_1F1B, v) for v in VIRTUAL_STAGES
-                          if pp * v <= len(model.units) and m % pp == 0]
-        for schedule, v in schedules:
-            for zero in (0, 1, 2, 3) if dp > 1 else (0,):
-                for recompute in Recompute:
-                    yield Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, global_batch_size=global_batch,
-                                 micro_batches=m, schedule=schedule, virtual_stages=v, zero=zero,
-                                 recompute=recompute, sequence_parallel=tp > 1, precision=precision), ""
+        for schedule, v in _schedules(model, pp, m, o):
+            for zero in [o.zero] if o.zero is not None else ((0, 1, 2, 3) if dp * o.cp > 1 else (0,)):
+                for recompute in [o.recompute] if o.recompute else Recompute:
+                    try:
+                        layout = Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=o.cp, replicate=o.replicate,
+                                        global_batch_size=global_batch, micro_batches=m, schedule=schedule,
+                                        virtual_stages=v, zero=zero, recompute=recompute,
+                                        recompute_every=o.recompute_every if recompute is Recompute.FULL else 1,
+                                        sequence_parallel=tp > 1 if o.sequence_parallel is None else o.sequence_parallel,
+                                        precision=o.precision, attention=o.attention, fp8_all_gather=o.fp8_all_gather)
+                    except ValueError as exc:
+                        yield None, str(exc)
+                        continue
+                    broken = layout_violations(model, layout, cluster)
+                    yield (None, "; ".join(broken)) if broken else (layout, "")
 
 
-def search(model: ModelSpec, cluster: Cluster, *, gpus: int, global_batch: int, precision: Precision) -> list[Candidate]:
-    """Every candidate, feasible ones first by descending throughput, then the rejected ones."""
-    out = []
-    for layout, reason in layouts(model, cluster, gpus=gpus, global_batch=global_batch, precision=precision):
+def _schedules(model: ModelSpec, pp: int, m: int, o: SearchOptions) -> list[tuple[Schedule, int]]:
+    if o.schedule is not None:
+        v = o.virtual_stages or (2 if o.schedule is Schedule.INTERLEAVED_1F1B else 1)
+        return [(o.schedule, v)]
+    out = [(Schedule.ONE_F_ONE_B, 1)]
+    if pp > 1:
+        out += [(Schedule.INTERLEAVED_1F1B, v) for v in ([o.virtual_stages] if o.virtual_stages else VIRTUAL_STAGES)
+                if pp * v <= len(model.units) and m % pp == 0]
+    return out
+
+
+def search(model: ModelSpec, cluster: Cluster, *, gpus: int, global_batch: int, precision: Precision | None = None,
+           options: SearchOptions | None = None, progress: Callable[[int, int], None] | None = None) -> list[Candidate]:
+    """Every candidate, feasible ones first by descending throughput, then the rejected ones.
+    ``progress(done, total)`` is called as layouts are predicted (about every 1%)."""
+    if gpus < 1 or global_batch < 1:
+        raise ValueError(f"gpus={gpus} and global_batch={global_batch} must be >= 1")
+    options = options or SearchOptions(precision=precision or PRECISIONS["bf16"])
+    combos = list(layouts(model, cluster, gpus=gpus, global_batch=global_batch, options=options))
+    out, step = [], max(1, len(combos) // 100)
+    for i, (layout, reason) in enumerate(combos, start=1):
         if layout is None:
             out.append(Candidate(layout=None, prediction=None, reason=reason))  # type: ignore[arg-type]
-            continue
-        p = predict(model, layout, cluster)
-        out.append(Candidate(layout, p, "; ".join(p.reasons)))
+        else:
+            p = predict(model, layout, cluster)
+            out.append(Candidate(layout, p, "; ".join(p.reasons)))
+        if progress and (i % step == 0 or i == len(combos)):
+            progress(i, len(combos))
     return sorted(out, key=lambda c: (not c.feasible, -(c.prediction.throughput_samples_per_s if c.prediction else 0)))
 
 
@@ -97,6 +180,13 @@ def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
 
 def describe(layout: Layout) -> str:
     v = f" v={layout.virtual_stages}" if layout.schedule is Schedule.INTERLEAVED_1F1B else ""
-    return (f"dp={layout.dp} tp={layout.tp} pp={layout.pp} mb={layout.micro_batch_size} m={layout.micro_batches} "
-            f"{layout.schedule.value}{v} zero={layout.zero} recompute={layout.recompute.value}"
-            f"{' sp' if layout.sequence_parallel else ''}")
+    cp = f" cp={layout.cp}" if layout.cp > 1 else ""
+    hsdp = f" replicate={layout.replicate}" if layout.replicate > 1 else ""
+    every = f"/{layout.recompute_every}" if layout.recompute_every > 1 else ""
+    return (f"dp={layout.dp} tp={layout.tp} pp={layout.pp}{cp} mb={layout.micro_batch_size} m={layout.micro_batches} "
+            f"{layout.schedule.value}{v} zero={layout.zero}{hsdp} recompute={layout.recompute.value}{every}"
+            f"{' sp' if layout.sequence_parallel else ''} {layout.attention} {_precision_name(layout)}")
+
+
+def _precision_name(layout: Layout) -> str:
+    return next((k for k, p in PRECISIONS.items() if p == layout.precision), "custom")

@@ -46,8 +46,9 @@ def stages(model: ModelSpec, pp: int, v: int) -> tuple[Stage, ...]:
             chunks.append(c)
             units = model.units[lo:hi]
             modules.append(units)
+            copy = (model.tied_head_copy,) if c.last and not c.first and model.tied_head_copy else ()
             tensors += [*(model.pre.params if c.first else ()), *(t for u in units for t in u.params),
-                        *(model.post.params if c.last else ())]
+                        *(model.post.params if c.last else ()), *copy]
         out.append(Stage(rank, tuple(chunks), tuple(modules), tuple(tensors)))
     return tuple(out)
 

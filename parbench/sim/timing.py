@@ -17,9 +17,11 @@ SGD_BYTES_PER_ELEMENT = 12
 SGD_OPS_PER_TENSOR = 1.5  # counted: add_ per tensor plus the param-group bookkeeping
 
 
-def gemm_time_s(c: Cluster, flops: float, bytes_moved: float = 0.0) -> float:
-    """overhead + max(compute, memory) seconds of one GEMM reading A and B and writing C once."""
-    return c.gemm_overhead_s + max(flops / (c.peak_flops * c.gemm_efficiency), bytes_moved / c.memory_bandwidth_bytes_per_s)
+def gemm_time_s(c: Cluster, flops: float, bytes_moved: float = 0.0, gemm_dtype: str = "") -> float:
+    """overhead + max(compute, memory) seconds of one GEMM reading A and B and writing C once; FP8 GEMMs
+    run at the device's FP8 peak (``Cluster.gemm_peak_flops``)."""
+    peak = c.gemm_peak_flops(gemm_dtype) * c.gemm_efficiency
+    return c.gemm_overhead_s + max(flops / peak, bytes_moved / c.memory_bandwidth_bytes_per_s)
 
 
 def gemm_bytes(g: Gemm, mb: int, act_bytes: int) -> float:
@@ -57,32 +59,38 @@ class ChunkTime:
 ZERO_TIME = ChunkTime(0.0, 0.0, 0.0, 0.0, 0.0)
 
 
-def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int) -> tuple[float, float, float, float]:
+def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: int = 1, flash: bool = False,
+                 gemm_dtype: str = "") -> tuple[float, float, float, float]:
     """(forward, backward, attention-core forward, GEMM forward) seconds of one unit on one micro-batch of
     ``mb`` samples. Backward computes two GEMMs (input and weight gradients) per forward GEMM
-    (Narayanan et al. 2021) and touches every element twice."""
+    (Narayanan et al. 2021) and touches every element twice. Flash attention never writes the s x s
+    scores and recomputes QK^T in backward (Dao et al., NeurIPS 2022); context parallelism gives each
+    rank 1/cp of the tokens and of the attention work."""
     gemm = attn = 0.0
     for g in u.gemms:
-        share = tp if g.tp_sharded else 1
-        t = gemm_time_s(c, mb * g.flops / share, gemm_bytes(g, mb, act_bytes) / share)
+        share = (tp if g.tp_sharded else 1) * cp
+        t = gemm_time_s(c, mb * g.flops / share, gemm_bytes(g, mb, act_bytes) / share, gemm_dtype)
         gemm += t
         if g.batched > 1:
             attn += t
-    elementwise = mb * u.elementwise_elems_per_sample * act_bytes * 2 / tp / c.memory_bandwidth_bytes_per_s
+    elems = u.elementwise_elems_per_sample + (0 if flash else u.score_elems_per_sample)
+    elementwise = mb * elems * act_bytes * 2 / tp / cp / c.memory_bandwidth_bytes_per_s
     forward = gemm + elementwise + u.ops_forward * c.training_op_overhead_s
-    backward = 2 * gemm + 2 * elementwise + u.ops_backward * c.training_op_overhead_s
-    return forward, backward, attn + elementwise / 2, gemm
+    backward = 2 * gemm + 2 * elementwise + u.ops_backward * c.training_op_overhead_s + (attn / 2 if flash else 0.0)
+    return forward, backward, attn + (0.0 if flash else elementwise / 2), gemm
 
 
 def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Unit, ...], *,
                   first: bool, last: bool) -> ChunkTime:
     """Seconds of a model chunk per micro-batch: forward, backward, recomputation, GEMM and attention shares."""
-    mb, tp, ab = layout.micro_batch_size, layout.tp, layout.precision.activation_bytes
     members = ((model.pre,) if first else ()) + units + ((model.post,) if last else ())
     total = ZERO_TIME
+    core = layout.recompute in (Recompute.SELECTIVE, Recompute.OPS)
+    kwargs = dict(mb=layout.micro_batch_size, tp=layout.tp, act_bytes=layout.precision.activation_bytes,
+                  cp=layout.cp, flash=layout.attention == "flash", gemm_dtype=layout.precision.gemm_dtype)
     for u in members:
-        f, b, attn, gemm = unit_times_s(c, u, mb=mb, tp=tp, act_bytes=ab)
-        redo = f if layout.recompute is Recompute.FULL else attn if layout.recompute is Recompute.SELECTIVE else 0.0
+        f, b, attn, gemm = unit_times_s(c, u, **kwargs)
+        redo = f * layout.recomputed_fraction + (attn if core else 0.0)
         total = total + ChunkTime(f, b, redo, 3 * gemm, 3 * attn)
     return total
 

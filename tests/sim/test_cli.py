@@ -31,7 +31,7 @@ def test_issue_example_as_table(capsys):
 
 def test_bad_layout_exits_2_with_the_factors(capsys):
     assert main(["simulate", "--layers", "4", "--hidden", "256", "--gpus", "12", "--tp", "8"]) == 2
-    assert "tp x pp = 8 x 1 does not divide gpus=12" in capsys.readouterr().err
+    assert "tp x pp x cp = 8 x 1 x 1 does not divide gpus=12" in capsys.readouterr().err
 
 
 def test_user_cluster_file(tmp_path, capsys):

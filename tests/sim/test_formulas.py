@@ -92,8 +92,11 @@ def test_calibrated_fits_rescale_to_uncalibrated_group_sizes():
 
 def test_activation_memory_korthikanti_table():
     """Korthikanti et al. 2022 eq. 2/4: sbh(10 + 24/t + 5as/(ht)), sbh/t (34 + 5as/h) with SP, selective drops 5as/h."""
-    w = WorkloadConfig(name="transformer", layers=1, hidden=1024, heads=16, seq_len=2048, vocab_size=256)
-    m = model_spec(w)
+    from parbench.sim.architecture import Architecture
+    from parbench.sim.model import architecture_spec
+
+    # the paper's GPT: dropout after attention and MLP (1-byte masks), GELU MLP of 4h, multi-head attention
+    m = architecture_spec(Architecture(layers=1, hidden=1024, heads=16, seq_len=2048, vocab=256, dropout=True))
     s, b, h, a, t = 2048, 1, 1024, 16, 4
     base = dict(strategy=Strategy.HYBRID, tp=t, global_batch_size=1, precision=PRECISIONS["bf16"])
     assert activation_bytes_per_layer(m, Layout(**base)) == pytest.approx(s * b * h * (10 + 24 / t + 5 * a * s / (h * t)))

@@ -18,7 +18,7 @@ def test_a_model_that_cannot_fit_is_rejected_with_the_memory_reason():
     assert cands and not any(c.feasible for c in cands)
     reasons = {c.reason.split(" ")[0] for c in cands}
     assert reasons <= {"needs", "pp=16", "pp="} | {r for r in reasons if r.startswith("pp=")}
-    assert any(c.reason.startswith("needs") and "GiB per rank > 74.5 GiB" in c.reason for c in cands)
+    assert any(c.reason.startswith("needs") and "GiB per rank > 80.00 GiB" in c.reason for c in cands)
 
 
 def test_rule_breaking_layouts_are_rejected_with_the_rule():

@@ -1,0 +1,158 @@
+"""A decoder-only transformer's architecture as plain data, and a reader for Hugging Face ``config.json``.
+
+One description serves the runner's own transformer, the ``hf-*`` workloads, the named presets
+(``parbench.sim.models``) and any ``config.json``: grouped-query attention (Ainslie et al., "GQA",
+2023: ``kv_heads`` < ``heads`` shrinks the k/v projections), a feed-forward width of its own, a gated
+MLP (Shazeer, "GLU Variants Improve Transformer", 2020: SwiGLU's gate, up and down matrices), tied
+or untied input/output embeddings, LayerNorm (weight + bias) or RMSNorm (weight only), learned or
+rotary positions, and which Linear layers carry a bias.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+NORMS = ("layernorm", "rmsnorm")
+POSITIONS = ("learned", "rotary", "alibi")
+BIASES = ("all", "none", "qkv")
+"""Which Linear layers carry a bias: every one (GPT-2, GPT-NeoX, the runner's transformer), none
+(Llama, Mistral), or only the q/k/v projections (Qwen2)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Architecture:
+    """The shapes that fix parameters, FLOPs and activations of a decoder-only transformer."""
+
+    layers: int
+    hidden: int
+    heads: int
+    vocab: int
+    seq_len: int
+    """Tokens per training sample."""
+    kv_heads: int = 0
+    """Key/value heads (grouped-query attention); 0 = ``heads`` (multi-head attention)."""
+    ffn_hidden: int = 0
+    """Width of the MLP's inner layer; 0 = 4 x hidden."""
+    gated_mlp: bool = False
+    """SwiGLU-style MLP: gate and up projections (d -> ffn each), then down (ffn -> d)."""
+    tie_embeddings: bool = False
+    """The output head reuses the token embedding's matrix (no separate head parameters)."""
+    norm: str = "layernorm"
+    positions: str = "learned"
+    max_positions: int = 0
+    """Rows of a learned position table; 0 = ``seq_len``."""
+    bias: str = "all"
+    dropout: bool = False
+    """Dropout after attention and MLP (adds their 1-byte masks to the saved activations)."""
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        for k in ("layers", "hidden", "heads", "vocab", "seq_len"):
+            if getattr(self, k) < 1:
+                raise ValueError(f"{k}={getattr(self, k)} must be >= 1")
+        for k in ("kv_heads", "ffn_hidden", "max_positions"):
+            if getattr(self, k) < 0:
+                raise ValueError(f"{k}={getattr(self, k)} must be >= 0 (0 = the default)")
+        if self.hidden % self.heads:
+            raise ValueError(f"heads={self.heads} does not divide hidden={self.hidden}")
+        if self.heads % self.n_kv_heads:
+            raise ValueError(f"kv_heads={self.n_kv_heads} does not divide heads={self.heads}")
+        for k, valid in (("norm", NORMS), ("positions", POSITIONS), ("bias", BIASES)):
+            if getattr(self, k) not in valid:
+                raise ValueError(f"{k}={getattr(self, k)!r}; valid: {', '.join(valid)}")
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def ffn(self) -> int:
+        return self.ffn_hidden or 4 * self.hidden
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def kv_width(self) -> int:
+        """Width of the k (and of the v) projection's output: kv_heads x head_dim."""
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def position_rows(self) -> int:
+        return (self.max_positions or self.seq_len) if self.positions == "learned" else 0
+
+
+def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
+    for k in keys:
+        if cfg.get(k) is not None:
+            return cfg[k]
+    return default
+
+
+GATED_ACTIVATIONS = ("silu", "swish", "swiglu")
+HF_FAMILIES = {
+    # model_type -> (norm, positions, bias, default tie_word_embeddings)
+    "llama": ("rmsnorm", "rotary", "none", False),
+    "mistral": ("rmsnorm", "rotary", "none", False),
+    "qwen2": ("rmsnorm", "rotary", "qkv", False),
+    "gpt2": ("layernorm", "learned", "all", True),
+    "gpt_neox": ("layernorm", "rotary", "all", False),
+}
+
+
+def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
+    """An Architecture from a Hugging Face ``config.json`` (Llama, Mistral, Qwen2, GPT-2, GPT-NeoX).
+
+    Fields read (transformers' names): layers ``num_hidden_layers``/``n_layer``, width
+    ``hidden_size``/``n_embd``, heads ``num_attention_heads``/``n_head``, ``num_key_value_heads``,
+    ``intermediate_size``/``n_inner``, ``vocab_size``, ``max_position_embeddings``/``n_positions``,
+    ``tie_word_embeddings``, ``hidden_act``/``activation_function`` (silu: gated MLP), and for Llama
+    ``attention_bias``/``mlp_bias``. ``seq_len`` 0 trains at the model's maximum positions."""
+    kind = data.get("model_type")
+    if kind not in HF_FAMILIES:
+        raise ValueError(f"config.json model_type={kind!r} is not supported; valid: {', '.join(HF_FAMILIES)}")
+    norm, positions, bias, tie_default = HF_FAMILIES[kind]
+    hidden = _first(data, "hidden_size", "n_embd")
+    heads = _first(data, "num_attention_heads", "n_head")
+    act = str(_first(data, "hidden_act", "activation_function", default="gelu"))
+    if kind == "llama" and (data.get("attention_bias") or data.get("mlp_bias")):
+        bias = "all"
+    max_pos = _first(data, "max_position_embeddings", "n_positions", default=0)
+    missing = [k for k, v in (("layers", _first(data, "num_hidden_layers", "n_layer")), ("hidden_size", hidden),
+                              ("heads", heads), ("vocab_size", data.get("vocab_size"))) if v is None]
+    if missing:
+        raise ValueError(f"config.json lacks {', '.join(missing)}")
+    return Architecture(
+        layers=_first(data, "num_hidden_layers", "n_layer"), hidden=hidden, heads=heads,
+        kv_heads=_first(data, "num_key_value_heads", default=heads), vocab=data["vocab_size"],
+        ffn_hidden=_first(data, "intermediate_size", "n_inner", default=0) or 0,
+        gated_mlp=act in GATED_ACTIVATIONS, tie_embeddings=bool(data.get("tie_word_embeddings", tie_default)),
+        norm=norm, positions=positions, bias=bias, max_positions=max_pos if positions == "learned" else 0,
+        seq_len=seq_len or max_pos or 2048, name=str(data.get("_name_or_path") or kind))
+
+
+def read_hf_config(path: str | Path, *, seq_len: int = 0) -> Architecture:
+    """``from_hf_config`` of a file (a ``config.json`` or the directory holding one)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    if not p.is_file():
+        raise FileNotFoundError(f"no Hugging Face config at {p}")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{p} is not a JSON config: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{p} holds {type(data).__name__}, not a JSON object")
+    arch = from_hf_config(data, seq_len=seq_len)
+    return arch if arch.name != data.get("model_type") else _named(arch, p)
+
+
+def _named(arch: Architecture, p: Path) -> Architecture:
+    from dataclasses import replace
+
+    return replace(arch, name=p.parent.name or arch.name)

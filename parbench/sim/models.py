@@ -1,0 +1,70 @@
+"""Well-known models as architectures (``parbench simulate --model NAME``), each with its source and the
+parameter count its publisher reports (a test pins the architecture's count to it within 0.5%).
+
+Registry as plain data: name -> ModelPreset. Shapes come from the papers' architecture tables and the
+publishers' Hugging Face ``config.json`` files; ``seq_len`` is the context the model was trained with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from parbench.sim.architecture import Architecture
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelPreset:
+    arch: Architecture
+    published_params: float
+    """The parameter count the publisher reports (as printed, e.g. 6.74e9)."""
+    source: str
+
+
+def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int, seq: int) -> Architecture:
+    """Llama family: RMSNorm, rotary positions, SwiGLU MLP, no biases, untied embeddings."""
+    return Architecture(name=name, layers=layers, hidden=hidden, heads=heads, kv_heads=kv, ffn_hidden=ffn, vocab=vocab,
+                        seq_len=seq, gated_mlp=True, norm="rmsnorm", positions="rotary", bias="none")
+
+
+MODELS: dict[str, ModelPreset] = {
+    "gpt3-175b": ModelPreset(
+        arch=Architecture(name="gpt3-175b", layers=96, hidden=12288, heads=96, vocab=50257, seq_len=2048,
+                          tie_embeddings=True),
+        published_params=175.0e9,
+        source="Brown et al., 'Language Models are Few-Shot Learners', 2020, Table 2.1 (175.0B, 96 layers, "
+               "d_model 12288, 96 heads, context 2048) and sec. 2.1 (GPT-2's architecture: learned positions, "
+               "tied embeddings, LayerNorm; GPT-2's 50257-token vocabulary, Radford et al. 2019)"),
+    "llama2-7b": ModelPreset(
+        arch=_llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096), published_params=6.74e9,
+        source="Touvron et al., 'Llama 2', 2023, Table 1 (context 4096, GQA for 34B/70B only); "
+               "huggingface.co/meta-llama/Llama-2-7b-hf config.json and its 6.74B params"),
+    "llama2-13b": ModelPreset(
+        arch=_llama("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096), published_params=13.0e9,
+        source="Touvron et al. 2023, Table 1; huggingface.co/meta-llama/Llama-2-13b-hf config.json and its 13.0B params"),
+    "llama2-70b": ModelPreset(
+        arch=_llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096), published_params=69.0e9,
+        source="Touvron et al. 2023, Table 1 (GQA); huggingface.co/meta-llama/Llama-2-70b-hf config.json and "
+               "its 69.0B params"),
+    "llama3-8b": ModelPreset(
+        arch=_llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192), published_params=8.03e9,
+        source="Llama Team, 'The Llama 3 Herd of Models', 2024, Table 3 (32 layers, 4096, FFN 14336, 32 heads, "
+               "8 kv heads); huggingface.co/meta-llama/Llama-3.1-8B config.json (vocab 128256) and its 8.03B params"),
+    "llama3-70b": ModelPreset(
+        arch=_llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192), published_params=70.6e9,
+        source="Llama 3 Herd, Table 3 (80 layers, 8192, FFN 28672, 64 heads, 8 kv heads); "
+               "huggingface.co/meta-llama/Llama-3.1-70B config.json and its 70.6B params"),
+    "llama3-405b": ModelPreset(
+        arch=_llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192), published_params=406e9,
+        source="Llama 3 Herd, Table 3 (126 layers, 16384, FFN 53248, 128 heads, 8 kv heads); "
+               "huggingface.co/meta-llama/Llama-3.1-405B config.json and its 406B params"),
+    "mistral-7b": ModelPreset(
+        arch=_llama("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 8192), published_params=7.24e9,
+        source="Jiang et al., 'Mistral 7B', 2023, Table 1 (dim 4096, 32 layers, hidden_dim 14336, 32 heads, "
+               "8 kv heads, context 8192, vocab 32000); huggingface.co/mistralai/Mistral-7B-v0.1 and its 7.24B params"),
+}
+
+
+def preset(name: str) -> ModelPreset:
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; presets: {', '.join(MODELS)}")
+    return MODELS[name]
