@@ -35,10 +35,12 @@ def handle(a: argparse.Namespace) -> int:
     summary = {name: summarize(g) for name, g in groups.items()}
     terms = term_errors(rows)
     published, sources = _published() if a.published else ([], [])
+    runs, run_sources = _published_runs() if a.published else ([], [])
     ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
         print(json.dumps({"summary": summary, "terms": terms, "runs": rows, "skipped": skipped,
-                          "published": published, "published_by_source": sources}, default=str))
+                          "published": published, "published_by_source": sources,
+                          "published_memory_runs": runs, "published_memory_by_source": run_sources}, default=str))
         return 0 if ok else 1
     if cluster:
         _print_local(rows, skipped, summary, terms)
@@ -46,7 +48,33 @@ def handle(a: argparse.Namespace) -> int:
         print(note)
     if published:
         _print_published(published, sources)
+    _print_runs_by_source(run_sources)
     return 0 if ok else 1
+
+
+def _published_runs() -> tuple[list[dict], list[dict]]:
+    """Published layouts as memory and feasibility checks (``parbench.sim.published_memory``)."""
+    from parbench.sim.published_memory import compare_runs, summarize_by_source
+
+    runs = compare_runs()
+    return runs, summarize_by_source(runs)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}%"
+
+
+def _print_runs_by_source(by_source: list[dict]) -> None:
+    if not by_source:
+        return
+    print("\npublished runs by source, memory and feasibility (layouts that trained must fit; OOM ones must not):")
+    print(f"{'source':<58}{'rows':>5}  {'metric':<22}{'mean|err|':>10}{'max|err|':>10}{'mem rows':>9}"
+          f"{'mem mean':>9}{'mem max':>9}{'ran: fit':>10}{'OOM: no fit':>12}")
+    for s in by_source:
+        print(f"{s['source'][:57]:<58}{s['rows']:>5}  {s['metric'][:21]:<22}{_pct(s['metric_mean_abs_error_pct']):>10}"
+              f"{_pct(s['metric_max_abs_error_pct']):>10}{s['memory_rows']:>9}{_pct(s['memory_mean_abs_error_pct']):>9}"
+              f"{_pct(s['memory_max_abs_error_pct']):>9}{s['ran_predicted_to_fit']:>5}/{s['ran']:<4}"
+              f"{s['infeasible_predicted_not_to_fit']:>7}/{s['infeasible']:<4}")
 
 
 def _by_subscription(rows: list[dict], cores: int) -> dict[str, list[dict]]:

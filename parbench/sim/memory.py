@@ -15,7 +15,7 @@ The fixed terms are properties of the cluster (``Cluster.context_bytes``, ``comm
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from parbench.config import Schedule
 from parbench.sim.comm import DDP_BUCKET_BYTES, fsdp_group_numels, stage_local_numels, zero1_max_shard
@@ -143,12 +143,17 @@ def unsharded_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> int:
     """FSDP (zero=3): the root group (embeddings, final norm, head) stays gathered from forward to backward;
     at most two units are gathered at once (the one computing and the one prefetched: FSDP's rate
     limiter, Zhao et al. 2023, sec. 3.3); one unit's full gradient waits for its reduce-scatter.
-    Parameters gather in their dtype (1 byte with FP8 all-gather)."""
+    Parameters gather in their dtype (1 byte with FP8 all-gather). Under a pipeline the whole stage
+    stays gathered, its unsharded gradients accumulating over the micro-batches."""
     if layout.zero != 3 or layout.shard_group == 1:
         return 0
     from parbench.sim.comm import fsdp_groups
 
     tp, groups = layout.tp, fsdp_groups(stage, layout.tp)
+    if layout.pp > 1:  # under a pipeline schedule the stage stays gathered and accumulates full gradients
+        full = sum(t.local_numel(tp) for t in stage.tensors)  # until its last backward (m + 1 gathers, comm.py),
+        reduce_bytes = FP32_BYTES if layout.precision.master_bytes else layout.precision.grad_bytes  # in fp32
+        return full * (layout.precision.param_bytes + reduce_bytes)
     sizes = [sum(t.local_numel(tp) for t in g) for g in groups]
     root = sum(t.local_numel(tp) for t in stage.tensors if t.name.startswith(("pre.", "post.")))
     units = [n for n, g in zip(sizes, groups) if not g[0].name.startswith(("pre.", "post."))] or [0]
@@ -175,6 +180,8 @@ def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluste
     layers = sum(c.hi - c.lo for c in stage.chunks)
     per_layer = activation_bytes_per_layer(model, layout)
     acts = per_layer * layers / layout.v * in_flight_micro_batches(layout, stage.rank) if layers else 0
+    if layers and layout.recompute in (Recompute.FULL, Recompute.OPS):  # the layer being recomputed in backward
+        acts += activation_bytes_per_layer(model, replace(layout, recompute=Recompute.NONE, recompute_every=1)) - per_layer
     if stage.chunks[0].first and model.arch is not None:  # the embedding output (input of the first layer)
         acts += layout.precision.activation_bytes * model.seq_len / layout.cp * layout.micro_batch_size * model.hidden
     loss = loss_bytes(model, layout) if stage.chunks[-1].last else 0.0
@@ -190,8 +197,6 @@ def with_cluster_terms(mem: Memory, layout: Layout, cluster: Cluster | None) -> 
     allocator's fragmentation as a fraction of what it holds."""
     if cluster is None:
         return mem
-    from dataclasses import replace
-
     context = cluster.context_bytes + cluster.comm_buffer_bytes * process_groups(layout)
     return replace(mem, context_bytes=context, fragmentation_bytes=int(cluster.fragmentation * mem.allocator_bytes))
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from parbench.cli import main
 from parbench.sim.published import compare_published
 
@@ -60,3 +62,64 @@ def test_validate_published_runs_without_a_local_profile(tmp_path, capsys):
     for r in rows:
         assert f"{r['source']}, {r['table']}" in out
     assert out.count("ok") + out.count("WRONG") == sum(1 for s in {r["series"] for r in rows} if s)
+
+
+def test_infeasible_layout_prints_does_not_fit_first_and_exits_3(capsys):
+    assert main(["simulate", "--model", "llama3-70b", "--gpus", "8"]) == 3
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("  does not fit: needs") and "TiB per rank" in out[1]
+    assert out[2].startswith("  memory per rank") and "optim" in out[2]
+    assert not any("MFU" in line for line in out)
+
+
+def test_json_keeps_exact_integers_and_the_feasibility(capsys):
+    assert main(["simulate", "--model", "llama3-70b", "--gpus", "8", "--format", "json"]) == 3
+    p = json.loads(capsys.readouterr().out)["prediction"]
+    assert p["feasible"] is False and isinstance(p["peak_memory_bytes"], int)
+    assert p["peak_memory_bytes"] == sum(p["memory"].values())
+
+
+def test_model_and_hf_config_give_the_same_prediction(capsys):
+    from pathlib import Path
+
+    config = Path(__file__).resolve().parents[2] / "parbench" / "sim" / "configs" / "llama3-70b.json"
+    layout = ["--gpus", "64", "--tp", "8", "--zero", "3", "--recompute", "full", "--global-batch", "64",
+              "--sequence-parallel", "--format", "json"]
+    assert main(["simulate", "--model", "llama3-70b", *layout]) == 0
+    a = json.loads(capsys.readouterr().out)["prediction"]
+    assert main(["simulate", "--hf-config", str(config), *layout]) == 0
+    b = json.loads(capsys.readouterr().out)["prediction"]
+    assert a == b and a["memory"]["param_bytes"] > 0
+
+
+def test_no_model_flag_names_the_toy_default_and_model(capsys):
+    assert main(["simulate", "--gpus", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "toy default" in err and "--model" in err and "llama3-70b" in err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--gpus", "0"], "--gpus=0 must be >= 1"),
+    (["--tp", "0"], "--tp=0 must be >= 1"),
+    (["--micro-batch", "0"], "--micro-batch=0 must be >= 1"),
+    (["--search", "--gpus", "0"], "--gpus=0 must be >= 1"),
+    (["--search", "--gpus", "-4"], "--gpus=-4 must be >= 1"),
+    (["--search", "--top", "-1"], "--top=-1 must be >= 1"),
+    (["--heads", "20", "--hidden", "640", "--tp", "8"], "tp=8 does not divide heads=20"),
+    (["--tp", "3", "--heads", "4", "--gpus", "3"], "tp=3 does not divide heads=4"),
+    (["--layers", "4", "--pp", "8"], "pp x virtual stages = 8 x 1 = 8 > layers=4"),
+    (["--pp", "16", "--layers", "4", "--gpus", "16"], "> layers=4"),
+    (["--model", "llama3-8b", "--precision", "fp8", "--cluster", "a100-80gb"], "has no FP8 peak"),
+    (["--model", "llama3-8b", "--cp", "3", "--gpus", "3"], "cp=3: seq=8192"),
+])
+def test_bad_input_exits_2_with_the_rule(argv, message, capsys):
+    assert main(["simulate", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_search_honours_a_given_micro_batch_and_tp(capsys):
+    assert main(["simulate", "--layers", "8", "--hidden", "1024", "--heads", "16", "--seq", "1024", "--gpus", "16",
+                 "--global-batch", "64", "--cluster", "a100-80gb", "--search", "--micro-batch", "2", "--tp", "2",
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["top"] and all(" mb=2 " in r["layout"] and " tp=2 " in r["layout"] for r in out["top"] + out["pareto"])

@@ -1,0 +1,253 @@
+"""Published training runs as memory and feasibility checks: layouts that really trained (each must be
+predicted to fit), their peak memory where the source prints it, their published throughput metric,
+and layouts published as out-of-memory or clearly infeasible (each must be predicted not to fit).
+
+Every row cites its source file and table; numbers are copied as printed, nothing is derived but the
+layout arithmetic the source states (global batch = local batch x data-parallel ranks). Sources:
+
+- torchtitan ``docs/performance.md`` at commit eaea6f6a2fa940f03a10906be1df3489cf30af85 (Tables 1-6):
+  Llama 3.1 8B/70B/405B on H100 96GB HBM2e (Grand Teton), FSDP2 / TP / PP / CP, memory in GiB (the
+  caching allocator's peak reserved memory), TPS per GPU. Sequence length 8192 unless the table says.
+- torchtitan ``docs/performance.md`` at commit 041336434916bdc0f88c1f89fda176fd3c2092e4 (Llama 3 and
+  Llama 2 tables): FSDP2 on 64 A100 80GB, WPS (tokens/s per GPU) and MFU; its footnote 1 reports the
+  Llama 2 70B local-batch-2 selective-op run as out of memory.
+- llm-foundry ``scripts/train/benchmarking/README.md`` at commit 061f2c7ce64e655100286584a7629e2a09f827ba
+  (tables "H100 80GB BF16" and "A100 80GB with 1600 Gbps node-node interconnect"): MPT models with
+  FSDP FULL_SHARD, flash attention, activation checkpointing per block or none; MFU. The MPT shapes
+  (vocab 50368, learned positions, tied embeddings, biases) reproduce the table's NumParams exactly.
+- Megatron-LM's runs in ``parbench.sim.published.PUBLISHED`` (Narayanan et al. SC21 Tables 1-2, MT-NLG).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from parbench.config import Schedule, Strategy
+from parbench.sim.architecture import Architecture
+from parbench.sim.hardware import PRESETS
+from parbench.sim.layout import PRECISIONS, Layout, Recompute
+from parbench.sim.model import architecture_spec
+from parbench.sim.models import MODELS
+from parbench.sim.predict import Prediction, predict
+
+TT_H100 = "torchtitan docs/performance.md @eaea6f6"
+TT_A100 = "torchtitan docs/performance.md @0413364"
+FOUNDRY = "llm-foundry scripts/train/benchmarking/README.md @061f2c7"
+INFEASIBLE = "clearly infeasible (states alone exceed the device)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    """One published layout. ``ran``: it trained (must fit); False: published OOM or clearly infeasible."""
+
+    source: str
+    table: str
+    name: str
+    arch: Architecture
+    cluster: str
+    layout: Layout
+    ran: bool = True
+    memory_gib: float | None = None
+    """Published peak memory per GPU in GiB (torch's max reserved), where given."""
+    metric: str = ""
+    """``mfu`` (fraction), ``tps_per_gpu`` or ``s_per_iteration``; '' when none is published."""
+    value: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+
+
+def _llama3(name: str, seq: int = 8192) -> Architecture:
+    from dataclasses import replace
+
+    return replace(MODELS[name].arch, seq_len=seq)
+
+
+def _mpt(size: str, seq: int) -> Architecture:
+    """llm-foundry's MPT benchmark shapes: d_model, layers, heads; vocab 50368, learned positions of seq rows,
+    tied embeddings, LayerNorm and Linear biases (the table's NumParams equal this architecture's count)."""
+    d, layers, heads = {"1b": (2048, 24, 16), "3b": (2560, 32, 32), "7b": (4096, 32, 32), "13b": (5120, 40, 40),
+                        "30b": (7168, 48, 64), "70b": (8192, 80, 64)}[size]
+    return Architecture(name=f"mpt-{size}", layers=layers, hidden=d, heads=heads, vocab=50368, seq_len=seq,
+                        tie_embeddings=True)
+
+
+def _fsdp(*, gpus: int, local: int, micro: int = 0, tp: int = 1, pp: int = 1, cp: int = 1, recompute: str = "none",
+          every: int = 1, precision: str = "bf16", schedule: Schedule = Schedule.ONE_F_ONE_B, v: int = 1) -> Layout:
+    """FSDP (ZeRO-3, flash attention) over the ranks gpus / (tp pp cp); ``local`` samples per data-parallel
+    rank per step in micro-batches of ``micro`` (default: all at once)."""
+    dp = gpus // (tp * pp * cp)
+    micro = micro or local
+    return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=local * dp,
+                  micro_batches=local // micro, zero=3, recompute=Recompute(recompute), recompute_every=every,
+                  sequence_parallel=tp > 1, precision=PRECISIONS[precision], attention="flash", schedule=schedule,
+                  virtual_stages=v)
+
+
+def _torchtitan_h100() -> list[Run]:
+    """Tables 1-6. FSDP2 with selective op AC (Tables 1, 3) or full AC; Float8 where the table says so."""
+    rows = []
+    for table, gpus, figures in (("Table 1", 8, ((5762, 82.4, "bf16", ""), (6667, 77.0, "bf16", "torch.compile"),
+                                                 (8532, 76.8, "fp8", "torch.compile"))),
+                                 ("Table 3", 128, ((5605, 67.0, "bf16", ""), (6514, 62.0, "bf16", "torch.compile"),
+                                                   (8380, 61.8, "fp8", "torch.compile")))):
+        for tps, mem, prec, note in figures:
+            rows.append(Run(source=TT_H100, table=table, name=f"Llama 3.1 8B FSDP {gpus} {prec} {note}".strip(),
+                            arch=_llama3("llama3-8b"), cluster="h100-96gb", memory_gib=mem,
+                            layout=_fsdp(gpus=gpus, local=2, recompute="ops", precision=prec),
+                            metric="tps_per_gpu", value=tps, notes=(note,) if note else ()))
+    for cp, seq, tps, mem in ((1, 32768, 3890, 83.9), (2, 65536, 2540, 84.2), (4, 131072, 1071, 84.0),
+                              (8, 262144, 548, 84.5)):
+        rows.append(Run(source=TT_H100, table="Table 2", name=f"Llama 3.1 8B FSDP {8 // cp} CP {cp} seq {seq}",
+                        arch=_llama3("llama3-8b", seq), cluster="h100-96gb", memory_gib=mem,
+                        layout=_fsdp(gpus=8, local=1, cp=cp, recompute="full", precision="fp8"),
+                        metric="tps_per_gpu", value=tps, notes=("torch.compile",)))
+    for name, tps, mem in (("2D", 829, 71.9), ("2D + AsyncTP", 876, 67.6)):
+        rows.append(Run(source=TT_H100, table="Table 4", name=f"Llama 3.1 70B FSDP 32 TP 8 {name}",
+                        arch=_llama3("llama3-70b"), cluster="h100-96gb", memory_gib=mem,
+                        layout=_fsdp(gpus=256, local=16, tp=8, recompute="full", precision="fp8"),
+                        metric="tps_per_gpu", value=tps, notes=("torch.compile",)))
+    for sched, v, tps, mem in ((Schedule.ONE_F_ONE_B, 1, 100, 82.5), (Schedule.INTERLEAVED_1F1B, 2, 128, 72.7)):
+        rows.append(Run(source=TT_H100, table="Table 5", name=f"Llama 3.1 405B FSDP 8 TP 8 PP 8 {sched.value}",
+                        arch=_llama3("llama3-405b"), cluster="h100-96gb", memory_gib=mem,
+                        layout=_fsdp(gpus=512, local=32, micro=1, tp=8, pp=8, recompute="full", precision="fp8",
+                                     schedule=sched, v=v),
+                        metric="tps_per_gpu", value=tps,
+                        notes=("torch.compile", "micro-batch 1 (torchtitan's default)",
+                               "interleaved: 2 stages per rank assumed" if v > 1 else "")))
+    for cp, seq, tps, mem in ((1, 32768, 76, 75.3), (2, 65536, 47, 75.9), (4, 131072, 31, 77.1), (8, 262144, 16, 84.9)):
+        rows.append(Run(source=TT_H100, table="Table 6", name=f"Llama 3.1 405B FSDP {8 // cp} CP {cp} TP 8 PP 8 seq {seq}",
+                        arch=_llama3("llama3-405b", seq), cluster="h100-96gb", memory_gib=mem,
+                        layout=_fsdp(gpus=512, local=8, micro=1, tp=8, pp=8, cp=cp, recompute="full", precision="fp8"),
+                        metric="tps_per_gpu", value=tps, notes=("torch.compile", "micro-batch 1 assumed")))
+    return rows
+
+
+def _torchtitan_a100() -> list[Run]:
+    """64 A100 80GB, FSDP2, local batch as printed; "selective layer" checkpoints every 2nd layer
+    (torchtitan's selective_ac_option = '2'), "selective op" is Recompute.OPS."""
+    ac = {"no": ("none", 1), "selective layer": ("full", 2), "selective op": ("ops", 1), "full": ("full", 1)}
+    table = (("Llama 3", "llama3-8b", 8192, 1, "selective layer", 2904, 0.568),
+             ("Llama 3", "llama3-8b", 8192, 1, "selective op", 2973, 0.582),
+             ("Llama 3", "llama3-70b", 8192, 1, "full", 331, 0.517),
+             ("Llama 2", "llama2-13b", 4096, 2, "no", 2162, 0.611),
+             ("Llama 2", "llama2-13b", 4096, 2, "selective layer", 1914, 0.541),
+             ("Llama 2", "llama2-13b", 4096, 2, "selective op", 1904, 0.538),
+             ("Llama 2", "llama2-70b", 4096, 1, "selective op", 355, 0.508),
+             ("Llama 2", "llama2-70b", 4096, 2, "full", 353, 0.505))
+    rows = []
+    for family, model, seq, local, policy, wps, mfu in table:
+        recompute, every = ac[policy]
+        arch = _llama3(model, seq)
+        rows.append(Run(source=TT_A100, table=f"{family} performance numbers", arch=arch, cluster="a100-80gb",
+                        name=f"{model} FSDP 64 local batch {local} AC {policy}", metric="mfu", value=mfu,
+                        layout=_fsdp(gpus=64, local=local, recompute=recompute, every=every)))
+    rows.append(Run(source=TT_A100, table="footnote 1", name="llama2-70b FSDP 64 local batch 2 AC selective op (OOM)",
+                    arch=_llama3("llama2-70b", 4096), cluster="a100-80gb", ran=False,
+                    layout=_fsdp(gpus=64, local=2, recompute="ops")))
+    return rows
+
+
+def _foundry() -> list[Run]:
+    """(table, size, seq, gpus, MFU %, micro-batch, grad accum, activation checkpointing)."""
+    table = (
+        ("H100 80GB BF16", "h100-sxm", (("70b", 2048, 64, 42.57, 8, 4, True), ("70b", 2048, 32, 36.15, 2, 16, True),
+                                        ("30b", 8192, 8, 29.92, 1, 21, True), ("30b", 2048, 32, 43.92, 14, 3, True),
+                                        ("13b", 32768, 8, 31.68, 1, 3, True), ("13b", 2048, 8, 39.79, 2, 1, False),
+                                        ("7b", 65536, 8, 28.59, 1, 2, True), ("7b", 8192, 8, 37.14, 8, 2, True),
+                                        ("7b", 2048, 8, 46.44, 6, 1, False), ("3b", 16384, 8, 36.34, 1, 6, False),
+                                        ("1b", 2048, 8, 41.82, 14, 1, False))),
+        ("A100 80GB", "a100-80gb", (("70b", 2048, 64, 53.33, 8, 4, True), ("30b", 2048, 8, 55.3, 3, 21, True),
+                                    ("13b", 2048, 8, 59.57, 2, 3, False), ("13b", 32768, 8, 51.69, 1, 3, True),
+                                    ("7b", 2048, 8, 64.23, 6, 2, False), ("7b", 65536, 8, 46.97, 1, 2, True),
+                                    ("3b", 16384, 8, 57.13, 1, 6, False), ("1b", 32768, 8, 55.52, 1, 4, False))),
+    )
+    rows = []
+    for name, cluster, entries in table:
+        for size, seq, gpus, mfu, micro, accum, ckpt in entries:
+            rows.append(Run(source=FOUNDRY, table=name, name=f"MPT-{size} seq {seq} on {gpus} ({'AC' if ckpt else 'no AC'})",
+                            arch=_mpt(size, seq), cluster=cluster, metric="mfu", value=mfu / 100,
+                            layout=_fsdp(gpus=gpus, local=micro * accum, micro=micro,
+                                         recompute="full" if ckpt else "none")))
+    return rows
+
+
+def _megatron() -> list[Run]:
+    """Megatron-LM's published runs (SC21 Tables 1-2, MT-NLG) with the layouts ``parbench.sim.published``
+    states; dropout on (Megatron's default 0.1 for attention and hidden states)."""
+    from parbench.sim.published import PUBLISHED, SEQ, VOCAB, layout_for
+
+    return [Run(source=p.source, table=p.table, name=p.name, cluster=p.cluster, layout=layout_for(p),
+                arch=Architecture(name=p.name, layers=p.layers, hidden=p.hidden, heads=p.heads, seq_len=SEQ,
+                                  vocab=VOCAB, dropout=True),
+                metric="s_per_iteration", value=p.measured_s) for p in PUBLISHED]
+
+
+def _infeasible() -> list[Run]:
+    """Layouts whose parameters, gradients and Adam state alone (16 bytes per parameter, ZeRO paper
+    sec. 3.1) exceed a device: 175B replicated on 8 A100s, 405B sharded 8 ways, 70B replicated, 8B on one GPU."""
+    def plain(gpus: int, zero: int) -> Layout:
+        return Layout(strategy=Strategy.HYBRID, dp=gpus, global_batch_size=gpus, zero=zero,
+                      precision=PRECISIONS["bf16"], attention="flash")
+
+    return [Run(source=INFEASIBLE, table="16 B/param", name="GPT-3 175B DDP on 8 A100", arch=MODELS["gpt3-175b"].arch,
+                cluster="a100-80gb", layout=plain(8, 0), ran=False),
+            Run(source=INFEASIBLE, table="16 B/param", name="Llama 3 405B FSDP on 8 H100", cluster="h100-sxm",
+                arch=MODELS["llama3-405b"].arch, layout=plain(8, 3), ran=False),
+            Run(source=INFEASIBLE, table="16 B/param", name="Llama 3 70B DDP on 64 H100", cluster="h100-sxm",
+                arch=MODELS["llama3-70b"].arch, layout=plain(64, 0), ran=False),
+            Run(source=INFEASIBLE, table="16 B/param", name="Llama 3 8B on one H100", cluster="h100-sxm",
+                arch=MODELS["llama3-8b"].arch, layout=plain(1, 0), ran=False),
+            Run(source=INFEASIBLE, table="16 B/param", name="Llama 2 70B ZeRO-1 on 16 A100", cluster="a100-80gb",
+                arch=MODELS["llama2-70b"].arch, layout=plain(16, 1), ran=False)]
+
+
+def runs() -> list[Run]:
+    return _torchtitan_h100() + _torchtitan_a100() + _foundry() + _megatron() + _infeasible()
+
+
+def _metric(p: Prediction, run: Run) -> float | None:
+    if run.metric == "mfu":
+        return p.mfu
+    if run.metric == "tps_per_gpu":
+        return p.tokens_per_s / run.layout.world_size
+    if run.metric == "s_per_iteration":
+        return p.step_time_s
+    return None
+
+
+def compare_runs() -> list[dict]:
+    """Each run beside its prediction: fits?, predicted peak (allocator) memory, the metric and errors in %."""
+    out = []
+    for run in runs():
+        model = architecture_spec(run.arch, megatron=True)
+        p = predict(model, run.layout, PRESETS[run.cluster])
+        metric = _metric(p, run)
+        mem = p.memory.allocator_bytes / 2**30
+        out.append({"source": run.source, "table": run.table, "name": run.name, "cluster": run.cluster,
+                    "ran": run.ran, "predicted_fits": p.feasible, "peak_gib_predicted": p.peak_memory_bytes / 2**30,
+                    "allocator_gib_predicted": mem, "memory_gib_published": run.memory_gib,
+                    "memory_error_pct": (mem - run.memory_gib) / run.memory_gib * 100 if run.memory_gib else None,
+                    "metric": run.metric, "published": run.value if run.metric else None, "predicted": metric,
+                    "metric_error_pct": (metric - run.value) / run.value * 100 if run.metric else None,
+                    "notes": [n for n in run.notes if n]})
+    return out
+
+
+def summarize_by_source(rows: list[dict]) -> list[dict]:
+    """Per source: rows; mean and max |error| of the published metric and of peak memory (%); how many
+    layouts that ran are predicted to fit, how many OOM/infeasible ones are predicted not to."""
+    out = []
+    for source in dict.fromkeys(r["source"] for r in rows):
+        mine = [r for r in rows if r["source"] == source]
+        errs = [abs(r["metric_error_pct"]) for r in mine if r["metric_error_pct"] is not None]
+        mems = [abs(r["memory_error_pct"]) for r in mine if r["memory_error_pct"] is not None]
+        ran = [r for r in mine if r["ran"]]
+        oom = [r for r in mine if not r["ran"]]
+        out.append({"source": source, "rows": len(mine),
+                    "metric": ", ".join(sorted({r["metric"] for r in mine if r["metric"]})) or "-",
+                    "metric_mean_abs_error_pct": sum(errs) / len(errs) if errs else None,
+                    "metric_max_abs_error_pct": max(errs) if errs else None,
+                    "memory_rows": len(mems), "memory_mean_abs_error_pct": sum(mems) / len(mems) if mems else None,
+                    "memory_max_abs_error_pct": max(mems) if mems else None,
+                    "ran": len(ran), "ran_predicted_to_fit": sum(r["predicted_fits"] for r in ran),
+                    "infeasible": len(oom), "infeasible_predicted_not_to_fit": sum(not r["predicted_fits"] for r in oom)})
+    return out

@@ -1,0 +1,171 @@
+"""Architectures, presets and the Hugging Face config reader; each new layout flag moves exactly what it
+should. Expected values are computed here from the shapes (or published figures), not by the code under test."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from parbench.config import Strategy
+from parbench.sim import PRECISIONS, PRESETS, Layout, predict
+from parbench.sim.architecture import Architecture, from_hf_config, read_hf_config
+from parbench.sim.memory import activation_bytes_per_layer
+from parbench.sim.model import architecture_spec
+from parbench.sim.models import MODELS
+from parbench.sim.stages import stages
+
+CONFIGS = Path(__file__).resolve().parents[2] / "parbench" / "sim" / "configs"
+BF16 = PRECISIONS["bf16"]
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_each_preset_has_its_published_parameter_count(name):
+    p = MODELS[name]
+    count = architecture_spec(p.arch).param_numel
+    assert abs(count - p.published_params) / p.published_params < 0.005, (count, p.published_params)
+    assert p.source
+
+
+def test_llama2_7b_parameter_count_by_hand():
+    """4 d^2 (q, k, v, o) + 3 d f (gate, up, down) + 2 d (norms) per layer, 2 V d untied embeddings, final norm."""
+    d, f, L, V = 4096, 11008, 32, 32000
+    assert architecture_spec(MODELS["llama2-7b"].arch).param_numel == L * (4 * d * d + 3 * d * f + 2 * d) + 2 * V * d + d
+
+
+@pytest.mark.parametrize("size,seq,published", [("7b", 2048, 6658859008), ("13b", 2048, 12853954560),
+                                                 ("30b", 2048, 29975214080), ("70b", 2048, 64862437376)])
+def test_mpt_shapes_reproduce_llm_foundrys_numparams(size, seq, published):
+    from parbench.sim.published_memory import _mpt
+
+    assert architecture_spec(_mpt(size, seq)).param_numel == published
+
+
+def test_kv_heads_shrink_the_kv_projections_and_their_flops():
+    mha = Architecture(layers=2, hidden=1024, heads=16, vocab=1000, seq_len=256, bias="none", norm="rmsnorm")
+    gqa = replace(mha, kv_heads=4)
+    a, b = architecture_spec(mha), architecture_spec(gqa)
+    kv = lambda m: sum(t.numel for t in m.units[0].params if ".attn.k." in t.name or ".attn.v." in t.name)  # noqa: E731
+    assert kv(a) == 2 * 1024 * 1024 and kv(b) == kv(a) // 4
+    qkv_flops = lambda m: m.units[0].gemms[0].flops  # noqa: E731
+    assert qkv_flops(a) == 2 * 256 * 1024 * 3 * 1024 and qkv_flops(b) == 2 * 256 * 1024 * (1024 + 2 * 256)
+
+
+def test_gated_mlp_adds_a_third_matrix_and_its_flops():
+    plain = Architecture(layers=1, hidden=512, heads=8, vocab=100, seq_len=64, ffn_hidden=1536, bias="none")
+    gated = replace(plain, gated_mlp=True)
+    a, b = architecture_spec(plain), architecture_spec(gated)
+    assert b.param_numel - a.param_numel == 512 * 1536
+    assert b.forward_flops_per_sample - a.forward_flops_per_sample == 2 * 64 * 512 * 1536
+
+
+def test_tied_embeddings_drop_the_head_and_a_late_stage_keeps_a_copy():
+    untied = Architecture(layers=4, hidden=256, heads=4, vocab=5000, seq_len=64)
+    tied = replace(untied, tie_embeddings=True)
+    assert architecture_spec(untied).param_numel - architecture_spec(tied).param_numel == 5000 * 256
+    last = stages(architecture_spec(tied, megatron=True), 2, 1)[1]
+    assert any(t.name == "post.out.weight" for t in last.tensors)
+
+
+def test_vocabulary_parallel_embedding_and_head_divide_by_tp():
+    arch = MODELS["gpt3-175b"].arch
+    mega, torch_layout = architecture_spec(arch, megatron=True), architecture_spec(arch, megatron=False)
+    tok = next(t for t in mega.pre.params if t.name == "pre.tok.weight")
+    assert tok.local_numel(8) == 50257 // 8 * 12288 + 12288  # ceil(V / tp) rows
+    assert next(t for t in torch_layout.pre.params if t.name == "pre.tok.weight").local_numel(8) == 50257 * 12288
+    layout = Layout(strategy=Strategy.HYBRID, tp=8, pp=8, global_batch_size=8, micro_batches=8, precision=BF16)
+    first = predict(mega, layout, PRESETS["a100-80gb"]).memory.param_bytes
+    replicated = predict(torch_layout, layout, PRESETS["a100-80gb"]).memory.param_bytes
+    assert replicated - first == 2 * (50257 * 12288 - (50257 // 8 + 1) * 12288)  # the first stage's embedding
+
+
+def test_cp_halves_activations_and_adds_the_ring_kv_bytes():
+    arch = MODELS["llama3-8b"].arch
+    m = architecture_spec(arch, megatron=True)
+    base = dict(strategy=Strategy.HYBRID, dp=2, global_batch_size=2, precision=BF16, attention="flash", zero=3)
+    one, two = Layout(**base), Layout(**{**base, "dp": 1, "cp": 2, "global_batch_size": 1})
+    assert activation_bytes_per_layer(m, two) == pytest.approx(activation_bytes_per_layer(m, one) / 2)
+    p1, p2 = predict(m, one, PRESETS["h100-sxm"]), predict(m, two, PRESETS["h100-sxm"])
+    block = 1 * 8192 // 2 * 2 * 1024 * 2  # micro-batch x s/cp x (k + v) x kv_width x bf16
+    ring = 32 * (2 - 1) * block * (1 + 2)  # per layer: forward K/V, backward K/V and dK/dV
+    assert p2.comm_bytes["intermediate"] - p1.comm_bytes["intermediate"] == ring
+
+
+def test_flash_removes_the_score_memory():
+    arch = Architecture(layers=1, hidden=1024, heads=16, vocab=256, seq_len=2048, dropout=True)
+    m = architecture_spec(arch)
+    eager = Layout(global_batch_size=1, precision=BF16, attention="eager")
+    flash = replace(eager, attention="flash")
+    s, h, a = 2048, 1024, 16
+    assert activation_bytes_per_layer(m, eager) - activation_bytes_per_layer(m, flash) == pytest.approx(
+        5 * a * s * s - 4 * a * s)  # the eager a s^2 (2 + 1 + 2) bytes out; flash's fp32 log-sum-exp in
+    assert activation_bytes_per_layer(m, flash) == pytest.approx(34 * s * h + 4 * a * s)
+
+
+def test_hsdp_all_reduces_each_shard_across_replicas():
+    m = architecture_spec(Architecture(layers=2, hidden=256, heads=4, vocab=512, seq_len=64))
+    lay = Layout(strategy=Strategy.HYBRID, dp=8, global_batch_size=8, zero=3, replicate=2, precision=BF16)
+    p = predict(m, lay, PRESETS["h100-sxm"])
+    shard = sum(__import__("parbench.sim.comm", fromlist=["x"]).fsdp_group_numels(m, 1, 1, 1, 4, 0, False)) // 4
+    assert p.comm_by_collective["all_reduce/parameter"] == 2 * (2 - 1) * shard * 2 // 2
+    flat = predict(m, replace(lay, replicate=1), PRESETS["h100-sxm"])
+    assert p.memory.optim_bytes > flat.memory.optim_bytes  # shards over 4 ranks, not 8
+
+
+def test_fp8_gemms_run_at_the_fp8_peak():
+    m = architecture_spec(MODELS["llama3-8b"].arch, megatron=True)
+    lay = Layout(strategy=Strategy.HYBRID, dp=8, global_batch_size=8, zero=3, precision=BF16, attention="flash")
+    bf, f8 = (predict(m, replace(lay, precision=PRECISIONS[k]), PRESETS["h100-sxm"]) for k in ("bf16", "fp8"))
+    assert f8.compute_time_s < 0.8 * bf.compute_time_s  # GEMMs twice as fast; memory-bound work unchanged
+    assert f8.model_flops_per_step == bf.model_flops_per_step
+    from parbench.sim.timing import gemm_time_s
+
+    c = PRESETS["h100-sxm"]
+    assert gemm_time_s(c, 1e15, 0, "fp8") - c.gemm_overhead_s == pytest.approx(1e15 / (1979e12 * c.gemm_efficiency))
+
+
+def test_recompute_every_k_keeps_full_layers_on_the_rest():
+    m = architecture_spec(MODELS["llama2-7b"].arch)
+    none = Layout(global_batch_size=1, precision=BF16, attention="flash")
+    full = replace(none, recompute="full")
+    every2 = replace(none, recompute=__import__("parbench.sim.layout", fromlist=["x"]).Recompute.FULL, recompute_every=2)
+    full = replace(every2, recompute_every=1)
+    assert activation_bytes_per_layer(m, every2) == pytest.approx(
+        (activation_bytes_per_layer(m, none) + activation_bytes_per_layer(m, full)) / 2)
+
+
+def test_hf_config_reader_maps_each_family(tmp_path):
+    llama = read_hf_config(CONFIGS / "llama3-70b.json")
+    assert llama == replace(MODELS["llama3-70b"].arch, name=llama.name)
+    gpt2 = from_hf_config({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257,
+                           "n_positions": 1024, "activation_function": "gelu_new"})
+    assert architecture_spec(gpt2).param_numel == 124439808  # GPT-2 small (tied)
+    qwen = from_hf_config({"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                           "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100, "hidden_act": "silu",
+                           "max_position_embeddings": 32, "tie_word_embeddings": True})
+    assert (qwen.bias, qwen.gated_mlp, qwen.tie_embeddings, qwen.n_kv_heads) == ("qkv", True, True, 2)
+    neox = from_hf_config({"model_type": "gpt_neox", "num_hidden_layers": 2, "hidden_size": 64,
+                           "num_attention_heads": 4, "intermediate_size": 256, "vocab_size": 100, "hidden_act": "gelu"})
+    assert (neox.norm, neox.positions, neox.gated_mlp, neox.tie_embeddings) == ("layernorm", "rotary", False, False)
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(ValueError, match="model_type='bert' is not supported"):
+        read_hf_config(tmp_path)
+
+
+def test_published_runs_that_trained_fit_and_oom_ones_do_not():
+    from parbench.sim.published_memory import compare_runs, summarize_by_source
+
+    rows = compare_runs()
+    ran = [r for r in rows if r["ran"]]
+    assert len(ran) >= 20 and len({r["source"] for r in ran}) >= 3
+    assert all(r["predicted_fits"] for r in ran), [r["name"] for r in ran if not r["predicted_fits"]]
+    oom = [r for r in rows if not r["ran"]]
+    assert oom and not any(r["predicted_fits"] for r in oom)
+    with_memory = [r for r in rows if r["memory_gib_published"]]
+    within = [r for r in with_memory if abs(r["memory_error_pct"]) <= 10]
+    assert len(with_memory) == 18 and len(within) >= 14, [(r["name"], round(r["memory_error_pct"])) for r in with_memory]
+    by = {s["source"]: s for s in summarize_by_source(rows)}
+    assert sum(s["rows"] for s in by.values()) == len(rows)
