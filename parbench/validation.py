@@ -16,7 +16,7 @@ from parbench.config import TOKEN_WORKLOADS, ConfigError, DataParallelMode, Sche
 
 def validate_run(c: "RunConfig") -> None:
     """Raise ConfigError for the first rule ``c`` breaks."""
-    for rule in (_positive, _single, _degrees, _batch, _pipeline, _tensor_parallel, _servers):
+    for rule in (_positive, _single, _degrees, _batch, _pipeline, _tensor_parallel, _servers, _gloo_cuda):
         rule(c)
 
 
@@ -108,15 +108,28 @@ def _servers(c: "RunConfig") -> None:
         raise ConfigError(f"ps needs at least one worker: servers={c.servers} >= world_size={c.world_size}")
 
 
-def check_environment(c: "RunConfig") -> None:
-    """Backend and device availability on this machine (imports torch)."""
+def _gloo_cuda(c: "RunConfig") -> None:
+    """gloo moves CUDA tensors in collectives (through host memory) but its point-to-point send and
+    recv take CPU tensors only: the pipeline's activations and the parameter server's push/pull."""
+    if c.backend.value != "gloo" or c.device != "cuda":
+        return
+    if c.uses_pipeline or c.strategy is Strategy.PS:
+        raise ConfigError(f"strategy={c.strategy.value} sends tensors point-to-point, which gloo does not do for "
+                          "device=cuda; use backend=nccl with device=cuda, or device=cpu")
+
+
+def check_environment(c: "RunConfig", *, ranks_here: int | None = None) -> None:
+    """Backend and device availability on this machine (imports torch). ``ranks_here``: the ranks
+    this host will start (multi-node: nproc_per_node; default: all of them)."""
     import torch
     import torch.distributed as dist
 
+    ranks_here = c.world_size if ranks_here is None else ranks_here
     if c.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device=cuda but torch sees no GPU on this machine")
-    if c.device == "cuda" and torch.cuda.device_count() < c.world_size:
-        raise ConfigError(f"world_size={c.world_size} needs one GPU per rank; this machine has {torch.cuda.device_count()}")
+    if c.device == "cuda" and torch.cuda.device_count() < ranks_here:
+        raise ConfigError(f"{ranks_here} ranks on this host need one GPU each; this machine has "
+                          f"{torch.cuda.device_count()} (two ranks on one GPU make NCCL abort: duplicate GPU)")
     available = {"gloo": dist.is_gloo_available(), "nccl": dist.is_nccl_available(), "mpi": dist.is_mpi_available()}
     if not available[c.backend.value]:
         have = ", ".join(k for k, v in available.items() if v) or "none"

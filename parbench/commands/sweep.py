@@ -29,6 +29,8 @@ OVERRIDES = {
     "strategies": ("strategies", _csv(str), "e.g. ddp,pipeline (or all)"),
     "world_sizes": ("world_sizes", _csv(int), "e.g. 1,2,4"),
     "backends": ("backends", _csv(str), "e.g. gloo"),
+    "devices": ("devices", _csv(str), "e.g. cpu,cuda"),
+    "precisions": ("precisions", _csv(str), "e.g. fp32,bf16"),
     "global_batch_sizes": ("global_batch_sizes", _csv(int), "e.g. 32,64"),
     "micro_batches": ("micro_batches", _csv(int), "pipeline points, e.g. 2,4"),
     "schedules": ("schedules", _csv(str), "pipeline points, e.g. gpipe,1f1b"),

@@ -26,6 +26,7 @@ from parbench.multinode.layout import NodeLayout
 from parbench.multinode.record import add_node_fields
 from parbench.multinode.worker import DIR_ENV
 from parbench.record import build_record, failed_record
+from parbench.validation import check_environment
 from parbench.results import write_record
 
 RENDEZVOUS_GRACE_S = 60.0
@@ -49,6 +50,7 @@ def run_node(cfg: RunConfig, layout: NodeLayout, *, results_dir: str | Path | No
         raise ConfigError(f"world_size={cfg.world_size} != nnodes x nproc_per_node = "
                           f"{layout.nnodes} x {layout.nproc_per_node}")
     check_implemented(cfg)
+    check_environment(cfg, ranks_here=layout.nproc_per_node)  # backend, GPUs per node, the workload
     out = Path(tempfile.mkdtemp(prefix="parbench-node-"))
     try:
         (out / "config.json").write_text(json.dumps(cfg.to_dict()))

@@ -112,13 +112,16 @@ def _candidates(spec: SweepSpec, strategies: tuple[str, ...]) -> Iterator[tuple[
     common = dict(steps=spec.steps, warmup_steps=spec.warmup_steps, timeout_s=spec.timeout_s,
                   seed=spec.seed, threads=spec.threads)
     for workload in _workloads(spec):
-        for name, ws, backend, gbs, data_mode in itertools.product(
-                strategies, spec.world_sizes, spec.backends, spec.global_batch_sizes, spec.data_modes):
+        for name, ws, backend, device, precision, gbs, data_mode in itertools.product(
+                strategies, spec.world_sizes, spec.backends, spec.devices, spec.precisions,
+                spec.global_batch_sizes, spec.data_modes):
             strategy = Strategy(name)
             if (strategy is Strategy.SINGLE) != (ws == 1):
                 continue  # single is the world-size-1 point; at 1 every other strategy is single again
-            base = dict(common, strategy=strategy, world_size=ws, backend=backend, workload=workload,
-                        global_batch_size=gbs, data_mode=data_mode)
+            if device == "cpu" and (backend == "nccl" or precision == "tf32"):
+                continue  # cross-product artefacts, like single at world size > 1: nccl and tf32 are GPU-only
+            base = dict(common, strategy=strategy, world_size=ws, backend=backend, device=device,
+                        precision=precision, workload=workload, global_batch_size=gbs, data_mode=data_mode)
             variants = list(_variants(spec, strategy, ws))
             if not variants:
                 yield (f"no {name} mesh of world_size={ws} in meshes={spec.meshes or 'derived'} "
@@ -183,6 +186,10 @@ def _label(base: dict[str, Any], extra: dict[str, Any]) -> str:
         parts.append(f"servers={extra['servers']}")
     if base["backend"] != "gloo":
         parts.append(base["backend"])
+    if base["device"] != "cpu":
+        parts.append(base["device"])
+    if base["precision"] != "fp32":
+        parts.append(base["precision"])
     if base["data_mode"] != "sharded":
         parts.append(f"data={base['data_mode']}")
     return " ".join(parts)
