@@ -1,39 +1,84 @@
 """``parbench calibrate``: micro-benchmark this machine (GEMMs, memory-bound ops, gloo collectives at
-group sizes 2 and 4), fit the simulator's constants and save them as results/calibration/<host>.json."""
+group sizes 2 and 4), fit the simulator's constants and save them as results/calibration/<host>.json.
+Every fitted parameter is reported with its 95% interval and its held-out error; a fit that is not
+physical is flagged, and the measured point estimates are used instead."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("calibrate", help="measure this machine for the simulator", description=__doc__)
     p.add_argument("--quick", action="store_true", help="fewer sizes and repetitions (~20 s; for tests)")
     p.add_argument("--results-dir", default="results", help="the profile goes to <dir>/calibration/<host>.json")
+    p.add_argument("--show", action="store_true", help="print the saved profile's report without measuring")
     p.set_defaults(handler=handle)
 
 
 def handle(a: argparse.Namespace) -> int:
-    from parbench.sim.calibrate import calibrate
+    from parbench.sim.hardware import profile_path
 
-    profile = calibrate(quick=a.quick, results_dir=a.results_dir)
-    c, fits = profile["cluster"], profile["fit"]
-    print(f"GEMM: {c['peak_flops'] / 1e9:.2f} GFLOP/s + {c['gemm_overhead_s'] * 1e6:.1f} us per call "
-          f"(held-out error {fits['gemm']['heldout_error_pct']:.1f}%)")
-    print(f"memory-bound: {c['memory_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s + {c['op_overhead_s'] * 1e6:.1f} us per op "
-          f"(held-out error {fits['elementwise']['heldout_error_pct']:.1f}%)")
-    print(f"{'collective':<16}{'n':>3}{'alpha us':>10}{'GB/s':>9}{'held-out err %':>16}{'max %':>8}")
-    for key, f in fits.items():
-        if key.startswith("compute_slowdown@") or key == "step_scale":
-            continue
-        if "@" in key:
-            kind, n = key.split("@")
-            bw = 1 / f["beta"] / 1e9 if f["beta"] > 0 else float("inf")
-            print(f"{kind:<16}{n:>3}{f['alpha'] * 1e6:>10.1f}{bw:>9.2f}{f['heldout_error_pct']:>16.1f}"
-                  f"{f['heldout_max_error_pct']:>8.1f}")
-    slow = ", ".join(f"{n} ranks x{v:.2f}" for n, v in c["compute_slowdown"].items())
-    print(f"compute per rank when ranks compute at once: {slow}")
-    ratios = ", ".join(f"{k.split('_')[-1]} {v:.2f}" for k, v in fits["step_scale"].items() if k != "alpha")
-    print(f"reference training steps, measured / op-level prediction: {ratios} -> step_scale {c['step_scale']:.2f}")
-    print(f"saved {profile['meta'].get('path')} in {profile['meta']['seconds']:.0f} s")
+    if a.show:
+        path = profile_path(a.results_dir)
+        if not path.is_file():
+            print(f"parbench calibrate: no profile at {path}; run `parbench calibrate` first")
+            return 2
+        profile = json.loads(path.read_text())
+    else:
+        from parbench.sim.calibrate import calibrate
+
+        profile = calibrate(quick=a.quick, results_dir=a.results_dir)
+    print("\n".join(report_lines(profile)))
     return 0
+
+
+# (fit key prefix, what alpha is, alpha unit and scale, what 1/beta is, its unit and scale)
+PARAMETERS = {
+    "gemm": ("GEMM overhead", "us", 1e6, "GEMM rate", "GFLOP/s", 1e-9),
+    "elementwise": ("op overhead", "us", 1e6, "memory bandwidth", "GB/s", 1e-9),
+}
+LINK = ("latency", "us", 1e6, "bandwidth", "GB/s", 1e-9)
+
+
+def report_lines(profile: dict) -> list[str]:
+    """An aligned table: every fitted parameter with its unit, 95% interval, held-out error and status."""
+    fits = profile["fit"]
+    head = f"{'fit':<20}{'parameter':<18}{'value':>12}{'+-95%':>11} {'unit':<8}{'held-out med %':>15}{'max %':>8}  status"
+    lines = [head, "-" * len(head)]
+    for key, f in fits.items():
+        if "beta" not in f:
+            continue
+        names = PARAMETERS.get(key, LINK)
+        lines += _rows(key, f, names)
+    c = profile["cluster"]
+    slow = ", ".join(f"{n} ranks x{v:.2f}" for n, v in c["compute_slowdown"].items())
+    lines.append(f"\ncompute per rank when ranks compute at once: {slow}")
+    lines.append(f"framework overhead per training-path op: {fits['framework_op_overhead_s']['alpha'] * 1e6:.1f} us")
+    ratios = ", ".join(f"{k.split('_')[-1]} {v:.2f}" for k, v in fits["step_scale"].items() if k != "alpha")
+    lines.append(f"reference training steps, measured / op-level prediction: {ratios} -> step_scale {c['step_scale']:.2f}")
+    bad = [k for k, f in fits.items() if f.get("status") == "unphysical"]
+    lines.append(f"{len(bad)} unphysical fit(s) replaced by measured point estimates: {', '.join(bad)}" if bad
+                 else "every fit is physical and used")
+    meta = profile.get("meta", {})
+    if "seconds" in meta:
+        lines.append(f"measured in {meta['seconds']:.0f} s (load average {meta.get('load_average_1min', math.nan):.2f})"
+                     + (f"; saved {meta['path']}" if meta.get("path") else ""))
+    return lines
+
+
+def _rows(key: str, f: dict, names: tuple) -> list[str]:
+    a_name, a_unit, a_scale, b_name, b_unit, b_scale = names
+    status = "ok" if f.get("status", "ok") == "ok" else "UNPHYSICAL: " + "; ".join(f["reasons"]) + " -> point estimates used"
+    rate = 1 / f["beta"] * b_scale if f["beta"] > 0 else math.inf
+    # delta method: se(1/beta) = se(beta) / beta^2
+    rate_ci = 1.96 * f.get("beta_se", math.nan) / f["beta"] ** 2 * b_scale if f["beta"] > 0 else math.nan
+    out = [f"{key:<20}{a_name:<18}{f['alpha'] * a_scale:>12.3g}{1.96 * f.get('alpha_se', math.nan) * a_scale:>11.2g} "
+           f"{a_unit:<8}{f['heldout_error_pct']:>15.1f}{f['heldout_max_error_pct']:>8.1f}  {status}",
+           f"{'':<20}{b_name:<18}{rate:>12.3g}{rate_ci:>11.2g} {b_unit:<8}"]
+    if f.get("used") == "point estimates":
+        used_rate = 1 / f["used_beta"] * b_scale
+        out.append(f"{'':<20}{'used instead':<18}{f['used_alpha'] * a_scale:>12.3g} {a_unit}, {used_rate:.3g} {b_unit}")
+    return out

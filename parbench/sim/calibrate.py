@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from parbench.metrics import stats
-from parbench.sim.fit import Fit, fit_with_holdout
+from parbench.sim.fit import fit_with_holdout, point_estimates, unphysical
 from parbench.sim.hardware import Cluster, Link, cluster_to_dict, profile_path
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "scatter", "send")
@@ -259,8 +259,15 @@ def step_scale(cluster: Cluster, reps: int) -> tuple[float, dict[str, float]]:
     return stats.median(list(ratios.values())), ratios
 
 
-def _fit_dict(f: Fit) -> dict[str, float]:
-    return asdict(f)
+def checked_fit(xs: list[float], ys: list[float], *, max_rate: float = math.inf) -> tuple[tuple[float, float], dict[str, Any]]:
+    """((alpha, beta) to use, the fit's report). An unphysical fit is reported with its reasons and replaced
+    by the measured point estimates (``parbench.sim.fit.point_estimates``)."""
+    f = fit_with_holdout(xs, ys)
+    reasons = unphysical(f, max_rate=max_rate)
+    used = point_estimates(xs, ys) if reasons else (f.alpha, f.beta)
+    report = {**asdict(f), "points": len(xs), "status": "unphysical" if reasons else "ok", "reasons": reasons,
+              "used": "point estimates" if reasons else "fit", "used_alpha": used[0], "used_beta": used[1]}
+    return used, report
 
 
 def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save: bool = True) -> dict[str, Any]:
@@ -268,10 +275,11 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     sizes = _sizes(quick)
     reps = 3 if quick else 7
     t0 = time.perf_counter()
-    gemm = fit_with_holdout(*measure_gemm(sizes["gemm"], reps))
-    elem = fit_with_holdout(*measure_elementwise(sizes["elementwise"], reps))
+    (gemm_a, gemm_b), gemm = checked_fit(*measure_gemm(sizes["gemm"], reps))
+    (elem_a, elem_b), elem = checked_fit(*measure_elementwise(sizes["elementwise"], reps))
+    memory_bw = 1 / elem_b
     op_overhead = measure_framework_overhead(reps)
-    fits: dict[str, dict[str, Any]] = {"gemm": _fit_dict(gemm), "elementwise": _fit_dict(elem),
+    fits: dict[str, dict[str, Any]] = {"gemm": gemm, "elementwise": elem,
                                        "framework_op_overhead_s": {"alpha": op_overhead}}
     collectives: dict[str, dict[int, tuple[float, float]]] = {}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -285,14 +293,13 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         collectives.setdefault("barrier", {})[n] = (rows_by_kind.pop("barrier_s"), 0.0)
         fits[f"compute_slowdown@{n}"] = {"alpha": slowdown[n]}
         for kind, rows in rows_by_kind.items():
-            f = fit_with_holdout([s for s, _ in rows], [t for _, t in rows])
-            collectives.setdefault(kind, {})[n] = (f.alpha, f.beta)
-            fits[f"{kind}@{n}"] = _fit_dict(f)
+            used, fits[f"{kind}@{n}"] = checked_fit([s for s, _ in rows], [t for _, t in rows], max_rate=memory_bw)
+            collectives.setdefault(kind, {})[n] = used
     send = collectives["send"][2]
     cluster = Cluster(
-        name=f"local:{socket.gethostname()}", gpus_per_node=max(cores, 64), peak_flops=1 / gemm.beta,
-        gemm_efficiency=1.0, gemm_overhead_s=gemm.alpha, op_overhead_s=elem.alpha, autograd_op_overhead_s=op_overhead,
-        memory_bandwidth_bytes_per_s=1 / elem.beta if elem.beta > 0 else 1e10,
+        name=f"local:{socket.gethostname()}", gpus_per_node=max(cores, 64), peak_flops=1 / gemm_b,
+        gemm_efficiency=1.0, gemm_overhead_s=gemm_a, op_overhead_s=elem_a, autograd_op_overhead_s=op_overhead,
+        memory_bandwidth_bytes_per_s=memory_bw,
         memory_bytes=_host_memory_bytes(), intra=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]),
         inter=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]), overlap=0.0, cores=cores,
         compute_slowdown=slowdown,

@@ -117,8 +117,13 @@ def algorithm_factors(kind: str, n: int) -> tuple[float, float]:
     return 1.0, 1.0  # send (recv costs the sender's time)
 
 
-def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inter_node: bool) -> float:
-    """Seconds for one collective of full-buffer ``payload`` bytes over ``n`` ranks."""
+def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inter_node: bool, rails: int = 1) -> float:
+    """Seconds for one collective of full-buffer ``payload`` bytes over ``n`` ranks. ``rails``: the group's
+    ranks per node. A ring that leaves the node visits its local ranks over the intra-node link first and
+    runs one channel per local rank, each through that rank's own NIC (NCCL's multi-rail rings), so the
+    node's crossing carries the group's traffic at ``rails`` x the per-GPU inter-node bandwidth, capped
+    by the intra-node link (nccl-tests on rail-optimised DGX nodes report all-reduce bus bandwidth close to
+    the node's total NIC bandwidth; a group with one rank per node gets that rank's NIC alone)."""
     if n <= 1 or (payload <= 0 and kind != "barrier"):
         return 0.0
     fitted = _fitted(cluster, kind, n)
@@ -126,8 +131,11 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
         alpha, beta = fitted
         return alpha + beta * payload
     link = cluster.inter if inter_node else cluster.intra
+    bandwidth = link.bandwidth_bytes_per_s
+    if inter_node and rails > 1:
+        bandwidth = min(bandwidth * rails, max(cluster.intra.bandwidth_bytes_per_s, bandwidth))
     steps, factor = algorithm_factors(kind, n)
-    return steps * link.latency_s + factor * payload / link.bandwidth_bytes_per_s
+    return steps * link.latency_s + factor * payload / bandwidth
 
 
 def _fitted(cluster: Cluster, kind: str, n: int) -> tuple[float, float] | None:
@@ -168,7 +176,9 @@ A100_SOURCES = {
     "intra": "A100 datasheet: NVLink 3 600 GB/s total = 300 GB/s per direction; x0.8 nccl-tests-style busbw (assumed)",
     "inter": "DGX A100 user guide: 8x ConnectX-6 HDR 200 Gb/s per node = 25 GB/s per GPU; x0.9 (assumed)",
     "gpus_per_node": "DGX A100: 8 GPUs per node",
-    "gemm_efficiency": "cuBLAS large-GEMM BF16 on A100 reaches ~80% of peak (assumed; Megatron-LM reports 52% MFU end to end)",
+    "gemm_efficiency": "0.72: fitted (the one constant minimising mean |error|, parbench.sim.published.fit_gemm_efficiency) "
+                       "to the 10 rows of Narayanan et al. SC21 Table 1 (Megatron-LM GPT 1.7B-1T on 32-3072 A100); "
+                       "SC21 Table 2 and MT-NLG held out (parbench validate --published)",
     "latency": "assumed ~5 us per NVLink step, ~8 us per InfiniBand step (typical nccl-tests small-message latencies)",
 }
 H100_SOURCES = {
@@ -191,7 +201,7 @@ H100_96_SOURCES = {
     "peak_flops": "the H100 SXM datasheet's 989 TFLOP/s (torchtitan: the 500 W part's exact peak is unpublished)",
 }
 
-_A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.80, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
+_A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.72, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
              memory_bandwidth_bytes_per_s=0.8 * 2039e9, intra=Link(latency_s=5e-6, bandwidth_bytes_per_s=0.8 * 300e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, **GPU_FIXED)
 _H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, gemm_efficiency=0.70, gemm_overhead_s=5e-6,

@@ -92,9 +92,22 @@ def is_inter_node(c: Cluster, layout: Layout, group: str) -> bool:
     return layout.world_size > g
 
 
+def ranks_per_node(c: Cluster, layout: Layout, group: str) -> int:
+    """How many ranks of one ``group`` share a node under the same rank order (tp innermost, then dp, pp)."""
+    g, inner = c.gpus_per_node, layout.tp * getattr(layout, "cp", 1)
+    if group == "tp":
+        return min(layout.tp, g)
+    if group == "dp":
+        return 1 if inner >= g else min(layout.dp, g // inner)
+    if group == "world":
+        return min(layout.world_size, g)
+    return 1
+
+
 def op_time_s(c: Cluster, layout: Layout, op: CommOp, per: int = 1) -> float:
     """Seconds of ``op.count / per`` executions of the op."""
-    return op.count / per * collective_time_s(c, op.kind, op.payload, op.n, inter_node=is_inter_node(c, layout, op.group))
+    return op.count / per * collective_time_s(c, op.kind, op.payload, op.n, inter_node=is_inter_node(c, layout, op.group),
+                                              rails=ranks_per_node(c, layout, op.group))
 
 
 @dataclass(frozen=True)

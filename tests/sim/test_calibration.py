@@ -74,3 +74,53 @@ def test_step_scale_compares_a_real_reference_step_with_the_op_model():
     cfg = RunConfig(workload=WorkloadConfig(name="mlp"))
     m, lay = model_spec(cfg.workload), layout_from_run(cfg)
     assert predict(m, lay, replace(c, step_scale=2.0)).compute_time_s == pytest.approx(2 * predict(m, lay, c).compute_time_s)
+
+
+def test_standard_errors_cover_the_true_parameters():
+    from parbench.sim.fit import fit_with_holdout
+
+    xs = [2.0**k for k in range(8, 24)]
+    exact = fit_with_holdout(xs, [1e-4 + x / 1e9 for x in xs])
+    assert exact.alpha_se == pytest.approx(0, abs=1e-15) and exact.beta_se == pytest.approx(0, abs=1e-20)
+    rng = random.Random(1)
+    noisy = fit_with_holdout(xs * 3, [(1e-4 + x / 1e9) * (1 + rng.gauss(0, 0.03)) for x in xs * 3])
+    assert abs(noisy.alpha - 1e-4) < 3 * noisy.alpha_se and abs(noisy.beta - 1e-9) < 3 * noisy.beta_se
+
+
+def test_unphysical_fits_are_flagged_and_replaced_by_point_estimates():
+    """Flat times (infinite bandwidth), a rate above the memory bandwidth, a curve a line cannot follow:
+    each is named, and the profile uses the smallest size's time and the largest size's rate instead."""
+    from parbench.sim.calibrate import checked_fit
+
+    xs = [2.0**k for k in range(8, 20)]
+    (a, b), rep = checked_fit(xs, [5e-5] * len(xs))
+    assert rep["status"] == "unphysical" and any("infinite" in r for r in rep["reasons"])
+    assert a == 5e-5 and b == pytest.approx((5e-5 / xs[-2] + 5e-5 / xs[-3]) / 2)  # median of the top third
+    assert rep["used"] == "point estimates"
+    _, rep = checked_fit(xs, [1e-5 + x / 1e12 for x in xs], max_rate=1e10)
+    assert any("above the physical limit" in r for r in rep["reasons"])
+    (a, b), rep = checked_fit(xs, [1e-6 * (x / 256) ** 2 for x in xs])  # quadratic: no line holds out
+    assert any("held-out error" in r for r in rep["reasons"]) and b > 0
+    (a, b), rep = checked_fit(xs, [1e-5 + x / 1e9 for x in xs])
+    assert rep["status"] == "ok" and rep["reasons"] == [] and b == pytest.approx(1e-9)
+
+
+def test_calibration_report_is_an_aligned_table_with_units():
+    from parbench.commands.calibrate import report_lines
+    from parbench.sim.calibrate import checked_fit
+
+    xs = [2.0**k for k in range(8, 20)]
+    _, good = checked_fit(xs, [3e-5 + x / 2e9 for x in xs])
+    _, bad = checked_fit(xs, [5e-5] * len(xs))
+    c = cluster_to_dict(PRESETS["a100-80gb"])
+    profile = {"cluster": {**c, "compute_slowdown": {"1": 1.0, "2": 1.4}, "step_scale": 1.1},
+               "fit": {"gemm": good, "elementwise": good, "all_reduce@2": good, "send@2": bad,
+                       "framework_op_overhead_s": {"alpha": 2e-6},
+                       "step_scale": {"alpha": 1.1, "measured_over_predicted_mlp": 1.1}}}
+    lines = report_lines(profile)
+    head = lines[0]
+    assert all(u in head for u in ("value", "+-95%", "unit", "held-out")) and "GB/s" in "\n".join(lines)
+    table = [ln for ln in lines[2:] if ln and not ln.startswith("\n") and ("GB/s" in ln or " us " in ln)]
+    assert len({ln.index(" us ") if " us " in ln else ln.index(" GB/s") for ln in table if " us " in ln or " GB/s" in ln}) <= 2
+    assert any(ln.startswith("send@2") and "UNPHYSICAL" in ln and "point estimates used" in ln for ln in lines)
+    assert "1 unphysical fit(s) replaced by measured point estimates: send@2" in lines
