@@ -36,11 +36,13 @@ def handle(a: argparse.Namespace) -> int:
     terms = term_errors(rows)
     published, sources = _published() if a.published else ([], [])
     runs, run_sources = _published_runs() if a.published else ([], [])
+    series = _trends(runs)
     ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
         print(json.dumps({"summary": summary, "terms": terms, "runs": rows, "skipped": skipped,
                           "published": published, "published_by_source": sources,
-                          "published_memory_runs": runs, "published_memory_by_source": run_sources}, default=str))
+                          "published_memory_runs": runs, "published_memory_by_source": run_sources,
+                          "published_trends": series}, default=str))
         return 0 if ok else 1
     if cluster:
         _print_local(rows, skipped, summary, terms)
@@ -49,7 +51,25 @@ def handle(a: argparse.Namespace) -> int:
     if published:
         _print_published(published, sources)
     _print_runs_by_source(run_sources)
+    _print_trends(series)
     return 0 if ok else 1
+
+
+def _trends(runs: list[dict]) -> dict:
+    from parbench.sim.published import trends
+
+    return trends([r for r in runs if r["metric"]])
+
+
+def _print_trends(series: dict) -> None:
+    if not series:
+        return
+    print("\nscaling series (sign of the per-GPU rate's change from the fewest to the most GPUs):")
+    for name, t in series.items():
+        print(f"  {name:<52}{' -> '.join(map(str, t['gpus'])):>18} GPUs: published {t['measured_sign']:+d}, "
+              f"predicted {t['predicted_sign']:+d}  {'ok' if t['match'] else 'WRONG'}")
+    right = sum(t["match"] for t in series.values())
+    print(f"  trend sign right on {right} of {len(series)} series")
 
 
 def _published_runs() -> tuple[list[dict], list[dict]]:

@@ -29,10 +29,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from parbench.config import Schedule, Strategy, WorkloadConfig
+from parbench.config import Schedule, Strategy
 from parbench.sim.hardware import PRESETS, Cluster
 from parbench.sim.layout import PRECISIONS, Layout, Recompute
-from parbench.sim.model import model_spec
+from parbench.sim.architecture import Architecture
+from parbench.sim.model import ModelSpec, architecture_spec
 from parbench.sim.predict import predict
 
 SEQ, VOCAB = 2048, 51200
@@ -118,6 +119,13 @@ MT_NLG = tuple(
 PUBLISHED: tuple[Published, ...] = TABLE1 + TABLE2 + MT_NLG
 
 
+def model_for(p: Published) -> ModelSpec:
+    """Megatron-LM's GPT of the row: fused qkv, vocabulary-parallel embedding and head, dropout 0.1 on
+    attention probabilities and hidden states (Megatron's default), V = 51200, s = 2048."""
+    return architecture_spec(Architecture(name=p.name, layers=p.layers, hidden=p.hidden, heads=p.heads, seq_len=SEQ,
+                                          vocab=VOCAB, dropout=True), megatron=True)
+
+
 def layout_for(p: Published) -> Layout:
     """Megatron-style hybrid: tensor x pipeline x data, gradients all-reduced as one buffer after the flush."""
     return Layout(strategy=Strategy.HYBRID, dp=p.dp, tp=p.tp, pp=p.pp, global_batch_size=p.global_batch,
@@ -131,9 +139,7 @@ def compare_published(cluster: Cluster | None = None, rows: tuple[Published, ...
     of the iteration time, and the predicted breakdown terms."""
     out = []
     for p in rows:
-        model = model_spec(WorkloadConfig(name="transformer", layers=p.layers, hidden=p.hidden, heads=p.heads,
-                                          seq_len=SEQ, vocab_size=VOCAB), megatron=True)
-        pred = predict(model, layout_for(p), cluster or PRESETS[p.cluster])
+        pred = predict(model_for(p), layout_for(p), cluster or PRESETS[p.cluster])
         out.append({"name": p.name, "source": p.source, "table": p.table, "series": p.series, "gpus": p.gpus,
                     "tp": p.tp, "pp": p.pp, "dp": p.dp, "printed": p.printed, "assumed": p.assumed,
                     "measured_s": p.measured_s, "predicted_s": pred.step_time_s,
@@ -142,23 +148,36 @@ def compare_published(cluster: Cluster | None = None, rows: tuple[Published, ...
     return out
 
 
+def per_gpu_rate(metric: str, value: float, gpus: int) -> float:
+    """What a scaling series compares: work per GPU per second (MFU and tokens/s per GPU already are;
+    an iteration time becomes 1 / (seconds x GPUs))."""
+    return 1 / (value * gpus) if metric == "s_per_iteration" else value
+
+
+def trends(rows: list[dict]) -> dict[str, dict]:
+    """Per scaling series (rows sharing ``series``, ``gpus``, ``metric``, ``published``, ``predicted``): the
+    sign of the per-GPU rate's change from the smallest to the largest GPU count, published and predicted."""
+    out = {}
+    for name in dict.fromkeys(r["series"] for r in rows if r.get("series")):
+        s = sorted((r for r in rows if r.get("series") == name), key=lambda r: r["gpus"])
+        lo, hi = s[0], s[-1]
+        rate = lambda r, k: per_gpu_rate(r["metric"], r[k], r["gpus"])  # noqa: E731
+        measured, predicted = _sign(rate(hi, "published") - rate(lo, "published")), _sign(rate(hi, "predicted") - rate(lo, "predicted"))
+        out[name] = {"source": lo["source"], "gpus": [r["gpus"] for r in s], "measured_sign": measured,
+                     "predicted_sign": predicted, "match": measured == predicted}
+    return out
+
+
 def per_source(rows: list[dict]) -> list[dict]:
-    """Per source: rows, mean and max |error| %, and per scaling series whether the predicted throughput moves
-    the way the published one does from the smallest to the largest GPU count (sign of the change)."""
+    """Per source: rows, mean and max |error| % of the iteration time, and each scaling series' trend."""
     out = []
+    as_metric = [{**r, "metric": "s_per_iteration", "published": r["measured_s"], "predicted": r["predicted_s"]}
+                 for r in rows]
     for source in dict.fromkeys(r["source"] for r in rows):
-        mine = [r for r in rows if r["source"] == source]
-        errs = [abs(r["error_pct"]) for r in mine]
-        trends = {}
-        for name in dict.fromkeys(r["series"] for r in mine if r["series"]):
-            s = sorted((r for r in mine if r["series"] == name), key=lambda r: r["gpus"])
-            lo, hi = s[0], s[-1]
-            measured = _sign(lo["measured_s"] * lo["gpus"] - hi["measured_s"] * hi["gpus"])  # + : per-GPU rate rises
-            predicted = _sign(lo["predicted_s"] * lo["gpus"] - hi["predicted_s"] * hi["gpus"])
-            trends[name] = {"gpus": [r["gpus"] for r in s], "measured_sign": measured, "predicted_sign": predicted,
-                            "match": measured == predicted}
-        out.append({"source": source, "rows": len(mine), "mean_abs_error_pct": sum(errs) / len(errs),
-                    "max_abs_error_pct": max(errs), "series": trends})
+        errs = [abs(r["error_pct"]) for r in rows if r["source"] == source]
+        out.append({"source": source, "rows": len(errs), "mean_abs_error_pct": sum(errs) / len(errs),
+                    "max_abs_error_pct": max(errs),
+                    "series": trends([r for r in as_metric if r["source"] == source])})
     return out
 
 

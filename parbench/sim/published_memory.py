@@ -52,6 +52,8 @@ class Run:
     metric: str = ""
     """``mfu`` (fraction), ``tps_per_gpu`` or ``s_per_iteration``; '' when none is published."""
     value: float = 0.0
+    series: str = ""
+    """Rows of one scaling series (same model and per-GPU work, GPU count varied) share a name."""
     notes: tuple[str, ...] = field(default=())
 
 
@@ -92,6 +94,7 @@ def _torchtitan_h100() -> list[Run]:
         for tps, mem, prec, note in figures:
             rows.append(Run(source=TT_H100, table=table, name=f"Llama 3.1 8B FSDP {gpus} {prec} {note}".strip(),
                             arch=_llama3("llama3-8b"), cluster="h100-96gb", memory_gib=mem,
+                            series=f"torchtitan Llama 3.1 8B FSDP {prec} {note}".strip(),
                             layout=_fsdp(gpus=gpus, local=2, recompute="ops", precision=prec),
                             metric="tps_per_gpu", value=tps, notes=(note,) if note else ()))
     for cp, seq, tps, mem in ((1, 32768, 3890, 83.9), (2, 65536, 2540, 84.2), (4, 131072, 1071, 84.0),
@@ -178,7 +181,7 @@ def _megatron() -> list[Run]:
     return [Run(source=p.source, table=p.table, name=p.name, cluster=p.cluster, layout=layout_for(p),
                 arch=Architecture(name=p.name, layers=p.layers, hidden=p.hidden, heads=p.heads, seq_len=SEQ,
                                   vocab=VOCAB, dropout=True),
-                metric="s_per_iteration", value=p.measured_s) for p in PUBLISHED]
+                metric="s_per_iteration", value=p.measured_s, series=p.series) for p in PUBLISHED]
 
 
 def _infeasible() -> list[Run]:
@@ -223,6 +226,7 @@ def compare_runs() -> list[dict]:
         metric = _metric(p, run)
         mem = p.memory.allocator_bytes / 2**30
         out.append({"source": run.source, "table": run.table, "name": run.name, "cluster": run.cluster,
+                    "gpus": run.layout.world_size, "series": run.series,
                     "ran": run.ran, "predicted_fits": p.feasible, "peak_gib_predicted": p.peak_memory_bytes / 2**30,
                     "allocator_gib_predicted": mem, "memory_gib_published": run.memory_gib,
                     "memory_error_pct": (mem - run.memory_gib) / run.memory_gib * 100 if run.memory_gib else None,

@@ -61,7 +61,10 @@ def test_validate_published_runs_without_a_local_profile(tmp_path, capsys):
     rows = compare_published()
     for r in rows:
         assert f"{r['source']}, {r['table']}" in out
-    assert out.count("ok") + out.count("WRONG") == sum(1 for s in {r["series"] for r in rows} if s)
+    from parbench.sim.published_memory import runs
+
+    n = len({r.series for r in runs() if r.series and r.metric})
+    assert n >= 6 and f"trend sign right on {n} of {n} series" in out
 
 
 def test_infeasible_layout_prints_does_not_fit_first_and_exits_3(capsys):
