@@ -47,6 +47,9 @@ class Architecture:
     bias: str = "all"
     dropout: bool = False
     """Dropout after attention and MLP (adds their 1-byte masks to the saved activations)."""
+    norms_last: bool = False
+    """Parameter registration order of a block: the norms after attention and MLP (transformers'
+    LlamaDecoderLayer) instead of each before its sublayer; fixes DDP's bucket boundaries, not the math."""
     name: str = ""
 
     def __post_init__(self) -> None:

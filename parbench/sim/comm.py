@@ -132,6 +132,8 @@ def _ddp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
         tensors = len(stage_local_numels(*key)[rank])
         ops += [CommOp("broadcast", "parameter", 4, n, "dp", root=True),
                 CommOp("broadcast", "parameter", 4 * (tensors + len(buckets)), n, "dp", root=True)]
+    if key[0].buffer_bytes:  # DDP(broadcast_buffers=True): rank 0's buffers before the forward
+        ops.append(CommOp("broadcast", "parameter", key[0].buffer_bytes, n, "dp", root=True))
     if layout.zero == 1:  # ZeroRedundancyOptimizer: the owner of each whole tensor broadcasts it after its step
         own = max(sum(sh) for sh in zero1_shards(stage_local_numels(*key)[rank], n)) * pb
         ops.append(CommOp("broadcast", "parameter", own, n, "dp", root=True))

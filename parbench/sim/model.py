@@ -8,7 +8,7 @@ decoder (``parbench.sim.architecture``: GQA, gated MLP, tied embeddings, RMSNorm
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from parbench.config import WorkloadConfig
 from parbench.sim.architecture import Architecture
@@ -114,6 +114,9 @@ class ModelSpec:
     tensors: tuple[Tensor, ...] = field(default=(), repr=False)
     arch: Architecture | None = None
     """The transformer's architecture (None for the mlp)."""
+    buffer_bytes: int = 0
+    """Module buffers DDP broadcasts from rank 0 before every forward (transformers' rotary embedding keeps
+    ``inv_freq`` and ``original_inv_freq``, head_dim / 2 float32 each)."""
     tied_head_copy: Tensor | None = None
     """Tied embeddings: the copy of the word embedding the last pipeline stage holds when it is not the
     first (Megatron-LM keeps both in sync with an all-reduce of their gradients)."""
@@ -172,13 +175,16 @@ def block_unit(i: int, arch: Architecture, *, megatron: bool = False) -> Unit:
     d, t, f, kv, heads = arch.hidden, arch.seq_len, arch.ffn, arch.kv_width, arch.heads
     p = f"units.{i}"
     qkv_bias, other_bias = arch.bias in ("all", "qkv"), arch.bias == "all"
-    mlp = (*_linear(f"{p}.mlp.up", d, f, bias=other_bias, split="rows"),
-           *(_linear(f"{p}.mlp.gate", d, f, bias=other_bias, split="rows") if arch.gated_mlp else ()),
-           *_linear(f"{p}.mlp.down", f, d, bias=other_bias, split="cols"))
-    params = (*_norm(f"{p}.ln1", d, arch), *_linear(f"{p}.attn.q", d, d, bias=qkv_bias, split="rows"),
-              *_linear(f"{p}.attn.k", d, kv, bias=qkv_bias, split="rows"),
-              *_linear(f"{p}.attn.v", d, kv, bias=qkv_bias, split="rows"),
-              *_linear(f"{p}.attn.proj", d, d, bias=other_bias, split="cols"), *_norm(f"{p}.ln2", d, arch), *mlp)
+    gate = _linear(f"{p}.mlp.gate", d, f, bias=other_bias, split="rows") if arch.gated_mlp else ()
+    up = _linear(f"{p}.mlp.up", d, f, bias=other_bias, split="rows")
+    mlp = (*gate, *up) if arch.norms_last else (*up, *gate)
+    mlp += _linear(f"{p}.mlp.down", f, d, bias=other_bias, split="cols")
+    attn = (*_linear(f"{p}.attn.q", d, d, bias=qkv_bias, split="rows"),
+            *_linear(f"{p}.attn.k", d, kv, bias=qkv_bias, split="rows"),
+            *_linear(f"{p}.attn.v", d, kv, bias=qkv_bias, split="rows"),
+            *_linear(f"{p}.attn.proj", d, d, bias=other_bias, split="cols"))
+    ln1, ln2 = _norm(f"{p}.ln1", d, arch), _norm(f"{p}.ln2", d, arch)
+    params = (*attn, *mlp, *ln1, *ln2) if arch.norms_last else (*ln1, *attn, *ln2, *mlp)
     up = 2 * f if arch.gated_mlp else f
     hd = arch.head_dim
     gemms = (Gemm(m=t, k=d, n=d + 2 * kv), Gemm(m=t, k=d, n=d),  # qkv, proj
@@ -199,7 +205,7 @@ def runner_architecture(cfg: WorkloadConfig) -> Architecture:
     common = dict(layers=cfg.layers, hidden=cfg.hidden, heads=cfg.heads, vocab=cfg.vocab_size, seq_len=cfg.seq_len,
                   name=cfg.name)
     if cfg.name == "hf-llama":
-        return Architecture(**common, gated_mlp=True, norm="rmsnorm", positions="rotary", bias="none")
+        return Architecture(**common, gated_mlp=True, norm="rmsnorm", positions="rotary", bias="none", norms_last=True)
     return Architecture(**common)
 
 
@@ -232,7 +238,10 @@ def architecture_spec(arch: Architecture, *, megatron: bool = False, vocab_paral
 
 def transformer_spec(cfg: WorkloadConfig, *, megatron: bool = False) -> ModelSpec:
     """parbench.workloads.transformer (and the hf-* workloads' shapes): Embed -> Block x L -> norm + head."""
-    return architecture_spec(runner_architecture(cfg), megatron=megatron)
+    spec = architecture_spec(runner_architecture(cfg), megatron=megatron)
+    if cfg.name == "hf-llama":
+        spec = replace(spec, buffer_bytes=2 * (cfg.hidden // cfg.heads // 2) * 4)
+    return spec
 
 
 def model_spec(cfg: WorkloadConfig, *, megatron: bool = False) -> ModelSpec:

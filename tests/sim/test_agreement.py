@@ -20,7 +20,10 @@ WIDE_MLP = WorkloadConfig(name="mlp", layers=3, hidden=1024)  # 11.6 MB: two DDP
 # Small shapes per strategy; rank0 data mode where the strategy moves data, n=3 where integer division bites.
 SHAPES: dict[Strategy, list[dict]] = {
     Strategy.SINGLE: [dict(world_size=1, workload=TRANSFORMER)],
-    Strategy.DDP: [dict(world_size=3, workload=WIDE_MLP, data_mode="rank0")],
+    Strategy.DDP: [dict(world_size=3, workload=WIDE_MLP, data_mode="rank0"),
+                   # transformers' Llama: its registration order (norms last) and its rotary buffers, which DDP
+                   # broadcasts before every forward
+                   dict(world_size=2, workload=WorkloadConfig(name="hf-llama", layers=2))],
     Strategy.PIPELINE: [dict(world_size=3, workload=WorkloadConfig(name="transformer", layers=3),
                              micro_batches=4, data_mode="rank0"),
                         dict(world_size=2, workload=WorkloadConfig(name="mlp", layers=3), micro_batches=4,
