@@ -30,6 +30,7 @@ class Strategy(str, enum.Enum):
     PIPELINE = "pipeline"
     HYBRID = "hybrid"
     PS = "ps"
+    EP = "ep"
 
 
 class Schedule(str, enum.Enum):
@@ -56,18 +57,22 @@ class DataParallelMode(str, enum.Enum):
     FSDP = "fsdp"
 
 
-WORKLOAD_NAMES = ("mlp", "transformer", "hf-llama", "hf-gpt2")
+WORKLOAD_NAMES = ("mlp", "transformer", "hf-llama", "hf-gpt2", "moe")
 """Built-in workloads; plugins are named ``module:factory``, ``path/file.py:factory`` or by entry point."""
-TOKEN_WORKLOADS = ("transformer", "hf-llama", "hf-gpt2")
+TOKEN_WORKLOADS = ("transformer", "hf-llama", "hf-gpt2", "moe")
 """Workloads whose shape is (layers, hidden, heads, seq_len, vocab_size)."""
 PLUGIN_GROUP = "parbench.workloads"
 """The entry-point group installed plugins register their factories in."""
 DATASETS = ("synthetic", "digits", "mnist")
 FAULTS = ("raise", "hang", "crash")
-DEFAULT_LAYERS = {"mlp": 1, "transformer": 4, "hf-llama": 2, "hf-gpt2": 2}
-DEFAULT_HIDDEN = {"mlp": 512, "transformer": 64, "hf-llama": 64, "hf-gpt2": 64}
+DEFAULT_LAYERS = {"mlp": 1, "transformer": 4, "hf-llama": 2, "hf-gpt2": 2, "moe": 4}
+DEFAULT_HIDDEN = {"mlp": 512, "transformer": 64, "hf-llama": 64, "hf-gpt2": 64, "moe": 64}
 # plugins build their own optimizer; 1e-3 (AdamW's usual value) is their default learning rate
 DEFAULT_LR = collections.defaultdict(lambda: 1e-3, {"mlp": 0.01, "transformer": 1e-3})
+ROUTERS = ("learned", "balanced")
+"""moe routing: ``learned`` (softmax top-k of the router's logits) or ``balanced`` (token t of a
+sequence picks experts (t*k + j) mod E, j < k: every expert gets the same share; gates stay the
+router's softmax so it still trains)."""
 
 
 def installed_plugins() -> dict[str, str]:
@@ -133,6 +138,20 @@ class WorkloadConfig:
     """mlp data: ``synthetic`` (seeded, in-process), ``digits`` (scikit-learn's 8x8 digits, upsampled
     to 28x28), or ``mnist`` (an IDX directory given by ``dataset_path``)."""
     dataset_path: str | None = None
+    experts: int = 4
+    """moe: experts per MoE layer (each the transformer's MLP, hidden -> 4 hidden -> hidden)."""
+    top_k: int = 2
+    """moe: experts each token is sent to (softmax gate, top-k)."""
+    capacity_factor: float = 1.25
+    """moe: an expert takes at most ceil(capacity_factor x seq_len x top_k / experts) assignments
+    per sequence (GShard's capacity with one sequence per group); later ones are dropped."""
+    moe_every: int = 1
+    """moe: every moe_every-th block (blocks moe_every-1, 2 moe_every-1, ...) has experts; the others
+    keep the dense MLP."""
+    router: str = "learned"
+    """moe: ``learned`` or ``balanced`` (forced uniform routing, for exact byte checks)."""
+    aux_loss_weight: float = 0.01
+    """moe: weight of the load-balancing loss E x sum_e f_e P_e (Switch Transformer, Fedus et al. 2021)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", _normalise_workload_name(self.name))
@@ -145,12 +164,30 @@ class WorkloadConfig:
                 raise ConfigError(f"workload {key}={getattr(self, key)} must be >= {low}")
         if self.name in TOKEN_WORKLOADS and self.hidden % self.heads:
             raise ConfigError(f"heads={self.heads} does not divide hidden={self.hidden}")
+        self._validate_moe()
         if self.dataset not in DATASETS:
             raise ConfigError(f"unknown dataset {self.dataset!r}; valid: {', '.join(DATASETS)}")
         if self.dataset != "synthetic" and self.name != "mlp" and not self.is_plugin:
             raise ConfigError(f"dataset={self.dataset!r} applies to the mlp workload only (plugins may read it too)")
         if self.dataset == "mnist" and not self.dataset_path:
             raise ConfigError("dataset='mnist' needs dataset_path (a directory of MNIST IDX files)")
+
+    def _validate_moe(self) -> None:
+        if self.experts < 1 or self.top_k < 1 or self.moe_every < 1:
+            raise ConfigError(f"experts={self.experts}, top_k={self.top_k} and moe_every={self.moe_every} must be >= 1")
+        if self.top_k > self.experts:
+            raise ConfigError(f"top_k={self.top_k} > experts={self.experts}: a token cannot pick more experts than exist")
+        if self.capacity_factor <= 0:
+            raise ConfigError(f"capacity_factor={self.capacity_factor} must be > 0")
+        if self.router not in ROUTERS:
+            raise ConfigError(f"unknown router {self.router!r}; valid: {', '.join(ROUTERS)}")
+        if self.aux_loss_weight < 0:
+            raise ConfigError(f"aux_loss_weight={self.aux_loss_weight} must be >= 0")
+
+    @property
+    def moe_layers(self) -> int:
+        """Blocks with experts (moe only; 0 for every other workload)."""
+        return self.layers // self.moe_every if self.name == "moe" else 0
 
     @property
     def is_plugin(self) -> bool:
@@ -169,7 +206,14 @@ class WorkloadConfig:
         """The shape fields that matter for this workload (stored beside every record)."""
         if self.name == "mlp":
             return {"layers": self.layers, "hidden": self.hidden}
-        return {k: getattr(self, k) for k in ("layers", "hidden", "heads", "seq_len", "vocab_size")}
+        keys = ("layers", "hidden", "heads", "seq_len", "vocab_size")
+        if self.name == "moe":
+            keys += MOE_KEYS
+        return {k: getattr(self, k) for k in keys}
+
+
+MOE_KEYS = ("experts", "top_k", "capacity_factor", "moe_every", "router", "aux_loss_weight")
+"""The moe workload's own shape fields (stored beside every moe record)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,6 +239,9 @@ class RunConfig:
     tp: int = 0
     pp: int = 0
     """Mesh degrees for ``hybrid`` (0 = derive from the strategy)."""
+    ep: int = 0
+    """Expert-parallel degree (``ep``: experts sharded over groups of ep consecutive ranks, inside
+    the data-parallel dimension; 0 = world_size for ``ep``, 1 otherwise)."""
     dp_mode: DataParallelMode = DataParallelMode.DDP
     servers: int = 1
     """Parameter-server ranks (``ps`` only); the other ranks are workers."""
@@ -229,6 +276,7 @@ class RunConfig:
         set_(self, "dp", self.dp or self._derived_degrees()[0])
         set_(self, "tp", self.tp or self._derived_degrees()[1])
         set_(self, "pp", self.pp or self._derived_degrees()[2])
+        set_(self, "ep", self.ep or (self.world_size if self.strategy is Strategy.EP else 1))
         self._validate()
         if self.inject_fault is not None:
             kind, _, rank = self.inject_fault.partition(":")
@@ -280,12 +328,18 @@ class RunConfig:
         """Stable identity of what is measured (timeout excluded): resumed sweeps match on it."""
         d = self.to_dict()
         d.pop("timeout_s")
+        # fields added later drop out at their neutral values, so older records keep their keys
+        if d["ep"] == 1:
+            d.pop("ep")
+        if self.workload.name != "moe":
+            for key in MOE_KEYS:
+                d["workload"].pop(key)
         return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
     def reference(self) -> "RunConfig":
         """The single-process run every strategy's losses are compared with."""
         return dataclasses.replace(
-            self, strategy=Strategy.SINGLE, world_size=1, micro_batches=1, dp=0, tp=0, pp=0,
+            self, strategy=Strategy.SINGLE, world_size=1, micro_batches=1, dp=0, tp=0, pp=0, ep=0,
             servers=1, virtual_stages=1, data_mode=DataMode.SHARDED, backend=Backend.GLOO,
             device="cpu", schedule=Schedule.ONE_F_ONE_B, dp_mode=DataParallelMode.DDP, inject_fault=None,
         )

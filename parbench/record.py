@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from parbench.config import TOKEN_WORKLOADS, RunConfig, Strategy
+from parbench.config import MOE_KEYS, TOKEN_WORKLOADS, RunConfig, Strategy
 from parbench.metrics.comm import Category
 from parbench import devices
 from parbench.metrics import stats
@@ -45,6 +45,8 @@ def config_columns(cfg: RunConfig) -> dict[str, Any]:
         "seed": cfg.seed,
         "threads_per_rank": cfg.threads,
         "data_mode": cfg.data_mode.value,
+        "ep": cfg.ep,
+        **{key: (getattr(w, key) if w.name == "moe" else None) for key in MOE_KEYS},
         "config": cfg.to_dict(),
     }
 
@@ -91,6 +93,7 @@ def build_record(cfg: RunConfig, ranks: list[dict[str, Any]], wall: float, *,
     rec.update(_flops(cfg, rec["step_time_s_median"], rec["gpu_name"] if cfg.device == "cuda" else None))
     rec.update(_memory(ranks))
     rec.update(_comm(ranks))
+    rec.update(_moe(ranks, probe=cfg.warmup_steps))
     losses = step_losses(ranks)
     rec["losses"] = losses
     rec["loss_final"] = losses[-1]
@@ -123,7 +126,7 @@ def _flops(cfg: RunConfig, step_median: float, gpu_name: str | None) -> dict[str
 def _memory(ranks) -> dict[str, Any]:
     keys = ("peak_rss_bytes", "mem_param_bytes", "mem_grad_bytes", "mem_optim_bytes", "mem_activation_bytes",
             "cuda_allocated_peak_bytes", "cuda_reserved_peak_bytes", "cuda_device_used_bytes",
-            "cuda_device_total_bytes")
+            "cuda_device_total_bytes", *EXPERT_MEMORY)
     return {k: (max(r[k] for r in ranks) if ranks[0].get(k) is not None else None) for k in keys}
 
 
@@ -139,11 +142,57 @@ def _comm(ranks) -> dict[str, Any]:
     return out
 
 
+MOE_LABELS = {"moe_dispatch": "comm_moe_dispatch_bytes_per_step", "moe_combine": "comm_moe_combine_bytes_per_step",
+              "moe_counts": "comm_moe_counts_bytes_per_step",
+              "moe_expert_grad": "comm_expert_grad_bytes_per_step",
+              "moe_non_expert_grad": "comm_non_expert_grad_bytes_per_step"}
+"""Meter labels (parbench.workloads.moe, parbench.strategies.expert_parallel) -> record fields."""
+EXPERT_MEMORY = ("mem_expert_param_bytes", "mem_expert_grad_bytes", "mem_expert_optim_bytes")
+
+
+def _moe(ranks: list[dict[str, Any]], *, probe: int) -> dict[str, Any]:
+    """All-to-all bytes by direction (max over ranks), tokens per expert (summed over ranks),
+    load imbalance and dropped share; all None for dense models."""
+    out = {field: None for field in (*MOE_LABELS.values(), *MOE_RECORD)}
+    if ranks[0].get("moe_routing") is None:
+        return out
+    for label, field in MOE_LABELS.items():
+        out[field] = max(r.get("comm_bytes_by_label", {}).get(label, 0) for r in ranks)
+    routed = _summed(ranks, "routed")  # [step][layer][expert], every rank's tokens
+    kept = _summed(ranks, "kept")
+    out["moe_routed_tokens_per_expert_per_step"] = routed
+    out["moe_tokens_per_expert_per_step"] = kept
+    out["moe_tokens_per_expert_per_rank"] = [[sum(col) for col in zip(*r["moe_routing"][probe]["kept"])]
+                                             for r in ranks]
+    out["moe_load_imbalance_per_step"] = [max(max(layer) / (sum(layer) / len(layer)) for layer in step)
+                                          for step in routed]
+    out["moe_load_imbalance_median"] = stats.median(out["moe_load_imbalance_per_step"])
+    out["moe_dropped_fraction_per_step"] = [1 - _total(k) / _total(r) for k, r in zip(kept, routed)]
+    out["moe_dropped_fraction"] = 1 - sum(map(_total, kept)) / sum(map(_total, routed))
+    return out
+
+
+MOE_RECORD = ("moe_routed_tokens_per_expert_per_step", "moe_tokens_per_expert_per_step",
+              "moe_tokens_per_expert_per_rank", "moe_load_imbalance_per_step", "moe_load_imbalance_median",
+              "moe_dropped_fraction_per_step", "moe_dropped_fraction")
+
+
+def _summed(ranks: list[dict[str, Any]], key: str) -> list[list[list[int]]]:
+    steps = len(ranks[0]["moe_routing"])
+    return [[[sum(vals) for vals in zip(*layers)] for layers in zip(*(r["moe_routing"][i][key] for r in ranks))]
+            for i in range(steps)]
+
+
+def _total(step: list[list[int]]) -> int:
+    return sum(sum(layer) for layer in step)
+
+
 def _per_rank(r: dict[str, Any]) -> dict[str, Any]:
     keep = ("rank", "role", "peak_rss_bytes", "mem_param_bytes", "mem_grad_bytes", "mem_optim_bytes",
             "mem_activation_bytes", "cuda_allocated_peak_bytes", "cuda_reserved_peak_bytes",
             "cuda_device_used_bytes", "cuda_device_total_bytes", "device_name", "comm_wire_bytes_per_step",
-            "os_write_bytes_per_step", "comm_ops", "extra")
+            "os_write_bytes_per_step", "comm_ops", "extra",
+            *EXPERT_MEMORY, "comm_bytes_by_label", "moe_routing")
     out = {k: r.get(k) for k in keep}
     out.update({f"comm_{c}_bytes_per_step": r["comm_bytes_per_step"][c] for c in CATEGORIES})
     out["losses"] = r["losses"]

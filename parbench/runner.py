@@ -106,6 +106,7 @@ def measure(ctx: RankContext, trainer: Trainer) -> dict[str, Any]:
         "mem_grad_bytes": memory.grad_bytes(trainer.params),
         "mem_optim_bytes": memory.optimizer_bytes(trainer.optimizer) if trainer.optimizer else 0,
         "mem_activation_bytes": tracker.peak,
+        **memory.expert_split(trainer.expert_params, trainer.optimizer),
     }
 
     first_timed = probe + 1
@@ -131,6 +132,8 @@ def measure(ctx: RankContext, trainer: Trainer) -> dict[str, Any]:
         "comm_ops": ctx.meter.breakdown(),
         "os_write_bytes_per_step": None if nccl else max(io_bytes - barrier_io, 0) / cfg.steps,
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "comm_bytes_by_label": dict(ctx.meter.labels),
+        "moe_routing": trainer.routing()[:probe + 1 + cfg.steps] if trainer.routing else None,
         "peak_rss_bytes": memory.peak_rss_bytes(),
         **mem,
         **memory.cuda_peaks(device),

@@ -16,7 +16,8 @@ from parbench.config import TOKEN_WORKLOADS, ConfigError, DataParallelMode, Sche
 
 def validate_run(c: "RunConfig") -> None:
     """Raise ConfigError for the first rule ``c`` breaks."""
-    for rule in (_positive, _single, _degrees, _batch, _pipeline, _tensor_parallel, _servers, _gloo_cuda):
+    for rule in (_positive, _single, _degrees, _batch, _pipeline, _tensor_parallel, _servers, _gloo_cuda,
+                 _experts):
         rule(c)
 
 
@@ -139,3 +140,23 @@ def check_environment(c: "RunConfig", *, ranks_here: int | None = None) -> None:
     from parbench.workloads import check  # noqa: PLC0415 - builds the workload once, in the parent
 
     check(c)  # plugin imports, batch fits model, tp plan / pipeline units for the strategy
+
+
+def _experts(c: "RunConfig") -> None:
+    """ep: experts sharded over groups of ep ranks inside the data-parallel dimension."""
+    w = c.workload
+    if w.name == "moe" and c.uses_pipeline:
+        raise ConfigError(f"the moe workload does not run under a pipeline (pp={c.pp}): its load-balancing "
+                          "loss is attached per forward, so micro-batches would count it once each")
+    if c.strategy is not Strategy.EP:
+        if c.ep != 1:
+            raise ConfigError(f"ep={c.ep} applies to strategy=ep only, got strategy={c.strategy.value}")
+        return
+    if w.name != "moe":
+        raise ConfigError(f"strategy=ep shards experts: it needs workload=moe, got workload={w.name}")
+    if c.ep < 1 or c.world_size % c.ep:
+        raise ConfigError(f"ep={c.ep} does not divide world_size={c.world_size} (ep groups of ep ranks "
+                          f"inside {c.world_size} data-parallel ranks)")
+    if w.experts % c.ep:
+        raise ConfigError(f"ep={c.ep} does not divide experts={w.experts}: every rank of an ep group "
+                          "must hold the same number of experts")

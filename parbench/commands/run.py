@@ -24,6 +24,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dp", type=int, default=0, help="hybrid: data-parallel degree")
     g.add_argument("--tp", type=int, default=0, help="hybrid: tensor-parallel degree")
     g.add_argument("--pp", type=int, default=0, help="hybrid: pipeline degree")
+    g.add_argument("--ep", type=int, default=0, help="ep: expert-parallel degree (default world size; "
+                   "ep < world size: ep groups inside data parallelism)")
     g.add_argument("--dp-mode", default="ddp", help=f"hybrid dp dimension: {', '.join(names(DataParallelMode))}")
     g.add_argument("--servers", type=int, default=1, help="ps: parameter-server ranks")
     w = p.add_argument_group("workload")
@@ -35,6 +37,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     w.add_argument("--heads", type=int, default=4)
     w.add_argument("--seq-len", type=int, default=32)
     w.add_argument("--vocab-size", type=int, default=256)
+    w.add_argument("--experts", type=int, default=4, help="moe: experts per MoE layer")
+    w.add_argument("--top-k", type=int, default=2, help="moe: experts per token")
+    w.add_argument("--capacity-factor", type=float, default=1.25,
+                   help="moe: capacity ceil(factor x seq_len x top_k / experts) per expert per sequence")
+    w.add_argument("--moe-every", type=int, default=1, help="moe: every k-th block has experts")
+    w.add_argument("--router", default="learned", help="moe: learned or balanced (forced uniform routing)")
+    w.add_argument("--aux-loss-weight", type=float, default=0.01, help="moe: load-balancing loss weight")
     w.add_argument("--dataset", default="synthetic", help=f"mlp data: {', '.join(DATASETS)}")
     w.add_argument("--dataset-path", default=None, help="MNIST IDX directory for --dataset mnist")
     t = p.add_argument_group("training")
@@ -51,11 +60,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 def config_from_args(a: argparse.Namespace) -> RunConfig:
     workload = WorkloadConfig(name=a.workload, layers=a.layers, hidden=a.hidden, heads=a.heads,
                               seq_len=a.seq_len, vocab_size=a.vocab_size, dataset=a.dataset,
-                              dataset_path=a.dataset_path)
+                              dataset_path=a.dataset_path, experts=a.experts, top_k=a.top_k,
+                              capacity_factor=a.capacity_factor, moe_every=a.moe_every, router=a.router,
+                              aux_loss_weight=a.aux_loss_weight)
     return RunConfig(strategy=a.strategy, world_size=a.world_size, backend=a.backend, device=a.device,
                      precision=a.precision,
                      workload=workload, global_batch_size=a.global_batch_size, micro_batches=a.micro_batches,
-                     schedule=a.schedule, virtual_stages=a.virtual_stages, dp=a.dp, tp=a.tp, pp=a.pp,
+                     schedule=a.schedule, virtual_stages=a.virtual_stages, dp=a.dp, tp=a.tp, pp=a.pp, ep=a.ep,
                      dp_mode=a.dp_mode, servers=a.servers, steps=a.steps, warmup_steps=a.warmup_steps,
                      seed=a.seed, threads=a.threads, data_mode=a.data_mode, lr=a.lr, timeout_s=a.timeout)
 

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from parbench.metrics.conventions import sent_bytes
+from parbench.metrics.conventions import all_to_all_sent_bytes, sent_bytes
 
 
 class Category(str, enum.Enum):
@@ -85,6 +85,21 @@ def _nbytes(tensors: list[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def all_to_all_shares(op: str, args, n: int) -> list[int]:
+    """Bytes of the input going to each rank of an all-to-all: the input split sizes (rows) times
+    the bytes of a row for ``alltoall_base_``, equal shares when no split is given, one tensor per
+    rank for ``alltoall_``."""
+    if op == "alltoall_":
+        return [_nbytes([t]) for t in _tensors(args[1])]
+    x = args[1]
+    splits = list(args[4]) if len(args) > 4 and isinstance(args[4], (list, tuple)) else []
+    total = x.numel() * x.element_size()
+    if not splits:
+        return [total // n] * n
+    row = total // max(x.shape[0], 1) if x.dim() else total
+    return [s * row for s in splits]
+
+
 def _group(args) -> dist.ProcessGroup | None:
     for a in args:
         if isinstance(a, torch.ScriptObject):
@@ -98,6 +113,8 @@ def _group(args) -> dist.ProcessGroup | None:
 def payload_bytes(kind: str, args) -> int:
     """S, the full buffer of the collective (nccl-tests' size), from the op's tensor arguments."""
     first, second = (_tensors(args[0]), _tensors(args[1]) if len(args) > 1 else [])
+    if kind == "all_to_all":
+        return _nbytes(second)  # alltoall_base_(output, input, ...) / alltoall_(outputs, inputs): S is what this rank holds to send
     if kind == "all_gather":
         # allgather_(outputs, inputs): outputs is the full buffer; _allgather_base_(out, in) likewise
         return _nbytes(first)
@@ -126,7 +143,10 @@ class CommMeter:
     default: Category = Category.PARAMETER
     group_categories: dict[str, Category] = field(default_factory=dict)
     ops: dict[tuple[str, Category], OpStat] = field(default_factory=lambda: defaultdict(OpStat))
+    labels: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    """Sent bytes by label (``label(...)``), e.g. an MoE layer's dispatch, combine and count exchange."""
     _override: list[Category] = field(default_factory=list)
+    _labels: list[str] = field(default_factory=list)
 
     def assign(self, group: dist.ProcessGroup | None, category: Category) -> None:
         """Collectives on ``group`` count as ``category`` (None: the default group)."""
@@ -142,6 +162,15 @@ class CommMeter:
             self._override.pop()
 
     @contextlib.contextmanager
+    def label(self, name: str) -> Iterator[None]:
+        """Ops inside also add their sent bytes to ``labels[name]`` (their category is unchanged)."""
+        self._labels.append(name)
+        try:
+            yield
+        finally:
+            self._labels.pop()
+
+    @contextlib.contextmanager
     def counting(self) -> Iterator[None]:
         with _Interceptor(self):
             yield
@@ -154,7 +183,13 @@ class CommMeter:
         if kind is None:
             return
         group = _group(args)
-        self._add(kind, group, payload_bytes(kind, args), _root(kind, args, group), _tree_position(kind, args, group))
+        sent = None
+        if kind == "all_to_all":
+            n = group.size() if group is not None else dist.get_world_size()
+            me = dist.get_rank(group) if group is not None else dist.get_rank()
+            sent = all_to_all_sent_bytes(all_to_all_shares(op, args, n), me)
+        self._add(kind, group, payload_bytes(kind, args), _root(kind, args, group),
+                  _tree_position(kind, args, group), sent=sent)
 
     def record_functional(self, op: str, args) -> None:
         """A ``_c10d_functional`` op (DTensor, tensor parallel): ``(input, ..., group_name)``."""
@@ -168,9 +203,9 @@ class CommMeter:
         self._add(kind, group, s, root, position)
 
     def _add(self, kind: str, group: dist.ProcessGroup | None, s: int, root: bool,
-             position: int | None = None) -> None:
+             position: int | None = None, *, sent: int | None = None) -> None:
         n = group.size() if group is not None else dist.get_world_size()
-        sent = sent_bytes(kind, s, n, is_root=root)
+        sent = sent_bytes(kind, s, n, is_root=root) if sent is None else sent
         wire = sent
         if self.backend == "gloo" and kind == "reduce_scatter":
             wire = 2 * sent  # gloo reduce-scatters by all-reducing
@@ -183,6 +218,8 @@ class CommMeter:
         stat.payload_bytes += s
         stat.sent_bytes += sent
         stat.wire_bytes += wire
+        for name in self._labels:
+            self.labels[name] += sent
 
     def by_category(self) -> dict[str, int]:
         totals = {c.value: 0 for c in Category}

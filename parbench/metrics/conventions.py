@@ -3,6 +3,10 @@
 github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md: ring all-reduce 2(n-1)/n x S,
 all-gather and reduce-scatter (n-1)/n x S with S the full buffer, broadcast S from the root,
 send S. Integer division per op, exactly as the runner counts.
+
+All-to-all: each rank sends what leaves it, its input S minus the share it keeps for itself:
+(n-1)/n x S for equal splits (nccl-tests' alltoall), sum_{r != me} S_r for uneven ones
+(``all_to_all_sent_bytes``; an MoE layer's token exchange).
 """
 
 from __future__ import annotations
@@ -27,3 +31,9 @@ def sent_bytes(kind: str, payload: int, n: int, *, is_root: bool) -> int:
     if kind == "send":
         return payload
     return 0  # recv, barrier
+
+
+def all_to_all_sent_bytes(shares: list[int], me: int) -> int:
+    """Bytes rank ``me`` sends in an all-to-all whose input holds ``shares[r]`` bytes for rank r:
+    everything but its own share (which stays in its memory)."""
+    return sum(shares) - shares[me]

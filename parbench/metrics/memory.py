@@ -45,6 +45,17 @@ def optimizer_bytes(optimizer: torch.optim.Optimizer) -> int:
     return total
 
 
+def expert_split(experts: list[nn.Parameter] | None, optimizer: torch.optim.Optimizer | None) -> dict[str, int | None]:
+    """Bytes of the expert parameters, their gradients and their optimizer state (mixture-of-experts
+    models; the rest of ``mem_*_bytes`` is non-expert). All None for dense models."""
+    if experts is None:
+        return {"mem_expert_param_bytes": None, "mem_expert_grad_bytes": None, "mem_expert_optim_bytes": None}
+    state = getattr(optimizer, "optim", optimizer).state if optimizer is not None else {}
+    optim = sum(tensor_bytes(v) for p in experts for v in state.get(p, {}).values() if isinstance(v, torch.Tensor))
+    return {"mem_expert_param_bytes": param_bytes(experts), "mem_expert_grad_bytes": grad_bytes(experts),
+            "mem_expert_optim_bytes": optim}
+
+
 def _optimizer_states(optimizer) -> Iterator[dict]:
     # ZeroRedundancyOptimizer keeps its shard's state in an inner optimizer
     inner = getattr(optimizer, "optim", None)

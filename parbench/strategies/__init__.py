@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from parbench.config import Strategy
-from parbench.strategies import data_parallel, precision, hybrid, parameter_server, pipeline, sharded, tensor_parallel
+from parbench.strategies import (data_parallel, expert_parallel, hybrid, parameter_server, pipeline, precision, sharded,
+                                 tensor_parallel)
 from parbench.strategies.base import RankContext, Trainer
 
 BUILDERS = {
@@ -16,6 +17,7 @@ BUILDERS = {
     Strategy.TP: tensor_parallel.build_tp,
     Strategy.HYBRID: hybrid.build_hybrid,
     Strategy.PS: parameter_server.build_ps,
+    Strategy.EP: expert_parallel.build_ep,
 }
 
 

@@ -40,6 +40,21 @@ class Trainer:
     """The same step without gradient communication (ddp's no_sync), when the strategy has one."""
     extra: dict = field(default_factory=dict)
     """Strategy-specific figures for the record (e.g. modeled vs padded bytes)."""
+    expert_params: list[nn.Parameter] | None = None
+    """Mixture-of-experts workloads: the expert parameters among ``params`` (memory split); else None."""
+    routing: Callable[[], list[dict]] | None = None
+    """Mixture-of-experts workloads: per step run so far, this rank's tokens per [moe layer][expert]."""
+
+
+def moe_fields(model: nn.Module) -> dict:
+    """``expert_params`` and ``routing`` of a Trainer holding ``model`` (empty for dense models).
+    Call it after sharding: the parameters are then the ones this rank stores."""
+    from parbench.workloads import moe  # noqa: PLC0415 - only mixture-of-experts models need it
+
+    if not moe.moe_layers(model):
+        return {}
+    experts = [p for name, p in model.named_parameters() if moe.is_expert_parameter(name)]
+    return {"expert_params": experts, "routing": lambda: moe.routing_history(model)}
 
 
 def shard_bounds(total: int, parts: int, index: int) -> tuple[int, int]:

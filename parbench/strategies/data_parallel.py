@@ -14,18 +14,22 @@ from torch.nn.parallel import DistributedDataParallel
 
 from parbench.metrics.comm import Category
 from parbench.strategies import precision
-from parbench.strategies.base import RankContext, Trainer, load_shard
+from parbench.strategies.base import RankContext, Trainer, load_shard, moe_fields
 
 
 def sgd_step(ctx: RankContext, model: nn.Module, optimizer: torch.optim.Optimizer,
-             batch: Callable[[int], tuple[torch.Tensor, torch.Tensor]]) -> Callable[[int], torch.Tensor]:
-    """The plain training step every data-parallel flavour shares: zero, forward, loss, backward, step."""
+             batch: Callable[[int], tuple[torch.Tensor, torch.Tensor]], *,
+             sync_grads: Callable[[], None] | None = None) -> Callable[[int], torch.Tensor]:
+    """The plain training step every data-parallel flavour shares: zero, forward, loss, backward,
+    (``sync_grads``: gradient averaging done by hand), step."""
 
     def step(i: int) -> torch.Tensor:
         x, y = batch(i)
         optimizer.zero_grad(set_to_none=False)
         loss = ctx.workload.loss(model(x), y)
         loss.backward()
+        if sync_grads is not None:
+            sync_grads()
         optimizer.step()
         return loss.detach()
 
@@ -46,7 +50,7 @@ def build_single(*, ctx: RankContext) -> Trainer:
     optimizer = ctx.workload.optimizer(list(model.parameters()), ctx.config.lr)
     batch = lambda i: load_shard(ctx, i, dp_rank=0, dp_size=1)  # noqa: E731
     return Trainer(step=sgd_step(ctx, model, optimizer, batch), params=list(model.parameters()),
-                   optimizer=optimizer, role="single")
+                   optimizer=optimizer, role="single", **moe_fields(model))
 
 
 def build_ddp(*, ctx: RankContext) -> Trainer:
@@ -62,4 +66,4 @@ def build_ddp(*, ctx: RankContext) -> Trainer:
             return train(i)
 
     return Trainer(step=train, params=list(model.parameters()), optimizer=optimizer,
-                   compute_only_step=compute_only)
+                   compute_only_step=compute_only, **moe_fields(model))

@@ -25,7 +25,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.optim import ZeroRedundancyOptimizer
 
 from parbench.metrics.comm import Category
-from parbench.strategies.base import RankContext, Trainer, load_shard
+from parbench.strategies.base import RankContext, Trainer, load_shard, moe_fields
 from parbench.strategies import precision
 from parbench.strategies.data_parallel import sgd_step, wrap_ddp
 from parbench.workloads.base import StagedModel
@@ -84,7 +84,7 @@ def build_zero1(*, ctx: RankContext) -> Trainer:
     extra = {"modeled_comm_parameter_bytes_per_step": 2 * (n - 1) * psi // n,
              "zero1_broadcast_bytes_per_step": own}
     return Trainer(step=sgd_step(ctx, ddp, optimizer, batch), params=params, optimizer=optimizer,
-                   role=f"zero1 shard {ctx.rank}", extra=extra)
+                   role=f"zero1 shard {ctx.rank}", extra=extra, **moe_fields(model))
 
 
 def build_fsdp(*, ctx: RankContext, reshard_after_forward: bool = True) -> Trainer:
@@ -101,7 +101,8 @@ def build_fsdp(*, ctx: RankContext, reshard_after_forward: bool = True) -> Train
              "padded_comm_parameter_bytes_per_step": figures["counted"],
              "modeled_wire_bytes_per_step": figures["wire"]}
     return Trainer(step=sgd_step(ctx, model, optimizer, batch), params=list(model.parameters()),
-                   optimizer=optimizer, role=f"{cfg.strategy.value} shard {ctx.rank}", extra=extra)
+                   optimizer=optimizer, role=f"{cfg.strategy.value} shard {ctx.rank}", extra=extra,
+                   **moe_fields(model))
 
 
 def build_zero2(*, ctx: RankContext) -> Trainer:

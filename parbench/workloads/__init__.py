@@ -13,14 +13,14 @@ import torch
 
 from parbench.config import WORKLOAD_NAMES, ConfigError, Schedule, WorkloadConfig, installed_plugins
 from parbench.splits import contiguous_splits
-from parbench.workloads import hf, mlp, plugins, transformer
+from parbench.workloads import hf, mlp, moe, plugins, transformer
 from parbench.workloads.base import StagedModel, Workload
 
 if TYPE_CHECKING:
     from parbench.config import RunConfig
 
 FACTORIES = {"mlp": mlp.make, "transformer": transformer.make, "hf-llama": hf.make_llama,
-             "hf-gpt2": hf.make_gpt2}
+             "hf-gpt2": hf.make_gpt2, "moe": moe.make}
 GENERIC_STRATEGIES = ("single", "ddp", "zero1", "zero2", "fsdp", "ps")
 """Strategies that need only build/batch/loss/optimizer: every workload runs under them."""
 CHECK_BATCH = 2

@@ -1,0 +1,79 @@
+"""Expert parallelism (GShard, Lepikhin et al. 2020; DeepSpeed-MoE; Megatron-LM's expert parallel):
+the experts of every MoE layer are sharded over an ``ep`` group, everything else is data-parallel.
+
+Layout: world_size ranks, each with its own shard of the batch (data parallelism over every rank);
+ranks r with the same r // ep form an ep group (ep consecutive ranks, the busiest traffic between
+neighbours), which holds experts/ep experts per rank; ranks with the same r % ep hold the same
+experts and form an expert-data-parallel group of world_size/ep ranks (ep inside dp, as
+DeepSpeed-MoE and Megatron-LM lay it out).
+
+Per step and MoE layer, each rank (``parbench.workloads.moe``):
+1. exchanges its per-expert token counts (all_to_all of E int64: the split sizes of step 2);
+2. dispatches its kept assignments to their experts' ranks (all_to_all_single, uneven splits);
+3. runs its local experts and combines the outputs back (the same all-to-all reversed).
+Backward repeats 2 and 3 on the gradients, in the opposite directions.
+
+Gradients, averaged by hand after backward (one flat all-reduce each, DDP with one bucket): the
+non-expert ones over every rank, the expert ones over the expert-data-parallel group. Both are
+divided by world_size: an expert's gradient already sums the contributions of every rank in its
+ep group, whose tokens it served.
+
+Categories: the token all-to-alls and the count exchange are *intermediate* (activations and
+their gradients, and the routing metadata sized by them); both gradient all-reduces *parameter*.
+"""
+
+from __future__ import annotations
+
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+from parbench.metrics.comm import Category
+from parbench.strategies.base import RankContext, Trainer, load_shard, moe_fields
+from parbench.strategies.data_parallel import sgd_step
+from parbench.strategies.hybrid import allreduce_grads
+from parbench.workloads import moe
+
+EXPERT_GRAD, NON_EXPERT_GRAD = "moe_expert_grad", "moe_non_expert_grad"
+"""Labels of the two gradient all-reduces in the record's ``comm_bytes_by_label``."""
+
+
+def build_ep(*, ctx: RankContext) -> Trainer:
+    cfg = ctx.config
+    mesh = init_device_mesh(ctx.device.type, (cfg.world_size // cfg.ep, cfg.ep), mesh_dim_names=("edp", "ep"))
+    model = ctx.workload.build(cfg.seed).to(ctx.device)  # every expert first: the same init as single
+    placement = moe.Placement(group=mesh.get_group("ep"), rank=mesh.get_local_rank("ep"), size=cfg.ep,
+                              meter=ctx.meter)
+    for layer in moe.moe_layers(model):
+        layer.shard(placement)
+    fields = moe_fields(model)
+    optimizer = ctx.workload.optimizer(list(model.parameters()), cfg.lr)
+    batch = lambda i: load_shard(ctx, i, dp_rank=ctx.rank, dp_size=ctx.world_size)  # noqa: E731
+    sync = gradient_sync(ctx, mesh, model, fields["expert_params"])
+    return Trainer(step=sgd_step(ctx, model, optimizer, batch, sync_grads=sync), params=list(model.parameters()),
+                   optimizer=optimizer, role=f"ep{placement.rank} edp{mesh.get_local_rank('edp')}", **fields)
+
+
+def gradient_sync(ctx: RankContext, mesh: DeviceMesh, model: nn.Module, experts: list[nn.Parameter]):
+    """Average the non-expert gradients over every rank and the expert ones over the ranks holding
+    the same experts; both divided by world_size (see the module docstring)."""
+    n = ctx.world_size
+    expert_ids = {id(p) for p in experts}
+    dense = [p for p in model.parameters() if id(p) not in expert_ids]
+    edp = mesh.get_group("edp") if mesh["edp"].size() > 1 else None
+    sync_dense = allreduce_grads(dense, dist.group.WORLD, n)
+    sync_experts = allreduce_grads(experts, edp, n) if edp is not None else None
+
+    def sync() -> None:
+        # synchronisation points: each all-reduce waits for every rank of its group
+        with ctx.meter.category(Category.PARAMETER):
+            with ctx.meter.label(NON_EXPERT_GRAD):
+                sync_dense()
+            if sync_experts is None:
+                for p in experts:
+                    p.grad.div_(n)  # nobody else holds these experts: only the mean over ranks is left
+                return
+            with ctx.meter.label(EXPERT_GRAD):
+                sync_experts()
+
+    return sync

@@ -1,0 +1,142 @@
+"""Expert parallelism in real processes (gloo, CPU): losses against the single-process reference,
+all-to-all bytes against the token counts the routers produced and against the closed form for
+uniform routing, gradient bytes against the ring formula, and expert memory against the shapes."""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+
+import pytest
+
+from parbench.config import ConfigError, RunConfig
+from parbench.launch import run
+
+FP32, INT64 = 4, 8
+BASE = {"name": "moe", "layers": 2, "hidden": 32, "heads": 2, "seq_len": 16, "vocab_size": 64}
+
+
+def _run(res_dir, **kw) -> dict:
+    kw.setdefault("steps", 2)
+    kw.setdefault("global_batch_size", 8)
+    rec = run(RunConfig(**kw), results_dir=res_dir)
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["loss_max_abs_diff_vs_reference"] < 1e-5
+    return rec
+
+
+def expert_bytes(hidden: int) -> int:
+    """One expert MLP: hidden -> 4 hidden -> hidden with biases."""
+    return (hidden * 4 * hidden + 4 * hidden + 4 * hidden * hidden + hidden) * FP32
+
+
+def dense_bytes(w: dict, moe_layers: int) -> int:
+    """Every parameter but the experts: embeddings, attention, norms, routers, dense MLPs, head."""
+    d, v, t, L = w["hidden"], w["vocab_size"], w["seq_len"], w["layers"]
+    block = 4 * (d * d + d) + 2 * 2 * d  # q, k, v, proj + two layer norms
+    head = 2 * d + d * v
+    return (v * d + t * d + L * block + moe_layers * d * w["experts"]
+            + (L - moe_layers) * expert_bytes(d) // FP32 + head) * FP32
+
+
+def ring(size: int, n: int) -> int:
+    return 2 * (n - 1) * size // n
+
+
+def test_ep_learned_router_bytes_follow_the_token_counts(tmp_path):
+    """2 ranks, experts 4, capacity 1.0: the learned router drops some assignments, and the
+    all-to-all bytes equal the kept tokens each rank sends to the other rank's experts."""
+    w = {**BASE, "experts": 4, "top_k": 2, "capacity_factor": 1.0}
+    rec = _run(tmp_path, strategy="ep", world_size=2, workload=w)
+    probe, d, local = rec["warmup_steps"], w["hidden"], 2
+    sent = {}
+    for r in rec["per_rank"]:
+        kept = r["moe_routing"][probe]["kept"]  # [layer][expert], this rank's tokens
+        sent[r["rank"]] = [[sum(n for e, n in enumerate(layer) if e // local == dest) for dest in range(2)]
+                           for layer in kept]  # [layer][destination rank]
+    for r in rec["per_rank"]:
+        me, other = r["rank"], 1 - r["rank"]
+        to_experts = sum(layer[other] for layer in sent[me])  # my tokens to the other rank's experts
+        from_experts = sum(layer[me] for layer in sent[other])  # the other's tokens, sent back
+        labels = r["comm_bytes_by_label"]
+        # forward dispatch + the backward of the combine travel the same way: x2
+        assert labels["moe_dispatch"] == 2 * to_experts * d * FP32
+        assert labels["moe_combine"] == 2 * from_experts * d * FP32
+        assert labels["moe_counts"] == 2 * (w["experts"] // 2) * INT64  # one exchange per layer, half leaves
+        assert r["comm_intermediate_bytes_per_step"] == sum(labels[k] for k in ("moe_dispatch", "moe_combine", "moe_counts"))
+        assert r["comm_parameter_bytes_per_step"] == ring(dense_bytes(w, 2), 2)
+        assert r["mem_expert_param_bytes"] == 2 * local * expert_bytes(d)
+        assert r["mem_param_bytes"] - r["mem_expert_param_bytes"] == dense_bytes(w, 2)
+        assert r["mem_expert_optim_bytes"] == 2 * r["mem_expert_param_bytes"] + 2 * local * 4 * FP32  # Adam m, v + steps
+    assert 0 < rec["moe_dropped_fraction"] < 1
+    assert rec["moe_load_imbalance_median"] >= 1
+    tokens = rec["global_batch_size"] * w["seq_len"] * w["top_k"]
+    assert all(sum(layer) == tokens for step in rec["moe_routed_tokens_per_expert_per_step"] for layer in step)
+    assert rec["comm_moe_dispatch_bytes_per_step"] == max(r["comm_bytes_by_label"]["moe_dispatch"] for r in rec["per_rank"])
+
+
+def test_ep_inside_dp_with_uniform_routing_matches_the_closed_form(tmp_path):
+    """4 ranks, ep=2 (two expert-data-parallel replicas), every 2nd block MoE, balanced router:
+    each rank sends (ep-1)/ep x tokens x top_k x hidden x 4 bytes per layer and direction."""
+    w = {**BASE, "layers": 4, "moe_every": 2, "experts": 4, "top_k": 2, "router": "balanced"}
+    rec = _run(tmp_path, strategy="ep", world_size=4, ep=2, workload=w)
+    ep, moe_layers, d = 2, 2, w["hidden"]
+    tokens = rec["global_batch_size"] // 4 * w["seq_len"]  # this rank's tokens
+    one_way = (ep - 1) * tokens * w["top_k"] * d * FP32 // ep
+    expert_local = moe_layers * (w["experts"] // ep) * expert_bytes(d)
+    for r in rec["per_rank"]:
+        labels = r["comm_bytes_by_label"]
+        assert labels["moe_dispatch"] == labels["moe_combine"] == 2 * moe_layers * one_way
+        assert labels["moe_expert_grad"] == ring(expert_local, 4 // ep)
+        assert labels["moe_non_expert_grad"] == ring(dense_bytes(w, moe_layers), 4)
+        assert r["mem_expert_param_bytes"] == expert_local
+    assert rec["moe_dropped_fraction"] == 0
+    assert rec["moe_load_imbalance_per_step"] == [1.0] * len(rec["losses"])
+    assert rec["moe_tokens_per_expert_per_rank"] == [[moe_layers * tokens * w["top_k"] // w["experts"]] * 4] * 4
+
+
+def test_bad_shape_is_refused_before_spawning(tmp_path):
+    cmd = [sys.executable, "-m", "parbench", "run", "--workload", "moe", "--strategy", "ep", "--world-size", "2",
+           "--experts", "3", "--results-dir", str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "ep=2 does not divide experts=3" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"workload": {**BASE, "top_k": 5}}, "top_k=5 > experts=4"),
+    ({"ep": 3}, "ep=3 does not divide world_size=2"),
+    ({"workload": {**BASE, "experts": 6}, "ep": 4, "world_size": 4}, "ep=4 does not divide experts=6"),
+    ({"workload": {"name": "transformer"}}, "needs workload=moe"),
+])
+def test_bad_shapes_raise_config_errors(kw, message):
+    kw = {"strategy": "ep", "world_size": 2, "workload": BASE, **kw}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        RunConfig(**kw)
+
+
+def test_ep_degree_needs_the_ep_strategy():
+    with pytest.raises(ConfigError, match="ep=2 applies to strategy=ep only"):
+        RunConfig(strategy="ddp", world_size=2, ep=2, workload=BASE)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "zero1"])
+def test_moe_under_dense_strategies_matches_single(tmp_path, strategy):
+    w = {**BASE, "experts": 4, "top_k": 2, "capacity_factor": 1.0}
+    rec = _run(tmp_path, strategy=strategy, world_size=2, workload=w)
+    assert rec["moe_dropped_fraction"] > 0
+    assert rec["mem_expert_param_bytes"] is not None
+
+
+@pytest.mark.slow
+def test_ep_four_ranks_learned_top1(tmp_path):
+    w = {**BASE, "experts": 8, "top_k": 1, "capacity_factor": 1.5}
+    rec = _run(tmp_path, strategy="ep", world_size=4, workload=w)
+    for r in rec["per_rank"]:
+        assert r["mem_expert_param_bytes"] == 2 * 2 * expert_bytes(w["hidden"])
+    assert math.isclose(sum(rec["moe_dropped_fraction_per_step"]) / len(rec["losses"]),
+                        rec["moe_dropped_fraction"], rel_tol=1e-9)
