@@ -22,7 +22,7 @@ import torch.multiprocessing as mp
 
 from parbench.config import ConfigError, RunConfig
 from parbench.record import build_record, failed_record
-from parbench.validation import check_environment
+from parbench.validation import check_environment, check_host_capacity
 
 POLL_S = 0.02
 # Rank processes fork from a server that has imported torch and parbench once, so a launch
@@ -49,6 +49,7 @@ class RankOutcome:
 def launch(cfg: RunConfig) -> tuple[RankOutcome, float]:
     """Run the ranks; (outcome, wall seconds). Never leaves a rank process behind."""
     check_environment(cfg)
+    check_host_capacity(cfg.world_size, cfg.device)
     check_implemented(cfg)
     out_dir = Path(tempfile.mkdtemp(prefix="parbench-run-"))
     store = dist.TCPStore("127.0.0.1", 0, cfg.world_size + 1, is_master=True, wait_for_workers=False)

@@ -72,9 +72,22 @@ def step_losses(ranks: list[dict[str, Any]]) -> list[float]:
 
 
 def max_abs_diff(a: Sequence[float], b: Sequence[float] | None) -> float | None:
+    """max |a_i - b_i|; NaN when any difference is NaN, inf when one is infinite, never a finite
+    number then (Python's ``max()`` skips a NaN that is not first: ``max([0.0, nan]) == 0.0``)."""
     if not b or len(a) != len(b):
         return None
-    return max(abs(x - y) for x, y in zip(a, b))
+    diffs = [abs(x - y) for x, y in zip(a, b)]
+    return math.nan if any(math.isnan(d) for d in diffs) else max(diffs)
+
+
+def first_non_finite(losses: Sequence[float]) -> int | None:
+    """Index of the first loss that is NaN or infinite, else None."""
+    return next((i for i, v in enumerate(losses) if not math.isfinite(v)), None)
+
+
+def _diverged_error(losses: Sequence[float], step: int) -> str:
+    return (f"loss became {losses[step]} at step {step} of {len(losses)} (warm-up, probe and timed steps "
+            f"counted from 0); the run finished and its figures are kept, but it is not a valid training run")
 
 
 def build_record(cfg: RunConfig, ranks: list[dict[str, Any]], wall: float, *,
@@ -99,6 +112,9 @@ def build_record(cfg: RunConfig, ranks: list[dict[str, Any]], wall: float, *,
     rec["loss_final"] = losses[-1]
     rec["loss_max_abs_diff_vs_reference"] = max_abs_diff(losses, reference_losses)
     rec["loss_tolerance"] = devices.LOSS_TOLERANCE[cfg.precision]
+    bad = first_non_finite(losses)
+    if bad is not None:
+        rec.update(status="diverged", error=_diverged_error(losses, bad))
     rec["per_rank"] = [_per_rank(r) for r in ranks]
     rec["overhead_s"] = wall - timed
     return rec

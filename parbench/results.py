@@ -35,7 +35,7 @@ SCHEMA: dict[str, str] = {
     "point_key": "hash of the measured configuration (timeout excluded); equal keys = same measurement",
     "sweep_id": "sweep that produced the run, or null for `parbench run`",
     "repeat": "repeat index within a sweep point (0-based)",
-    "status": "ok | failed | timeout",
+    "status": "ok | failed | timeout | diverged (the loss became NaN or infinite; figures kept)",
     "error": "error message of a failed/timed-out run (with the rank), else null",
     "failed_rank": "rank that failed first, else null",
     # config
@@ -129,7 +129,7 @@ SCHEMA: dict[str, str] = {
     # correctness
     "losses": "global loss after every step the run took: warm-up, probe and timed (list)",
     "loss_final": "last loss",
-    "loss_max_abs_diff_vs_reference": "max |loss - single-process loss| over all steps (same global batch and seed)",
+    "loss_max_abs_diff_vs_reference": "max |loss - single-process loss| over all steps (same global batch and seed); NaN or inf when a loss is",
     "loss_tolerance": "largest diff still called equivalent at this precision (fp32 1e-5, tf32 1e-2, bf16 5e-2)",
     # per rank
     "per_rank": "list of per-rank dicts: rank, role, memory and communication figures",
@@ -160,7 +160,7 @@ SCHEMA: dict[str, str] = {
     "overhead_s": "wall_time_s minus the timed steps: launch, rendezvous, build, warm-up, teardown",
 }
 
-STATUSES = ("ok", "failed", "timeout")
+STATUSES = ("ok", "failed", "timeout", "diverged")
 
 
 def new_run_id() -> str:

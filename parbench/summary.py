@@ -26,7 +26,7 @@ def print_run(rec: dict[str, Any], results_dir: str | None, console: Console | N
     console = console or Console()
     title = (f"{rec['strategy']} x{rec['world_size']} on {rec['workload']} ({rec['backend']}, "
              f"global batch {rec['global_batch_size']}): {rec['status']}")
-    if rec["status"] != "ok":
+    if rec["status"] not in ("ok", "diverged"):  # diverged: every figure was measured, show them
         console.print(f"[bold red]{title}[/]\n{rec['error']}")
         return
     t = Table(title=title, show_header=False)
@@ -51,5 +51,7 @@ def print_run(rec: dict[str, Any], results_dir: str | None, console: Console | N
     for k, v in rows:
         t.add_row(k, v)
     console.print(t)
+    if rec["status"] == "diverged":
+        console.print(f"[bold red]diverged[/]: {rec['error']}")
     if results_dir:
         console.print(f"record: {results_dir}/runs/{rec['run_id']}.json")

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from parbench.config import ConfigError
 from parbench.multinode import NodeLayout, add_node_options
+from parbench.multinode.layout import wants_nodes
 
 
 def _csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
@@ -65,7 +66,7 @@ def overrides(a: argparse.Namespace) -> dict[str, Any]:
 
 def node_layout(a: argparse.Namespace) -> NodeLayout | None:
     """The node options as a layout; None for a one-node sweep (parbench's own launcher)."""
-    if a.nnodes <= 1 and not a.rdzv_endpoint:
+    if not wants_nodes(a):
         return None
     if a.nproc_per_node < 1:
         raise ConfigError("a multi-node sweep needs --nproc-per-node (it runs the points of world size "
@@ -91,7 +92,7 @@ def handle(a: argparse.Namespace) -> int:
     layout = node_layout(a)  # ConfigError -> exit 2
     if layout is None:
         prestart()  # the forkserver imports torch while the grid is planned
-    the_plan = plan(load_spec(a.file, overrides(a)))  # ConfigError -> exit 2 before any run
+    the_plan = plan(load_spec(a.file, overrides(a)), single_host=layout is None)  # ConfigError -> exit 2
     if layout is not None:
         the_plan = for_layout(the_plan, layout)
     results_dir = Path(a.results_dir)

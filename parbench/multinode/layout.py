@@ -69,12 +69,19 @@ def add_node_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rdzv-id", default="parbench", help="c10d rendezvous job id")
 
 
+def wants_nodes(a: argparse.Namespace) -> bool:
+    """True when the node options ask for a multi-node job; ConfigError for a node count below 1."""
+    if a.nnodes < 1:
+        raise ConfigError(f"--nnodes {a.nnodes} must be >= 1")
+    return a.nnodes > 1 or bool(a.rdzv_endpoint)
+
+
 def layout_from_args(a: argparse.Namespace) -> NodeLayout | None:
     """The layout the options ask for, or None for a one-node run through parbench's own launcher.
 
     Also fills ``a.world_size`` when it was left at 1: nnodes x nproc_per_node.
     """
-    if a.nnodes <= 1 and not a.rdzv_endpoint:
+    if not wants_nodes(a):
         return None
     nproc = a.nproc_per_node or (a.world_size // a.nnodes if a.world_size > 1 else 0)
     if nproc < 1:

@@ -61,8 +61,11 @@ def resolve_strategies(spec: SweepSpec) -> tuple[str, ...]:
     return tuple(s.value for s in Strategy if s in BUILDERS)
 
 
-def plan(spec: SweepSpec) -> Plan:
-    """Expand the grid; raise ConfigError (naming the file) when no point is runnable."""
+def plan(spec: SweepSpec, *, single_host: bool = True) -> Plan:
+    """Expand the grid; raise ConfigError (naming the file) when no point is runnable.
+
+    ``single_host``: every rank of a point runs on this host (not a multi-node sweep), so a world
+    size beyond what this host's memory holds is skipped, with the reason."""
     points: dict[str, Point] = {}
     skipped: list[Skipped] = []
     strategies = resolve_strategies(spec)
@@ -72,7 +75,7 @@ def plan(spec: SweepSpec) -> Plan:
             skipped.append(Skipped(label, kwargs))
             continue
         try:
-            cfg = _config(spec, kwargs, checked)
+            cfg = _config(spec, kwargs, checked, single_host)
         except ConfigError as exc:
             skipped.append(Skipped(label, str(exc)))
             continue
@@ -88,10 +91,13 @@ def plan(spec: SweepSpec) -> Plan:
 _CHECK_IGNORES = ("global_batch_size", "data_mode", "steps", "warmup_steps", "timeout_s", "threads", "lr")
 
 
-def _config(spec: SweepSpec, kwargs: dict[str, Any], checked: dict[str, str | None]) -> RunConfig:
+def _config(spec: SweepSpec, kwargs: dict[str, Any], checked: dict[str, str | None],
+            single_host: bool) -> RunConfig:
     from parbench.launch import check_implemented
-    from parbench.validation import check_environment
+    from parbench.validation import check_environment, check_host_capacity
 
+    if single_host:  # first: a world size the host cannot hold is the reason, whatever else is off
+        check_host_capacity(kwargs["world_size"], kwargs.get("device", "cpu"))
     cfg = RunConfig(**kwargs)  # ConfigError: infeasible point
     check_implemented(cfg)
     key = json.dumps({k: v for k, v in cfg.to_dict().items() if k not in _CHECK_IGNORES}, sort_keys=True)

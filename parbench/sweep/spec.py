@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import tomllib
 from dataclasses import dataclass
@@ -112,9 +113,7 @@ def load_spec(path: str | Path | None, overrides: dict[str, Any] | None = None) 
         text, source, stem = resources.files("parbench.sweeps").joinpath("default.toml").read_text(), "<default>", "default"
     else:
         p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"sweep file {p} does not exist")
-        text, source, stem = p.read_text(), str(p), p.stem
+        text, source, stem = _read_text(p), str(p), p.stem
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -124,6 +123,21 @@ def load_spec(path: str | Path | None, overrides: dict[str, Any] | None = None) 
         values[key] = _check(TOP_KEYS[key], value, f"{source}: command-line override {key}")
     values["name"] = values["name"] or stem
     return SweepSpec(source=source, values=values)
+
+
+def _read_text(p: Path) -> str:
+    """The file's text; ConfigError when it is missing, a directory, unreadable or not UTF-8 (TOML is UTF-8)."""
+    if p.is_dir():
+        raise ConfigError(f"sweep file {p} is a directory; give the TOML file itself")
+    if not p.exists():
+        raise ConfigError(f"sweep file {p} does not exist")
+    try:
+        return p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"sweep file {p} is not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}); "
+                          "TOML files are UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"sweep file {p} cannot be read: {exc.strerror}") from None
 
 
 def _validate_top(raw: dict[str, Any], source: str) -> dict[str, Any]:
@@ -185,9 +199,9 @@ def _check(spec: Key, value: Any, where: str) -> Any:
         return _str(value, where)
     if kind == "enum":
         return _enum(spec.choices)(value, where)
-    if kind == "number>0":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise _fail(where, "a number > 0", value)
+    if kind == "number>0":  # `not value > 0` catches NaN too; TOML has nan and inf literals
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not value > 0:
+            raise _fail(where, "a finite number > 0", value)
         return float(value)
     if kind.startswith("int>="):
         return _int(value, int(kind[5:]), where)

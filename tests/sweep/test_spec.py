@@ -44,7 +44,10 @@ BAD = [
     ("repeats = 0", "key 'repeats': expected an integer >= 1, got 0"),
     ("repeats = true", "key 'repeats': expected an integer >= 1, got True"),
     ("steps = 1.5", "key 'steps': expected an integer >= 1, got 1.5"),
-    ("timeout_s = -1", "key 'timeout_s': expected a number > 0, got -1"),
+    ("timeout_s = -1", "key 'timeout_s': expected a finite number > 0, got -1"),
+    ("timeout_s = nan", "key 'timeout_s': expected a finite number > 0, got nan"),
+    ("timeout_s = inf", "key 'timeout_s': expected a finite number > 0, got inf"),
+    ('strategies = ["ddp"]\nworld_sizes = [100000]', "world_size=100000 does not fit on this host: 100000 CPU ranks"),
     ('strategies = ["dpp"]', "key 'strategies'[0]: expected one of single, ddp"),
     ('strategies = "some"', "key 'strategies': expected a list of strategy names"),
     ('schedules = ["zigzag"]', "key 'schedules'[0]: expected one of gpipe, 1f1b, interleaved1f1b"),
@@ -78,6 +81,29 @@ def test_bad_file_exits_2_before_any_run(tmp_path, capsys):
     assert f"{path}: key 'world_sizes'[0]: expected an integer >= 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
     assert main(["sweep", str(tmp_path / "missing.toml")]) == 2
+
+
+def test_unreadable_sweep_files_are_named(tmp_path):
+    (tmp_path / "latin1.toml").write_bytes('name = "caf\u00e9"'.encode("latin-1"))
+    cases = {tmp_path / "latin1.toml": "is not UTF-8 text (byte 11: b'\\xe9'); TOML files are UTF-8",
+             tmp_path: "is a directory; give the TOML file itself",
+             tmp_path / "missing.toml": "does not exist"}
+    for path, message in cases.items():
+        with pytest.raises(ConfigError) as exc:
+            load_spec(path)
+        assert str(exc.value) == f"sweep file {path} {message}"
+
+
+def test_world_sizes_beyond_this_host_are_skipped_with_the_reason(tmp_path):
+    from parbench.validation import RANK_UNIQUE_MEMORY_BYTES, SERVER_MEMORY_BYTES, host_memory_bytes, host_rank_limit
+
+    limit = host_rank_limit()
+    assert limit == (host_memory_bytes() - SERVER_MEMORY_BYTES) // RANK_UNIQUE_MEMORY_BYTES
+    assert host_rank_limit(SERVER_MEMORY_BYTES + 4 * RANK_UNIQUE_MEMORY_BYTES) == 4  # exact: 4 ranks fit, not 5
+    p = plan(load_spec(write(tmp_path, f'strategies = ["ddp"]\nworld_sizes = [2, {limit + 1}]\nglobal_batch_sizes = [64]')))
+    assert [pt.config.world_size for pt in p.points] == [2]
+    assert [s.reason.split(":")[0] for s in p.skipped] == [f"world_size={limit + 1} does not fit on this host"]
+    assert f"at most {limit} ranks here" in p.skipped[0].reason
 
 
 def test_bad_command_line_override_is_named(tmp_path, capsys):

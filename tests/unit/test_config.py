@@ -33,6 +33,14 @@ TRANSFORMER = {"name": "transformer"}
     ({"data_mode": "nfs"}, "unknown data mode 'nfs'; valid: sharded, rank0"),
     ({"strategy": "ps", "world_size": 2, "servers": 2}, "ps needs at least one worker: servers=2 >= world_size=2"),
     ({"inject_fault": "boom:0"}, "inject_fault='boom:0'"),
+    ({"timeout_s": float("nan")}, "timeout_s=nan must be a finite number > 0"),
+    ({"timeout_s": float("inf")}, "timeout_s=inf must be a finite number > 0"),
+    ({"timeout_s": -1.0}, "timeout_s=-1.0 must be a finite number > 0"),
+    ({"lr": -1.0}, "lr=-1.0 must be a finite number > 0"),
+    ({"lr": float("nan")}, "lr=nan must be a finite number > 0"),
+    ({"lr": float("inf")}, "lr=inf must be a finite number > 0"),
+    ({"seed": -1}, "seed=-1 must be an integer in [0, 2**63)"),
+    ({"seed": 2**63}, f"seed={2**63} must be an integer in [0, 2**63)"),
 ])
 def test_bad_run_config(kwargs, message):
     with pytest.raises(ConfigError) as err:
