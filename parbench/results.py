@@ -25,6 +25,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
+from parbench.config import ConfigError
+
 SCHEMA_VERSION = 1
 
 # name -> description; the README's schema table is generated from this (tests check it).
@@ -162,6 +164,43 @@ SCHEMA: dict[str, str] = {
 
 STATUSES = ("ok", "failed", "timeout", "diverged")
 
+# JSON types of the fields that readers sort, group and compute with. A record whose field has
+# another type (``world_size: "two"``, a list as ``sweep_id``) is skipped with a warning naming
+# the file and the field, as a corrupt file is. null is always allowed (older records lack fields).
+_STR, _INT, _NUM = (str,), (int,), (int, float)
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("run_id", "point_key", "sweep_id", "status", "error", "strategy", "backend", "device",
+                     "workload", "dataset", "schedule", "dp_mode", "data_mode", "created_at", "hostname",
+                     "parbench_version", "git_commit", "torch_version"), _STR),
+    **dict.fromkeys(("schema_version", "repeat", "failed_rank", "world_size", "layers", "hidden", "heads",
+                     "seq_len", "vocab_size", "global_batch_size", "micro_batches", "virtual_stages", "dp",
+                     "tp", "pp", "servers", "steps", "warmup_steps", "seed", "threads_per_rank"), _INT),
+    **dict.fromkeys(("wall_time_s", "overhead_s", "throughput_samples_per_s", "throughput_tokens_per_s",
+                     "step_time_s_median", "step_time_s_p10", "step_time_s_p90", "step_time_s_iqr",
+                     "compute_time_s_median", "exposed_comm_time_s", "model_flops_per_step",
+                     "achieved_flops_per_s_per_rank", "mfu", "peak_rss_bytes", "mem_param_bytes",
+                     "mem_grad_bytes", "mem_optim_bytes", "mem_activation_bytes", "comm_data_bytes_per_step",
+                     "comm_parameter_bytes_per_step", "comm_intermediate_bytes_per_step",
+                     "comm_total_bytes_per_step", "comm_wire_bytes_per_step", "os_write_bytes_per_step",
+                     "loss_final", "loss_max_abs_diff_vs_reference"), _NUM),
+    **dict.fromkeys(("losses", "step_times_s", "per_rank"), (list,)),
+    **dict.fromkeys(("config", "comm_ops"), (dict,)),
+}
+_KIND = {_STR: "a string", _INT: "an integer", _NUM: "a number", (list,): "a list", (dict,): "an object"}
+
+
+def field_problem(rec: dict[str, Any]) -> str | None:
+    """Why a parsed record cannot be used (its first wrong-typed field), else None."""
+    for key, kinds in FIELD_TYPES.items():
+        value = rec.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            return f"field {key!r} is {value!r} ({type(value).__name__}), expected {_KIND[kinds]}"
+    if rec["status"] not in STATUSES:
+        return f"field 'status' is {rec['status']!r}, expected one of {', '.join(STATUSES)}"
+    return None
+
 
 def new_run_id() -> str:
     return uuid.uuid4().hex
@@ -194,6 +233,52 @@ def _jsonable(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+MIN_FREE_BYTES = 256 * 2**10
+"""Free space a results directory must have before a run starts: a record is ~7 KB at world size 4
+and a sweep manifest ~26 KB for 72 points (the committed reference sweep), so this leaves room for
+dozens of records. A disk that fills up later still ends the run or sweep with one clear line."""
+
+
+def check_writable(results_dir: str | Path) -> None:
+    """Raise ``ConfigError`` (exit 2) unless records can be written under ``results_dir``. Creates nothing
+    that stays: a probe file goes into the nearest directory that exists and is removed at once."""
+    root = Path(results_dir)
+    target = next(p for p in (root / "runs", root, *root.parents) if p.exists() or p == Path(p.anchor))
+    if not target.is_dir():
+        where = "is a file" if target in (root, root / "runs") else f"cannot be created: {target} is a file"
+        raise ConfigError(f"results directory {root} {where}, not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(dir=target, prefix=".parbench-write-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"results directory {root} is not writable: {target}: {exc.strerror}") from None
+    stat = os.statvfs(target)
+    if stat.f_bavail * stat.f_frsize < MIN_FREE_BYTES:
+        raise ConfigError(f"results directory {root}: only {stat.f_bavail * stat.f_frsize // 1024} KiB free "
+                              f"on its file system (a run needs {MIN_FREE_BYTES // 1024} KiB to be sure its record fits)")
+
+
+def check_readable(results_dir: str | Path) -> Path:
+    """The results directory as a Path; ConfigError (exit 2) when it is missing or not a directory."""
+    root = Path(results_dir)
+    if not root.exists():
+        raise ConfigError(f"results directory {root} does not exist (parbench run and parbench sweep write one)")
+    if not root.is_dir():
+        raise ConfigError(f"results directory {root} is a file, not a directory")
+    return root
+
+
+def check_output_file(path: str | Path, what: str) -> Path:
+    """A file to write: ConfigError (exit 2) when it is a directory or its directory does not exist."""
+    out = Path(path)
+    if out.is_dir():
+        raise ConfigError(f"{what} {out} is a directory; give a file name")
+    if not out.parent.is_dir():
+        raise ConfigError(f"{what} {out}: directory {out.parent} does not exist")
+    return out
+
+
 def write_record(results_dir: str | Path, record: dict[str, Any]) -> Path:
     path = Path(results_dir) / "runs" / f"{record['run_id']}.json"
     write_json_atomic(path, record)
@@ -219,6 +304,9 @@ def read_records(results_dir: str | Path, *, warn: bool = True) -> tuple[list[di
             rec = json.loads(path.read_text())
             if not isinstance(rec, dict) or "run_id" not in rec or "status" not in rec:
                 raise ValueError("not a parbench run record")
+            problem = field_problem(rec)
+            if problem:
+                raise ValueError(problem)
         except (OSError, ValueError) as exc:
             problems.append(f"{path}: {exc}")
             continue

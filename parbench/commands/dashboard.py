@@ -8,6 +8,8 @@ import socket
 import sys
 from pathlib import Path
 
+from parbench.config import ConfigError
+
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 
 
@@ -34,6 +36,8 @@ def handle(a: argparse.Namespace) -> int:
     if not APP.is_file():
         print(f"parbench dashboard: {APP} not found (the dashboard ships with the source checkout)", file=sys.stderr)
         return 2
+    if not 0 <= a.port <= 65535:
+        raise ConfigError(f"--port {a.port} is not a TCP port (1-65535, or 0 for a free one)")
     port = a.port or free_port()
     results_dir = str(Path(a.results_dir).resolve())
     print(f"parbench dashboard: http://127.0.0.1:{port}  (results: {results_dir}; Ctrl-C stops)", flush=True)

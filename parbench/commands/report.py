@@ -16,9 +16,15 @@ def add_parser(sub) -> None:
 def handle(a: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from parbench.config import ConfigError
     from parbench.report import write_report
+    from parbench.results import check_readable
 
-    out, n, problems = write_report(a.results_dir, a.out or Path(a.results_dir) / "report.html")
+    root = check_readable(a.results_dir)
+    out = Path(a.out) if a.out else root / "report.html"
+    if out.is_dir():
+        raise ConfigError(f"--out {out} is a directory; give an HTML file name")
+    out, n, problems = write_report(root, out)
     for p in problems:
         print(f"warning: skipped corrupt result record {p}", file=sys.stderr)
     print(f"report: {out} ({n} runs, {out.stat().st_size / 2**20:.1f} MiB, opens offline)")

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
+
+from parbench.results import STATUSES
 
 COLUMNS = (("source", "source"), ("sweep_id", "sweep"), ("strategy", "strategy"), ("world_size", "W"),
            ("workload", "workload"), ("repeat", "rep"), ("status", "status"))
@@ -13,7 +17,7 @@ def add_parser(sub) -> None:
                        description=__doc__)
     p.add_argument("--results-dir", default="results")
     p.add_argument("--sweep", default=None, help="only this sweep_id")
-    p.add_argument("--status", default=None, help="only runs with this status (ok, failed, timeout)")
+    p.add_argument("--status", default=None, choices=STATUSES, help="only runs with this status")
     p.add_argument("--export", default=None, metavar="FILE", help="write every matching run to FILE (.csv or .parquet)")
     p.set_defaults(handler=handle)
 
@@ -22,17 +26,28 @@ def handle(a: argparse.Namespace) -> int:
     from rich.console import Console
 
     from parbench.config import ConfigError
-    from parbench.results import export, load
+    from parbench.results import check_output_file, check_readable, export, load
 
-    frame = load(a.results_dir)
+    root = check_readable(a.results_dir)
+    if a.export:
+        if not a.export.endswith((".csv", ".parquet")):
+            raise ConfigError(f"--export {a.export}: use a .csv or .parquet file name")
+        check_output_file(a.export, "--export")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        frame = load(root)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
     if a.sweep:
+        known = sorted(set(frame["sweep_id"].dropna()))
+        if a.sweep not in known:
+            raise ConfigError(f"--sweep {a.sweep}: no run of that sweep in {root}; sweeps there: "
+                              f"{', '.join(known) or 'none'}")
         frame = frame[frame["sweep_id"] == a.sweep]
     if a.status:
         frame = frame[frame["status"] == a.status]
     console = Console() if Console().is_terminal else Console(width=200)
     if a.export:
-        if not a.export.endswith((".csv", ".parquet")):
-            raise ConfigError(f"--export {a.export}: use a .csv or .parquet file name")
         console.print(f"wrote {len(frame)} runs to {export(frame, a.export)}")
         return 0
     console.print(table(frame, a.results_dir))

@@ -82,10 +82,13 @@ def add_parser(sub) -> None:
 
 def handle(a: argparse.Namespace) -> int:
     from parbench.launch import run
+    from parbench.results import check_writable
     from parbench.summary import print_run
 
     layout = layout_from_args(a)  # --nnodes > 1: torchrun on every node (parbench.multinode)
     cfg = config_from_args(a)  # ConfigError -> exit 2 before anything is spawned
+    if not a.no_save:
+        check_writable(a.results_dir)  # a measurement must never be lost to an unwritable directory
     if layout is not None:
         return node_command(cfg, layout, results_dir=None if a.no_save else a.results_dir)
     record = run(cfg, results_dir=None if a.no_save else a.results_dir)

@@ -85,17 +85,20 @@ def handle(a: argparse.Namespace) -> int:
     from parbench.sweep.report import print_summary
 
     from parbench.launch import prestart
+    from parbench.results import check_writable
 
     console = Console()
     if not console.is_terminal:  # logs and CI: wide enough for the summary table on one line per point
         console = Console(width=200)
-    layout = node_layout(a)  # ConfigError -> exit 2
-    if layout is None:
-        prestart()  # the forkserver imports torch while the grid is planned
-    the_plan = plan(load_spec(a.file, overrides(a)), single_host=layout is None)  # ConfigError -> exit 2
+    layout = node_layout(a)  # ConfigError -> exit 2, as for every check up to the first run
+    the_plan = plan(load_spec(a.file, overrides(a)), single_host=layout is None)
     if layout is not None:
         the_plan = for_layout(the_plan, layout)
     results_dir = Path(a.results_dir)
+    if not a.dry_run:
+        check_writable(results_dir)
+    if layout is None and not a.dry_run:
+        prestart()  # only now: nothing is started for a sweep that cannot run
     nodes = "" if layout is None else f" on {layout.nnodes} nodes x {layout.nproc_per_node} ranks (node {layout.node_rank})"
     console.print(f"sweep {the_plan.spec.sweep_id}{nodes}: {len(the_plan.points)} points x {the_plan.spec.repeats} "
                   f"repeats = {the_plan.runs} runs, {len(the_plan.skipped)} points skipped -> {results_dir}/")

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 
 from parbench.config import ConfigError
 from parbench.multinode import NodeLayout
-from parbench.results import now_iso, provenance, write_json_atomic, write_record
+from parbench.results import check_writable, now_iso, provenance, write_json_atomic, write_record
 from parbench.sweep.grid import AXES_BY_STRATEGY, Plan, Point, Skipped
 
 
@@ -99,6 +99,7 @@ ProgressFn = Callable[[str, Point, int, dict[str, Any] | None], None]
 def execute(plan: Plan, results_dir: str | Path, *, force: bool = False,
             progress: ProgressFn | None = None) -> SweepOutcome:
     results_dir = Path(results_dir)
+    check_writable(results_dir)  # ConfigError before the first run
     spec = plan.spec
     outcome = SweepOutcome(sweep_id=spec.sweep_id)
     progress = progress or (lambda *a: None)

@@ -36,7 +36,8 @@ def test_report_is_self_contained_with_every_section(tmp_path, capsys):
 
 def test_report_empty_and_corrupt(tmp_path, capsys, results_copy):
     empty = tmp_path / "empty.html"
-    assert main(["report", "--results-dir", str(tmp_path / "missing"), "--out", str(empty)]) == 0
+    (tmp_path / "none").mkdir()
+    assert main(["report", "--results-dir", str(tmp_path / "none"), "--out", str(empty)]) == 0
     assert "parbench sweep" in empty.read_text() and "Plotly.newPlot" not in empty.read_text()
     (results_copy / "runs" / "broken.json").write_text("not json")
     out = tmp_path / "r.html"

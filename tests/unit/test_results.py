@@ -33,6 +33,32 @@ def test_load_skips_corrupt_records_with_a_warning(tmp_path):
     assert sorted(frame["source"]) == [".", "reference"]
 
 
+@pytest.mark.parametrize("field, value, why", [
+    ("world_size", "two", "field 'world_size' is 'two' (str), expected an integer"),
+    ("sweep_id", ["a", "b"], "field 'sweep_id' is ['a', 'b'] (list), expected a string"),
+    ("step_time_s_median", "fast", "field 'step_time_s_median' is 'fast' (str), expected a number"),
+    ("repeat", True, "field 'repeat' is True (bool), expected an integer"),
+    ("status", "great", "field 'status' is 'great', expected one of ok, failed, timeout, diverged"),
+])
+def test_wrong_typed_fields_are_skipped_naming_file_and_field(tmp_path, capsys, field, value, why):
+    """Well-formed JSON with a wrong-typed field: results, report and load skip it with a warning."""
+    from parbench.cli import main
+
+    fixture = ROOT / "tests" / "dashboard" / "fixtures" / "results"
+    good = [json.loads(p.read_text()) for p in sorted(fixture.rglob("runs/*.json"))]
+    for rec in good:
+        results.write_record(tmp_path, rec)
+    bad = dict(good[0], run_id="f" * 32, **{field: value})
+    path = results.write_record(tmp_path, bad)
+    with pytest.warns(UserWarning, match=re.escape(f"skipped corrupt result record {path}: {why}")):
+        assert sorted(results.load(tmp_path)["run_id"]) == sorted(r["run_id"] for r in good)
+    assert main(["results", "--results-dir", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert f"{len(good)} runs in" in out and f"{path}: {why}" in err
+    assert main(["report", "--results-dir", str(tmp_path), "--out", str(tmp_path / "r.html")]) == 0
+    assert f"{path}: {why}" in capsys.readouterr().err
+
+
 def test_atomic_write_leaves_old_file_on_failure(tmp_path):
     path = tmp_path / "x.json"
     results.write_json_atomic(path, {"v": 1})

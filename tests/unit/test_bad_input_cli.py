@@ -1,0 +1,142 @@
+"""Bad input on the command line: exit 2, a message naming the value, no child process created,
+nothing written. In-process cases patch every way Python creates a process so that creating one
+fails the test; a few cases run under strace, which sees every process the command creates."""
+
+from __future__ import annotations
+
+import _posixsubprocess
+import contextlib
+import multiprocessing.forkserver
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from parbench.cli import main
+
+
+class Spawned(AssertionError):
+    pass
+
+
+@pytest.fixture
+def no_spawn(monkeypatch):
+    """Any attempt to create a process (fork, posix_spawn, subprocess, multiprocessing's server, exec)
+    raises ``Spawned``, which the CLI does not catch."""
+    def refuse(*args, **kwargs):
+        raise Spawned(f"a process was about to be created: {args[:2]!r}")
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "execv", "execve", "execvp", "system"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, refuse)
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", refuse)
+    # the process server may already run from an earlier test: asking for it counts as spawning
+    monkeypatch.setattr(multiprocessing.forkserver.ForkServer, "ensure_running", refuse)
+
+
+def tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+@contextlib.contextmanager
+def read_only(path: Path):
+    """A directory nobody can create files in: immutable for root (root ignores permission bits),
+    mode 0555 for anyone else."""
+    path.mkdir()
+    if os.geteuid() == 0 and shutil.which("chattr"):
+        subprocess.run(["chattr", "+i", str(path)], check=True)
+        try:
+            yield path
+        finally:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+    else:
+        path.chmod(0o555)
+        try:
+            yield path
+        finally:
+            path.chmod(0o755)
+
+
+def setup_files(tmp: Path) -> dict[str, str]:
+    (tmp / "a_file").write_text("x")
+    (tmp / "latin1.toml").write_bytes('name = "caf\u00e9"'.encode("latin-1"))
+    (tmp / "nan.toml").write_text("timeout_s = nan\n")
+    (tmp / "results" / "runs").mkdir(parents=True)
+    return {"tmp": str(tmp)}
+
+
+RUN = ["run", "--strategy", "ddp", "--world-size", "2", "--steps", "1"]
+CASES = [
+    (RUN + ["--timeout", "nan"], "timeout_s=nan must be a finite number > 0"),
+    (RUN + ["--timeout", "inf"], "timeout_s=inf must be a finite number > 0"),
+    (RUN + ["--lr", "-1"], "lr=-1.0 must be a finite number > 0"),
+    (RUN + ["--lr", "nan"], "lr=nan must be a finite number > 0"),
+    (RUN + ["--lr", "inf"], "lr=inf must be a finite number > 0"),
+    (RUN + ["--seed", "-1"], "seed=-1 must be an integer in [0, 2**63)"),
+    (RUN + ["--nnodes", "0"], "--nnodes 0 must be >= 1"),
+    (RUN + ["--results-dir", "{tmp}/a_file"], "results directory {tmp}/a_file is a file, not a directory"),
+    (RUN + ["--results-dir", "{tmp}/a_file/sub"], "results directory {tmp}/a_file/sub cannot be created: {tmp}/a_file is a file"),
+    (RUN + ["--world-size", "100000", "--global-batch-size", "100000"], "world_size=100000 does not fit on this host"),
+    (["sweep", "{tmp}"], "sweep file {tmp} is a directory"),
+    (["sweep", "{tmp}/latin1.toml"], "sweep file {tmp}/latin1.toml is not UTF-8 text"),
+    (["sweep", "{tmp}/nan.toml"], "key 'timeout_s': expected a finite number > 0, got nan"),
+    (["sweep", "--timeout", "inf"], "command-line override timeout_s: expected a finite number > 0, got inf"),
+    (["sweep", "--world-sizes", "1", "--strategies", "single", "--results-dir", "{tmp}/a_file"],
+     "results directory {tmp}/a_file is a file"),
+    (["results", "--results-dir", "{tmp}/missing"], "results directory {tmp}/missing does not exist"),
+    (["results", "--results-dir", "{tmp}/a_file"], "results directory {tmp}/a_file is a file"),
+    (["results", "--results-dir", "{tmp}/results", "--sweep", "nope"], "--sweep nope: no run of that sweep"),
+    (["results", "--results-dir", "{tmp}/results", "--export", "{tmp}/missing/x.csv"],
+     "--export {tmp}/missing/x.csv: directory {tmp}/missing does not exist"),
+    (["results", "--results-dir", "{tmp}/results", "--status", "bogus"], "invalid choice: 'bogus'"),
+    (["report", "--results-dir", "{tmp}/a_file"], "results directory {tmp}/a_file is a file"),
+    (["report", "--results-dir", "{tmp}/missing"], "results directory {tmp}/missing does not exist"),
+    (["report", "--results-dir", "{tmp}/results", "--out", "{tmp}"], "--out {tmp} is a directory"),
+    (["dashboard", "--port", "99999"], "--port 99999 is not a TCP port"),
+]
+
+
+@pytest.mark.parametrize("argv, message", CASES, ids=[" ".join(c[0][:1] + c[0][-2:]) for c in CASES])
+def test_bad_input_exits_2_naming_it_and_spawns_and_writes_nothing(tmp_path, capsys, no_spawn, argv, message):
+    subs = setup_files(tmp_path)
+    before = tree(tmp_path)
+    argv = [a.format(**subs) for a in argv]
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        rc = exc.code
+    assert rc == 2
+    assert message.format(**subs) in capsys.readouterr().err
+    assert tree(tmp_path) == before
+
+
+def test_read_only_results_directory_is_refused_before_spawning(tmp_path, capsys, no_spawn):
+    with read_only(tmp_path / "ro") as ro:
+        for argv in (RUN + ["--results-dir", str(ro)], RUN + ["--results-dir", str(ro / "new")],
+                     ["sweep", "--world-sizes", "1", "--strategies", "single", "--results-dir", str(ro)]):
+            assert main(argv) == 2
+            assert f"results directory {argv[-1]} is not writable: {ro}" in capsys.readouterr().err
+        assert not list(ro.iterdir())
+
+
+PROCESS_CREATION = re.compile(r"^\d+\s+(v?fork|clone3?)\(")
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+@pytest.mark.parametrize("argv", [RUN + ["--lr", "nan"],
+                                  pytest.param(["sweep", "--timeout", "inf"], marks=pytest.mark.slow)], ids=["run", "sweep"])
+def test_strace_sees_no_process_created_for_bad_input(tmp_path, argv):
+    """The whole command in its own interpreter: strace lists every process it creates."""
+    trace = tmp_path / "trace"
+    out = subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve,fork,vfork,clone,clone3", "-o", str(trace),
+                          sys.executable, "-m", "parbench", *argv],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    lines = trace.read_text().splitlines()
+    created = [l for l in lines if PROCESS_CREATION.match(l) and "CLONE_THREAD" not in l]
+    assert created == [], created
+    assert sum(" execve(" in l for l in lines) == 1  # the interpreter itself
+    assert not list(tmp_path.glob("results*"))
