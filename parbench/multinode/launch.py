@@ -26,7 +26,7 @@ from parbench.multinode.layout import NodeLayout
 from parbench.multinode.record import add_node_fields
 from parbench.multinode.worker import DIR_ENV
 from parbench.record import build_record, failed_record
-from parbench.validation import check_environment
+from parbench.validation import check_environment, check_host_capacity
 from parbench.results import write_record
 
 RENDEZVOUS_GRACE_S = 60.0
@@ -51,6 +51,7 @@ def run_node(cfg: RunConfig, layout: NodeLayout, *, results_dir: str | Path | No
                           f"{layout.nnodes} x {layout.nproc_per_node}")
     check_implemented(cfg)
     check_environment(cfg, ranks_here=layout.nproc_per_node)  # backend, GPUs per node, the workload
+    check_host_capacity(layout.nproc_per_node, cfg.device)
     out = Path(tempfile.mkdtemp(prefix="parbench-node-"))
     try:
         (out / "config.json").write_text(json.dumps(cfg.to_dict()))
