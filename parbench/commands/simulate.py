@@ -85,6 +85,9 @@ def _architecture(a: argparse.Namespace):
             arch = read_hf_config(a.hf_config)
         except (FileNotFoundError, ValueError) as exc:
             raise ConfigError(str(exc)) from None
+        if a.seq is None:
+            print(f"note: training sequence length {arch.seq_len} taken from max_position_embeddings; set --seq "
+                  f"for the length you train with", file=sys.stderr)
     else:
         wl = WorkloadConfig(name=a.workload or "transformer", layers=a.layers or 0, hidden=a.hidden or 0,
                             heads=a.heads or 4, seq_len=a.seq or 2048, vocab_size=a.vocab or 51200)

@@ -126,3 +126,11 @@ def test_search_honours_a_given_micro_batch_and_tp(capsys):
                  "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["top"] and all(" mb=2 " in r["layout"] and " tp=2 " in r["layout"] for r in out["top"] + out["pareto"])
+
+
+def test_search_shows_progress_on_a_terminal(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    assert main(["simulate", "--layers", "4", "--hidden", "256", "--heads", "4", "--seq", "256", "--gpus", "4",
+                 "--global-batch", "8", "--search", "--top", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "layouts evaluated" in err and err.rstrip().endswith("layouts evaluated")
