@@ -24,7 +24,8 @@ def fmt_num(x: float | None, spec: str = ".3g") -> str:
 
 def print_run(rec: dict[str, Any], results_dir: str | None, console: Console | None = None) -> None:
     console = console or Console()
-    title = (f"{rec['strategy']} x{rec['world_size']} on {rec['workload']} ({rec['backend']}, "
+    precision = rec.get("precision") or "fp32"
+    title = (f"{rec['strategy']} x{rec['world_size']} on {rec['workload']} ({rec['backend']}, {precision}, "
              f"global batch {rec['global_batch_size']}): {rec['status']}")
     if rec["status"] not in ("ok", "diverged"):  # diverged: every figure was measured, show them
         console.print(f"[bold red]{title}[/]\n{rec['error']}")
@@ -36,18 +37,22 @@ def print_run(rec: dict[str, Any], results_dir: str | None, console: Console | N
         ("step time", f"median {fmt_num(rec['step_time_s_median'] * 1e3, '.2f')} ms "
                       f"(p10 {fmt_num(rec['step_time_s_p10'] * 1e3, '.2f')}, p90 {fmt_num(rec['step_time_s_p90'] * 1e3, '.2f')})"),
         ("exposed comm", "-" if rec.get("exposed_comm_time_s") is None else f"{rec['exposed_comm_time_s'] * 1e3:.2f} ms/step"),
-        ("achieved", f"{fmt_num(rec['achieved_flops_per_s_per_rank'] / 1e9, '.2f')} GFLOP/s per rank"),
+        ("achieved", f"{fmt_num(rec['achieved_flops_per_s_per_rank'] / 1e9, '.2f')} GFLOP/s per rank; {_mfu(rec)}"),
         ("memory / rank", f"peak RSS {fmt_bytes(rec['peak_rss_bytes'])}; params {fmt_bytes(rec['mem_param_bytes'])}, "
                           f"grads {fmt_bytes(rec['mem_grad_bytes'])}, optimizer {fmt_bytes(rec['mem_optim_bytes'])}, "
                           f"activations {fmt_bytes(rec['mem_activation_bytes'])}"),
         ("comm / rank / step", f"data {fmt_bytes(rec['comm_data_bytes_per_step'])}, parameter "
                                f"{fmt_bytes(rec['comm_parameter_bytes_per_step'])}, intermediate "
                                f"{fmt_bytes(rec['comm_intermediate_bytes_per_step'])}"),
-        ("OS-measured sent", f"{fmt_bytes(rec['os_write_bytes_per_step'])} / step (busiest rank)"),
+        ("OS-measured sent", "- (nccl: NVLink / shared memory / InfiniBand make no write syscalls)"
+         if rec.get("os_write_bytes_per_step") is None else
+         f"{fmt_bytes(rec['os_write_bytes_per_step'])} / step (busiest rank)"),
         ("loss", f"final {fmt_num(rec['loss_final'], '.5f')}; max |diff| vs single "
                  f"{fmt_num(rec['loss_max_abs_diff_vs_reference'], '.2e')}"),
         ("overhead", f"{rec['overhead_s']:.2f} s of {rec['wall_time_s']:.2f} s (launch, build, warm-up, teardown)"),
     ]
+    if rec.get("cuda_allocated_peak_bytes") is not None:
+        rows.insert(5, ("GPU memory / rank", _gpu_memory(rec)))
     for k, v in rows:
         t.add_row(k, v)
     console.print(t)
@@ -55,3 +60,21 @@ def print_run(rec: dict[str, Any], results_dir: str | None, console: Console | N
         console.print(f"[bold red]diverged[/]: {rec['error']}")
     if results_dir:
         console.print(f"record: {results_dir}/runs/{rec['run_id']}.json")
+
+
+def _mfu(rec: dict[str, Any]) -> str:
+    """MFU with its basis (dtype, peak and where the peak comes from), or why there is none."""
+    if rec.get("mfu") is None:
+        return f"MFU - ({rec.get('mfu_peak_source') or 'no stated peak'})"
+    return (f"MFU {rec['mfu']:.1%} of {rec['mfu_peak_flops'] / 1e12:g} TFLOP/s {rec['mfu_dtype']} "
+            f"({rec['mfu_peak_source']})")
+
+
+def _gpu_memory(rec: dict[str, Any]) -> str:
+    """Allocator peak (since the build) and whole-device use, each as a share of the device."""
+    total = rec.get("cuda_device_total_bytes")
+    share = lambda n: f" ({n / total:.0%})" if total and n is not None else ""  # noqa: E731
+    used = rec.get("cuda_device_used_bytes")
+    return (f"allocated peak {fmt_bytes(rec['cuda_allocated_peak_bytes'])}{share(rec['cuda_allocated_peak_bytes'])}, "
+            f"reserved peak {fmt_bytes(rec['cuda_reserved_peak_bytes'])}{share(rec['cuda_reserved_peak_bytes'])}, "
+            f"device in use {fmt_bytes(used)}{share(used)} of {fmt_bytes(total)}")

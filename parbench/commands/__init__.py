@@ -6,6 +6,7 @@ Order here is the order of ``parbench --help``.
 COMMAND_MODULES = (
     "parbench.commands.run",
     "parbench.commands.sweep",
+    "parbench.commands.doctor",
     "parbench.commands.results",
     "parbench.commands.dashboard",
     "parbench.commands.report",

@@ -60,3 +60,29 @@ def test_os_and_wire_bytes_are_null_not_zero_under_nccl():
     assert out["comm_parameter_bytes_per_step"] == 8
     gloo = record._comm([_rank(10.0, 12), _rank(14.0, 12)])
     assert gloo["os_write_bytes_per_step"] == 14.0 and gloo["comm_wire_bytes_per_step"] == 12
+
+
+def test_summary_shows_mfu_basis_and_gpu_memory_share():
+    import io
+
+    from rich.console import Console
+
+    from parbench.summary import print_run
+
+    rec = {"strategy": "ddp", "world_size": 2, "workload": "mlp", "backend": "nccl", "precision": "bf16",
+           "global_batch_size": 64, "status": "ok", "throughput_samples_per_s": 1e4, "throughput_tokens_per_s": None,
+           "step_time_s_median": 0.01, "step_time_s_p10": 0.009, "step_time_s_p90": 0.011, "exposed_comm_time_s": None,
+           "achieved_flops_per_s_per_rank": 2e14, "mfu": 2e14 / 989.5e12, "mfu_peak_flops": 989.5e12,
+           "mfu_dtype": "bf16", "mfu_peak_source": "H100 SXM datasheet", "peak_rss_bytes": 2**30,
+           "mem_param_bytes": 0, "mem_grad_bytes": 0, "mem_optim_bytes": 0, "mem_activation_bytes": 0,
+           "cuda_allocated_peak_bytes": 8 * 2**30, "cuda_reserved_peak_bytes": 10 * 2**30,
+           "cuda_device_used_bytes": 12 * 2**30, "cuda_device_total_bytes": 80 * 2**30,
+           "comm_data_bytes_per_step": 0, "comm_parameter_bytes_per_step": 0, "comm_intermediate_bytes_per_step": 0,
+           "os_write_bytes_per_step": None, "loss_final": 2.0, "loss_max_abs_diff_vs_reference": 0.0,
+           "overhead_s": 1.0, "wall_time_s": 2.0, "run_id": "x"}
+    out = io.StringIO()
+    print_run(rec, None, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "MFU 20.2% of 989.5 TFLOP/s bf16 (H100 SXM datasheet)" in text
+    assert "allocated peak 8.00 GiB (10%)" in text and "device in use 12.00 GiB (15%) of 80.00 GiB" in text
+    assert "nccl: NVLink / shared memory / InfiniBand make no write syscalls" in text
