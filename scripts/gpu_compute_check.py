@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from dataclasses import replace
 
 import torch
 
@@ -70,8 +71,7 @@ def gpt_step(cluster, batch: int) -> dict:
     compute = cuda_median_s(fwd_bwd, reps=10, warmup=3)
     optimizer = cuda_median_s(opt.step, reps=10, warmup=3)
     cfg = RunConfig(workload=w, global_batch_size=batch)
-    layout = layout_from_run(cfg)
-    layout = type(layout)(**{**vars(layout), "precision": PRECISIONS["bf16"]})
+    layout = replace(layout_from_run(cfg), precision=PRECISIONS["bf16"])
     p = predict(model_spec(w), layout, cluster)
     params = sum(x.numel() for x in model.parameters())
     return {"params": params, "batch": batch, "measured_compute_s": compute, "measured_optimizer_s": optimizer,

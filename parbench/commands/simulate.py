@@ -59,6 +59,8 @@ def add_parser(sub) -> None:
                    help="none; selective (attention core); ops (keep every other GEMM output); full")
     c.add_argument("--recompute-every", type=int, help="with --recompute full: checkpoint every k-th layer only")
     c.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction)
+    c.add_argument("--tp-comm-overlap", action="store_true",
+                   help="tensor-parallel collectives overlapped with their GEMMs (default: exposed)")
     c.add_argument("--precision", default="bf16", choices=tuple(PRECISIONS))
     c.add_argument("--fp8-all-gather", action="store_true", help="with --precision fp8 --zero 3: gather FP8 weights")
     c.add_argument("--attention", choices=ATTENTION_KINDS, help="default: flash on GPU clusters, eager on CPU profiles")
@@ -144,7 +146,8 @@ def _layout(a: argparse.Namespace, cluster):
                       virtual_stages=a.virtual_stages or 1, zero=a.zero or 0,
                       recompute=Recompute(a.recompute or "none"), recompute_every=a.recompute_every or 1,
                       sequence_parallel=bool(a.sequence_parallel), precision=PRECISIONS[a.precision],
-                      attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather)
+                      attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather,
+                      tp_comm_overlap=a.tp_comm_overlap)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 

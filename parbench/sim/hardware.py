@@ -208,9 +208,22 @@ _H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, gemm_ef
              op_overhead_s=3e-6, memory_bandwidth_bytes_per_s=0.8 * 3350e9,
              intra=Link(latency_s=4e-6, bandwidth_bytes_per_s=0.8 * 450e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 50e9), overlap=1.0, **GPU_FIXED)
+H200_SOURCES = {
+    **H100_SOURCES,
+    "peak_flops": "NVIDIA H200 Tensor Core GPU datasheet: SXM BF16 1,979 TFLOP/s with sparsity = 989 dense (the H100's "
+                  "tensor cores)",
+    "peak_flops_fp8": "H200 datasheet: SXM FP8 3,958 TFLOP/s with sparsity = 1,979 dense",
+    "memory_bytes": "H200 141 GB HBM3e; 143,771 MiB as NVML reports it (GPU_MEMORY_SOURCES)",
+    "memory_bandwidth_bytes_per_s": "H200 datasheet: 4.8 TB/s; x0.8 achievable (assumed)",
+    "intra": "H200 datasheet: NVLink 900 GB/s total = 450 GB/s per direction; x0.8 busbw (assumed)",
+    "inter": "DGX H200: 8x ConnectX-7 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
+    "gemm_efficiency": "0.70 as the H100 (same tensor cores; assumed until scripts/gpu_compute_check.py measures it)",
+}
 PRESETS: dict[str, Cluster] = {
     "a100-80gb": Cluster(name="a100-80gb", memory_bytes=81920 * MIB, sources=A100_SOURCES, **_A100),
     "h100-sxm": Cluster(name="h100-sxm", memory_bytes=81559 * MIB, sources=H100_SOURCES, **_H100),
+    "h200-sxm": Cluster(name="h200-sxm", memory_bytes=143771 * MIB, sources=H200_SOURCES,
+                        **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 4800e9}),
     "h100-96gb": Cluster(name="h100-96gb", memory_bytes=96 * GIB - (81920 - 81559) * MIB, sources=H100_96_SOURCES,
                          **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 2400e9}),
 }

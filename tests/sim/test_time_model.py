@@ -218,3 +218,37 @@ def test_fit_gemm_efficiency_recovers_the_preset():
     from parbench.sim.published import fit_gemm_efficiency
 
     assert fit_gemm_efficiency() == A100.gemm_efficiency
+
+
+def test_gpu_compute_check_script_refuses_without_cuda():
+    """The GPU check (scripts/gpu_compute_check.py) imports and parses here; it needs a CUDA device to run."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: run the script itself")
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_compute_check.py"
+    out = subprocess.run([sys.executable, str(script), "--cluster", "h200-sxm"], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(script.parents[1])})
+    assert out.returncode != 0 and "no CUDA device" in out.stderr
+    assert PRESETS["h200-sxm"].peak_flops == 989e12 and PRESETS["h200-sxm"].memory_bandwidth_bytes_per_s == 0.8 * 4800e9
+
+
+def test_simulate_tp_comm_overlap_flag(capsys):
+    import json
+
+    from parbench.cli import main
+
+    args = ["simulate", "--model", "gpt3-175b", "--cluster", "a100-80gb", "--gpus", "512", "--tp", "8", "--pp", "8",
+            "--global-batch", "512", "--recompute", "full", "--format", "json"]
+    assert main(args) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(args + ["--tp-comm-overlap"]) == 0
+    over = json.loads(capsys.readouterr().out)
+    assert over["layout"]["tp_comm_overlap"] and not plain["layout"]["tp_comm_overlap"]
+    assert over["prediction"]["step_time_s"] < plain["prediction"]["step_time_s"]
+    assert main(["simulate", "--model", "gpt3-175b", "--gpus", "8", "--tp-comm-overlap"]) == 2
