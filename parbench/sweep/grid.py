@@ -22,6 +22,7 @@ AXES_BY_STRATEGY: dict[Strategy, tuple[str, ...]] = {
     Strategy.PIPELINE: ("micro_batches", "schedules"),
     Strategy.HYBRID: ("meshes", "dp_modes", "micro_batches", "schedules"),
     Strategy.PS: ("servers",),
+    Strategy.EP: ("eps",),
 }
 
 
@@ -151,6 +152,8 @@ def _workloads(spec: SweepSpec) -> Iterator[WorkloadConfig]:
 def _variants(spec: SweepSpec, strategy: Strategy, ws: int) -> Iterator[dict[str, Any]]:
     if strategy is Strategy.PS:
         yield from ({"servers": s} for s in spec.servers)
+    elif strategy is Strategy.EP:
+        yield from ({"ep": e} for e in spec.eps)
     elif strategy is Strategy.PIPELINE:
         yield from _pipeline_variants(spec)
     elif strategy is Strategy.HYBRID:
@@ -180,7 +183,8 @@ def _meshes(spec: SweepSpec, ws: int) -> list[tuple[int, int, int]]:
 
 def _label(base: dict[str, Any], extra: dict[str, Any]) -> str:
     w: WorkloadConfig = base["workload"]
-    short = {"layers": "L", "hidden": "d", "heads": "h", "seq_len": "T", "vocab_size": "V"}
+    short = {"layers": "L", "hidden": "d", "heads": "h", "seq_len": "T", "vocab_size": "V", "experts": "E",
+             "top_k": "k", "capacity_factor": "cf", "moe_every": "every", "router": "", "aux_loss_weight": "aux"}
     shape = "".join(f"{short.get(k, k)}{v}" for k, v in w.shape().items())
     parts = [f"{base['strategy'].value} x{base['world_size']}", f"{w.name}:{shape}", f"gbs={base['global_batch_size']}"]
     if "dp" in extra:
@@ -188,6 +192,8 @@ def _label(base: dict[str, Any], extra: dict[str, Any]) -> str:
     if "micro_batches" in extra:
         vs = f"x{extra['virtual_stages']}" if extra["virtual_stages"] > 1 else ""
         parts.append(f"{extra['schedule']}{vs} mb={extra['micro_batches']}")
+    if extra.get("ep"):
+        parts.append(f"ep={extra['ep']}")
     if "servers" in extra:
         parts.append(f"servers={extra['servers']}")
     if base["backend"] != "gloo":

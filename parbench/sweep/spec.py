@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-from parbench.config import (DATASETS, Backend, ConfigError, DataMode, DataParallelMode,
+from parbench.config import (DATASETS, ROUTERS, Backend, ConfigError, DataMode, DataParallelMode,
                              Schedule, Strategy)
 
 
@@ -62,6 +62,8 @@ TOP_KEYS: dict[str, Key] = {
     "dp_modes": Key("list[enum]", ["ddp"], "hybrid only: how the dp dimension replicates",
                     _names(DataParallelMode)),
     "servers": Key("list[int>=1]", [1], "ps only: parameter-server ranks"),
+    "eps": Key("list[int>=0]", [0], "ep only: expert-parallel degrees (0 = the world size; smaller: ep groups "
+                                    "inside data parallelism)"),
     "workloads": Key("workloads", [{"name": "mlp"}], "array of [[workloads]] tables (keys below)"),
 }
 
@@ -76,10 +78,17 @@ WORKLOAD_KEYS: dict[str, Key] = {
     "vocab_size": Key("ints>=1", 256, "transformer vocabulary"),
     "dataset": Key("enum", "synthetic", "mlp data", DATASETS),
     "dataset_path": Key("str", None, "MNIST IDX directory for dataset = \"mnist\""),
+    "experts": Key("ints>=1", None, "moe: experts per MoE layer (absent = 4)"),
+    "top_k": Key("ints>=1", None, "moe: experts per token (absent = 2)"),
+    "capacity_factor": Key("numbers>0", None, "moe: expert capacity factor (absent = 1.25)"),
+    "moe_every": Key("ints>=1", None, "moe: every k-th block has experts (absent = 1)"),
+    "router": Key("enum", None, "moe: learned or balanced (absent = learned)", ROUTERS),
 }
 
 # Keys outside the measured grid: changing them does not change the sweep identity.
 NOT_IDENTITY = ("repeats", "timeout_s", "description")
+# Keys added after sweeps were recorded: at their default they leave the identity as it was.
+LATER_KEYS = {"eps": [0]}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,7 +108,8 @@ class SweepSpec:
     def sweep_id(self) -> str:
         """``<name>-<hash>``: same name and same measured grid = same sweep (resume matches on it).
         Repeats and timeout are left out, so ``--repeats 3`` after a 1-repeat sweep adds repeats 1-2."""
-        ident = {k: v for k, v in self.values.items() if k not in NOT_IDENTITY}
+        ident = {k: v for k, v in self.values.items()
+                 if k not in NOT_IDENTITY and not (k in LATER_KEYS and v == LATER_KEYS[k])}
         digest = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:8]
         return f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', self.values['name'])}-{digest}"
 
@@ -217,6 +227,9 @@ def _check(spec: Key, value: Any, where: str) -> Any:
             return value
         return _list(value, where, f'strategy names ({", ".join(spec.choices)}) or the string "all"',
                      _enum(spec.choices))
+    if kind == "numbers>0":
+        return _list(value, where, "numbers > 0", lambda v, w: _check(Key("number>0", None, ""), v, w)) \
+            if isinstance(value, list) else [_check(Key("number>0", None, ""), value, where)]
     if kind.startswith("ints>="):
         low = int(kind[6:])
         return _list(value, where, f"integers >= {low}", lambda v, w: _int(v, low, w)) \

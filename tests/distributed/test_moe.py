@@ -140,3 +140,18 @@ def test_ep_four_ranks_learned_top1(tmp_path):
         assert r["mem_expert_param_bytes"] == 2 * 2 * expert_bytes(w["hidden"])
     assert math.isclose(sum(rec["moe_dropped_fraction_per_step"]) / len(rec["losses"]),
                         rec["moe_dropped_fraction"], rel_tol=1e-9)
+
+
+@pytest.mark.slow
+def test_shipped_moe_sweep_plans_ep_ddp_and_fsdp_at_2_and_4_ranks():
+    from importlib import resources
+    from pathlib import Path
+
+    from parbench.sweep.grid import plan
+    from parbench.sweep.spec import load_spec
+
+    the_plan = plan(load_spec(Path(str(resources.files("parbench.sweeps").joinpath("moe.toml")))))
+    points = {(p.config.strategy.value, p.config.world_size, p.config.ep) for p in the_plan.points}
+    assert points == {("single", 1, 1), ("ep", 2, 2), ("ep", 4, 4), ("ep", 4, 2),
+                      ("ddp", 2, 1), ("ddp", 4, 1), ("fsdp", 2, 1), ("fsdp", 4, 1)}
+    assert not the_plan.skipped
