@@ -4,19 +4,28 @@ Shared by the Streamlit app (``dashboard/``) and ``parbench report`` (one HTML f
 show the same figures. Torch-free: reads only what ``parbench.results.load`` returns.
 
 Conventions:
-- one fixed colour per strategy (``STRATEGY_COLORS``) in every chart; where bars are stacked by
-  a category (memory parts, communication categories) the bar keeps its strategy's colour and
-  the category is told apart by a fill pattern (``*_PATTERNS``);
+- the unit is the *layout* (``parbench.layout_key``): runs are grouped by workload, layout key
+  and source, medians are taken only over repeats of one group, and labels name the parts of the
+  key that differ among the runs shown;
+- every chart is split by workload (one facet per workload) and no ratio is ever taken across
+  workloads;
+- one colour per strategy (``STRATEGY_COLORS``) in every chart; the layouts of one strategy
+  (world sizes, meshes) get lighter and darker shades of it; where bars are stacked by a category
+  (memory parts, communication categories) the category is told apart by a fill pattern;
 - every axis names its unit; bytes are shown in MiB (2**20), times in ms;
-- call ``prepare(frame)`` once; it adds the label columns the charts group by.
+- call ``prepare(frame)`` once, and ``relabel(frame)`` after filtering it.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from parbench import layout_key as lk
 
 MIB = 2**20
 
@@ -36,6 +45,10 @@ STRATEGY_COLORS: dict[str, str] = {
     "ps": "#17becf",
 }
 UNKNOWN_COLOR = "#bcbd22"
+# Shades of a strategy's colour for its 2nd, 3rd ... layout: + lighter (towards white), - darker.
+SHADES = (0.0, -0.35, 0.45, -0.6, 0.7, -0.15, 0.25)
+# Marker symbols by world size (told apart without relying on colour).
+WORLD_SYMBOLS = {1: "circle", 2: "square", 4: "diamond", 8: "triangle-up", 16: "star", 32: "hexagon", 64: "cross"}
 
 MEMORY_PARTS = {  # column -> legend name
     "mem_param_bytes": "parameters",
@@ -52,11 +65,12 @@ COMM_PARTS = {
 }
 COMM_PATTERNS = {"comm_data_bytes_per_step": ".", "comm_parameter_bytes_per_step": "",
                  "comm_intermediate_bytes_per_step": "/"}
+OP_PATTERNS = ("", "/", "x", ".", "\\", "-", "|", "+")
 
-# What makes two runs "the same workload" (strong scaling: fixed global batch).
-WORKLOAD_KEY = ("workload", "layers", "hidden", "heads", "seq_len", "vocab_size", "dataset", "global_batch_size")
+# A multi-rank run agrees with the single-process reference when every step's loss is within this.
+LOSS_TOLERANCE = 1e-5
 
-# How many runs a per-run chart draws at most (the newest ones): thousands of boxes or loss
+# How many runs a per-run chart draws by default (the newest ones): thousands of boxes or loss
 # curves are unreadable and slow to render.
 MAX_RUNS_PER_CHART = 40
 
@@ -81,41 +95,89 @@ HEADLINE_METRICS: dict[str, tuple[str, float, bool]] = {
     "loss_max_abs_diff_vs_reference": ("max |loss diff| vs single", 1.0, True),
 }
 
+LABEL_COLUMNS = ("workload_label", "layout_label", "group_label", "config_label", "run_label", "series_label",
+                 "short_id")
+
 
 def strategy_color(strategy: str) -> str:
     return STRATEGY_COLORS.get(strategy, UNKNOWN_COLOR)
+
+
+def shade(color: str, amount: float) -> str:
+    """``color`` mixed towards white (amount > 0) or black (amount < 0) by |amount|."""
+    rgb = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    target = 255 if amount > 0 else 0
+    mixed = [round(c + (target - c) * abs(amount)) for c in rgb]
+    return "#" + "".join(f"{c:02x}" for c in mixed)
 
 
 # --- preparing the frame ------------------------------------------------------------------
 
 
 def prepare(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add ``workload_label``, ``group_label`` (strategy xW), ``config_label`` (group and workload) and
-    ``run_label``; sort by strategy order."""
+    """Add the key columns (``workload_key``, ``layout_key``, ``group_key``, ``series_key``) and the
+    labels (``relabel``); sort by strategy order, world size, creation time."""
     df = frame.copy()
     if df.empty:
-        for col in ("workload_label", "group_label", "config_label", "run_label"):
+        for col in ("workload_key", "layout_key", "group_key", "series_key", *LABEL_COLUMNS):
             df[col] = pd.Series(dtype=str)
         return df
-    df["workload_label"] = df.apply(_workload_label, axis=1)
-    df["group_label"] = df["strategy"].astype(str) + " x" + df["world_size"].astype("Int64").astype(str)
-    df["config_label"] = df["group_label"] + " · " + df["workload_label"]
-    df["run_label"] = df["group_label"] + " " + df["run_id"].astype(str).str[:6]
+    layout = lk.part_frame(df, lk.LAYOUT_PARTS)
+    series = _series_parts(df, layout)
+    workload = lk.part_frame(df, lk.WORKLOAD_PARTS)
+    source = df["source"].astype(str) if "source" in df.columns else pd.Series(".", index=df.index)
+    df = df.assign(workload_key=lk.key(workload), layout_key=lk.key(layout),
+                   workload_label=lk.labels(workload, lk.WORKLOAD_PARTS), source=source)
+    df["group_key"] = df["workload_key"] + "#" + df["layout_key"] + "#" + source
+    df["series_key"] = df["workload_key"] + "#" + lk.key(series) + "#" + source
+    for part in lk.LAYOUT_PARTS:
+        df[f"key.{part.name}"] = layout[part.name]
+    for name in series.columns:
+        df[f"series.{name}"] = series[name]
     rank = {s: i for i, s in enumerate(STRATEGY_ORDER)}
     order = df["strategy"].map(lambda s: rank.get(s, len(rank)))
-    return df.assign(_order=order).sort_values(["_order", "world_size", "created_at"], kind="stable") \
-             .drop(columns="_order").reset_index(drop=True)
+    df = df.assign(_order=order).sort_values(["_order", "world_size", "layout_key", "created_at"], kind="stable") \
+           .drop(columns="_order").reset_index(drop=True)
+    return relabel(df)
 
 
-def _workload_label(row: pd.Series) -> str:
-    label = f"{row['workload']} L{_int(row['layers'])} H{_int(row['hidden'])}"
-    if row["workload"] == "transformer":
-        label += f" heads{_int(row['heads'])} T{_int(row['seq_len'])}"
-    return label + f" B{_int(row['global_batch_size'])}"
+def _series_parts(df: pd.DataFrame, layout: pd.DataFrame) -> pd.DataFrame:
+    """The layout key without what grows with the world size: one scaling line per series (a
+    hybrid keeps its tp and pp and scales dp; other strategies derive the mesh from W)."""
+    series = layout.drop(columns=["world_size"])
+    hybrid = df["strategy"] == "hybrid"
+    tp = pd.to_numeric(df.get("tp"), errors="coerce").astype("Int64")
+    pp = pd.to_numeric(df.get("pp"), errors="coerce").astype("Int64")
+    series.loc[hybrid, "mesh"] = [f"tp{a}·pp{b}" for a, b in zip(tp[hybrid], pp[hybrid])]
+    return series
 
 
-def _int(v: object) -> str:
-    return "?" if v is None or pd.isna(v) else str(int(v))
+def _source_suffix(df: pd.DataFrame) -> pd.Series:
+    many = df["source"].nunique() > 1
+    return (" [" + df["source"].map(source_name) + "]") if many else pd.Series("", index=df.index)
+
+
+def source_name(source: str) -> str:
+    """A results-directory source for people: '.' is the directory itself."""
+    return "this directory" if source == "." else str(source)
+
+
+def relabel(df: pd.DataFrame) -> pd.DataFrame:
+    """Labels naming only the key parts that differ among these rows (call after filtering)."""
+    if df.empty:
+        return df
+    layout = df[[f"key.{p.name}" for p in lk.LAYOUT_PARTS]].set_axis([p.name for p in lk.LAYOUT_PARTS], axis=1)
+    series_spec = tuple(p for p in lk.LAYOUT_PARTS if p.name != "world_size")
+    series = df[[f"series.{p.name}" for p in series_spec]].set_axis([p.name for p in series_spec], axis=1)
+    suffix = _source_suffix(df)
+    out = df.copy()
+    out["layout_label"] = lk.labels(layout, lk.LAYOUT_PARTS) + suffix
+    out["group_label"] = out["layout_label"]  # older name of the same label
+    out["series_label"] = lk.labels(series, series_spec) + suffix
+    out["config_label"] = out["layout_label"] + " · " + out["workload_label"]
+    out["short_id"] = lk.short_id(out["run_id"])
+    out["run_label"] = out["layout_label"] + " · " + out["short_id"]
+    return out
 
 
 def ok_runs(df: pd.DataFrame) -> pd.DataFrame:
@@ -137,61 +199,302 @@ def empty_figure(title: str, message: str) -> go.Figure:
     return fig
 
 
+def workloads(df: pd.DataFrame) -> list[str]:
+    """Workload labels in first-seen order (the facets of every chart)."""
+    return list(dict.fromkeys(df["workload_label"])) if not df.empty else []
+
+
+def layout_colors(df: pd.DataFrame, by: str = "layout_key") -> dict[str, str]:
+    """Colour per ``by`` value: its strategy's colour, shaded for the strategy's 2nd, 3rd ... value."""
+    firsts = df.drop_duplicates(by)[[by, "strategy"]]
+    colors, seen = {}, {}
+    for value, strategy in zip(firsts[by], firsts["strategy"]):
+        i = seen.get(strategy, 0)
+        seen[strategy] = i + 1
+        colors[value] = shade(strategy_color(strategy), SHADES[i % len(SHADES)])
+    return colors
+
+
+# --- grouping: medians over the repeats of one layout ---------------------------------------
+
+
+GROUP_COLUMNS = ("group_key", "series_key", "workload_key", "workload_label", "layout_key", "layout_label",
+                 "series_label", "config_label", "strategy", "world_size", "source")
+
+
+def group_medians(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """One row per layout group (workload, layout key, source) of the ok runs: the median of each
+    column over its repeats, their min and max (``<col>_min``, ``<col>_max``) and ``repeats``."""
+    ok = ok_runs(df)
+    cols = [c for c in columns if c in ok.columns]
+    if ok.empty:
+        return pd.DataFrame(columns=[*GROUP_COLUMNS, *cols, "repeats"])
+    values = ok[cols].apply(pd.to_numeric, errors="coerce").assign(group_key=ok["group_key"])
+    g = values.groupby("group_key", sort=False)[cols]
+    stats = g.median().join(g.min().add_suffix("_min")).join(g.max().add_suffix("_max"))
+    stats["repeats"] = ok.groupby("group_key", sort=False).size()
+    firsts = ok.drop_duplicates("group_key").set_index("group_key")[list(GROUP_COLUMNS[1:])]
+    return firsts.join(stats).reset_index()
+
+
+def _facets(df: pd.DataFrame, *, title: str, rows_per_facet: list[int] | None = None,
+            horizontal: bool = False, height: int = 520) -> tuple[go.Figure, dict[str, tuple[int, int]]]:
+    """One subplot per workload: side by side (line charts) or stacked (horizontal bars, each as
+    tall as its rows, 110 px apart for the axis and the next title). Returns the figure and
+    workload -> (row, col)."""
+    names = workloads(df)
+    if horizontal:
+        heights = rows_per_facet or [1] * len(names)
+        spacing = min(110 / max(height - 170, 1), 0.9 / max(len(names) - 1, 1)) if len(names) > 1 else 0.0
+        fig = make_subplots(rows=len(names), cols=1, subplot_titles=names, row_heights=heights,
+                            vertical_spacing=spacing)
+        cells = {w: (i + 1, 1) for i, w in enumerate(names)}
+    else:
+        cols = min(len(names), 2)
+        rows = math.ceil(len(names) / cols)
+        fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, horizontal_spacing=0.08,
+                            vertical_spacing=0.15)
+        cells = {w: (i // cols + 1, i % cols + 1) for i, w in enumerate(names)}
+    # the legend on the right, outside every facet: it never covers a subplot title or a bar
+    fig.update_layout(title=title, legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top"),
+                      margin=dict(t=90, r=20))
+    return fig, cells
+
+
+def _axis_titles(fig: go.Figure, cells: dict, *, x: str, y: str) -> None:
+    """Every facet names its units (the first facet's axes are ``xaxis``/``yaxis``)."""
+    for row, col in cells.values():
+        fig.update_xaxes(title_text=x, row=row, col=col)
+        fig.update_yaxes(title_text=y, row=row, col=col)
+
+
+def _log_if_wide(fig: go.Figure, values: pd.Series, row: int, col: int) -> None:
+    """A log axis when the values span more than 10x, so small and large layouts both read."""
+    v = pd.to_numeric(values, errors="coerce")
+    v = v[v > 0]
+    if len(v) and v.max() / v.min() > 10:
+        fig.update_yaxes(type="log", row=row, col=col)
+
+
+def _world_axis(fig: go.Figure, sizes: pd.Series, row: int, col: int) -> None:
+    """Log2 x axis with a tick at every measured world size, padded by half an octave."""
+    ws = sorted({int(w) for w in sizes.dropna()})
+    if not ws:
+        return
+    lo, hi = math.log10(ws[0]) - 0.15, math.log10(ws[-1]) + 0.15
+    fig.update_xaxes(type="log", tickvals=ws, ticktext=[str(w) for w in ws], range=[lo, hi], row=row, col=col)
+
+
 # --- overview -----------------------------------------------------------------------------
 
-OVERVIEW_COLUMNS = ("run_id", "source", "strategy", "workload_label", "world_size", "backend", "status",
-                    "throughput_samples_per_s", "step_time_s_median", "peak_rss_bytes",
-                    "comm_total_bytes_per_step", "loss_max_abs_diff_vs_reference", "created_at")
+OVERVIEW_COLUMNS: dict[str, str] = {  # column -> header; configuration (the layout key) first
+    "short_id": "run",
+    "source": "source",
+    "workload_label": "workload",
+    "strategy": "strategy",
+    "world_size": "W",
+    "key.mesh": "mesh",
+    "key.schedule": "schedule",
+    "key.micro_batches": "micro-batches",
+    "key.virtual_stages": "virtual stages",
+    "key.dp_mode": "dp mode",
+    "key.servers": "servers",
+    "backend": "backend",
+    "data_mode": "data mode",
+    "status": "status",
+    "throughput_samples_per_s": "samples/s",
+    "step_time_ms_median": "step ms (median)",
+    "mem_total_MiB": "tensors MiB/rank",
+    "peak_rss_MiB": "peak RSS MiB",
+    "comm_MiB_per_step": "comm MiB/step/rank",
+    "loss_max_abs_diff_vs_reference": "max |loss diff|",
+    "error": "error",
+    "created_at": "created",
+    "run_id": "run id",
+}
 
 
 def overview_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Headline columns with units in their names (step time in ms, bytes in MiB)."""
-    out = df[[c for c in OVERVIEW_COLUMNS if c in df.columns]].copy()
-    out["step_time_s_median"] = out["step_time_s_median"].astype(float) * 1e3
-    out["peak_rss_bytes"] = out["peak_rss_bytes"].astype(float) / MIB
-    out["comm_total_bytes_per_step"] = out["comm_total_bytes_per_step"].astype(float) / MIB
-    return out.rename(columns={"workload_label": "workload", "step_time_s_median": "step_time_ms_median",
-                               "peak_rss_bytes": "peak_rss_MiB", "comm_total_bytes_per_step": "comm_MiB_per_step"})
+    """One row per run: configuration first (the layout key), then metrics in human units
+    (ms, MiB), the error of a failed run, then the full run id."""
+    out = df.assign(
+        step_time_ms_median=pd.to_numeric(df["step_time_s_median"], errors="coerce") * 1e3,
+        mem_total_MiB=sum(pd.to_numeric(df[c], errors="coerce") for c in MEMORY_PARTS) / MIB,
+        peak_rss_MiB=pd.to_numeric(df["peak_rss_bytes"], errors="coerce") / MIB,
+        comm_MiB_per_step=pd.to_numeric(df["comm_total_bytes_per_step"], errors="coerce") / MIB,
+        source=df["source"].map(source_name))
+    cols = [c for c in OVERVIEW_COLUMNS if c in out.columns]
+    out = out.assign(**{c: out[c].fillna("") for c in cols if c.startswith("key.") or c == "error"})
+    shown = out[cols].rename(columns=OVERVIEW_COLUMNS)
+    return shown.drop(columns=[OVERVIEW_COLUMNS[c] for c in cols if c.startswith("key.") and (out[c] == "").all()])
+
+
+GROUP_BY_CHOICES: dict[str, str] = {  # Overview "group by": column -> label
+    "group_key": "layout (repeats of one layout)",
+    "workload_label": "workload",
+    "strategy": "strategy",
+    "world_size": "world size",
+    "key.mesh": "mesh",
+    "key.schedule": "schedule",
+    "key.micro_batches": "micro-batches",
+    "key.dp_mode": "dp mode",
+    "backend": "backend",
+    "data_mode": "data mode",
+    "source": "source",
+    "status": "status",
+}
+
+
+def grouped_table(df: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Runs per value of ``by`` (ok and failed), and the medians of the headline numbers over the ok
+    runs. Grouping by anything coarser than the layout pools different layouts: the medians then
+    summarise, they do not measure one layout."""
+    key = df[by].astype(object).where(df[by].notna(), "-")
+    label = df["config_label"] if by == "group_key" else key
+    table = overview_table(df).assign(_key=key.values, _label=label.values, _ok=(df["status"] == "ok").values)
+    numeric = ["samples/s", "step ms (median)", "tensors MiB/rank", "peak RSS MiB", "comm MiB/step/rank"]
+    ok = table[table["_ok"]]
+    med = ok.groupby("_key", sort=False)[[c for c in numeric if c in ok.columns]].median()
+    counts = table.groupby("_key", sort=False).agg(group=("_label", "first"), runs=("_ok", "size"), ok=("_ok", "sum"))
+    return counts.join(med).reset_index(drop=True)
+
+
+# --- landing: ranking per workload ----------------------------------------------------------
+
+RANK_COLUMNS = ["throughput_samples_per_s", "step_time_s_median", "peak_rss_bytes", "comm_total_bytes_per_step",
+                *MEMORY_PARTS]
+
+
+def ranking(df: pd.DataFrame, budget_fraction: float = 1.0) -> pd.DataFrame:
+    """Per workload, the layouts ranked by median throughput, with memory per rank (tensors of the
+    busiest rank: parameters + gradients + optimizer + activations) and bytes sent per rank per step.
+
+    ``fits``: memory per rank below ``budget_fraction`` x the single-process run's memory of the
+    same workload (the question model parallelism answers: what trains a model that does not fit
+    one process?); with no world-size-1 run every layout fits. ``fastest_fit`` marks the first
+    layout that fits in each workload."""
+    groups = group_medians(df, RANK_COLUMNS)
+    if groups.empty:
+        return groups.assign(rank=[], memory_bytes=[], budget_bytes=[], fits=[], fastest_fit=[])
+    groups["memory_bytes"] = groups[list(MEMORY_PARTS)].sum(axis=1)
+    single = groups[groups["world_size"] == 1].groupby("workload_key")["memory_bytes"].median()
+    groups["budget_bytes"] = groups["workload_key"].map(single) * budget_fraction
+    groups["fits"] = groups["budget_bytes"].isna() | (groups["memory_bytes"] < groups["budget_bytes"])
+    groups = groups.sort_values(["workload_key", "throughput_samples_per_s"], ascending=[True, False], kind="stable")
+    groups["rank"] = groups.groupby("workload_key").cumcount() + 1
+    first_fit = groups[groups["fits"]].groupby("workload_key").head(1).index
+    groups["fastest_fit"] = groups.index.isin(first_fit)
+    order = {w: i for i, w in enumerate(workloads(df))}
+    return groups.sort_values(["workload_label", "rank"], key=lambda s: s.map(order) if s.name == "workload_label" else s)
+
+
+def pareto_mask(memory: pd.Series, throughput: pd.Series) -> pd.Series:
+    """True where no other point has less-or-equal memory and higher throughput (the measured front)."""
+    order = memory.sort_values(kind="stable").index
+    best, keep = -math.inf, {}
+    for i in order:
+        keep[i] = throughput[i] > best
+        best = max(best, throughput[i])
+    return pd.Series(keep).reindex(memory.index)
+
+
+def pareto_chart(df: pd.DataFrame) -> go.Figure:
+    """Throughput vs memory per rank, one point per layout (median over repeats), per workload;
+    the Pareto front (nothing both leaner and faster) joined by a line."""
+    groups = ranking(df)
+    if groups.empty:
+        return empty_figure("Throughput vs memory per rank", "no successful runs")
+    fig, cells = _facets(groups, title="Throughput vs memory per rank (each point: one layout; line: Pareto front)")
+    colors = layout_colors(groups)
+    shown = set()
+    for wl, sub in groups.groupby("workload_label", sort=False):
+        row, col = cells[wl]
+        front = sub[pareto_mask(sub["memory_bytes"], sub["throughput_samples_per_s"])].sort_values("memory_bytes")
+        fig.add_trace(go.Scatter(x=front["memory_bytes"] / MIB, y=front["throughput_samples_per_s"], mode="lines",
+                                 line=dict(color="black", dash="dot"), name="Pareto front", legendgroup="front",
+                                 showlegend="front" not in shown, hoverinfo="skip"), row=row, col=col)
+        shown.add("front")
+        for _, g in sub.iterrows():
+            fig.add_trace(go.Scatter(
+                x=[g["memory_bytes"] / MIB], y=[g["throughput_samples_per_s"]], mode="markers",
+                name=g["layout_label"], legendgroup=g["layout_label"], showlegend=g["layout_label"] not in shown,
+                marker=dict(color=colors[g["layout_key"]], size=12, symbol=_symbol(g["world_size"]),
+                            line=dict(color="black", width=1)),
+                hovertemplate=f"{g['layout_label']}: %{{y:.4g}} samples/s, %{{x:.3f}} MiB<extra>{wl}</extra>"),
+                row=row, col=col)
+            shown.add(g["layout_label"])
+    _axis_titles(fig, cells, x="memory per rank, tensors (MiB)", y="throughput (samples/s)")
+    return fig.update_layout(height=520, legend_title="layout")
+
+
+def _symbol(world_size: object) -> str:
+    try:
+        return WORLD_SYMBOLS.get(int(world_size), "circle")
+    except (TypeError, ValueError):
+        return "circle"
 
 
 # --- scaling ------------------------------------------------------------------------------
 
 
 def scaling_points(df: pd.DataFrame) -> pd.DataFrame:
-    """Median, min and max throughput over repeats per (strategy, workload, world size), and the
-    strong-scaling efficiency E(W) = T(W) / (W * T(1)), T(1) = median throughput of the
-    world-size-1 runs of the same workload (any strategy, normally ``single``)."""
-    ok = ok_runs(df).dropna(subset=["throughput_samples_per_s"])
-    if ok.empty:
-        return pd.DataFrame(columns=["strategy", "workload_label", "world_size", "median", "min", "max",
-                                     "repeats", "efficiency", "efficiency_min", "efficiency_max"])
-    g = ok.groupby(["strategy", "workload_label", "world_size"], sort=False)["throughput_samples_per_s"]
-    pts = g.agg(["median", "min", "max", "count"]).rename(columns={"count": "repeats"}).reset_index()
-    base = ok[ok["world_size"] == 1].groupby("workload_label")["throughput_samples_per_s"].median()
-    t1 = pts["workload_label"].map(base) * pts["world_size"]
-    return pts.assign(efficiency=pts["median"] / t1, efficiency_min=pts["min"] / t1,
-                      efficiency_max=pts["max"] / t1)
+    """Median, min and max throughput over the repeats of each layout, and the strong-scaling
+    efficiency E(W) = T(W) / (W * T(1)), T(1) = median throughput of the world-size-1 runs of the
+    same workload and source (normally ``single``)."""
+    pts = group_medians(df, ["throughput_samples_per_s"]).rename(columns={
+        "throughput_samples_per_s": "median", "throughput_samples_per_s_min": "min",
+        "throughput_samples_per_s_max": "max"})
+    if pts.empty:
+        return pts.assign(efficiency=[], efficiency_min=[], efficiency_max=[])
+    base_key = pts["workload_key"] + "#" + pts["source"]
+    t1 = pts[pts["world_size"] == 1].assign(_b=base_key).groupby("_b")["median"].median()
+    linear = base_key.map(t1) * pts["world_size"]
+    return pts.assign(efficiency=pts["median"] / linear, efficiency_min=pts["min"] / linear,
+                      efficiency_max=pts["max"] / linear)
+
+
+def _scaling_lines(pts: pd.DataFrame) -> pd.DataFrame:
+    """Each series with the world-size-1 point of its workload and source prepended, so every line
+    starts at the reference it is measured against (a directory of world-size-1 runs only: points)."""
+    base, multi = pts[pts["world_size"] == 1], pts[pts["world_size"] > 1]
+    if multi.empty:
+        return base
+    lines = []
+    for key, sub in multi.groupby("series_key", sort=False):
+        first = sub.iloc[0]
+        ref = base[(base["workload_key"] == first["workload_key"]) & (base["source"] == first["source"])].head(1)
+        lines.append(pd.concat([ref, sub]).assign(series_key=key, series_label=first["series_label"],
+                                                  strategy=first["strategy"]))
+    return pd.concat(lines)
 
 
 def _scaling_figure(pts: pd.DataFrame, y: str, lo: str, hi: str, title: str, yaxis: str) -> go.Figure:
-    fig = go.Figure()
-    workloads = list(dict.fromkeys(pts["workload_label"]))
-    dashes = ("solid", "dash", "dot", "dashdot", "longdash")
-    for (strategy, wl), sub in pts.groupby(["strategy", "workload_label"], sort=False):
+    lines = _scaling_lines(pts)
+    fig, cells = _facets(pts, title=title)
+    colors = layout_colors(lines, by="series_key")
+    shown = set()
+    for key, sub in lines.groupby("series_key", sort=False):
         sub = sub.sort_values("world_size")
-        name = strategy if len(workloads) == 1 else f"{strategy} · {wl}"
+        label, wl = sub["series_label"].iloc[-1], sub["workload_label"].iloc[-1]
         fig.add_trace(go.Scatter(
-            x=sub["world_size"], y=sub[y], name=name, mode="lines+markers", legendgroup=strategy,
-            line=dict(color=strategy_color(strategy), dash=dashes[workloads.index(wl) % len(dashes)]),
+            x=sub["world_size"], y=sub[y], name=label, mode="lines+markers", legendgroup=label,
+            showlegend=label not in shown, line=dict(color=colors[key]),
+            marker=dict(symbol=[_symbol(w) for w in sub["world_size"]], size=9),
             error_y=dict(type="data", symmetric=False, array=sub[hi] - sub[y], arrayminus=sub[y] - sub[lo]),
-            customdata=sub[["repeats"]], hovertemplate="W=%{x}: %{y:.3g} (%{customdata[0]} repeats)"))
-    fig.update_layout(title=title, xaxis_title="world size (ranks)", yaxis_title=yaxis, legend_title="strategy")
-    fig.update_xaxes(type="log", dtick=0.30102999566)  # log2 ticks: 1, 2, 4, 8 ...
-    return fig
+            customdata=sub[["repeats", "layout_label"]],
+            hovertemplate="%{customdata[1]}: %{y:.3g} (%{customdata[0]} repeats)<extra>" + wl + "</extra>"),
+            row=cells[wl][0], col=cells[wl][1])
+        shown.add(label)
+    for wl, (row, col) in cells.items():
+        sub = pts[pts["workload_label"] == wl]
+        _world_axis(fig, sub["world_size"], row, col)
+        _log_if_wide(fig, pd.concat([sub[lo], sub[hi]]), row, col)
+    _axis_titles(fig, cells, x="world size (ranks)", y=yaxis)
+    return fig.update_layout(legend_title="layout", height=520)
 
 
 def scaling_throughput(df: pd.DataFrame) -> go.Figure:
-    """Throughput vs world size per strategy; error bars span min..max over repeats."""
+    """Throughput vs world size per layout series; error bars span min..max over repeats."""
     pts = scaling_points(df)
     if pts.empty:
         return empty_figure("Throughput vs world size", "no successful runs")
@@ -210,7 +513,7 @@ def scaling_efficiency(df: pd.DataFrame) -> go.Figure:
     return fig
 
 
-# --- memory and communication (stacked, strategy colour + category pattern) ---------------
+# --- memory and communication (horizontal stacked bars, one facet per workload) -------------
 
 
 def _busiest_rank_parts(row: dict, parts: dict[str, str]) -> dict[str, float]:
@@ -222,47 +525,81 @@ def _busiest_rank_parts(row: dict, parts: dict[str, str]) -> dict[str, float]:
     return {c: float(row.get(c) or 0) if not pd.isna(row.get(c)) else 0.0 for c in parts}
 
 
-def stacked_groups(df: pd.DataFrame, parts: dict[str, str]) -> pd.DataFrame:
-    """Median of each part over the ok runs of each (strategy, world size, workload), busiest rank."""
+def stacked_groups(df: pd.DataFrame, parts: dict[str, str], extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Median of each part (busiest rank) over the repeats of each layout; ``extra`` columns as well."""
     ok = ok_runs(df)
     if ok.empty:
-        return pd.DataFrame(columns=["strategy", "group_label", "workload_label", *parts])
+        return pd.DataFrame(columns=[*GROUP_COLUMNS, *parts, *extra])
     # plain dicts, not iterrows: thousands of runs stay well under a second
-    records = ok[["strategy", "group_label", "workload_label", "per_rank", *parts]].to_dict("records")
-    rows = [{"strategy": r["strategy"], "group_label": r["group_label"], "workload_label": r["workload_label"],
-             **_busiest_rank_parts(r, parts)} for r in records]
-    return pd.DataFrame(rows).groupby(["strategy", "group_label", "workload_label"], sort=False).median().reset_index()
+    records = ok[["group_key", "per_rank", *parts, *[c for c in extra if c in ok.columns]]].to_dict("records")
+    rows = [{"group_key": r["group_key"], **_busiest_rank_parts(r, parts),
+             **{c: r.get(c) for c in extra}} for r in records]
+    med = pd.DataFrame(rows).apply(lambda s: pd.to_numeric(s, errors="coerce") if s.name != "group_key" else s)
+    med = med.groupby("group_key", sort=False).median()
+    firsts = ok.drop_duplicates("group_key").set_index("group_key")[list(GROUP_COLUMNS[1:])]
+    return firsts.join(med).reset_index()
 
 
-def _stacked_bars(groups: pd.DataFrame, parts: dict[str, str], patterns: dict[str, str], x: pd.Series,
-                  title: str, yaxis: str, xaxis: str) -> go.Figure:
-    fig = go.Figure()
-    colors = [strategy_color(s) for s in groups["strategy"]]
-    for col, name in parts.items():
-        pattern = dict(shape=patterns[col], fillmode="overlay", fgcolor="white", solidity=0.4)
-        fig.add_trace(go.Bar(x=x, y=groups[col] / MIB, name=name, legendgroup=name, showlegend=False,
-                             marker=dict(color=colors, pattern=pattern, line=dict(color="black", width=0.5)),
-                             hovertemplate=f"{name}: %{{y:.3f}} MiB<extra>%{{x}}</extra>"))
-        # legend-only twin in neutral grey: the legend explains the pattern, not a strategy colour
-        fig.add_trace(go.Bar(x=[None], y=[None], name=name, legendgroup=name,
-                             marker=dict(color="#555555", pattern=pattern)))
-    fig.update_layout(barmode="stack", title=title, yaxis_title=yaxis, xaxis_title=xaxis, legend_title="part (pattern)")
-    return fig
+def _bar_height(rows: int, facets: int) -> int:
+    """Figure height that grows with the bars: 26 px per bar, 110 px per facet (axis, title), margins."""
+    return max(320, 26 * rows + 110 * facets + 170)
 
 
-def _group_x(groups: pd.DataFrame) -> pd.Series:
-    many = groups["workload_label"].nunique() > 1
-    return groups["group_label"] + (" · " + groups["workload_label"] if many else "")
+def _stacked_bars(groups: pd.DataFrame, parts: dict[str, str], patterns: dict[str, str], *, title: str,
+                  xaxis: str, label: str = "layout_label") -> tuple[go.Figure, dict]:
+    """Horizontal bars, one per layout (its colour), stacked by part (pattern), a facet per workload.
+    Every part has a legend entry (a grey swatch with its pattern), even a part that is zero."""
+    sizes = groups.groupby("workload_label", sort=False).size()
+    height = _bar_height(len(groups), len(sizes))
+    fig, cells = _facets(groups, title=title, rows_per_facet=[int(sizes[w]) for w in workloads(groups)],
+                         horizontal=True, height=height)
+    colors = layout_colors(groups)
+    for wl, sub in groups.groupby("workload_label", sort=False):
+        row, col = cells[wl]
+        bar_colors = [colors[k] for k in sub["layout_key"]]
+        for c, name in parts.items():
+            pattern = dict(shape=patterns[c], fillmode="overlay", fgcolor="white", solidity=0.45)
+            fig.add_trace(go.Bar(y=sub[label], x=sub[c] / MIB, orientation="h", name=name, legendgroup=name,
+                                 showlegend=False, marker=dict(color=bar_colors, pattern=pattern,
+                                                               line=dict(color="black", width=0.5)),
+                                 hovertemplate=f"{name}: %{{x:.4f}} MiB<extra>%{{y}}</extra>"), row=row, col=col)
+        fig.update_yaxes(autorange="reversed", type="category", row=row, col=col)
+    for c, name in parts.items():  # legend-only twins: the legend explains the pattern, not a colour
+        pattern = dict(shape=patterns[c], fillmode="overlay", fgcolor="white", solidity=0.45)
+        fig.add_trace(go.Bar(y=[None], x=[None], orientation="h", name=name, legendgroup=name,
+                             marker=dict(color="#555555", pattern=pattern)), row=1, col=1)
+    _axis_titles(fig, cells, x=xaxis, y="layout")
+    fig.update_layout(barmode="stack", legend_title="part (pattern)", height=height)
+    return fig, cells
 
 
 def memory_stacked(df: pd.DataFrame) -> go.Figure:
-    """Peak memory of the busiest rank, stacked parameters / gradients / optimizer / activations."""
-    groups = stacked_groups(df, MEMORY_PARTS)
+    """Tensor memory of the busiest rank, stacked parameters / gradients / optimizer / activations,
+    with the process's peak RSS (CPU) or CUDA reserved peak (GPU) written beside each bar."""
+    extra = ("peak_rss_bytes", "cuda_reserved_peak_bytes")
+    groups = stacked_groups(df, MEMORY_PARTS, extra)
     if groups.empty:
         return empty_figure("Memory per rank", "no successful runs")
-    return _stacked_bars(groups, MEMORY_PARTS, MEMORY_PATTERNS, _group_x(groups),
-                         "Memory of the busiest rank (median over runs)", "memory per rank (MiB)",
-                         "strategy x world size")
+    fig, cells = _stacked_bars(groups, MEMORY_PARTS, MEMORY_PATTERNS, xaxis="memory per rank (MiB)",
+                               title="Memory of the busiest rank (median over repeats)")
+    total = groups[list(MEMORY_PARTS)].sum(axis=1) / MIB
+    context = [_memory_context(r) for r in groups.to_dict("records")]
+    for wl, sub in groups.assign(_total=total, _context=context).groupby("workload_label", sort=False):
+        fig.add_trace(go.Scatter(y=sub["layout_label"], x=sub["_total"], mode="text", text=sub["_context"],
+                                 textposition="middle right", name="process peak (text)", legendgroup="context",
+                                 showlegend=wl == workloads(groups)[0], hoverinfo="skip"),
+                      row=cells[wl][0], col=cells[wl][1])
+        fig.update_xaxes(range=[0, float(sub["_total"].max()) * 1.45 or 1], row=cells[wl][0], col=cells[wl][1])
+    return fig
+
+
+def _memory_context(row: dict) -> str:
+    """What the process really held: CUDA reserved peak on a GPU, else peak RSS (mostly the torch runtime)."""
+    cuda = row.get("cuda_reserved_peak_bytes")
+    if cuda is not None and not pd.isna(cuda):
+        return f"  CUDA reserved {cuda / MIB:,.0f} MiB"
+    rss = row.get("peak_rss_bytes")
+    return "" if rss is None or pd.isna(rss) else f"  RSS {rss / MIB:,.0f} MiB"
 
 
 def memory_per_rank(run: pd.Series) -> go.Figure:
@@ -271,11 +608,15 @@ def memory_per_rank(run: pd.Series) -> go.Figure:
     if not isinstance(ranks, list) or not ranks:
         return empty_figure("Memory per rank", "this record has no per-rank figures")
     frame = pd.DataFrame(ranks)
-    groups = pd.DataFrame({"strategy": [run["strategy"]] * len(frame),
-                           **{c: frame.get(c, pd.Series([0] * len(frame))).fillna(0).astype(float) for c in MEMORY_PARTS}})
-    x = [f"rank {r['rank']} ({r.get('role', '')})" for r in ranks]
-    return _stacked_bars(groups, MEMORY_PARTS, MEMORY_PATTERNS, pd.Series(x),
-                         f"Memory per rank: {run['run_label']}", "memory (MiB)", "rank")
+    groups = pd.DataFrame({
+        "workload_label": run["workload_label"], "strategy": run["strategy"],
+        "layout_key": [f"rank{r['rank']}" for r in ranks],
+        "rank_label": [f"rank {r['rank']} ({r.get('role', '')})" for r in ranks],
+        **{c: frame.get(c, pd.Series([0] * len(frame))).fillna(0).astype(float) for c in MEMORY_PARTS}})
+    fig, _ = _stacked_bars(groups, MEMORY_PARTS, MEMORY_PATTERNS, xaxis="memory (MiB)", label="rank_label",
+                           title=f"Memory per rank: {run['run_label']}")
+    fig.update_traces(marker_color=strategy_color(run["strategy"]), selector=dict(showlegend=False))
+    return fig.update_yaxes(title_text="rank")
 
 
 def comm_stacked(df: pd.DataFrame) -> go.Figure:
@@ -283,38 +624,38 @@ def comm_stacked(df: pd.DataFrame) -> go.Figure:
     groups = stacked_groups(df, COMM_PARTS)
     if groups.empty:
         return empty_figure("Communication per rank per step", "no successful runs")
-    return _stacked_bars(groups, COMM_PARTS, COMM_PATTERNS, _group_x(groups),
-                         "Communication per rank per step by category (busiest rank)", "sent per rank (MiB/step)",
-                         "strategy x world size")
+    fig, _ = _stacked_bars(groups, COMM_PARTS, COMM_PATTERNS, xaxis="sent per rank (MiB/step)",
+                           title="Communication per rank per step by category (busiest rank)")
+    return fig
 
 
 def comm_ops_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (run, op/category) from ``comm_ops``, median over runs of a group."""
+    """One column per op/category of ``comm_ops`` (sent bytes per step), median over the repeats of a layout."""
+    ok = ok_runs(df)
     rows = []
-    for r in ok_runs(df)[["strategy", "group_label", "comm_ops"]].to_dict("records"):
+    for r in ok[["group_key", "comm_ops"]].to_dict("records") if not ok.empty else ():
         ops = r.get("comm_ops")
-        for key, v in (ops.items() if isinstance(ops, dict) else ()):
-            rows.append({"strategy": r["strategy"], "group_label": r["group_label"], "op": key,
-                         "count": float(v.get("count") or 0), "sent_bytes": float(v.get("sent_bytes") or 0),
-                         "wire_bytes": float(v.get("wire_bytes") or 0)})
-    if not rows:
-        return pd.DataFrame(columns=["strategy", "group_label", "op", "count", "sent_bytes", "wire_bytes"])
-    return pd.DataFrame(rows).groupby(["strategy", "group_label", "op"], sort=False).median().reset_index()
+        rows.append({"group_key": r["group_key"], **{k: float(v.get("sent_bytes") or 0)
+                                                       for k, v in (ops.items() if isinstance(ops, dict) else ())}})
+    frame = pd.DataFrame(rows)
+    if frame.empty or len(frame.columns) == 1:
+        return pd.DataFrame(columns=list(GROUP_COLUMNS))
+    med = frame.groupby("group_key", sort=False).median()
+    firsts = ok.drop_duplicates("group_key").set_index("group_key")[list(GROUP_COLUMNS[1:])]
+    return firsts.join(med.fillna(0)).reset_index()
 
 
 def comm_ops_breakdown(df: pd.DataFrame) -> go.Figure:
-    """Sent bytes per step per collective op and category, one bar group per strategy x world size."""
+    """Sent bytes per step per collective op and category, a bar per layout stacked by op (pattern)."""
     ops = comm_ops_frame(df)
-    if ops.empty:
+    names = [c for c in ops.columns if c not in GROUP_COLUMNS]
+    if ops.empty or not names:
         return empty_figure("Communication per op", "no communication recorded")
-    fig = go.Figure()
-    for (strategy, group), sub in ops.groupby(["strategy", "group_label"], sort=False):
-        fig.add_trace(go.Bar(x=sub["op"], y=sub["sent_bytes"] / MIB, name=group, legendgroup=strategy,
-                             marker_color=strategy_color(strategy), customdata=sub[["count"]],
-                             hovertemplate="%{x}: %{y:.3f} MiB in %{customdata[0]} ops<extra>" + group + "</extra>"))
-    fig.update_layout(barmode="group", title="Communication per op / category (busiest rank)",
-                      xaxis_title="op / category", yaxis_title="sent per rank (MiB/step)", legend_title="strategy x W")
-    return fig
+    parts = {n: n for n in sorted(names)}
+    patterns = {n: OP_PATTERNS[i % len(OP_PATTERNS)] for i, n in enumerate(parts)}
+    fig, _ = _stacked_bars(ops, parts, patterns, xaxis="sent per rank (MiB/step)",
+                           title="Communication per op / category (busiest rank)")
+    return fig.update_layout(legend_title="op / category (pattern)")
 
 
 def comm_modeled_vs_os(df: pd.DataFrame) -> go.Figure:
@@ -324,14 +665,17 @@ def comm_modeled_vs_os(df: pd.DataFrame) -> go.Figure:
         return empty_figure("Modeled vs OS-measured bytes", "no OS-measured bytes in these runs (null under nccl: "
                             "NVLink, shared memory and InfiniBand make no write syscalls)")
     fig = go.Figure()
+    colors = layout_colors(ok)
     for strategy, sub in ok.groupby("strategy", sort=False):
         for col, symbol, what in (("comm_total_bytes_per_step", "circle-open", "modeled (convention)"),
                                   ("comm_wire_bytes_per_step", "circle", "modeled wire")):
             fig.add_trace(go.Scatter(
                 x=sub[col].astype(float) / MIB, y=sub["os_write_bytes_per_step"].astype(float) / MIB,
-                mode="markers", name=f"{strategy}: {what}", legendgroup=strategy, text=sub["run_label"],
-                marker=dict(color=strategy_color(strategy), symbol=symbol, size=10),
-                hovertemplate="%{text}: modeled %{x:.3f} MiB, OS %{y:.3f} MiB"))
+                mode="markers", name=f"{strategy}: {what}", legendgroup=strategy,
+                text=sub["run_label"] + " · " + sub["workload_label"],
+                marker=dict(color=[colors[k] for k in sub["layout_key"]], symbol=symbol, size=10,
+                            line=dict(color=strategy_color(strategy), width=1.5)),
+                hovertemplate="%{text}: modeled %{x:.3f} MiB, OS %{y:.3f} MiB<extra></extra>"))
     top = float(max(ok["os_write_bytes_per_step"].astype(float).max(),
                     ok["comm_wire_bytes_per_step"].astype(float).max(skipna=True) or 0)) / MIB
     fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="OS = modeled",
@@ -344,80 +688,118 @@ def comm_modeled_vs_os(df: pd.DataFrame) -> go.Figure:
 # --- step time ----------------------------------------------------------------------------
 
 
-def step_time_box(df: pd.DataFrame) -> go.Figure:
-    """Every timed step of each run (newest ``MAX_RUNS_PER_CHART``), so noise is visible."""
-    runs = newest(ok_runs(df))
-    fig = go.Figure()
-    for _, r in runs.iterrows():
-        times = r.get("step_times_s")
-        if not isinstance(times, list) or not times:
-            continue
-        fig.add_trace(go.Box(y=[t * 1e3 for t in times], name=r["run_label"], legendgroup=r["strategy"],
-                             marker_color=strategy_color(r["strategy"]), boxpoints="all", jitter=0.4,
-                             pointpos=0, showlegend=False))
-    if not fig.data:
+def step_time_box(df: pd.DataFrame, limit: int = MAX_RUNS_PER_CHART) -> go.Figure:
+    """Every timed step of each run (the newest ``limit``), so noise is visible; a facet per workload."""
+    runs = newest(ok_runs(df), limit)
+    runs = runs[runs["step_times_s"].map(lambda t: isinstance(t, list) and len(t) > 0)] if not runs.empty else runs
+    if runs.empty:
         return empty_figure("Step time distribution", "no step times in these runs")
-    fig.update_layout(title="Step time per run (every timed step)", yaxis_title="step time (ms)",
-                      xaxis_title="run (strategy x world size, run id)")
-    return fig
+    fig, cells = _facets(runs, title=f"Step time per run, every timed step ({len(runs)} runs)")
+    colors = layout_colors(runs)
+    for r in runs.to_dict("records"):
+        row, col = cells[r["workload_label"]]
+        fig.add_trace(go.Box(y=[t * 1e3 for t in r["step_times_s"]], name=r["run_label"], legendgroup=r["strategy"],
+                             marker_color=colors[r["layout_key"]], boxpoints="all", jitter=0.4, pointpos=0,
+                             showlegend=False, hovertemplate="%{y:.2f} ms<extra>" + r["run_label"] + "</extra>"),
+                      row=row, col=col)
+    _axis_titles(fig, cells, x="run (layout · run id)", y="step time (ms)")
+    return fig.update_layout(height=560)
+
+
+def step_time_shown(df: pd.DataFrame, limit: int = MAX_RUNS_PER_CHART) -> tuple[int, int]:
+    """(runs drawn, ok runs with step times) for a chart of ``limit`` runs."""
+    ok = ok_runs(df)
+    total = int(ok["step_times_s"].map(lambda t: isinstance(t, list) and len(t) > 0).sum()) if not ok.empty else 0
+    return min(total, limit), total
 
 
 # --- correctness --------------------------------------------------------------------------
 
 
-def _one_per_config(df: pd.DataFrame) -> pd.DataFrame:
-    """The newest ok run per (strategy, world size, workload): one curve each."""
+def _one_per_layout(df: pd.DataFrame) -> pd.DataFrame:
+    """The newest ok run per layout group: one curve each."""
     ok = ok_runs(df)
     if ok.empty:
         return ok
-    latest = ok.sort_values("created_at").groupby(["strategy", "world_size", "workload_label"]).tail(1)
+    latest = ok.sort_values("created_at").groupby("group_key").tail(1)
     return ok.loc[ok.index.isin(latest.index)]
 
 
 def loss_curves(df: pd.DataFrame) -> go.Figure:
-    """Loss per step of each strategy; the single-process reference drawn dashed and thick."""
-    fig = go.Figure()
-    runs = newest(_one_per_config(df))
-    # the reference last, so its dashed line lies on top of the curves that match it
-    runs = pd.concat([runs[runs["strategy"] != "single"], runs[runs["strategy"] == "single"]]) if not runs.empty else runs
-    for _, r in runs.iterrows():
-        losses = r.get("losses")
-        if not isinstance(losses, list) or not losses:
-            continue
-        ref = r["strategy"] == "single"
-        fig.add_trace(go.Scatter(
-            x=list(range(len(losses))), y=losses, mode="lines+markers",
-            name=f"{r['group_label']} · {r['workload_label']}" + (" (reference)" if ref else ""),
-            legendgroup=r["strategy"],
-            line=dict(color=strategy_color(r["strategy"]), dash="dash" if ref else "solid", width=4 if ref else 2)))
-    if not fig.data:
+    """Loss per step of each layout; the single-process reference drawn dashed and thick, last."""
+    runs = newest(_one_per_layout(df))
+    runs = runs[runs["losses"].map(lambda v: isinstance(v, list) and len(v) > 0)] if not runs.empty else runs
+    if runs.empty:
         return empty_figure("Loss curves", "no losses in these runs")
-    fig.update_layout(title="Loss per step (single-process reference dashed)", xaxis_title="step (count)",
-                      yaxis_title="loss (cross-entropy, nats)")
-    return fig
+    # the reference last, so its dashed line lies on top of the curves that match it
+    runs = pd.concat([runs[runs["world_size"] != 1], runs[runs["world_size"] == 1]])
+    fig, cells = _facets(runs, title="Loss per step (single-process reference dashed)")
+    colors = layout_colors(runs)
+    shown = set()
+    for r in runs.to_dict("records"):
+        ref = r["world_size"] == 1
+        row, col = cells[r["workload_label"]]
+        name = r["layout_label"] + (" (reference)" if ref else "")
+        fig.add_trace(go.Scatter(
+            x=list(range(len(r["losses"]))), y=r["losses"], mode="lines+markers", name=name,
+            legendgroup=r["layout_label"], showlegend=name not in shown,
+            line=dict(color=colors[r["layout_key"]], dash="dash" if ref else "solid", width=4 if ref else 2)),
+            row=row, col=col)
+        shown.add(name)
+    _axis_titles(fig, cells, x="step (count)", y="loss (cross-entropy, nats)")
+    return fig.update_layout(height=520)
 
 
 def loss_diff(df: pd.DataFrame) -> go.Figure:
-    """max |loss - single-process loss| per run, log scale (float32 agreement is ~1e-7..1e-5)."""
+    """max |loss - single-process loss| per run on a log axis, with the ``LOSS_TOLERANCE`` line.
+
+    An exact zero has no place on a log axis: it is drawn on the axis floor, a decade below the
+    smallest non-zero difference, as an open marker ticked "0 (exact)", never as a measured 1e-12."""
     ok = newest(ok_runs(df).dropna(subset=["loss_max_abs_diff_vs_reference"]))
-    ok = ok[ok["strategy"] != "single"] if not ok.empty else ok
+    ok = ok[ok["world_size"] != 1] if not ok.empty else ok
     if ok.empty:
         return empty_figure("Difference to the reference", "no multi-rank runs with a reference loss")
-    fig = go.Figure()
-    for strategy, sub in ok.groupby("strategy", sort=False):
-        # clip exact zeros so they still show on the log axis
-        fig.add_trace(go.Scatter(x=sub["run_label"], y=sub["loss_max_abs_diff_vs_reference"].astype(float).clip(lower=1e-12),
-                                 mode="markers", name=strategy, marker=dict(color=strategy_color(strategy), size=12)))
-    fig.update_layout(title="max |loss - single-process loss| over the steps", yaxis_type="log",
-                      yaxis_title="max abs loss difference (nats, log)", xaxis_title="run")
-    return fig
+    diff = ok["loss_max_abs_diff_vs_reference"].astype(float)
+    nonzero = diff[diff > 0]
+    floor = 10 ** math.floor(math.log10(min(nonzero.min(), LOSS_TOLERANCE) / 10)) if len(nonzero) else 1e-9
+    fig, cells = _facets(ok, title=f"max |loss - single-process loss| over the steps (tolerance {LOSS_TOLERANCE:g})")
+    shown = set()
+    for (wl, strategy), sub in ok.assign(_d=diff).groupby(["workload_label", "strategy"], sort=False):
+        passed = sub["_d"] <= LOSS_TOLERANCE
+        fig.add_trace(go.Scatter(
+            x=sub["run_label"], y=sub["_d"].where(sub["_d"] > 0, floor), mode="markers", name=strategy,
+            legendgroup=strategy, showlegend=strategy not in shown,
+            marker=dict(color=strategy_color(strategy), size=12, line=dict(color="black", width=1),
+                        symbol=["circle-open" if d == 0 else ("circle" if p else "x") for d, p in zip(sub["_d"], passed)]),
+            customdata=[["0 (exact)" if d == 0 else f"{d:.3g}", "pass" if p else "FAIL"] for d, p in zip(sub["_d"], passed)],
+            hovertemplate="%{x}: %{customdata[0]} nats, %{customdata[1]}<extra></extra>"),
+            row=cells[wl][0], col=cells[wl][1])
+        shown.add(strategy)
+    ticks = [floor] + [10.0 ** e for e in range(int(math.log10(floor)) + 1, 1)]
+    for row, col in cells.values():
+        fig.add_hline(y=LOSS_TOLERANCE, line_dash="dash", line_color="#d62728", row=row, col=col,
+                      annotation_text=f"tolerance {LOSS_TOLERANCE:g}: pass below", annotation_position="top left")
+        fig.update_yaxes(type="log", tickvals=ticks, ticktext=["0 (exact)"] + [f"{t:.0e}" for t in ticks[1:]],
+                         row=row, col=col)
+    _axis_titles(fig, cells, x="run", y="max abs loss difference (nats, log)")
+    return fig.update_layout(height=480)
 
 
 # --- compare ------------------------------------------------------------------------------
 
 
+def _baselines(df: pd.DataFrame, by: str, order: list[str]) -> dict[str, str]:
+    """Each compared item -> the first item of the same workload (its ratio baseline)."""
+    workload = df.drop_duplicates(by).set_index(by)["workload_key"]
+    first: dict[str, str] = {}
+    for item in order:
+        first.setdefault(workload[item], item)
+    return {item: first[workload[item]] for item in order}
+
+
 def compare_table(df: pd.DataFrame, by: str = "run_label") -> pd.DataFrame:
-    """Every headline metric side by side (median per ``by`` value) and its ratio to the first column."""
+    """Every headline metric side by side (median per ``by`` value) and its ratio to the first pick
+    *of the same workload* (never across workloads)."""
     ok = ok_runs(df)
     if ok.empty:
         return pd.DataFrame()
@@ -426,38 +808,79 @@ def compare_table(df: pd.DataFrame, by: str = "run_label") -> pd.DataFrame:
     med = numeric.groupby(by, sort=False)[cols].median().T
     scale = pd.Series({c: HEADLINE_METRICS[c][1] for c in cols})
     table = med.mul(scale, axis=0)
-    base = table.columns[0]
-    for col in table.columns[1:]:
-        table[f"{col} / {base}"] = table[col] / table[base].where(table[base] != 0)
+    base = _baselines(ok, by, list(table.columns))
+    for col in list(table.columns):
+        if base[col] != col:
+            table[f"{col} / {base[col]}"] = table[col] / table[base[col]].where(table[base[col]] != 0)
     table.index = [HEADLINE_METRICS[c][0] for c in cols]
     return table
 
 
+def _short(item: str, row: pd.Series) -> str:
+    """A compared item without its workload (the facet title names it)."""
+    return item.replace(" · " + row["workload_label"], "")
+
+
+RATIO_TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)
+
+
 def compare_ratios(df: pd.DataFrame, by: str = "run_label") -> go.Figure:
-    """Ratio of each metric to the first selection (1.0 = equal), one bar colour per strategy."""
+    """Ratio of each metric to the baseline of the same workload (1.0 = equal), a facet per workload.
+    Metric labels say which way is better; a filled marker is better than the baseline, an open one worse."""
     table = compare_table(df, by)
     ratio_cols = [c for c in table.columns if " / " in str(c)]
     if not ratio_cols:
-        return empty_figure("Ratios", "pick at least two runs or strategies")
-    strategies = ok_runs(df).groupby(by, sort=False)["strategy"].first()
-    fig = go.Figure()
+        return empty_figure("Ratios", "pick at least two layouts or runs of the same workload")
+    ok = ok_runs(df)
+    info = ok.drop_duplicates(by).set_index(by)
+    colors = layout_colors(ok)
+    lower = {HEADLINE_METRICS[c][0]: HEADLINE_METRICS[c][2] for c in HEADLINE_METRICS}
+    metric_names = [f"{m} {'↓' if lower[m] else '↑'}" for m in table.index]
+    fig, cells = _facets(info.loc[[c.split(" / ")[0] for c in ratio_cols]].reset_index(),
+                         title=f"Ratio to the first pick of each workload (↑ higher is better, ↓ lower is better)")
     for col in ratio_cols:
-        name = col.split(" / ")[0]
-        fig.add_trace(go.Scatter(x=table.index, y=table[col], name=col, mode="markers",
-                                 marker=dict(color=strategy_color(strategies.get(name, "")), size=12)))
-    fig.add_hline(y=1.0, line_dash="dot", line_color="black")
-    fig.update_layout(title=f"Ratio to {table.columns[0]}", yaxis_title="ratio (dimensionless)",
-                      xaxis_title="metric", yaxis_type="log")
-    return fig
+        name, base = col.split(" / ")
+        row = info.loc[name]
+        values = table[col].astype(float)
+        better = [(v < 1) if lower[m] else (v > 1) for m, v in zip(table.index, values)]
+        fig.add_trace(go.Scatter(
+            x=metric_names, y=values, name=f"{_short(name, row)} / {_short(base, info.loc[base])}", mode="markers",
+            marker=dict(color=colors[row["layout_key"]], size=12, line=dict(color=colors[row["layout_key"]], width=2),
+                        symbol=["circle" if b else "circle-open" for b in better]),
+            hovertemplate="%{x}: %{y:.3g}x<extra>" + name + "</extra>"),
+            row=cells[row["workload_label"]][0], col=cells[row["workload_label"]][1])
+    for r, c in cells.values():
+        fig.add_hline(y=1.0, line_dash="dot", line_color="black", row=r, col=c)
+        fig.update_yaxes(type="log", tickvals=list(RATIO_TICKS), ticktext=[f"{t:g}" for t in RATIO_TICKS], row=r, col=c)
+    _axis_titles(fig, cells, x="metric", y="ratio to baseline (dimensionless)")
+    return fig.update_layout(height=560)
 
 
 # Charts per section, in the order ``parbench report`` writes them (the dashboard views call the
 # same functions). A new section: add a (title, charts) line here.
 REPORT_SECTIONS: tuple[tuple[str, tuple[Callable[[pd.DataFrame], go.Figure], ...]], ...] = (
+    ("Which layout?", (pareto_chart,)),
     ("Scaling", (scaling_throughput, scaling_efficiency)),
     ("Memory", (memory_stacked,)),
     ("Communication", (comm_stacked, comm_ops_breakdown, comm_modeled_vs_os)),
     ("Step time", (step_time_box,)),
-    ("Compare strategies", (lambda df: compare_ratios(df, by="config_label"),)),
+    ("Compare layouts", (lambda df: compare_ratios(df, by="config_label"),)),
     ("Correctness", (loss_curves, loss_diff)),
 )
+
+
+def ranking_table(ranked: pd.DataFrame) -> pd.DataFrame:
+    """The ranking of one workload for people: rank, layout, throughput, memory, communication, verdict."""
+    return pd.DataFrame({
+        "rank": ranked["rank"].astype(int),
+        "layout": ranked["layout_label"],
+        "samples/s": ranked["throughput_samples_per_s"].round(1),
+        "step ms": (ranked["step_time_s_median"] * 1e3).round(2),
+        "memory MiB/rank": (ranked["memory_bytes"] / MIB).round(3),
+        "peak RSS MiB": (ranked["peak_rss_bytes"] / MIB).round(0),
+        "comm MiB/step/rank": (ranked["comm_total_bytes_per_step"] / MIB).round(3),
+        "repeats": ranked["repeats"].astype(int),
+        "fits": ranked["fits"].map({True: "yes", False: "no"}),
+        "verdict": ["fastest that fits" if f else ("fastest" if r == 1 else "")
+                    for f, r in zip(ranked["fastest_fit"], ranked["rank"])],
+    }).reset_index(drop=True)

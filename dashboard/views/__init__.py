@@ -4,13 +4,16 @@ A view module defines ``TITLE: str`` and ``render(ctx: ViewContext) -> None``. I
 streamlit, builds its figures with pure functions (``parbench.charts`` or its own module, so
 ``parbench report`` can reuse them), and gives every chart a stable ``key`` (the tests read the
 figure JSON by key). ``ctx.runs`` is the frame left by the sidebar filters (all views share
-them); ``ctx.results_dir`` lets a view read other files under the results directory.
+them), already relabelled: ``layout_label`` names only the layout-key parts that differ among
+these runs; ``ctx.results_dir`` lets a view read other files under the results directory.
 
-Adding a view (e.g. "Simulator": predicted vs measured from ``parbench.sim``, or "Benchmark
-history": pytest-benchmark JSON under ``results/benchmarks/``):
+Adding a view:
   1. create ``dashboard/views/<name>.py`` with ``TITLE`` and ``render(ctx)``;
-  2. add one line ``("<name>", <name>)`` to ``VIEWS`` below (the tab order);
+  2. add one line ``("<name>", <name>)`` to ``VIEWS`` below (the order of the view selector;
+     ``<name>`` is also the view's ``?view=`` URL parameter);
   3. optional: add its figures to ``parbench.charts.REPORT_SECTIONS`` for ``parbench report``.
+Only the chosen view is drawn on each rerun. Group by ``group_key`` (workload + layout key +
+source) and split by ``workload_label``; never divide one workload's numbers by another's.
 A view that has nothing to show should say so with ``st.info`` (how to produce the data),
 never raise.
 """
@@ -22,7 +25,7 @@ from types import ModuleType
 
 import pandas as pd
 
-from dashboard.views import (bench_history, communication, compare, correctness, memory, overview,
+from dashboard.views import (bench_history, communication, compare, correctness, landing, memory, overview,
                              scaling, simulator, step_time)
 
 
@@ -35,8 +38,9 @@ class ViewContext:
     results_dir: str
 
 
-# (key, module): the tab order of the dashboard.
+# (key, module): the order of the view selector; the first is the landing view.
 VIEWS: tuple[tuple[str, ModuleType], ...] = (
+    ("landing", landing),
     ("overview", overview),
     ("scaling", scaling),
     ("memory", memory),
@@ -44,6 +48,6 @@ VIEWS: tuple[tuple[str, ModuleType], ...] = (
     ("step_time", step_time),
     ("compare", compare),
     ("correctness", correctness),
-    ("bench_history", bench_history),
     ("simulator", simulator),
+    ("bench_history", bench_history),
 )

@@ -1,4 +1,4 @@
-"""Communication: bytes per rank per step by category, per op, and modeled vs OS-measured."""
+"""Communication: bytes per rank per step by category and per op, and modeled vs OS-measured."""
 
 from __future__ import annotations
 

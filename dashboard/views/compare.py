@@ -1,9 +1,11 @@
-"""Compare: two or more runs or strategies, every headline metric side by side with ratios."""
+"""Compare: two or more layouts or runs, every headline metric side by side with ratios to the first
+pick of the same workload (ratios are never taken across workloads)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pandas as pd
 import streamlit as st
 
 from parbench import charts
@@ -13,29 +15,54 @@ if TYPE_CHECKING:
 
 TITLE = "Compare"
 
-MODES = {"strategy x world size x workload (median over runs)": "config_label", "single runs": "run_label"}
+MODES = {"layouts (median over repeats)": "config_label", "single runs": "run_config_label"}
+PICKS = "compare.picks"  # session key: {mode: picks}; kept across mode and view switches (widget state is not)
+MODE = "compare-mode"
 
 
-def default_pick(ok, by: str, options: list[str]) -> list[str]:
-    """The first option and the first one of another strategy (else the second option)."""
-    strategy = ok.groupby(by, sort=False)["strategy"].first()
-    other = [o for o in options[1:] if strategy[o] != strategy[options[0]]] or options[1:]
+def with_run_labels(ok: pd.DataFrame) -> pd.DataFrame:
+    return ok.assign(run_config_label=ok["run_label"] + " · " + ok["workload_label"])
+
+
+def default_pick(ok: pd.DataFrame, by: str, options: list[str]) -> list[str]:
+    """The first option and the first one of the same workload with another strategy."""
+    first = ok[ok[by] == options[0]].iloc[0]
+    same = ok[(ok["workload_key"] == first["workload_key"]) & (ok["strategy"] != first["strategy"])]
+    other = [o for o in dict.fromkeys(same[by])] or options[1:]
     return options[:1] + other[:1]
 
 
+def send_runs(run_ids: list[str], runs: pd.DataFrame) -> None:
+    """Make ``run_ids`` the picks of the single-runs mode and open Compare (the Overview's button)."""
+    labels = with_run_labels(runs).set_index("run_id")["run_config_label"]
+    st.session_state.setdefault(PICKS, {})["single runs"] = [labels[r] for r in run_ids if r in labels.index]
+    st.session_state[MODE] = "single runs"
+    st.session_state.pop("compare-pick-single runs", None)
+    st.session_state["view"] = "compare"
+
+
 def render(ctx: "ViewContext") -> None:
-    ok = charts.ok_runs(ctx.runs)
+    ok = with_run_labels(charts.ok_runs(ctx.runs))
     if ok.empty:
         st.info("No successful runs to compare under the current filters.")
         return
-    by = MODES[st.radio("compare", list(MODES), horizontal=True, key="compare-mode")]
+    mode = st.radio("compare", list(MODES), horizontal=True, key=MODE)
+    by = MODES[mode]
     options = list(dict.fromkeys(ok[by]))
-    picked = st.multiselect("pick two or more (the first is the baseline of the ratios)", options,
-                            default=default_pick(ok, by, options), key="compare-pick")
+    store = st.session_state.setdefault(PICKS, {})
+    key = f"compare-pick-{mode}"
+    if key not in st.session_state:  # restore the picks of this mode (or the default pair)
+        kept = [p for p in store.get(mode, []) if p in options]
+        st.session_state[key] = kept if kept else default_pick(ok, by, options)
+    picked = st.multiselect("pick two or more (each workload's first pick is the baseline of its ratios)", options,
+                            key=key)
+    store[mode] = picked
     if len(picked) < 2:
         st.info("Pick at least two to compare.")
         return
     chosen = ok[ok[by].isin(picked)]
     chosen = chosen.assign(_o=chosen[by].map(picked.index)).sort_values("_o", kind="stable").drop(columns="_o")
+    if chosen["workload_key"].nunique() > 1:
+        st.caption("The picks span several workloads: each is compared with the first pick of its own workload.")
     st.dataframe(charts.compare_table(chosen, by), key="compare-table")
     st.plotly_chart(charts.compare_ratios(chosen, by), key="compare-ratios")

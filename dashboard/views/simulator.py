@@ -1,22 +1,85 @@
-"""Simulator: predictions of parbench.sim for every measured run (predicted vs measured, errors), and
-predicted scaling curves past the measured world sizes, on this host's calibrated profile."""
+"""Simulator: a what-if panel (any model shape, cluster preset and layout, predicted with no run and
+no calibration), then predicted vs measured for the runs shown, which needs ``parbench calibrate``."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pandas as pd
 import streamlit as st
+
+from parbench.config import Schedule
+from parbench.sim import charts as sim_charts
+from parbench.sim import whatif
+from parbench.sim.hardware import PRESETS, load_cluster
+from parbench.sim.layout import PRECISIONS, Recompute
 
 if TYPE_CHECKING:
     from dashboard.views import ViewContext
 
 TITLE = "Simulator"
-HOW = "No calibrated profile in `{dir}/calibration/`: run `parbench calibrate` (a few minutes), then reload."
+HOW = ("**Predicted vs measured** compares the simulator with the runs shown, on a profile of this host: no "
+       "calibrated profile in `{dir}/calibration/` yet. Run `parbench calibrate --results-dir {dir}` (a few "
+       "minutes: it times GEMMs, elementwise ops and collectives here), then reload. The what-if panel above "
+       "needs no calibration.")
+CUSTOM = "custom shape"
 
 
 def render(ctx: "ViewContext") -> None:
-    from parbench.sim import charts
-    from parbench.sim.hardware import load_cluster
+    st.subheader("What if? (predicted, no run needed)")
+    what, cluster = whatif_inputs(ctx.results_dir)
+    try:
+        prediction = what.predict(cluster)
+    except ValueError as exc:
+        st.error(f"Not a valid layout: {exc}")
+    else:
+        c1, c2 = st.columns(2)
+        c1.plotly_chart(whatif.memory_figure(prediction, cluster), key="sim-whatif-memory")
+        c2.plotly_chart(whatif.time_figure(prediction), key="sim-whatif-time")
+        if not prediction.feasible:
+            st.warning("Does not fit: " + "; ".join(prediction.reasons))
+    st.subheader("Predicted vs measured")
+    measured_section(ctx)
+
+
+def whatif_inputs(results_dir: str):
+    """The panel's widgets: model (preset or shape), cluster, mesh, ZeRO, recompute, micro-batching."""
+    a, b, c = st.columns(3)
+    name = a.selectbox("model", [*whatif.MODEL_PRESETS, CUSTOM], key="sim-model")
+    preset = whatif.MODEL_PRESETS.get(name, whatif.MODEL_PRESETS["GPT-3 2.7B"])
+    if name == CUSTOM:
+        preset = whatif.Shape(layers=a.number_input("layers", 1, 512, preset.layers, key="sim-layers"),
+                              hidden=a.number_input("hidden", 8, 65536, preset.hidden, key="sim-hidden"),
+                              heads=a.number_input("heads", 1, 512, preset.heads, key="sim-heads"),
+                              seq_len=a.number_input("sequence length", 1, 1 << 20, preset.seq_len, key="sim-seq"),
+                              vocab_size=a.number_input("vocabulary", 1, 1 << 20, preset.vocab_size, key="sim-vocab"))
+    else:
+        a.caption(f"{preset.layers} layers, hidden {preset.hidden}, {preset.heads} heads, sequence {preset.seq_len}, "
+                  f"vocabulary {preset.vocab_size} ({preset.source})")
+    clusters = list(PRESETS) + (["local"] if _has_profile(results_dir) else [])
+    cluster = load_cluster(a.selectbox("cluster", clusters, key="sim-cluster"), results_dir=results_dir)
+    what = whatif.WhatIf(
+        shape=preset, dp=b.number_input("dp", 1, 4096, 8, key="sim-dp"), tp=b.number_input("tp", 1, 64, 1, key="sim-tp"),
+        pp=b.number_input("pp", 1, 256, 1, key="sim-pp"),
+        zero=b.selectbox("ZeRO stage", (0, 1, 2, 3), key="sim-zero"),
+        recompute=Recompute(c.selectbox("recompute", [r.value for r in Recompute], key="sim-recompute")),
+        micro_batch_size=c.number_input("micro-batch size (samples)", 1, 1024, 1, key="sim-mbs"),
+        micro_batches=c.number_input("micro-batches per step", 1, 4096, 8, key="sim-mb"),
+        precision=c.selectbox("precision", list(PRECISIONS), index=list(PRECISIONS).index("bf16"), key="sim-precision"),
+        schedule=Schedule(c.selectbox("pipeline schedule", [s.value for s in Schedule if s.value != "interleaved1f1b"],
+                                      index=1, key="sim-schedule")))
+    return what, cluster
+
+
+def _has_profile(results_dir: str) -> bool:
+    try:
+        load_cluster("local", results_dir=results_dir)
+    except (FileNotFoundError, ValueError):
+        return False
+    return True
+
+
+def measured_section(ctx: "ViewContext") -> None:
     from parbench.sim.validate import summarize, validation_rows
 
     try:
@@ -25,21 +88,19 @@ def render(ctx: "ViewContext") -> None:
         st.info(HOW.format(dir=ctx.results_dir))
         return
     rows, skipped = validation_rows(ctx.results_dir, cluster)
-    ids = set(ctx.runs["run_id"]) if "run_id" in ctx.runs else set()
+    ids = set(ctx.runs["run_id"])
     rows = [r for r in rows if r["run_id"] in ids]
     if not rows:
         st.info("No ok runs under the current filters: run `parbench sweep` or `parbench run`.")
         return
-    import pandas as pd
-
     frame = pd.DataFrame(rows)
     s = summarize(rows)
     st.caption(f"{s['runs']} runs; communication bytes exact in {s['comm_bytes_exact']}; memory max error "
                f"{s['memory_max_error_pct']:.2f}%; step-time |error| median {s['step_time_median_error_pct']:.1f}%, "
                f"max {s['step_time_max_error_pct']:.1f}%; throughput Spearman {s['throughput_spearman']:.2f}")
-    st.plotly_chart(charts.predicted_vs_measured(frame), key="sim-predicted-vs-measured")
+    st.plotly_chart(sim_charts.predicted_vs_measured(frame), key="sim-predicted-vs-measured")
     st.dataframe(frame, key="sim-error-table", hide_index=True)
     ok = ctx.runs[ctx.runs["status"] == "ok"]
-    st.plotly_chart(charts.scaling_figure(charts.scaling_curves(ok, cluster), frame), key="sim-scaling")
+    st.plotly_chart(sim_charts.scaling_figure(sim_charts.scaling_curves(ok, cluster), frame), key="sim-scaling")
     for line in skipped:
         st.warning(f"not predicted: {line}")

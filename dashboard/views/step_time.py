@@ -15,6 +15,13 @@ TITLE = "Step time"
 
 
 def render(ctx: "ViewContext") -> None:
-    st.plotly_chart(charts.step_time_box(ctx.runs), key="step-time-box")
-    st.caption(f"Each box is one run (the newest {charts.MAX_RUNS_PER_CHART} shown); steps are delimited "
-               "by barriers. Compare runs measured together: a shared CPU swings timings 2-4x.")
+    _, total = charts.step_time_shown(ctx.runs, 0)
+    if total == 0:
+        st.info("No successful run with step times under the current filters.")
+        return
+    limit = total if total <= 5 else st.slider("runs shown (the newest)", 1, total, min(total, charts.MAX_RUNS_PER_CHART),
+                                               key="step-time-limit")
+    shown, _ = charts.step_time_shown(ctx.runs, limit)
+    st.caption(f"{shown} of {total} runs shown (the newest); each box is one run, one panel per workload. Steps are "
+               "delimited by barriers. Compare runs measured together: a shared CPU swings timings 2-4x.")
+    st.plotly_chart(charts.step_time_box(ctx.runs, limit), key="step-time-box")

@@ -8,6 +8,7 @@ import dataclasses
 import pandas as pd
 import plotly.graph_objects as go
 
+from parbench.charts import strategy_color
 from parbench.config import ConfigError, RunConfig, Strategy
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import layout_from_run
@@ -18,18 +19,21 @@ SCALING_WORLD_SIZES = (1, 2, 4, 8, 16, 32, 64)
 
 
 def predicted_vs_measured(frame: pd.DataFrame) -> go.Figure:
-    """Step time, predicted against measured, one point per run, with y = x."""
+    """Step time, predicted against measured, one point per run, with y = x, on log-log axes (the
+    runs span orders of magnitude; equal relative errors lie at equal distances from the line)."""
     fig = go.Figure()
     if frame.empty:
         return fig.update_layout(title="no runs to validate")
-    for strategy, g in frame.groupby("strategy"):
+    for strategy, g in frame.groupby("strategy", sort=False):
         fig.add_trace(go.Scatter(x=g["step_time_measured_s"] * 1e3, y=g["step_time_predicted_s"] * 1e3,
-                                 mode="markers", name=str(strategy),
+                                 mode="markers", name=str(strategy), marker=dict(color=strategy_color(str(strategy)), size=10),
                                  text=g["workload"] + " W=" + g["world_size"].astype(str)))
-    hi = float(max(frame["step_time_measured_s"].max(), frame["step_time_predicted_s"].max()) * 1e3 * 1.1)
-    fig.add_trace(go.Scatter(x=[0, hi], y=[0, hi], mode="lines", name="identity", line=dict(dash="dash", color="gray")))
-    return fig.update_layout(title="Step time: predicted vs measured (ms)", xaxis_title="measured (ms)",
-                             yaxis_title="predicted (ms)")
+    values = pd.concat([frame["step_time_measured_s"], frame["step_time_predicted_s"]]) * 1e3
+    lo, hi = float(values[values > 0].min()) / 1.5, float(values.max()) * 1.5
+    fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="predicted = measured",
+                             line=dict(dash="dash", color="gray")))
+    return fig.update_layout(title="Step time: predicted vs measured (ms, log-log)", xaxis_title="measured (ms)",
+                             yaxis_title="predicted (ms)", xaxis_type="log", yaxis_type="log")
 
 
 def scaling_curves(records: pd.DataFrame, cluster: Cluster) -> pd.DataFrame:
@@ -60,10 +64,11 @@ def scaling_figure(curves: pd.DataFrame, measured: pd.DataFrame) -> go.Figure:
         return fig.update_layout(title="no configuration to extrapolate")
     for (strategy, workload), g in curves.groupby(["strategy", "workload"]):
         fig.add_trace(go.Scatter(x=g["world_size"], y=g["throughput_predicted"], mode="lines",
-                                 name=f"{strategy} {workload} (predicted)"))
+                                 name=f"{strategy} {workload} (predicted)", line=dict(color=strategy_color(strategy))))
         m = measured[(measured["strategy"] == strategy) & (measured["workload"] == workload)]
         if not m.empty:
             fig.add_trace(go.Scatter(x=m["world_size"], y=m["throughput_measured"], mode="markers",
-                                     name=f"{strategy} {workload} (measured)"))
+                                     name=f"{strategy} {workload} (measured)",
+                                     marker=dict(color=strategy_color(strategy), size=10)))
     return fig.update_layout(title="Throughput vs world size: measured points, predicted curves",
                              xaxis_title="world size", xaxis_type="log", yaxis_title="samples/s")

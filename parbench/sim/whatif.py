@@ -1,0 +1,118 @@
+"""What-if: one layout of one model on one cluster, predicted without any run or calibration.
+
+Torch-free figures for the dashboard's Simulator view: the memory of the busiest rank stacked
+against the device's capacity, and the step time split into compute, pipeline bubble, exposed
+communication and the rest (optimizer, data), with MFU. The model shapes below are published
+ones, so a user can ask "what would GPT-3 2.7B need on 16 H100s?" before measuring anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from parbench.config import Schedule, Strategy, WorkloadConfig
+from parbench.sim.hardware import Cluster
+from parbench.sim.layout import PRECISIONS, Layout, Recompute
+from parbench.sim.model import model_spec
+from parbench.sim.predict import Prediction, predict
+from parbench.sim.published import PUBLISHED, SEQ, VOCAB
+
+GIB = 2**30
+
+
+@dataclass(frozen=True, kw_only=True)
+class Shape:
+    """A decoder-only transformer: layers, width, heads, sequence length and vocabulary."""
+
+    layers: int
+    hidden: int
+    heads: int
+    seq_len: int = SEQ
+    vocab_size: int = VOCAB
+    source: str = ""
+
+
+# Brown et al. 2020 ("Language Models are Few-Shot Learners"), table 2.1: n_layers, d_model, n_heads,
+# context 2048; the vocabulary is Megatron-LM's padded GPT-2 BPE (51200).
+MODEL_PRESETS: dict[str, Shape] = {
+    "GPT-3 2.7B": Shape(layers=32, hidden=2560, heads=32, source="Brown et al. 2020, table 2.1"),
+    "GPT-3 6.7B": Shape(layers=32, hidden=4096, heads=32, source="Brown et al. 2020, table 2.1"),
+    "GPT-3 13B": Shape(layers=40, hidden=5120, heads=40, source="Brown et al. 2020, table 2.1"),
+    "GPT-3 175B": Shape(layers=96, hidden=12288, heads=96, source="Brown et al. 2020, table 2.1"),
+    **{p.name: Shape(layers=p.layers, hidden=p.hidden, heads=p.heads, source=p.source) for p in PUBLISHED},
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class WhatIf:
+    """The inputs of the what-if panel (a mesh of dp x tp x pp devices)."""
+
+    shape: Shape
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    micro_batch_size: int = 1
+    micro_batches: int = 1
+    zero: int = 0
+    recompute: Recompute = Recompute.NONE
+    precision: str = "bf16"
+    schedule: Schedule = Schedule.ONE_F_ONE_B
+
+    def layout(self) -> Layout:
+        """Raises ValueError with every factor named when the layout is impossible."""
+        return Layout(strategy=Strategy.HYBRID, dp=self.dp, tp=self.tp, pp=self.pp,
+                      global_batch_size=self.dp * self.micro_batches * self.micro_batch_size,
+                      micro_batches=self.micro_batches, schedule=self.schedule, zero=self.zero,
+                      recompute=self.recompute, precision=PRECISIONS[self.precision])
+
+    def predict(self, cluster: Cluster) -> Prediction:
+        s = self.shape
+        wl = WorkloadConfig(name="transformer", layers=s.layers, hidden=s.hidden, heads=s.heads, seq_len=s.seq_len,
+                            vocab_size=s.vocab_size)
+        return predict(model_spec(wl, megatron=True), self.layout(), cluster)
+
+
+def time_parts(p: Prediction) -> dict[str, float]:
+    """Step time in seconds: compute, pipeline bubble, communication on the critical path, and the
+    rest of the step (optimizer, data; step time minus the three)."""
+    rest = max(p.step_time_s - p.compute_time_s - p.bubble_time_s - p.comm_time_s, 0.0)
+    return {"compute": p.compute_time_s, "pipeline bubble": p.bubble_time_s,
+            "exposed communication": p.comm_time_s, "optimizer and other": rest}
+
+
+MEMORY_COLORS = {"parameters": "#1f77b4", "gradients": "#ff7f0e", "optimizer state": "#2ca02c",
+                 "activations": "#d62728"}
+TIME_COLORS = {"compute": "#1f77b4", "pipeline bubble": "#bcbd22", "exposed communication": "#d62728",
+               "optimizer and other": "#7f7f7f"}
+
+
+def memory_figure(p: Prediction, cluster: Cluster) -> go.Figure:
+    """The busiest rank's memory stacked by kind, against the device capacity (a vertical line)."""
+    m = p.memory
+    parts = {"parameters": m.param_bytes, "gradients": m.grad_bytes, "optimizer state": m.optim_bytes,
+             "activations": m.activation_bytes}
+    fig = go.Figure()
+    for name, value in parts.items():
+        fig.add_trace(go.Bar(y=["busiest rank"], x=[value / GIB], orientation="h", name=name,
+                             marker_color=MEMORY_COLORS[name], hovertemplate=f"{name}: %{{x:.2f}} GiB<extra></extra>"))
+    cap = cluster.memory_bytes / GIB
+    fig.add_vline(x=cap, line_color="black", line_dash="dash", annotation_text=f"capacity {cap:.0f} GiB")
+    verdict = "fits" if p.feasible else "does NOT fit"
+    fig.update_layout(barmode="stack", height=260, title=f"Memory per rank: {p.peak_memory_bytes / GIB:.1f} GiB, {verdict}",
+                      xaxis_title="memory per rank (GiB)", yaxis_title="", legend_orientation="h",
+                      xaxis_range=[0, max(cap, p.peak_memory_bytes / GIB) * 1.1])
+    return fig
+
+
+def time_figure(p: Prediction) -> go.Figure:
+    """Step time split into its parts, with throughput and MFU in the title."""
+    fig = go.Figure()
+    for name, seconds in time_parts(p).items():
+        fig.add_trace(go.Bar(y=["step"], x=[seconds * 1e3], orientation="h", name=name, marker_color=TIME_COLORS[name],
+                             hovertemplate=f"{name}: %{{x:.1f}} ms<extra></extra>"))
+    fig.update_layout(barmode="stack", height=260, legend_orientation="h", xaxis_title="time per step (ms)",
+                      title=f"Step time {p.step_time_s * 1e3:,.1f} ms: {p.throughput_samples_per_s:,.2f} samples/s, "
+                            f"MFU {p.mfu:.1%}")
+    return fig
