@@ -96,7 +96,7 @@ def sidebar_filters(runs: pd.DataFrame, from_url: bool) -> data.Filters:
 def source_caption(runs: pd.DataFrame, chosen: tuple) -> str:
     """Which sources are shown, of how many (sources are not pooled unless the user picks several)."""
     all_sources = sorted(runs["source"].unique(), key=str)
-    newest = data.newest_source(runs)
+    newest = charts.newest_source(runs)
     names = ", ".join(f"`{charts.source_name(s)}`" + (" (newest)" if s == newest else "") for s in chosen)
     if len(all_sources) == 1:
         return f"Source: {names}."

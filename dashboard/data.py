@@ -93,13 +93,6 @@ def results_dir_exists(results_dir: str) -> bool:
     return Path(results_dir).is_dir()
 
 
-def newest_source(df: pd.DataFrame) -> str | None:
-    """The source whose newest record is the most recent (the user's latest measurements)."""
-    if df.empty:
-        return None
-    return str(df.groupby("source")["created_at"].max().sort_values().index[-1])
-
-
 def filter_options(df: pd.DataFrame, col: str) -> list:
     values = df[col].dropna().unique().tolist()
     if col == "strategy":
@@ -113,7 +106,7 @@ def filter_options(df: pd.DataFrame, col: str) -> list:
 def default_choice(df: pd.DataFrame, spec: FilterSpec) -> list:
     """Everything, except sources: the newest one only (sources are never pooled by default)."""
     if spec.column == "source":
-        newest = newest_source(df)
+        newest = charts.newest_source(df)
         return [newest] if newest is not None else []
     return filter_options(df, spec.column)
 

@@ -180,6 +180,13 @@ def relabel(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def newest_source(df: pd.DataFrame) -> str | None:
+    """The source whose newest record is the most recent (the user's latest measurements)."""
+    if df.empty:
+        return None
+    return str(df.groupby("source")["created_at"].max().sort_values().index[-1])
+
+
 def ok_runs(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "ok"] if not df.empty else df
 
@@ -255,6 +262,9 @@ def _facets(df: pd.DataFrame, *, title: str, rows_per_facet: list[int] | None = 
         fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, horizontal_spacing=0.08,
                             vertical_spacing=0.15)
         cells = {w: (i // cols + 1, i % cols + 1) for i, w in enumerate(names)}
+    # layout.meta names each facet's axes, so a reader (or a test) can tell which workload a trace shows
+    axes = {w: fig.get_subplot(r, c).xaxis.plotly_name.replace("axis", "") for w, (r, c) in cells.items()}
+    fig.update_layout(meta={"facets": axes})
     # the legend on the right, outside every facet: it never covers a subplot title or a bar
     fig.update_layout(title=title, legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top"),
                       margin=dict(t=90, r=20))
@@ -558,14 +568,16 @@ def _stacked_bars(groups: pd.DataFrame, parts: dict[str, str], patterns: dict[st
         row, col = cells[wl]
         bar_colors = [colors[k] for k in sub["layout_key"]]
         for c, name in parts.items():
-            pattern = dict(shape=patterns[c], fillmode="overlay", fgcolor="white", solidity=0.45)
+            # "replace" with a per-bar background: plotly's "overlay" mode warns "Invalid color
+            # specifier" in the browser console when marker.color is an array
+            pattern = dict(shape=patterns[c], fillmode="replace", bgcolor=bar_colors, fgcolor="white", solidity=0.45)
             fig.add_trace(go.Bar(y=sub[label], x=sub[c] / MIB, orientation="h", name=name, legendgroup=name,
                                  showlegend=False, marker=dict(color=bar_colors, pattern=pattern,
                                                                line=dict(color="black", width=0.5)),
                                  hovertemplate=f"{name}: %{{x:.4f}} MiB<extra>%{{y}}</extra>"), row=row, col=col)
         fig.update_yaxes(autorange="reversed", type="category", row=row, col=col)
     for c, name in parts.items():  # legend-only twins: the legend explains the pattern, not a colour
-        pattern = dict(shape=patterns[c], fillmode="overlay", fgcolor="white", solidity=0.45)
+        pattern = dict(shape=patterns[c], fillmode="replace", bgcolor="#555555", fgcolor="white", solidity=0.45)
         fig.add_trace(go.Bar(y=[None], x=[None], orientation="h", name=name, legendgroup=name,
                              marker=dict(color="#555555", pattern=pattern)), row=1, col=1)
     _axis_titles(fig, cells, x=xaxis, y="layout")
@@ -610,12 +622,11 @@ def memory_per_rank(run: pd.Series) -> go.Figure:
     frame = pd.DataFrame(ranks)
     groups = pd.DataFrame({
         "workload_label": run["workload_label"], "strategy": run["strategy"],
-        "layout_key": [f"rank{r['rank']}" for r in ranks],
+        "layout_key": "run",  # one colour: the run's strategy
         "rank_label": [f"rank {r['rank']} ({r.get('role', '')})" for r in ranks],
         **{c: frame.get(c, pd.Series([0] * len(frame))).fillna(0).astype(float) for c in MEMORY_PARTS}})
     fig, _ = _stacked_bars(groups, MEMORY_PARTS, MEMORY_PATTERNS, xaxis="memory (MiB)", label="rank_label",
                            title=f"Memory per rank: {run['run_label']}")
-    fig.update_traces(marker_color=strategy_color(run["strategy"]), selector=dict(showlegend=False))
     return fig.update_yaxes(title_text="rank")
 
 

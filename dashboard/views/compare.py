@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 TITLE = "Compare"
 
 MODES = {"layouts (median over repeats)": "config_label", "single runs": "run_config_label"}
+PICK_KEYS = {"layouts (median over repeats)": "compare-pick-layouts", "single runs": "compare-pick-runs"}
 PICKS = "compare.picks"  # session key: {mode: picks}; kept across mode and view switches (widget state is not)
 MODE = "compare-mode"
 
@@ -37,7 +38,7 @@ def send_runs(run_ids: list[str], runs: pd.DataFrame) -> None:
     labels = with_run_labels(runs).set_index("run_id")["run_config_label"]
     st.session_state.setdefault(PICKS, {})["single runs"] = [labels[r] for r in run_ids if r in labels.index]
     st.session_state[MODE] = "single runs"
-    st.session_state.pop("compare-pick-single runs", None)
+    st.session_state.pop(PICK_KEYS["single runs"], None)
     st.session_state["view"] = "compare"
 
 
@@ -50,7 +51,7 @@ def render(ctx: "ViewContext") -> None:
     by = MODES[mode]
     options = list(dict.fromkeys(ok[by]))
     store = st.session_state.setdefault(PICKS, {})
-    key = f"compare-pick-{mode}"
+    key = PICK_KEYS[mode]
     if key not in st.session_state:  # restore the picks of this mode (or the default pair)
         kept = [p for p in store.get(mode, []) if p in options]
         st.session_state[key] = kept if kept else default_pick(ok, by, options)

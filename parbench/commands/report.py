@@ -1,4 +1,4 @@
-"""``parbench report``: the dashboard's charts as one self-contained HTML file, for sharing."""
+"""parbench report: the dashboard's charts as one self-contained HTML file, for sharing (opens offline)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,13 @@ import sys
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="write the dashboard's charts as one HTML file", description=__doc__)
-    p.add_argument("--results-dir", default="results")
+    p = sub.add_parser("report", help="write the dashboard's charts as one HTML file", description=__doc__,
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--results-dir", default="results", help="results directory to read")
     p.add_argument("--out", default=None, help="HTML file to write (default: <results-dir>/report.html)")
+    p.add_argument("--source", default=None,
+                   help="results folder to report (e.g. reference); 'all' shows every source, labelled "
+                        "(default: the newest source)")
     p.set_defaults(handler=handle)
 
 
@@ -24,7 +28,7 @@ def handle(a: argparse.Namespace) -> int:
     out = Path(a.out) if a.out else root / "report.html"
     if out.is_dir():
         raise ConfigError(f"--out {out} is a directory; give an HTML file name")
-    out, n, problems = write_report(root, out)
+    out, n, problems = write_report(root, out, a.source)
     for p in problems:
         print(f"warning: skipped corrupt result record {p}", file=sys.stderr)
     print(f"report: {out} ({n} runs, {out.stat().st_size / 2**20:.1f} MiB, opens offline)")

@@ -30,7 +30,7 @@ def predicted_vs_measured(frame: pd.DataFrame) -> go.Figure:
                                  text=g["workload"] + " W=" + g["world_size"].astype(str)))
     values = pd.concat([frame["step_time_measured_s"], frame["step_time_predicted_s"]]) * 1e3
     lo, hi = float(values[values > 0].min()) / 1.5, float(values.max()) * 1.5
-    fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="predicted = measured",
+    fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="identity",
                              line=dict(dash="dash", color="gray")))
     return fig.update_layout(title="Step time: predicted vs measured (ms, log-log)", xaxis_title="measured (ms)",
                              yaxis_title="predicted (ms)", xaxis_type="log", yaxis_type="log")

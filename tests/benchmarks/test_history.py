@@ -52,7 +52,9 @@ def test_dashboard_benchmark_history_view(tmp_path, monkeypatch):
     _run(d / "0001_a.json", node="here", cpu="cpu A", when="2026-01-01T00:00:00", commit="a" * 40, median=0.02)
     _run(d / "0002_b.json", node="here", cpu="cpu A", when="2026-01-02T00:00:00", commit="b" * 40, median=0.03)
     monkeypatch.setenv("PARBENCH_RESULTS_DIR", str(results))
-    at = AppTest.from_file(str(root / "dashboard" / "app.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(root / "dashboard" / "app.py"), default_timeout=60)
+    at.query_params["view"] = "bench_history"  # the dashboard draws only the chosen view
+    at.run()
     assert not at.exception
     fig = json.loads(at.get_by_key("bench-history-chart").proto.spec)
     assert [t["name"] for t in fig["data"]] == ["test_step[ddp-timed]"]

@@ -1,8 +1,15 @@
-"""Fixtures of the dashboard tests: a committed results directory of real runs.
+"""Fixtures of the dashboard tests: a committed results directory of real runs, two sources.
 
-``fixtures/results`` holds 7 records produced by real ``parbench run`` invocations (torch 2.13
-CPU, gloo): single x1 twice and single x1 with 2 layers, ddp x2 twice, pipeline x2 (2 layers,
-2 micro-batches), and ddp x4 under ``archive/`` (a second ``source``).
+``fixtures/results/runs`` (source ".", the user's own results, the newest): 7 records of real
+``parbench run`` invocations (torch 2.13 CPU, gloo, global batch 48, 5 timed steps): single x1 of
+the mlp (L3 H128) and of the transformer (L4 H32 heads4 T16 V128), ddp x2 mlp, hybrid x4
+dp2·tp2·pp1 and dp1·tp2·pp2 (4 micro-batches) on the mlp, hybrid x4 dp2·tp1·pp2 on the
+transformer, and a ddp x2 mlp run whose rank 1 raised (status failed).
+
+``fixtures/results/reference/runs`` (source "reference"): 28 records copied unchanged from the
+committed reference sweep (``results/reference``, same shapes): for both workloads single x1 and
+ddp x2 (two repeats each), ddp x4, pipeline x2, zero2 x2, tp x2 (one each), and the three hybrid
+meshes at W=4 (two repeats each).
 """
 
 from __future__ import annotations
@@ -17,10 +24,22 @@ import pytest
 
 FIXTURE_RESULTS = Path(__file__).parent / "fixtures" / "results"
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+MESHES = ("dp1·tp2·pp2", "dp2·tp1·pp2", "dp2·tp2·pp1")
 
 
-def fixture_records() -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(FIXTURE_RESULTS.rglob("runs/*.json"))]
+def fixture_records(source: str | None = None) -> list[dict]:
+    """Every fixture record, or those of one source ("." or "reference")."""
+    recs = []
+    for p in sorted(FIXTURE_RESULTS.rglob("runs/*.json")):
+        src = "." if p.parent.parent == FIXTURE_RESULTS else p.parent.parent.name
+        if source is None or src == source:
+            recs.append(json.loads(p.read_text()) | {"_source": src})
+    return recs
+
+
+def mesh(rec: dict) -> str:
+    return f"dp{rec['dp']}·tp{rec['tp']}·pp{rec['pp']}"
 
 
 def decode(values):

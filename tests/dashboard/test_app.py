@@ -1,4 +1,4 @@
-"""The Streamlit app under ``streamlit.testing.v1.AppTest`` on the real-run fixture."""
+"""The Streamlit app under ``streamlit.testing.v1.AppTest`` on the real-run fixture (two sources)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,31 @@ from dashboard.data import RESULTS_DIR_ENV, directory_signature
 from dashboard.views import VIEWS
 from parbench import charts
 
-from .conftest import APP, FIXTURE_RESULTS, decode, fixture_records
+from .conftest import APP, FIXTURE_RESULTS, MESHES, decode, fixture_records
 
-CHART_KEYS = ("scaling-throughput", "scaling-efficiency", "memory-stacked", "memory-per-rank", "comm-stacked",
-              "comm-ops", "comm-modeled-vs-os", "step-time-box", "compare-ratios", "loss-curves", "loss-diff")
+VIEW_CHARTS = {  # view key -> chart keys it must draw on the fixture
+    "landing": ("landing-pareto",),
+    "scaling": ("scaling-throughput", "scaling-efficiency"),
+    "memory": ("memory-stacked", "memory-per-rank"),
+    "communication": ("comm-stacked", "comm-ops", "comm-modeled-vs-os"),
+    "step_time": ("step-time-box",),
+    "compare": ("compare-ratios",),
+    "correctness": ("loss-curves", "loss-diff"),
+    "simulator": ("sim-whatif-memory", "sim-whatif-time"),
+}
+TITLES = {k: m.TITLE for k, m in VIEWS}
 
 
-def run_app(monkeypatch, results_dir: Path) -> AppTest:
+def run_app(monkeypatch, results_dir: Path, **query) -> AppTest:
     monkeypatch.setenv(RESULTS_DIR_ENV, str(results_dir))
-    at = AppTest.from_file(str(APP), default_timeout=60)
+    at = AppTest.from_file(str(APP), default_timeout=90)
+    for k, v in query.items():
+        at.query_params[k] = v
     return at.run()
+
+
+def show(at: AppTest, view: str) -> AppTest:
+    return at.radio(key="view").set_value(view).run()
 
 
 def figure(at: AppTest, key: str) -> dict:
@@ -33,64 +48,149 @@ def trace_names(at: AppTest, key: str) -> set[str]:
     return {t["name"] for t in figure(at, key)["data"]}
 
 
-def test_app_renders_every_view_and_chart(monkeypatch):
-    at = run_app(monkeypatch, FIXTURE_RESULTS)
+def test_every_view_renders_its_charts(monkeypatch):
+    at = run_app(monkeypatch, FIXTURE_RESULTS, source=["reference", "."])
     assert not at.exception
-    assert [t.label for t in at.tabs] == [v.TITLE for _, v in VIEWS]
-    for key in CHART_KEYS:
-        assert figure(at, key)["data"], key
-    assert len(at.dataframe[0].value) == len(fixture_records())
+    assert at.radio(key="view").options == [v.TITLE for _, v in VIEWS]
+    for view, keys in VIEW_CHARTS.items():
+        show(at, view)
+        assert not at.exception, view
+        for key in keys:
+            assert figure(at, key)["data"], key
     assert not at.warning
 
 
-def test_scaling_chart_carries_the_records_data(monkeypatch):
+def test_default_is_the_newest_source_and_says_so(monkeypatch):
     at = run_app(monkeypatch, FIXTURE_RESULTS)
-    fig = figure(at, "scaling-throughput")
-    ddp = next(t for t in fig["data"] if t["name"].startswith("ddp"))
-    assert decode(ddp["x"]) == [2, 4]
-    x4 = [r for r in fixture_records() if r["strategy"] == "ddp" and r["world_size"] == 4][0]
-    assert decode(ddp["y"])[1] == pytest.approx(x4["throughput_samples_per_s"])
-    assert ddp["line"]["color"] == charts.STRATEGY_COLORS["ddp"]
+    assert at.sidebar.multiselect(key="filter-source").value == ["."]
+    caption = at.caption[0].value
+    assert "this directory" in caption and "(newest) of 2" in caption and "1 other source(s) hidden" in caption
+    show(at, "overview")
+    assert len(at.dataframe[0].value) == len(fixture_records("."))
 
 
-def test_sidebar_filter_changes_every_view(monkeypatch):
+def test_sources_not_pooled_when_both_are_picked(monkeypatch):
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="scaling")
+    at.sidebar.multiselect(key="filter-source").set_value([".", "reference"]).run()
+    names = trace_names(at, "scaling-throughput")
+    assert {"ddp [this directory]", "ddp [reference]"} <= names
+
+
+def test_three_meshes_are_three_layouts_in_every_chart(monkeypatch):
+    at = run_app(monkeypatch, FIXTURE_RESULTS, source="reference", view="memory")
+    for view, key, axis in (("memory", "memory-stacked", "y"), ("communication", "comm-stacked", "y")):
+        show(at, view)
+        labels = {y for t in figure(at, key)["data"] if t["type"] == "bar" for y in t["y"] if y}
+        assert {f"hybrid x4 {m}" for m in MESHES} <= labels, view
+    show(at, "scaling")
+    assert {"hybrid tp2·pp2", "hybrid tp1·pp2", "hybrid tp2·pp1"} <= trace_names(at, "scaling-throughput")
+
+
+def test_filters_live_in_the_url_and_restore_from_it(monkeypatch):
+    at = run_app(monkeypatch, FIXTURE_RESULTS, source="reference", strategy=["single", "ddp"], view="scaling")
+    assert at.sidebar.multiselect(key="filter-strategy").value == ["single", "ddp"]
+    assert at.radio(key="view").value == "scaling"
+    assert {n.split(" ")[0] for n in trace_names(at, "scaling-throughput")} == {"ddp"}
+    at.sidebar.multiselect(key="filter-world_size").set_value([1, 2]).run()
+    assert at.query_params["world_size"] == ["1", "2"] and at.query_params["strategy"] == ["single", "ddp"]
+    assert at.query_params["view"] in ("scaling", ["scaling"])
+    assert at.query_params["source"] in ("reference", ["reference"])
+
+
+def test_directory_change_resets_the_filters(monkeypatch):
     at = run_app(monkeypatch, FIXTURE_RESULTS)
-    assert any(n.startswith("ddp") for n in trace_names(at, "scaling-throughput"))
-    at.sidebar.multiselect(key="filter-strategy").set_value(["single", "pipeline"]).run()
+    at.sidebar.multiselect(key="filter-strategy").set_value(["ddp"]).run()
+    at.sidebar.text_input(key="results_dir").set_value(str(FIXTURE_RESULTS / "reference")).run()
     assert not at.exception
-    assert not any(n.startswith("ddp") for n in trace_names(at, "scaling-throughput"))
-    assert trace_names(at, "loss-diff") == {"pipeline"}
-    assert len(at.dataframe[0].value) == 4
-    at.sidebar.multiselect(key="filter-world_size").set_value([1]).run()
-    assert "pipeline" not in {n.split(" ")[0] for n in trace_names(at, "scaling-throughput")}
-
-
-def test_sidebar_directory_field_switches_results(monkeypatch, tmp_path):
-    at = run_app(monkeypatch, FIXTURE_RESULTS)
-    at.sidebar.text_input(key="results_dir").set_value(str(FIXTURE_RESULTS / "archive")).run()
-    assert not at.exception
-    assert len(at.dataframe[0].value) == 1
+    strategies = at.sidebar.multiselect(key="filter-strategy")
+    assert strategies.value == strategies.options and "pipeline" in strategies.options
 
 
 @pytest.mark.parametrize("make", ["missing", "empty"])
-def test_empty_or_missing_directory_shows_how_to_produce_results(monkeypatch, tmp_path, make):
+def test_missing_and_empty_directories_are_told_apart(monkeypatch, tmp_path, make):
     target = tmp_path / "results"
     if make == "empty":
         (target / "runs").mkdir(parents=True)
     at = run_app(monkeypatch, target)
     assert not at.exception
-    text = " ".join(i.value for i in at.info)
-    assert "parbench sweep" in text and "parbench run" in text and str(target) in text
-    assert not at.tabs
+    text = " ".join(e.value for e in [*at.info, *at.error])
+    assert "parbench sweep" in text and str(target) in text
+    assert ("does not exist" in text) == (make == "missing") and ("holds no run records" in text) == (make == "empty")
+
+
+def test_compare_picks_survive_mode_and_view_switches(monkeypatch):
+    at = run_app(monkeypatch, FIXTURE_RESULTS, source="reference", view="compare")
+    layouts = [f"hybrid x4 {m} · transformer L4 H32 heads4 T16 V128 B48" for m in MESHES]
+    at.multiselect(key="compare-pick-layouts").set_value(layouts).run()
+    at.radio(key="compare-mode").set_value("single runs").run()
+    at.radio(key="compare-mode").set_value("layouts (median over repeats)").run()
+    assert at.multiselect(key="compare-pick-layouts").value == layouts
+    show(at, "scaling")
+    show(at, "compare")
+    assert at.multiselect(key="compare-pick-layouts").value == layouts
+    names = trace_names(at, "compare-ratios")
+    assert names == {f"hybrid x4 {m} / hybrid x4 {MESHES[0]}" for m in MESHES[1:]}
+
+
+def test_compare_ratio_follows_the_picks_within_one_workload(monkeypatch):
+    at = run_app(monkeypatch, FIXTURE_RESULTS, source="reference", view="compare")
+    mlp = "mlp L3 H128 B48"
+    at.multiselect(key="compare-pick-layouts").set_value(
+        [f"single x1 · {mlp}", f"ddp x4 · {mlp}", "single x1 · transformer L4 H32 heads4 T16 V128 B48"]).run()
+    ratios = figure(at, "compare-ratios")["data"]
+    assert [t["name"] for t in ratios] == ["ddp x4 / single x1"]  # the transformer pick has no partner
+    single = statistics.median(r["throughput_samples_per_s"] for r in fixture_records("reference")
+                               if r["world_size"] == 1 and r["workload"] == "mlp")
+    x4 = [r for r in fixture_records("reference") if r["world_size"] == 4 and r["strategy"] == "ddp"
+          and r["workload"] == "mlp"][0]["throughput_samples_per_s"]
+    assert decode(ratios[0]["y"])[0] == pytest.approx(x4 / single)
+
+
+def test_landing_names_the_fastest_layout_per_workload(monkeypatch):
+    at = run_app(monkeypatch, FIXTURE_RESULTS, source="reference")
+    text = " ".join(m.value for m in at.markdown)
+    for workload in ("mlp", "transformer"):
+        recs = [r for r in fixture_records("reference") if r["workload"] == workload]
+        best = max(recs, key=lambda r: r["throughput_samples_per_s"])  # one repeat's max: find the layout
+        assert f"Fastest: **{best['strategy']} x{best['world_size']}" in text
+    assert len([d for d in at.dataframe if "verdict" in d.value.columns]) == 2
+
+
+def test_failed_run_is_listed_with_its_error_not_charted(monkeypatch):
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="overview")
+    table = at.dataframe[0].value
+    failed = table[table["status"] == "failed"]
+    assert len(failed) == 1 and "rank 1" in failed["error"].iloc[0]
+    at.sidebar.multiselect(key="filter-status").set_value(["failed"]).run()
+    show(at, "scaling")
+    assert not at.exception and "no successful runs" in json.dumps(figure(at, "scaling-throughput")["layout"])
+
+
+def test_overview_group_by_and_csv(monkeypatch):
+    at = run_app(monkeypatch, FIXTURE_RESULTS, source="reference", view="overview")
+    assert at.get_by_key("overview-csv") is not None
+    at.selectbox(key="overview-group").set_value("layout (repeats of one layout)").run()
+    grouped = at.dataframe[0].value
+    assert len(grouped) == len({(r["workload"], r["strategy"], r["world_size"], r["dp"], r["tp"], r["pp"])
+                                for r in fixture_records("reference")})
+
+
+def test_simulator_what_if_needs_no_calibration(monkeypatch):
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    assert not at.exception
+    assert "GiB" in figure(at, "sim-whatif-memory")["layout"]["title"]["text"]
+    assert "MFU" in figure(at, "sim-whatif-time")["layout"]["title"]["text"]
+    assert any("parbench calibrate" in i.value for i in at.info)
+    at.number_input(key="sim-tp").set_value(3).run()  # 3 does not divide 32 heads
+    assert not at.exception
 
 
 def test_corrupt_record_is_a_visible_warning_and_skipped(monkeypatch, results_copy):
-    bad = results_copy / "runs" / "broken.json"
-    bad.write_text('{"run_id": "x", "status": "ok", ')  # a half-written record
-    at = run_app(monkeypatch, results_copy)
+    (results_copy / "runs" / "broken.json").write_text('{"run_id": "x", "status": "ok", ')  # half-written
+    at = run_app(monkeypatch, results_copy, view="overview")
     assert not at.exception
     assert any("broken.json" in w.value for w in at.warning)
-    assert len(at.dataframe[0].value) == len(fixture_records())
+    assert len(at.dataframe[0].value) == len(fixture_records("."))
 
 
 def test_cache_key_changes_when_a_record_changes(results_copy):
@@ -113,42 +213,11 @@ def test_dashboard_command_serves_streamlit_on_loopback(monkeypatch, capsys):
     assert env[RESULTS_DIR_ENV] == str(FIXTURE_RESULTS.resolve()) and argv[-1] == str(FIXTURE_RESULTS.resolve())
 
 
-def test_failed_run_with_null_metrics_is_listed_not_charted(monkeypatch, results_copy):
-    rec = fixture_records()[3] | {"run_id": "f" * 32, "status": "failed", "error": "rank 1: killed",
-                                  "failed_rank": 1, "per_rank": None, "comm_ops": None, "losses": None,
-                                  "step_times_s": None, "throughput_samples_per_s": None}
-    (results_copy / "runs" / "failed.json").write_text(json.dumps(rec))
-    at = run_app(monkeypatch, results_copy)
-    assert not at.exception
-    assert "failed" in at.sidebar.multiselect(key="filter-status").options
-    assert len(at.dataframe[0].value) == len(fixture_records()) + 1
-    at.sidebar.multiselect(key="filter-status").set_value(["failed"]).run()
-    assert not at.exception
-    assert "no successful runs" in json.dumps(figure(at, "scaling-throughput")["layout"])
-
-
-def test_compare_view_ratios_follow_the_picked_runs(monkeypatch):
-    at = run_app(monkeypatch, FIXTURE_RESULTS)
-    pick = at.multiselect(key="compare-pick")
-    assert pick.value == ["single x1 · mlp L1 H512 B64", "ddp x2 · mlp L1 H512 B64"]
-    single = statistics.median(r["throughput_samples_per_s"] for r in fixture_records()
-                               if r["world_size"] == 1 and r["layers"] == 1)
-    x4 = [r for r in fixture_records() if r["world_size"] == 4][0]["throughput_samples_per_s"]
-    pick.set_value(["single x1 · mlp L1 H512 B64", "ddp x4 · mlp L1 H512 B64"]).run()
-    ratios = figure(at, "compare-ratios")["data"]
-    assert [t["name"] for t in ratios] == ["ddp x4 · mlp L1 H512 B64 / single x1 · mlp L1 H512 B64"]
-    assert decode(ratios[0]["y"])[0] == pytest.approx(x4 / single)
-    assert ratios[0]["marker"]["color"] == charts.STRATEGY_COLORS["ddp"]
-
-
 def test_app_renders_the_committed_reference_sweep(monkeypatch):
-    """Every strategy's real records (results/reference/, what a fresh clone shows) render in every view."""
+    """Every strategy's real records (results/reference/, what a fresh clone shows) render."""
     reference = Path(__file__).resolve().parents[2] / "results" / "reference"
-    at = run_app(monkeypatch, reference)
-    assert not at.exception
-    for key in CHART_KEYS:
-        assert figure(at, key)["data"], key
-    names = trace_names(at, "scaling-throughput")  # "<strategy> · <workload>"
-    plotted = {n.split(" · ")[0] for n in names}
-    assert {"single", "ddp", "zero1", "zero2", "fsdp", "tp", "pipeline", "hybrid", "ps"} <= plotted, names
-    assert not at.warning
+    at = run_app(monkeypatch, reference, view="scaling")
+    assert not at.exception and not at.warning
+    names = trace_names(at, "scaling-throughput")
+    plotted = {n.split(" ")[0] for n in names}
+    assert set(charts.STRATEGY_ORDER) - {"single"} <= plotted, names

@@ -1,15 +1,21 @@
-"""End to end in a real headless Chromium: ``parbench dashboard`` serves, plotly draws, a filter acts.
+"""End to end in a real headless Chromium: ``parbench dashboard`` serves, plotly draws, filters act.
 
-Needs Debian's ``chromium`` (/usr/bin/chromium) and the Python ``playwright`` package (never
-``playwright install``: the system browser is used). Skips, saying which is missing, otherwise.
+The fixture has hybrid meshes, two workloads, two sources and a failed run (see conftest). Every test
+saves a screenshot under ``artifacts/``. Needs Debian's ``chromium`` (/usr/bin/chromium) and the
+Python ``playwright`` package (never ``playwright install``: the system browser is used); skips,
+saying which is missing, otherwise.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import statistics
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -17,12 +23,13 @@ import pytest
 
 from parbench.commands.dashboard import free_port
 
-from .conftest import FIXTURE_RESULTS
+from .conftest import ARTIFACTS, FIXTURE_RESULTS, MESHES, fixture_records, mesh
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
+WORKLOADS = {"mlp": "mlp L3 H128 B48", "transformer": "transformer L4 H32 heads4 T16 V128 B48"}
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="python playwright is not installed (pip install playwright)")
 pytestmark = [
@@ -30,84 +37,238 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium missing (apt-get install -y chromium)"),
 ]
 
-# Names of the traces of every plotly chart on the visible tab, read from plotly's graph divs.
-VISIBLE_TRACES = """() => [...document.querySelectorAll('.js-plotly-plot')]
-    .filter(el => el.offsetParent !== null)
-    .map(el => (el.data || []).map(t => t.name))"""
+# Every plotly chart on the page: its trace names and axes, and the facets (workload -> x axis) of layout.meta.
+FIGURES = """() => [...document.querySelectorAll('.js-plotly-plot')].map(el => ({
+    title: (el.layout.title || {}).text || '',
+    facets: (el.layout.meta || {}).facets || {},
+    traces: (el.data || []).map(t => ({name: t.name, xaxis: t.xaxis || 'x', type: t.type,
+                                        y: Array.isArray(t.y) ? t.y : [], showlegend: t.showlegend}))}))"""
+# The legend entries of every chart, each with whether it lies wholly inside its chart's drawing area.
+LEGENDS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(el => {
+    const box = el.querySelector('.main-svg').getBoundingClientRect();
+    return [...el.querySelectorAll('.legend .traces')].map(t => {
+        const r = t.getBoundingClientRect();
+        return {text: t.textContent, inside: r.width > 0 && r.left >= box.left - 1 && r.right <= box.right + 1 &&
+                r.top >= box.top - 1 && r.bottom <= box.bottom + 1};
+    });
+})"""
+
+
+def serve(results_dir: Path):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "parbench", "dashboard", "--results-dir", str(results_dir),
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = proc.stdout.readline()
+    assert re.search(rf"http://127\.0\.0\.1:{port}", line), line
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:  # the address is printed before streamlit listens: poll until it answers
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            return proc, url
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise AssertionError("dashboard did not start")
+            time.sleep(0.3)
+
+
+def stop(proc) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def dashboard_url():
+    proc, url = serve(FIXTURE_RESULTS)
+    yield url
+    stop(proc)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
 
 
 @pytest.fixture
-def dashboard_url():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "parbench", "dashboard", "--results-dir", str(FIXTURE_RESULTS),
-                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert re.search(rf"http://127\.0\.0\.1:{port}", line), line
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:  # the address is printed before streamlit listens: poll until it answers
-            try:
-                urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, "dashboard did not start"
-                time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+def page(browser, request):
+    """A page whose console errors fail the test; a screenshot of it lands in artifacts/ at the end."""
+    pg = browser.new_page(viewport={"width": 1500, "height": 1200})
+    errors: list[str] = []
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    ARTIFACTS.mkdir(exist_ok=True)
+    pg.screenshot(path=str(ARTIFACTS / f"browser-{request.node.name}.png"), full_page=True)
+    pg.close()
+    assert not errors, errors
 
 
-def test_dashboard_in_chromium(dashboard_url):
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1800})
-            page.goto(dashboard_url)
-            # charts of every tab are in the DOM; only the active tab's are visible
-            page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=90_000)
-            page.get_by_role("tab", name="Scaling").click()
-            page.wait_for_selector(".js-plotly-plot .main-svg", state="visible", timeout=30_000)
-            traces = page.evaluate(VISIBLE_TRACES)
-            throughput = traces[0]
-            assert any(n.startswith("ddp") for n in throughput), throughput
-            assert any(n.startswith("pipeline") for n in throughput), throughput
-            assert page.locator(".js-plotly-plot .xtitle", has_text="world size (ranks)").count() >= 1
-
-            # remove "ddp" from the sidebar strategy filter: its trace leaves the chart
-            page.locator(".st-key-filter-strategy").get_by_role("button", name="Remove ddp").click()
-            page.wait_for_function("""() => { const el = [...document.querySelectorAll('.js-plotly-plot')]
-                .find(e => e.offsetParent !== null);
-                return el && el.data && !el.data.some(t => t.name.startsWith('ddp')); }""", timeout=30_000)
-            after = page.evaluate(VISIBLE_TRACES)[0]
-            assert not any(n.startswith("ddp") for n in after) and any(n.startswith("pipeline") for n in after)
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "dashboard-e2e.png"), full_page=True)
-        finally:
-            browser.close()
-    assert (ARTIFACTS / "dashboard-e2e.png").stat().st_size > 10_000
+def open_view(page, url: str, **query) -> list[dict]:
+    """Open the dashboard with these URL parameters; wait until every chart has drawn."""
+    page.goto(url + "/?" + urllib.parse.urlencode(query, doseq=True))
+    wait_drawn(page)
+    return page.evaluate(FIGURES)
 
 
-def test_report_renders_offline_in_chromium(tmp_path):
+def wait_drawn(page, timeout: int = 90_000) -> None:
+    page.wait_for_selector(".js-plotly-plot .main-svg", state="visible", timeout=timeout)
+    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
+
+
+def switch(page, title: str) -> list[dict]:
+    """Choose another view in the same session (a rerun, not a new page load)."""
+    page.locator(".st-key-view").get_by_text(title, exact=True).click()
+    page.wait_for_function(f"() => new URLSearchParams(location.search).get('view') !== null && "
+                           f"document.querySelector('.st-key-view input:checked')", timeout=30_000)
+    page.wait_for_timeout(300)
+    wait_drawn(page)
+    return page.evaluate(FIGURES)
+
+
+def bar_labels(fig: dict) -> set[str]:
+    return {y for t in fig["traces"] if t["type"] == "bar" for y in t["y"] if y}
+
+
+@pytest.mark.slow  # ~30 s on a loaded 2-core machine: run with -m slow
+def test_three_hybrid_meshes_are_three_layouts_in_every_view(page, dashboard_url):
+    scaling = open_view(page, dashboard_url, view="scaling", source="reference")
+    assert {f"hybrid tp{m[6]}·pp{m[10]}" for m in MESHES} <= {t["name"] for t in scaling[0]["traces"]}
+    for title in ("Memory", "Communication"):
+        figs = switch(page, title)
+        assert {f"hybrid x4 {m}" for m in MESHES} <= bar_labels(figs[0]), title
+    switch(page, "Compare")
+    picker = page.locator(".st-key-compare-pick-layouts")
+    picker.locator("input").click()
+    page.keyboard.type("hybrid x4")
+    options = page.get_by_role("option").all_inner_texts()
+    for m in MESHES:
+        assert sum(f"hybrid x4 {m} ·" in o for o in options) == 2, options  # one per workload
+    page.get_by_role("option", name=f"hybrid x4 {MESHES[0]} · {WORKLOADS['mlp']}").click()
+    page.keyboard.press("Escape")
+    page.wait_for_function("""() => [...document.querySelectorAll('.js-plotly-plot')].some(el =>
+        el.data.some(t => (t.name || '').startsWith('hybrid x4 dp1·tp2·pp2 /')))""", timeout=30_000)
+
+
+@pytest.mark.slow  # ~30 s on a loaded 2-core machine: run with -m slow
+def test_no_chart_divides_one_workload_by_another(page, dashboard_url):
+    open_view(page, dashboard_url, view="compare", source="reference")
+    picker = page.locator(".st-key-compare-pick-layouts")
+    for item in (f"single x1 · {WORKLOADS['transformer']}", f"ddp x4 · {WORKLOADS['transformer']}"):
+        picker.locator("input").click()
+        page.keyboard.type(item)
+        page.get_by_role("option", name=item).click()
+        page.keyboard.press("Escape")
+        wait_drawn(page)
+    page.wait_for_function("""() => [...document.querySelectorAll('.js-plotly-plot')].some(el =>
+        el.data.some(t => t.name === 'ddp x4 / single x1'))""", timeout=30_000)
+    ratios = page.evaluate(FIGURES)[-1]
+    facets = ratios["facets"]
+    axis_of = {t["name"]: t["xaxis"] for t in ratios["traces"]}
+    assert axis_of["ddp x4 / single x1"] == facets[WORKLOADS["transformer"]]
+    mlp_pair = [n for n in axis_of if n != "ddp x4 / single x1"]
+    assert mlp_pair and all(axis_of[n] == facets[WORKLOADS["mlp"]] for n in mlp_pair)
+    for title in ("Scaling", "Memory", "Which layout?"):  # each workload keeps its own axes
+        figs = [f for f in switch(page, title) if f["facets"]]
+        assert figs and all(set(f["facets"]) <= set(WORKLOADS.values()) for f in figs), title
+        assert set(figs[0]["facets"]) == set(WORKLOADS.values()), title
+
+
+def test_every_legend_entry_of_the_stacked_charts_is_visible(page, dashboard_url):
+    open_view(page, dashboard_url, view="memory", source="reference")
+    for view, parts in (("memory", 4), ("communication", 3)):
+        if view == "communication":
+            switch(page, "Communication")
+        legend = page.evaluate(LEGENDS)[0]
+        assert len(legend) >= parts and all(e["inside"] for e in legend), (view, legend)
+        names = [e["text"] for e in legend]
+        expected = ({"parameters", "gradients", "optimizer state", "activations"} if view == "memory"
+                    else {"data", "parameter", "intermediate"})
+        assert expected <= set(names), names
+
+
+@pytest.mark.slow  # ~30 s on a loaded 2-core machine: run with -m slow
+def test_the_url_restores_the_filters_and_follows_them(page, dashboard_url):
+    figs = open_view(page, dashboard_url, view="scaling", source="reference", strategy=["single", "hybrid"])
+    assert {t["name"] for t in figs[0]["traces"]} == {f"hybrid tp{m[6]}·pp{m[10]}" for m in MESHES}
+    chips = page.locator(".st-key-filter-strategy").inner_text()
+    assert "hybrid" in chips and "ddp" not in chips
+    page.locator(".st-key-filter-workload_label").get_by_role("button", name=re.compile("Remove transformer")).click()
+    page.wait_for_function("() => location.search.includes('workload=')", timeout=30_000)
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)
+    assert query["workload"] == [WORKLOADS["mlp"]] and query["strategy"] == ["single", "hybrid"]
+    assert query["source"] == ["reference"] and query["view"] == ["scaling"]
+    page.goto(page.url)  # the shared link reopens the same selection
+    wait_drawn(page)
+    assert list(page.evaluate(FIGURES)[0]["facets"]) == [WORKLOADS["mlp"]]
+
+
+@pytest.mark.slow  # ~30 s on a loaded 2-core machine: run with -m slow
+def test_the_landing_ranking_names_the_fastest_layout_per_workload(page, dashboard_url):
+    open_view(page, dashboard_url, source="reference")
+    text = page.locator("[data-testid=stMain]").inner_text()
+    for workload, label in WORKLOADS.items():
+        recs = [r for r in fixture_records("reference") if r["workload"] == workload and r["status"] == "ok"]
+        layout = lambda r: f"{r['strategy']} x{r['world_size']}" + (f" {mesh(r)}" if r["strategy"] == "hybrid" else "")  # noqa: E731
+        medians = {k: statistics.median(r["throughput_samples_per_s"] for r in recs if layout(r) == k)
+                   for k in map(layout, recs)}
+        best = max(medians, key=medians.get)
+        section = text[text.index(label):]
+        assert section.split("Fastest:")[1].strip().startswith(f"{best} ({medians[best]:,.1f} samples/s)"), section[:300]
+
+
+def test_report_opens_offline_summary_first_without_console_errors(page, tmp_path):
     from parbench import charts
     from parbench.report import write_report
 
-    out, _, _ = write_report(FIXTURE_RESULTS, tmp_path / "report.html")
+    out, _, _ = write_report(FIXTURE_RESULTS, tmp_path / "report.html", "all")
+    page.route("http*://**", lambda route: route.abort())  # prove nothing is fetched
+    page.goto(out.as_uri())
     expected = sum(len(builders) for _, builders in charts.REPORT_SECTIONS)
-    with sync_api.sync_playwright() as p:
-        # --disable-background-networking etc. plus no server: every script must come from the file
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            page.route("http*://**", lambda route: route.abort())  # prove nothing is fetched
-            page.goto(out.as_uri())
-            page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {expected}",
-                                   timeout=60_000)
-            names = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(e => e.data.map(t => t.name))")
-        finally:
-            browser.close()
-    assert any(n and n.startswith("ddp") for n in names) and any(n and n.startswith("pipeline") for n in names)
+    page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {expected}",
+                           timeout=60_000)
+    first = page.evaluate("() => document.body.innerText.slice(0, 400)")
+    assert first.startswith("parbench report") and "report written" in first
+    width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1]  # the page fits its width
+    names = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(e => e.data.map(t => t.name))")
+    assert "hybrid tp2·pp1 [reference]" in names and "hybrid tp2·pp1 [this directory]" in names
+
+
+@pytest.mark.slow
+def test_first_load_and_filter_change_on_the_reference_sweep(browser):
+    """First load < 5 s and a filter change < 2 s (the committed reference sweep, 72 runs). The numbers and
+    the machine's load average go to artifacts/dashboard-timings.json."""
+    proc, url = serve(REFERENCE)
+    try:
+        page = browser.new_page(viewport={"width": 1500, "height": 1200})
+        page.goto(url)  # warm streamlit's own start-up (imports, first script compile) outside the timing
+        wait_drawn(page)
+        page.close()
+        page = browser.new_page(viewport={"width": 1500, "height": 1200})
+        start = time.monotonic()
+        page.goto(url + "/?view=scaling")
+        wait_drawn(page)
+        first = time.monotonic() - start
+        start = time.monotonic()
+        page.locator(".st-key-filter-strategy").get_by_role("button", name="Remove ddp").click()
+        page.wait_for_function("""() => { const el = document.querySelector('.js-plotly-plot');
+            return el && el.data && !el.data.some(t => t.name === 'ddp'); }""", timeout=60_000)
+        wait_drawn(page)
+        change = time.monotonic() - start
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "browser-reference-timing.png"), full_page=True)
+        record = {"first_load_s": round(first, 2), "filter_change_s": round(change, 2),
+                  "loadavg_1min": os.getloadavg()[0], "cpus": os.cpu_count(), "runs": len(list(REFERENCE.rglob("runs/*.json")))}
+        (ARTIFACTS / "dashboard-timings.json").write_text(json.dumps(record, indent=1))
+        print(record)
+        assert first < 5 and change < 2, record
+    finally:
+        stop(proc)

@@ -1,4 +1,5 @@
-"""The pure chart functions on the committed real-run fixture: exact data, fixed colours, units."""
+"""The pure chart functions on the committed real-run fixture: layouts told apart, workloads and sources
+never pooled, exact values recomputed from the raw records, fixed colours, units, readable axes."""
 
 from __future__ import annotations
 
@@ -12,111 +13,278 @@ import pytest
 from parbench import charts
 from parbench.results import load
 
-from .conftest import FIXTURE_RESULTS, decode, fixture_records
+from .conftest import FIXTURE_RESULTS, MESHES, decode, fixture_records, mesh
+
+MLP, TRANSFORMER = "mlp L3 H128 B48", "transformer L4 H32 heads4 T16 V128 B48"
 
 
 @pytest.fixture(scope="module")
-def runs() -> pd.DataFrame:
+def everything() -> pd.DataFrame:
     return charts.prepare(load(FIXTURE_RESULTS))
 
 
-def test_prepare_labels_and_strategy_order(runs):
-    assert list(runs["strategy"]) == ["single"] * 3 + ["ddp"] * 3 + ["pipeline"]
-    assert set(runs["workload_label"]) == {"mlp L1 H512 B64", "mlp L2 H512 B64"}
-    assert set(runs["source"]) == {".", "archive"}
-    assert charts.prepare(load(FIXTURE_RESULTS / "missing")).empty
+@pytest.fixture(scope="module")
+def reference(everything) -> pd.DataFrame:
+    """The reference source alone, relabelled as the dashboard does after its source filter."""
+    return charts.relabel(everything[everything["source"] == "reference"])
 
 
-def test_scaling_points_are_median_min_max_over_repeats(runs):
-    recs = [r for r in fixture_records() if r["strategy"] == "ddp" and r["world_size"] == 2]
-    tput = [r["throughput_samples_per_s"] for r in recs]
-    single = [r["throughput_samples_per_s"] for r in fixture_records()
-              if r["world_size"] == 1 and r["layers"] == 1]
-    pts = charts.scaling_points(runs).set_index(["strategy", "workload_label", "world_size"])
-    row = pts.loc[("ddp", "mlp L1 H512 B64", 2)]
-    assert (row["median"], row["min"], row["max"], row["repeats"]) == (statistics.median(tput), min(tput), max(tput), 2)
-    assert row["efficiency"] == pytest.approx(statistics.median(tput) / (2 * statistics.median(single)))
-    # pipeline's reference is the single run of *its* workload (2 layers), not the 1-layer one
-    pipe = [r for r in fixture_records() if r["strategy"] == "pipeline"][0]
-    ref = [r for r in fixture_records() if r["world_size"] == 1 and r["layers"] == 2][0]
-    assert pts.loc[("pipeline", "mlp L2 H512 B64", 2), "efficiency"] == pytest.approx(
-        pipe["throughput_samples_per_s"] / (2 * ref["throughput_samples_per_s"]))
+def ref_records(**match) -> list[dict]:
+    return [r for r in fixture_records("reference") if all(r[k] == v for k, v in match.items())]
 
 
-def test_scaling_figure_traces_colours_and_error_bars(runs):
-    fig = charts.scaling_throughput(runs).to_plotly_json()
-    ddp = next(t for t in fig["data"] if t["name"].startswith("ddp"))
-    assert decode(ddp["x"]) == [2, 4]
-    assert ddp["line"]["color"] == charts.STRATEGY_COLORS["ddp"]
-    tput = sorted(r["throughput_samples_per_s"] for r in fixture_records() if r["strategy"] == "ddp" and r["world_size"] == 2)
-    assert decode(ddp["error_y"]["array"])[0] == pytest.approx(tput[1] - statistics.median(tput))
-    assert fig["layout"]["xaxis"]["title"]["text"] == "world size (ranks)"
-    assert "samples/s" in fig["layout"]["yaxis"]["title"]["text"]
+def traces_by_axis(fig: dict) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for t in fig["data"]:
+        out.setdefault(t.get("xaxis", "x"), []).append(t)
+    return out
 
 
-def test_memory_uses_busiest_rank_of_per_rank(runs):
-    pipe = runs[runs["strategy"] == "pipeline"].iloc[0]
-    busiest = max(pipe["per_rank"], key=lambda r: sum(r[c] for c in charts.MEMORY_PARTS))
-    groups = charts.stacked_groups(runs, charts.MEMORY_PARTS).set_index("group_label")
-    assert groups.loc["pipeline x2", "mem_param_bytes"] == busiest["mem_param_bytes"]
-    per_rank = charts.memory_per_rank(pipe).to_plotly_json()
-    params = next(t for t in per_rank["data"] if t["name"] == "parameters" and t["showlegend"] is False)
-    assert decode(params["y"]) == pytest.approx([r["mem_param_bytes"] / charts.MIB for r in pipe["per_rank"]])
-    assert params["marker"]["color"] == [charts.STRATEGY_COLORS["pipeline"]] * 2
-    assert per_rank["layout"]["yaxis"]["title"]["text"] == "memory (MiB)"
+def facet_axes(fig: dict) -> dict[str, str]:
+    """Workload -> x axis name of its facet (the figure's ``layout.meta``)."""
+    return fig["layout"]["meta"]["facets"]
 
 
-def test_communication_categories_ops_and_os_bytes(runs):
-    groups = charts.stacked_groups(runs, charts.COMM_PARTS).set_index("group_label")
-    ddp2 = [r for r in fixture_records() if r["strategy"] == "ddp" and r["world_size"] == 2][0]
-    assert groups.loc["ddp x2", "comm_parameter_bytes_per_step"] == ddp2["comm_parameter_bytes_per_step"]
-    assert groups.loc["pipeline x2", "comm_intermediate_bytes_per_step"] > 0
-    ops = charts.comm_ops_frame(runs)
-    assert set(ops["op"]) == {"all_reduce/parameter", "send/intermediate", "recv/intermediate"}
-    fig = charts.comm_modeled_vs_os(runs).to_plotly_json()
-    wire = next(t for t in fig["data"] if t["name"] == "ddp: modeled wire")
-    assert len(decode(wire["x"])) == 3 and "MiB/step" in fig["layout"]["yaxis"]["title"]["text"]
+# --- the layout key --------------------------------------------------------------------------
 
 
-def test_step_time_and_loss_charts_carry_every_value(runs):
-    box = charts.step_time_box(runs).to_plotly_json()
-    assert len(box["data"]) == len(runs)
-    first = runs.iloc[0]
-    trace = next(t for t in box["data"] if t["name"] == first["run_label"])
+def test_three_hybrid_meshes_are_three_layouts_labelled_by_their_mesh(reference):
+    hybrid = reference[reference["strategy"] == "hybrid"]
+    assert hybrid["group_key"].nunique() == 6  # 3 meshes x 2 workloads
+    assert set(hybrid["layout_label"]) == {f"hybrid x4 {m}" for m in MESHES}
+    for _, row in hybrid.iterrows():
+        assert row["layout_label"] == f"hybrid x4 {mesh(row)}"
+    # parts with one value among the runs shown stay out of the labels
+    assert set(reference.loc[reference["strategy"] == "ddp", "layout_label"]) == {"ddp x2", "ddp x4"}
+    assert set(reference.loc[reference["strategy"] == "pipeline", "layout_label"]) == {"pipeline x2"}
+
+
+def test_labels_name_only_what_differs_within_the_selection(everything):
+    ddp = charts.relabel(everything[(everything["strategy"] == "ddp") & (everything["source"] == "reference")
+                                    & (everything["world_size"] == 2)])
+    assert set(ddp["layout_label"]) == {"ddp x2"} and set(ddp["workload_label"]) == {MLP, TRANSFORMER}
+    both = charts.relabel(everything[everything["strategy"] == "single"])  # two sources shown: say which
+    assert set(both["layout_label"]) == {"single x1 [this directory]", "single x1 [reference]"}
+    assert everything["short_id"].str.len().eq(8).all()
+
+
+def test_medians_only_over_repeats_of_one_layout(reference):
+    groups = charts.group_medians(reference, ["throughput_samples_per_s"]).set_index("layout_label")
+    for m in MESHES:
+        recs = [r for r in ref_records(strategy="hybrid", workload="transformer") if mesh(r) == m]
+        row = groups[(groups.index == f"hybrid x4 {m}") & (groups["workload_label"] == TRANSFORMER)].iloc[0]
+        tput = [r["throughput_samples_per_s"] for r in recs]
+        assert (row["throughput_samples_per_s"], row["repeats"]) == (statistics.median(tput), 2)
+        assert row["throughput_samples_per_s_min"] == min(tput) and row["throughput_samples_per_s_max"] == max(tput)
+
+
+def test_layout_key_tolerates_records_without_newer_fields(everything):
+    old = load(FIXTURE_RESULTS).drop(columns=["dp_mode", "servers", "data_mode"])
+    prepared = charts.prepare(old)
+    assert prepared["group_key"].nunique() == everything["group_key"].nunique()
+
+
+# --- scaling ---------------------------------------------------------------------------------
+
+
+def test_scaling_one_line_per_mesh_joined_to_the_single_process_run(reference):
+    fig = charts.scaling_throughput(reference).to_plotly_json()
+    axes = facet_axes(fig)
+    assert set(axes) == {MLP, TRANSFORMER}
+    on = traces_by_axis(fig)
+    for wl, workload in ((MLP, "mlp"), (TRANSFORMER, "transformer")):
+        single = statistics.median(r["throughput_samples_per_s"] for r in ref_records(strategy="single", workload=workload))
+        traces = {t["name"]: t for t in on[axes[wl]]}
+        assert {"hybrid tp2·pp2", "hybrid tp1·pp2", "hybrid tp2·pp1", "ddp", "pipeline", "tp", "zero2"} == set(traces)
+        for m in MESHES:
+            t = traces[f"hybrid tp{m[6]}·pp{m[10]}"]
+            tput = [r["throughput_samples_per_s"] for r in ref_records(strategy="hybrid", workload=workload) if mesh(r) == m]
+            assert decode(t["x"]) == [1, 4]
+            assert decode(t["y"]) == pytest.approx([single, statistics.median(tput)])
+        ddp = traces["ddp"]
+        assert decode(ddp["x"]) == [1, 2, 4] and decode(ddp["y"])[0] == pytest.approx(single)
+
+
+def test_scaling_axes_log_when_wide_and_ticks_at_measured_world_sizes(reference, everything):
+    fig = charts.scaling_throughput(reference).to_plotly_json()["layout"]
+    assert fig["xaxis"]["type"] == "log" and list(fig["xaxis"]["tickvals"]) == [1, 2, 4]
+    mlp = [r["throughput_samples_per_s"] for r in ref_records(workload="mlp")]
+    assert (fig["yaxis"].get("type") == "log") == (max(mlp) / min(mlp) > 10)
+    one = charts.relabel(everything[everything["run_id"] == fixture_records(".")[0]["run_id"]])
+    lay = charts.scaling_throughput(one).to_plotly_json()["layout"]["xaxis"]
+    w = fixture_records(".")[0]["world_size"]
+    assert list(lay["tickvals"]) == [w] and lay["range"][0] > -0.5 and lay["range"][1] < 1.0  # not 0.25 .. 16
+
+
+def test_efficiency_uses_the_same_workload_and_source(reference):
+    pts = charts.scaling_points(reference)
+    row = pts[(pts["layout_label"] == "ddp x4") & (pts["workload_label"] == TRANSFORMER)].iloc[0]
+    single = statistics.median(r["throughput_samples_per_s"] for r in ref_records(strategy="single", workload="transformer"))
+    x4 = ref_records(strategy="ddp", world_size=4, workload="transformer")[0]["throughput_samples_per_s"]
+    assert row["efficiency"] == pytest.approx(x4 / (4 * single))
+
+
+# --- stacked bars ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("build, parts", [(charts.memory_stacked, charts.MEMORY_PARTS),
+                                          (charts.comm_stacked, charts.COMM_PARTS)])
+def test_stacked_bars_horizontal_faceted_growing_with_a_complete_legend(reference, build, parts):
+    fig = build(reference).to_plotly_json()
+    bars = [t for t in fig["data"] if t["type"] == "bar" and t.get("showlegend") is False]
+    assert {t["orientation"] for t in bars} == {"h"}
+    legend = [t["name"] for t in fig["data"] if t.get("showlegend") is not False and t["type"] == "bar"]
+    assert legend == list(parts.values())  # every part keyed, zero or not
+    labels = {y for t in bars for y in t["y"]}
+    assert {f"hybrid x4 {m}" for m in MESHES} <= labels
+    layouts = reference[reference["status"] == "ok"]["group_key"].nunique()
+    assert fig["layout"]["height"] >= 26 * layouts
+    assert set(facet_axes(fig)) == {MLP, TRANSFORMER}
+
+
+def test_memory_bar_values_and_process_context(reference):
+    fig = charts.memory_stacked(reference).to_plotly_json()
+    axes = facet_axes(fig)
+    rec = [r for r in ref_records(strategy="hybrid", workload="transformer") if mesh(r) == "dp1·tp2·pp2"]
+    busiest = [max(r["per_rank"], key=lambda p: sum(p[c] for c in charts.MEMORY_PARTS)) for r in rec]
+    params = next(t for t in fig["data"] if t["name"] == "parameters" and t.get("showlegend") is False
+                  and t["xaxis"] == axes[TRANSFORMER])
+    i = list(params["y"]).index("hybrid x4 dp1·tp2·pp2")
+    assert decode(params["x"])[i] == pytest.approx(statistics.median(b["mem_param_bytes"] for b in busiest) / charts.MIB)
+    text = next(t for t in fig["data"] if t.get("mode") == "text" and t["xaxis"] == axes[TRANSFORMER])
+    rss = statistics.median(r["peak_rss_bytes"] for r in rec) / charts.MIB
+    assert f"RSS {rss:,.0f} MiB" in text["text"][list(text["y"]).index("hybrid x4 dp1·tp2·pp2")]
+
+
+def test_colours_strategy_everywhere_world_sizes_told_apart(reference):
+    colors = charts.layout_colors(reference)
+    by_label = dict(zip(reference["layout_label"], reference["layout_key"]))
+    assert colors[by_label["ddp x2"]] == charts.STRATEGY_COLORS["ddp"]
+    assert colors[by_label["ddp x4"]] != colors[by_label["ddp x2"]]
+    assert len({colors[by_label[f"hybrid x4 {m}"]] for m in MESHES}) == 3
+    from parbench.sim.charts import predicted_vs_measured
+    frame = pd.DataFrame({"strategy": ["ddp", "tp"], "workload": ["mlp", "mlp"], "world_size": [2, 2],
+                          "step_time_measured_s": [0.01, 0.2], "step_time_predicted_s": [0.012, 0.1]})
+    sim = predicted_vs_measured(frame).to_plotly_json()
+    assert [t["marker"]["color"] for t in sim["data"][:2]] == [charts.STRATEGY_COLORS["ddp"], charts.STRATEGY_COLORS["tp"]]
+    assert sim["layout"]["xaxis"]["type"] == sim["layout"]["yaxis"]["type"] == "log"
+
+
+# --- compare, correctness, step time -----------------------------------------------------------
+
+
+def test_compare_never_divides_across_workloads(reference):
+    picks = ["single x1 · " + MLP, "ddp x2 · " + MLP, "single x1 · " + TRANSFORMER, "ddp x4 · " + TRANSFORMER]
+    chosen = reference[reference["config_label"].isin(picks)]
+    chosen = chosen.assign(_o=chosen["config_label"].map(picks.index)).sort_values("_o")
+    table = charts.compare_table(chosen, by="config_label")
+    ratios = [c for c in table.columns if " / " in c]
+    assert ratios == [f"{picks[1]} / {picks[0]}", f"{picks[3]} / {picks[2]}"]
+    x4 = ref_records(strategy="ddp", world_size=4, workload="transformer")[0]["throughput_samples_per_s"]
+    single = statistics.median(r["throughput_samples_per_s"] for r in ref_records(strategy="single", workload="transformer"))
+    assert table.loc["throughput (samples/s)", ratios[1]] == pytest.approx(x4 / single)
+    fig = charts.compare_ratios(chosen, by="config_label").to_plotly_json()
+    axes = facet_axes(fig)
+    names = {t["xaxis"]: t["name"] for t in fig["data"]}
+    assert names == {axes[MLP]: "ddp x2 / single x1", axes[TRANSFORMER]: "ddp x4 / single x1"}
+
+
+def test_compare_ratio_ticks_read_as_ratios_and_say_which_way_is_better(reference):
+    chosen = reference[reference["config_label"].isin(["single x1 · " + MLP, "ddp x2 · " + MLP])]
+    fig = charts.compare_ratios(chosen, by="config_label").to_plotly_json()
+    y = fig["layout"]["yaxis"]
+    assert y["type"] == "log" and "0.5" in y["ticktext"] and "0.2" in y["ticktext"]
+    assert y["tickvals"][y["ticktext"].index("0.5")] == 0.5
+    x = list(fig["data"][0]["x"])
+    assert "throughput (samples/s) ↑" in x and "step time median (ms) ↓" in x
+
+
+def test_loss_diff_exact_zero_is_zero_and_the_tolerance_is_drawn(reference):
+    runs = reference.copy()
+    i = runs.index[(runs["strategy"] == "ddp")][0]
+    runs.loc[i, "loss_max_abs_diff_vs_reference"] = 0.0
+    fig = charts.loss_diff(runs).to_plotly_json()
+    ys = [(t["name"], v, s) for t in fig["data"] for v, s in zip(decode(t["y"]), t["marker"]["symbol"])]
+    floor = min(v for _, v, _ in ys)
+    assert floor < min(v for v in runs["loss_max_abs_diff_vs_reference"].dropna() if v > 0)
+    assert ("ddp", floor, "circle-open") in ys
+    axis = fig["layout"]["yaxis"]
+    assert axis["ticktext"][0] == "0 (exact)" and axis["tickvals"][0] == floor
+    assert any(s.get("y0") == charts.LOSS_TOLERANCE for s in fig["layout"]["shapes"])
+
+
+def test_step_time_labels_carry_the_workload_and_say_how_many(reference):
+    shown, total = charts.step_time_shown(reference, 5)
+    assert (shown, total) == (5, int((reference["status"] == "ok").sum()))
+    fig = charts.step_time_box(reference, 5).to_plotly_json()
+    assert len(fig["data"]) == 5 and set(facet_axes(fig)) <= {MLP, TRANSFORMER}
+    first = charts.newest(reference, 5).iloc[0]
+    trace = next(t for t in fig["data"] if t["name"] == first["run_label"])
     assert decode(trace["y"]) == pytest.approx([t * 1e3 for t in first["step_times_s"]])
-    curves = charts.loss_curves(runs).to_plotly_json()["data"]
-    assert curves[-1]["line"]["dash"] == "dash"  # the single reference is drawn last, on top
-    diff = charts.loss_diff(runs).to_plotly_json()
-    assert {t["name"] for t in diff["data"]} == {"ddp", "pipeline"} and diff["layout"]["yaxis"]["type"] == "log"
 
 
-def test_compare_table_ratios(runs):
-    ok = runs[runs["group_label"].isin(["ddp x2", "ddp x4"])]
-    table = charts.compare_table(ok, by="group_label")
-    x2 = statistics.median(r["throughput_samples_per_s"] for r in fixture_records()
-                           if r["strategy"] == "ddp" and r["world_size"] == 2)
-    x4 = [r for r in fixture_records() if r["world_size"] == 4][0]["throughput_samples_per_s"]
-    assert table.loc["throughput (samples/s)", "ddp x4 / ddp x2"] == pytest.approx(x4 / x2)
+# --- landing, overview -----------------------------------------------------------------------
+
+
+def test_ranking_per_workload_fastest_and_fastest_that_fits(reference):
+    ranked = charts.ranking(reference)
+    for wl, workload in ((MLP, "mlp"), (TRANSFORMER, "transformer")):
+        sub = ranked[ranked["workload_label"] == wl]
+        assert list(sub["rank"]) == list(range(1, len(sub) + 1))
+        assert sub["throughput_samples_per_s"].is_monotonic_decreasing
+        recs = [r for r in fixture_records("reference") if r["workload"] == workload]
+        key = lambda r: (r["strategy"], r["world_size"], mesh(r) if r["strategy"] == "hybrid" else "")  # noqa: E731
+        medians = {k: statistics.median(r["throughput_samples_per_s"] for r in recs if key(r) == k) for k in map(key, recs)}
+        best = max(medians, key=medians.get)
+        assert sub.iloc[0]["throughput_samples_per_s"] == pytest.approx(medians[best])
+        mem = lambda r: sum(max(r["per_rank"], key=lambda p: sum(p[c] for c in charts.MEMORY_PARTS))[c]  # noqa: E731
+                            for c in charts.MEMORY_PARTS)
+        single = statistics.median(mem(r) for r in recs if r["world_size"] == 1)
+        fits = {k: statistics.median(mem(r) for r in recs if key(r) == k) < single for k in medians}
+        fastest_fit = max((k for k in medians if fits[k]), key=medians.get)
+        assert sub[sub["fastest_fit"]].iloc[0]["throughput_samples_per_s"] == pytest.approx(medians[fastest_fit])
+
+
+def test_pareto_front_of_what_was_measured():
+    mem = pd.Series([1.0, 2.0, 3.0, 4.0])
+    tput = pd.Series([10.0, 5.0, 20.0, 20.0])
+    assert pareto_list(mem, tput) == [True, False, True, False]
+    assert pareto_list(mem[::-1], tput[::-1]) == [False, True, False, True]
+
+
+def pareto_list(mem, tput) -> list[bool]:
+    return charts.pareto_mask(mem, tput).tolist()
+
+
+def test_overview_table_configuration_first_short_ids_and_errors(everything):
+    table = charts.overview_table(everything)
+    assert list(table.columns[:5]) == ["run", "source", "workload", "strategy", "W"]
+    assert table.columns.get_loc("mesh") < table.columns.get_loc("samples/s")
+    failed = table[table["status"] == "failed"]
+    assert len(failed) == 1 and "rank 1" in failed["error"].iloc[0]
+    assert table["run"].str.len().eq(8).all()
+    grouped = charts.grouped_table(everything, "group_key")
+    assert grouped["runs"].sum() == len(everything) and len(grouped) == everything["group_key"].nunique()
 
 
 # x axes that name categories, not quantities (no unit to show)
-CATEGORICAL_X = ("strategy x world size", "op / category", "metric", "run", "run (strategy x world size, run id)")
+CATEGORICAL_X = ("metric", "run", "run (layout · run id)")
 
 
-def test_every_report_chart_has_axis_units_and_handles_empty(runs):
+def test_every_report_chart_has_axis_units_and_handles_empty(everything):
     empty = charts.prepare(load(FIXTURE_RESULTS / "missing"))
     for _, builders in charts.REPORT_SECTIONS:
         for build in builders:
-            layout = build(runs).to_plotly_json()["layout"]
-            assert "(" in layout["yaxis"]["title"]["text"], layout["yaxis"]  # numeric: unit in brackets
-            x = layout["xaxis"]["title"]["text"]
-            assert "(" in x or x in CATEGORICAL_X, x
+            layout = build(everything).to_plotly_json()["layout"]
+            assert "(" in layout["xaxis"]["title"]["text"] or layout["xaxis"]["title"]["text"] in CATEGORICAL_X
+            y = layout["yaxis"]["title"]["text"]
+            assert "(" in y or y == "layout", y
             build(empty)  # an empty frame gives a placeholder figure, never an exception
 
 
 def test_dashboard_and_report_never_import_torch():
     code = ("import sys; sys.path.insert(0, '.'); import dashboard.data, dashboard.views, parbench.report, "
-            "parbench.charts, parbench.commands.dashboard, parbench.commands.report; "
+            "parbench.charts, parbench.sim.whatif, parbench.commands.dashboard, parbench.commands.report; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=FIXTURE_RESULTS.parents[3])

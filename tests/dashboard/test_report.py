@@ -1,4 +1,4 @@
-"""``parbench report``: one self-contained HTML file with the dashboard's charts."""
+"""``parbench report``: one self-contained HTML file, summary first, the charts, the raw runs last."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import re
 
 from parbench import charts
 from parbench.cli import main
+from parbench.report import anchor
 
 from .conftest import FIXTURE_RESULTS, fixture_records
 
@@ -17,21 +18,50 @@ def plotly_figures(html: str) -> list[dict]:
     return [{"data": json.loads(d), "layout": json.loads(l)} for d, l in calls]
 
 
-def test_report_is_self_contained_with_every_section(tmp_path, capsys):
+def test_report_summary_first_then_contents_charts_and_raw_runs_last(tmp_path, capsys):
     out = tmp_path / "report.html"
     assert main(["report", "--results-dir", str(FIXTURE_RESULTS), "--out", str(out)]) == 0
-    assert f"{out} ({len(fixture_records())} runs" in capsys.readouterr().out
+    own = fixture_records(".")
+    assert f"{out} ({len(own)} runs" in capsys.readouterr().out  # the newest source only
     html = out.read_text()
     assert html.count("<script") >= 1 and not re.search(r'<script[^>]+src="https?://', html)  # no CDN
     assert len(html) > 1_000_000  # plotly.js itself is inlined, so the file opens offline
+    order = [html.index(s) for s in ("report written", "git commit", "Fastest:", "<h2>Contents</h2>",
+                                     'id="scaling"', 'id="all-runs"', "Download the")]
+    assert order == sorted(order)
+    assert "newest of 2" in html and "sources are never pooled" in html
     for title, _ in charts.REPORT_SECTIONS:
-        assert f"<h2>{title}</h2>" in html
+        assert f'<a href="#{anchor(title)}">' in html and f'<h2 id="{anchor(title)}">' in html
     figures = plotly_figures(html)
     assert len(figures) == sum(len(b) for _, b in charts.REPORT_SECTIONS)
     names = {t.get("name") for f in figures for t in f["data"]}
-    assert {"ddp", "pipeline"} <= {n.split(" ")[0] for n in names if n}
-    for run_id in (r["run_id"] for r in fixture_records()):
-        assert run_id in html  # the overview table lists every run
+    assert {"ddp", "hybrid tp2·pp1"} <= names
+    assert all(f["layout"].get("width") is None for f in figures)  # every figure follows the page width
+    for rec in own:
+        assert rec["run_id"][:8] in html
+    assert not any(r["run_id"][:8] in html for r in fixture_records("reference"))
+
+
+def test_report_other_source_and_all(tmp_path, capsys):
+    out = tmp_path / "r.html"
+    assert main(["report", "--results-dir", str(FIXTURE_RESULTS), "--out", str(out), "--source", "reference"]) == 0
+    assert f"({len(fixture_records('reference'))} runs" in capsys.readouterr().out
+    html = out.read_text()
+    assert "hybrid x4 dp1·tp2·pp2" in html and "hybrid x4 dp2·tp2·pp1" in html
+    assert main(["report", "--results-dir", str(FIXTURE_RESULTS), "--out", str(out), "--source", "nope"]) == 2
+    assert "nope" in capsys.readouterr().err
+
+
+def test_report_compare_section_never_divides_across_workloads(tmp_path):
+    out = tmp_path / "r.html"
+    assert main(["report", "--results-dir", str(FIXTURE_RESULTS), "--out", str(out), "--source", "reference"]) == 0
+    figures = plotly_figures(out.read_text())
+    ratios = next(f for f in figures if f["layout"]["title"]["text"].startswith("Ratio to the first pick"))
+    facets = ratios["layout"]["meta"]["facets"]
+    for t in ratios["data"]:
+        if " / " in t["name"]:
+            assert t["name"].endswith("/ single x1")  # each workload's own single-process run
+            assert t["xaxis"] in facets.values()
 
 
 def test_report_empty_and_corrupt(tmp_path, capsys, results_copy):
