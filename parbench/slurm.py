@@ -45,6 +45,18 @@ class SlurmJob:
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.ranks_per_node < 1:
             raise ValueError(f"nodes={self.nodes} and ranks_per_node={self.ranks_per_node} must be >= 1")
+        for key in ("cpus_per_task", "gpus_per_node"):
+            if getattr(self, key) is not None and getattr(self, key) < 1:
+                raise ValueError(f"{key}={getattr(self, key)} must be >= 1 (leave it out for Slurm's default)")
+        for key in ("job_name", "time", "partition", "account", "python", "output"):
+            value = getattr(self, key)
+            if value is not None and not value:
+                raise ValueError(f"{key} is empty")
+            check_text(value, key)
+            if value is not None and "packjob" in value.lower():  # sbatch blanks this word in a directive line
+                raise ValueError(f"{key} {value!r}: sbatch erases the word 'packjob' from #SBATCH lines")
+        for line in self.setup:
+            check_text(line, "setup line")
         if self.rendezvous not in RENDEZVOUS:
             raise ValueError(f"rendezvous={self.rendezvous!r}; valid: {', '.join(RENDEZVOUS)}")
         if not _TIME.match(self.time):
@@ -53,11 +65,32 @@ class SlurmJob:
             raise ValueError(f"master_port={self.master_port} is not a TCP port")
 
 
-def _directives(job: SlurmJob) -> list[str]:
+def check_text(value: str | None, what: str) -> None:
+    """Refuse control characters (every non-printable one): a newline in a value would end its ``#SBATCH`` line and turn the
+    rest into shell code, and sbatch stops reading directives at the first line that is not one."""
+    bad = next((ch for ch in value or "" if not ch.isprintable()), None)  # C0/C1 controls, line separators
+    if bad is not None:
+        raise ValueError(f"{what} {value!r} contains the control character {bad!r}")
+
+
+def directives(job: SlurmJob) -> dict[str, str]:
+    """Option -> value of every ``#SBATCH`` line (values as sbatch must read them back)."""
     pairs = [("job-name", job.job_name), ("nodes", job.nodes), ("ntasks-per-node", 1), ("time", job.time),
              ("output", job.output), ("partition", job.partition), ("account", job.account),
              ("cpus-per-task", job.cpus_per_task), ("gpus-per-node", job.gpus_per_node)]
-    return [f"#SBATCH --{k}={v}" for k, v in pairs if v is not None]
+    return {k: str(v) for k, v in pairs if v is not None}
+
+
+def sbatch_quote(value: str) -> str:
+    """``value`` as sbatch reads it back from a ``#SBATCH`` line. sbatch's own parser (not bash's)
+    reads a value up to whitespace or an unquoted '#', groups with '"' or "'", and takes a backslash
+    as an escape even inside quotes (so shell quoting would lose backslashes): double quotes, with
+    backslash and '"' escaped, keep every character."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _directive_lines(job: SlurmJob) -> list[str]:
+    return [f"#SBATCH --{k}={sbatch_quote(v)}" for k, v in directives(job).items()]
 
 
 def node_options(job: SlurmJob) -> str:
@@ -76,7 +109,7 @@ def sbatch_script(job: SlurmJob, argv: list[str]) -> str:
     lines = [
         "#!/bin/bash",
         f"# parbench on {job.nodes} node(s) x {job.ranks_per_node} rank(s): written by `parbench slurm`",
-        *_directives(job),
+        *_directive_lines(job),
         "set -euo pipefail",
         *job.setup,
         "# rendezvous from the allocation: its first host runs node 0's torchrun agent (the store)",
@@ -87,3 +120,13 @@ def sbatch_script(job: SlurmJob, argv: list[str]) -> str:
         f"srun --nodes={job.nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote('exec ' + command)}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def check_syntax(script: str) -> None:
+    """``bash -n`` on the script (the setup lines are the user's own shell code); ValueError naming
+    bash's complaint. Nothing runs: -n only parses."""
+    import subprocess
+
+    out = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        raise ValueError(f"the script would not parse in bash (check --setup): {out.stderr.strip()}")

@@ -62,11 +62,13 @@ def resolve_strategies(spec: SweepSpec) -> tuple[str, ...]:
     return tuple(s.value for s in Strategy if s in BUILDERS)
 
 
-def plan(spec: SweepSpec, *, single_host: bool = True) -> Plan:
+def plan(spec: SweepSpec, *, single_host: bool = True, environment: bool = True) -> Plan:
     """Expand the grid; raise ConfigError (naming the file) when no point is runnable.
 
     ``single_host``: every rank of a point runs on this host (not a multi-node sweep), so a world
-    size beyond what this host's memory holds is skipped, with the reason."""
+    size beyond what this host's memory holds is skipped, with the reason. ``environment``: check
+    each point against this machine (backends, GPUs, the workload built once); off when the sweep
+    runs elsewhere (``parbench slurm`` writes a script for other machines)."""
     points: dict[str, Point] = {}
     skipped: list[Skipped] = []
     strategies = resolve_strategies(spec)
@@ -76,7 +78,7 @@ def plan(spec: SweepSpec, *, single_host: bool = True) -> Plan:
             skipped.append(Skipped(label, kwargs))
             continue
         try:
-            cfg = _config(spec, kwargs, checked, single_host)
+            cfg = _config(spec, kwargs, checked if environment else None, single_host)
         except ConfigError as exc:
             skipped.append(Skipped(label, str(exc)))
             continue
@@ -92,8 +94,9 @@ def plan(spec: SweepSpec, *, single_host: bool = True) -> Plan:
 _CHECK_IGNORES = ("global_batch_size", "data_mode", "steps", "warmup_steps", "timeout_s", "threads", "lr")
 
 
-def _config(spec: SweepSpec, kwargs: dict[str, Any], checked: dict[str, str | None],
+def _config(spec: SweepSpec, kwargs: dict[str, Any], checked: dict[str, str | None] | None,
             single_host: bool) -> RunConfig:
+    """The point's RunConfig; ``checked`` caches environment checks (None: no environment check)."""
     from parbench.launch import check_implemented
     from parbench.validation import check_environment, check_host_capacity
 
@@ -101,6 +104,8 @@ def _config(spec: SweepSpec, kwargs: dict[str, Any], checked: dict[str, str | No
         check_host_capacity(kwargs["world_size"], kwargs.get("device", "cpu"))
     cfg = RunConfig(**kwargs)  # ConfigError: infeasible point
     check_implemented(cfg)
+    if checked is None:
+        return cfg
     key = json.dumps({k: v for k, v in cfg.to_dict().items() if k not in _CHECK_IGNORES}, sort_keys=True)
     if key not in checked:
         try:

@@ -66,7 +66,7 @@ def test_sbatch_script_content():
     script = sbatch_script(job, ["sweep", "--grid", "my grid.toml"])
     lines = script.splitlines()
     assert lines[0] == "#!/bin/bash"
-    for directive in ("--nodes=4", "--ntasks-per-node=1", "--time=02:30:00", "--partition=gpu", "--account=proj"):
+    for directive in ('--nodes="4"', '--ntasks-per-node="1"', '--time="02:30:00"', '--partition="gpu"', '--account="proj"'):
         assert f"#SBATCH {directive}" in lines
     assert lines.index("source /opt/venv/bin/activate") < next(i for i, l in enumerate(lines) if l.startswith("srun"))
     assert 'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"' in lines
