@@ -16,13 +16,14 @@ The fixed terms are properties of the cluster (``Cluster.context_bytes``, ``comm
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 
 from parbench.config import Schedule
 from parbench.sim.comm import DDP_BUCKET_BYTES, fsdp_group_numels, stage_local_numels, zero1_max_shard
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.model import ModelSpec
-from parbench.sim.stages import Stage
+from parbench.sim.stages import Stage, stages
 
 STEP_TENSOR_BYTES = 4  # torch AdamW keeps a float32 ``step`` tensor per parameter
 FP32_BYTES = 4
@@ -147,20 +148,27 @@ def unsharded_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> int:
     stays gathered, its unsharded gradients accumulating over the micro-batches."""
     if layout.zero != 3 or layout.shard_group == 1:
         return 0
+    full, root, top2, biggest = _gathered_numels(model, layout.pp, layout.v, layout.tp, stage.rank)
+    if layout.pp > 1:  # under a pipeline schedule the stage stays gathered and accumulates full gradients
+        # until its last backward (m + 1 gathers, comm.py), in FSDP2's reduce dtype (fp32 under mixed precision)
+        reduce_bytes = FP32_BYTES if layout.precision.master_bytes else layout.precision.grad_bytes
+        return full * (layout.precision.param_bytes + reduce_bytes)
+    pb = 1 if layout.fp8_all_gather else layout.precision.param_bytes
+    fp8_casts = 2 * biggest if layout.precision.gemm_dtype == "fp8" and not layout.fp8_all_gather else 0
+    return (root + top2) * pb + max(biggest, root) * layout.precision.grad_bytes + fp8_casts
+
+
+@lru_cache(maxsize=4096)
+def _gathered_numels(model: ModelSpec, pp: int, v: int, tp: int, rank: int) -> tuple[int, int, int, int]:
+    """(the stage's elements, its root group's, its two largest units', its largest unit's), tp-local."""
     from parbench.sim.comm import fsdp_groups
 
-    tp, groups = layout.tp, fsdp_groups(stage, layout.tp)
-    if layout.pp > 1:  # under a pipeline schedule the stage stays gathered and accumulates full gradients
-        full = sum(t.local_numel(tp) for t in stage.tensors)  # until its last backward (m + 1 gathers, comm.py),
-        reduce_bytes = FP32_BYTES if layout.precision.master_bytes else layout.precision.grad_bytes  # in fp32
-        return full * (layout.precision.param_bytes + reduce_bytes)
-    sizes = [sum(t.local_numel(tp) for t in g) for g in groups]
-    root = sum(t.local_numel(tp) for t in stage.tensors if t.name.startswith(("pre.", "post.")))
-    units = [n for n, g in zip(sizes, groups) if not g[0].name.startswith(("pre.", "post."))] or [0]
-    top = sorted(units, reverse=True)[:2]
-    pb = 1 if layout.fp8_all_gather else layout.precision.param_bytes
-    fp8_casts = 2 * max(units) if layout.precision.gemm_dtype == "fp8" and not layout.fp8_all_gather else 0
-    return (root + sum(top)) * pb + max(units + [root]) * layout.precision.grad_bytes + fp8_casts
+    stage = stages(model, pp, v)[rank]
+    root_names = ("pre.", "post.")
+    units = [sum(t.local_numel(tp) for t in g) for g in fsdp_groups(stage, tp) if not g[0].name.startswith(root_names)]
+    units = sorted(units or [0], reverse=True)
+    root = sum(t.local_numel(tp) for t in stage.tensors if t.name.startswith(root_names))
+    return sum(t.local_numel(tp) for t in stage.tensors), root, sum(units[:2]), units[0]
 
 
 def process_groups(layout: Layout) -> int:

@@ -13,6 +13,7 @@ busiest link's total communication time. MFU = model FLOPs / (step time x world 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from parbench.config import Strategy
 from parbench.sim.comm import CATEGORIES, CommOp, by_collective, bytes_by_category, rank_ops
@@ -229,7 +230,8 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     sts = stages(model, layout.pp, layout.v)
     mems = (ps_memory(model, layout) if layout.strategy is Strategy.PS
             else [stage_memory(model, layout, st, cluster) for st in sts])
-    memory = Memory(**{k: max(mm.as_dict()[k] for mm in mems) for k in mems[0].as_dict()})
+    kinds = [mm.as_dict() for mm in mems]
+    memory = Memory(**{k: max(d[k] for d in kinds) for k in kinds[0]})
     slow = oversubscription(cluster, layout.world_size) * cluster.step_scale
     ps = layout.strategy is Strategy.PS
     times = [_stage_time(cluster, model, layout, st, ops.get(f"stage{st.rank}", ops.get("worker", [])), slow, ps=ps)
@@ -268,17 +270,20 @@ def hardware_flops_per_step(model: ModelSpec, layout: Layout) -> int:
     forward of ``recomputed_fraction`` of the layers; selective/ops: the eager attention core) and flash
     attention's backward recompute of QK^T. Narayanan et al. 2021's eq. (3) ("achieved teraFLOP/s")
     and MosaicML's HFU count this way; MFU (PaLM, Chowdhery et al. 2022, app. B) does not."""
-    b = layout.global_batch_size
-    extra = 0.0
-    for u in model.units:
-        gemm = sum(g.flops for g in u.gemms)
-        core = sum(g.flops for g in u.gemms if g.batched > 1)
-        extra += layout.recomputed_fraction * gemm
-        if layout.recompute in (Recompute.SELECTIVE, Recompute.OPS) and layout.attention == "eager":
-            extra += core
-        if layout.attention == "flash":
-            extra += core / 2  # the QK^T half of the core runs again in backward
-    return int(3 * model.forward_flops_per_sample * b + extra * b)
+    gemm, core = _unit_flops(model)
+    extra = layout.recomputed_fraction * gemm
+    if layout.recompute in (Recompute.SELECTIVE, Recompute.OPS) and layout.attention == "eager":
+        extra += core
+    if layout.attention == "flash":
+        extra += core / 2  # the QK^T half of the core runs again in backward
+    return int((3 * model.forward_flops_per_sample + extra) * layout.global_batch_size)
+
+
+@lru_cache(maxsize=256)
+def _unit_flops(model: ModelSpec) -> tuple[int, int]:
+    """Forward FLOPs per sample of the layers' GEMMs, and of their attention core (QK^T and AV)."""
+    return (sum(g.flops for u in model.units for g in u.gemms),
+            sum(g.flops for u in model.units for g in u.gemms if g.batched > 1))
 
 
 def format_bytes(n: float) -> str:
