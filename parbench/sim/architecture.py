@@ -5,7 +5,8 @@ One description serves the runner's own transformer, the ``hf-*`` workloads, the
 2023: ``kv_heads`` < ``heads`` shrinks the k/v projections), a feed-forward width of its own, a gated
 MLP (Shazeer, "GLU Variants Improve Transformer", 2020: SwiGLU's gate, up and down matrices), tied
 or untied input/output embeddings, LayerNorm (weight + bias) or RMSNorm (weight only), learned or
-rotary positions, and which Linear layers carry a bias.
+rotary positions, and which Linear layers carry a bias. A mixture-of-experts MLP extends this record
+(experts, experts per token, router) and ``Layout`` (an expert-parallel degree) the same way.
 """
 
 from __future__ import annotations

@@ -169,3 +169,15 @@ def test_published_runs_that_trained_fit_and_oom_ones_do_not():
     assert len(with_memory) == 18 and len(within) >= 14, [(r["name"], round(r["memory_error_pct"])) for r in with_memory]
     by = {s["source"]: s for s in summarize_by_source(rows)}
     assert sum(s["rows"] for s in by.values()) == len(rows)
+
+
+def test_hf_workloads_have_their_own_architecture():
+    """hf-llama: SwiGLU of 4d (three d x 4d matrices), RMSNorm (weights only), no biases, no position table."""
+    from parbench.config import WorkloadConfig
+    from parbench.sim import model_spec
+
+    d, L, v, t = 64, 2, 256, 32
+    llama = model_spec(WorkloadConfig(name="hf-llama", layers=L, hidden=d, heads=4, seq_len=t, vocab_size=v))
+    plain = model_spec(WorkloadConfig(name="transformer", layers=L, hidden=d, heads=4, seq_len=t, vocab_size=v))
+    assert llama.param_numel == L * (4 * d * d + 3 * d * 4 * d + 2 * d) + 2 * v * d + d
+    assert llama.forward_flops_per_sample - plain.forward_flops_per_sample == L * 2 * t * d * 4 * d
