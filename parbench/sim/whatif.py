@@ -15,7 +15,9 @@ import plotly.graph_objects as go
 from parbench.config import Schedule, Strategy, WorkloadConfig
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import PRECISIONS, Layout, Recompute
-from parbench.sim.model import model_spec
+from parbench.sim.architecture import Architecture
+from parbench.sim.model import architecture_spec, model_spec
+from parbench.sim.models import MODELS
 from parbench.sim.predict import Prediction, predict
 from parbench.sim.published import PUBLISHED, SEQ, VOCAB
 
@@ -32,6 +34,8 @@ class Shape:
     seq_len: int = SEQ
     vocab_size: int = VOCAB
     source: str = ""
+    arch: Architecture | None = None
+    """A full architecture (GQA, gated MLP, tied embeddings) where the preset has one; None: a GPT shape."""
 
 
 # Brown et al. 2020 ("Language Models are Few-Shot Learners"), table 2.1: n_layers, d_model, n_heads,
@@ -42,6 +46,8 @@ MODEL_PRESETS: dict[str, Shape] = {
     "GPT-3 13B": Shape(layers=40, hidden=5120, heads=40, source="Brown et al. 2020, table 2.1"),
     "GPT-3 175B": Shape(layers=96, hidden=12288, heads=96, source="Brown et al. 2020, table 2.1"),
     **{p.name: Shape(layers=p.layers, hidden=p.hidden, heads=p.heads, source=p.source) for p in PUBLISHED},
+    **{name: Shape(layers=m.arch.layers, hidden=m.arch.hidden, heads=m.arch.heads, seq_len=m.arch.seq_len,
+                   vocab_size=m.arch.vocab, source=m.source, arch=m.arch) for name, m in MODELS.items()},
 }
 
 
@@ -69,6 +75,8 @@ class WhatIf:
 
     def predict(self, cluster: Cluster) -> Prediction:
         s = self.shape
+        if s.arch is not None:
+            return predict(architecture_spec(s.arch, megatron=True), self.layout(), cluster)
         wl = WorkloadConfig(name="transformer", layers=s.layers, hidden=s.hidden, heads=s.heads, seq_len=s.seq_len,
                             vocab_size=s.vocab_size)
         return predict(model_spec(wl, megatron=True), self.layout(), cluster)
@@ -82,17 +90,21 @@ def time_parts(p: Prediction) -> dict[str, float]:
             "exposed communication": p.comm_time_s, "optimizer and other": rest}
 
 
+MEMORY_KINDS = {"param_bytes": "parameters", "grad_bytes": "gradients", "optim_bytes": "optimizer state",
+                "activation_bytes": "activations", "unsharded_bytes": "gathered parameters (FSDP)",
+                "loss_bytes": "logits and loss", "buffer_bytes": "gradient buckets",
+                "context_bytes": "CUDA context and communicators", "fragmentation_bytes": "allocator fragmentation"}
 MEMORY_COLORS = {"parameters": "#1f77b4", "gradients": "#ff7f0e", "optimizer state": "#2ca02c",
-                 "activations": "#d62728"}
+                 "activations": "#d62728", "gathered parameters (FSDP)": "#9467bd", "logits and loss": "#8c564b",
+                 "gradient buckets": "#e377c2", "CUDA context and communicators": "#7f7f7f",
+                 "allocator fragmentation": "#bcbd22"}
 TIME_COLORS = {"compute": "#1f77b4", "pipeline bubble": "#bcbd22", "exposed communication": "#d62728",
                "optimizer and other": "#7f7f7f"}
 
 
 def memory_figure(p: Prediction, cluster: Cluster) -> go.Figure:
     """The busiest rank's memory stacked by kind, against the device capacity (a vertical line)."""
-    m = p.memory
-    parts = {"parameters": m.param_bytes, "gradients": m.grad_bytes, "optimizer state": m.optim_bytes,
-             "activations": m.activation_bytes}
+    parts = {MEMORY_KINDS[k]: v for k, v in p.memory.as_dict().items() if v}  # every term, so the bars sum to the peak
     fig = go.Figure()
     for name, value in parts.items():
         fig.add_trace(go.Bar(y=["busiest rank"], x=[value / GIB], orientation="h", name=name,
