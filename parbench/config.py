@@ -254,6 +254,17 @@ class RunConfig:
     threads: int = 1
     """Intra-op threads per rank (torch.set_num_threads)."""
     data_mode: DataMode = DataMode.SHARDED
+    data_in_step: bool = False
+    """Prepare each step's input inside the timed step (end-to-end numbers) instead of just before
+    it (the default: data off the critical path, as a loader's workers would have it ready).
+    ``time_data_s`` is measured either way. rank0's scatter is communication: always in the step."""
+    loader_workers: int = 0
+    """DataLoader worker processes per rank for Dataset workloads (digits, mnist, a plugin's Dataset);
+    0: the rank loads in its own process (on 2 cores, workers would compete with the ranks)."""
+    pin_memory: bool = False
+    """DataLoader pin_memory: page-locked batches for faster copies to a GPU (cuda runs only)."""
+    prefetch_factor: int = 2
+    """Batches each DataLoader worker loads ahead (with loader_workers > 0)."""
     lr: float = 0.0
     """Learning rate (default: 0.01 for the mlp's SGD, 1e-3 for the transformer's AdamW)."""
     timeout_s: float = 300.0
@@ -341,5 +352,6 @@ class RunConfig:
         return dataclasses.replace(
             self, strategy=Strategy.SINGLE, world_size=1, micro_batches=1, dp=0, tp=0, pp=0, ep=0,
             servers=1, virtual_stages=1, data_mode=DataMode.SHARDED, backend=Backend.GLOO,
+            data_in_step=False, loader_workers=0, pin_memory=False, prefetch_factor=2,
             device="cpu", schedule=Schedule.ONE_F_ONE_B, dp_mode=DataParallelMode.DDP, inject_fault=None,
         )

@@ -47,6 +47,8 @@ def config_columns(cfg: RunConfig) -> dict[str, Any]:
         "data_mode": cfg.data_mode.value,
         "ep": cfg.ep,
         **{key: (getattr(w, key) if w.name == "moe" else None) for key in MOE_KEYS},
+        "data_in_step": cfg.data_in_step,
+        "loader_workers": cfg.loader_workers,
         "config": cfg.to_dict(),
     }
 
@@ -103,6 +105,7 @@ def build_record(cfg: RunConfig, ranks: list[dict[str, Any]], wall: float, *,
     rec.update(_compute_split(ranks, rec["step_time_s_median"]))
     if cfg.device == "cuda":
         rec["gpu_name"] = ranks[0].get("device_name") or rec["gpu_name"]  # the device rank 0 really ran on
+    rec["time_data_s"] = _data_time(ranks)
     rec.update(_flops(cfg, rec["step_time_s_median"], rec["gpu_name"] if cfg.device == "cuda" else None))
     rec.update(_memory(ranks))
     rec.update(_comm(ranks))
@@ -126,6 +129,13 @@ def _compute_split(ranks, step_median: float) -> dict[str, Any]:
         return {"compute_time_s_median": None, "exposed_comm_time_s": None}
     c = stats.median(compute)
     return {"compute_time_s_median": c, "exposed_comm_time_s": step_median - c}
+
+
+def _data_time(ranks) -> float | None:
+    """Seconds per step the slowest-reading rank took to make its input (its median over the timed
+    steps); in the step time only with data_in_step. None when no rank reads data."""
+    medians = [stats.median(r["data_times_s"]) for r in ranks if r.get("data_times_s")]
+    return max(medians) if medians else None
 
 
 def _flops(cfg: RunConfig, step_median: float, gpu_name: str | None) -> dict[str, Any]:
@@ -211,5 +221,6 @@ def _per_rank(r: dict[str, Any]) -> dict[str, Any]:
             *EXPERT_MEMORY, "comm_bytes_by_label", "moe_routing")
     out = {k: r.get(k) for k in keep}
     out.update({f"comm_{c}_bytes_per_step": r["comm_bytes_per_step"][c] for c in CATEGORIES})
+    out["time_data_s"] = stats.median(r["data_times_s"]) if r.get("data_times_s") else None
     out["losses"] = r["losses"]
     return out

@@ -74,6 +74,8 @@ SCHEMA: dict[str, str] = {
     "moe_every": "moe: every moe_every-th block has experts, else null",
     "router": "moe: learned (softmax top-k) | balanced (forced uniform routing), else null",
     "aux_loss_weight": "moe: weight of the Switch load-balancing loss (in the gradient, not in `losses`), else null",
+    "data_in_step": "true: each step's input was made inside the timed step; false: before it (time_data_s apart)",
+    "loader_workers": "DataLoader worker processes per rank (Dataset workloads; 0 = in the rank's process)",
     "config": "the full RunConfig as a dict (to rerun exactly)",
     # time
     "throughput_samples_per_s": "global_batch_size x steps / timed wall time",
@@ -85,6 +87,8 @@ SCHEMA: dict[str, str] = {
     "step_times_s": "every timed step (list)",
     "compute_time_s_median": "ddp: median step time under no_sync (no gradient communication); else null",
     "exposed_comm_time_s": "step_time_s_median - compute_time_s_median, else null",
+    "time_data_s": "seconds per step a rank took to make its input, median over timed steps, slowest rank; "
+                   "inside step_time_s only when data_in_step",
     "model_flops_per_step": "model FLOPs of one optimizer step (forward + backward = 3x forward)",
     "achieved_flops_per_s_per_rank": "model_flops_per_step / world_size / step_time_s_median",
     "mfu": "achieved / peak FLOP/s of the device at the run's precision where the peak is known, else null",

@@ -8,6 +8,10 @@ Order of a run on every rank::
     timed steps     each between two barriers; only a clock and the OS write counter run
     compute-only    ddp: a few steps under no_sync, for the exposed-communication estimate
 
+Each step's input is made before its start barrier (``Trainer.feed.prepare``), as a loader's
+workers would have it ready, and timed on its own (``data_times_s``); with ``data_in_step`` the
+step makes it inside the timed window instead (``parbench.data``).
+
 The meters stay off during timed steps, so measuring costs the timed loop nothing but its
 barriers; the byte counts of the probe step hold for every step because the strategies'
 traffic is deterministic (the OS counter over the timed steps cross-checks it).
@@ -29,6 +33,7 @@ import torch.distributed as dist
 
 from parbench import strategies, workloads
 from parbench.config import RunConfig
+from parbench.data import Feed
 from parbench.metrics import memory
 from parbench.metrics.comm import CommMeter, os_write_bytes
 from parbench.strategies.base import RankContext, Trainer
@@ -98,6 +103,8 @@ def measure(ctx: RankContext, trainer: Trainer) -> dict[str, Any]:
 
     tracker = memory.ActivationTracker()
     tracker.exclude_params(trainer.params)
+    if trainer.feed is not None:
+        trainer.feed.prepare(cfg.warmup_steps)  # the probe meters the step, not the making of its input
     with ctx.meter.counting(), tracker.tracking():
         losses.append(trainer.step(cfg.warmup_steps))
     probe = len(losses) - 1
@@ -110,19 +117,20 @@ def measure(ctx: RankContext, trainer: Trainer) -> dict[str, Any]:
     }
 
     first_timed = probe + 1
-    step_times, timed_losses, io_bytes = _timed(ctx, trainer.step, first_timed, cfg.steps)
+    step_times, timed_losses, io_bytes = _timed(ctx, trainer.step, first_timed, cfg.steps, trainer.feed)
     losses += timed_losses
     barrier_io = _barrier_bytes(cfg.steps)
     compute_times: list[float] = []
     if trainer.compute_only_step is not None:
         n = min(cfg.steps, COMPUTE_ONLY_STEPS)
-        compute_times, _, _ = _timed(ctx, trainer.compute_only_step, first_timed + cfg.steps, n)
+        compute_times, _, _ = _timed(ctx, trainer.compute_only_step, first_timed + cfg.steps, n, trainer.feed)
 
     nccl = cfg.backend.value == "nccl"
     return {
         "rank": ctx.rank,
         "role": trainer.role,
         "step_times_s": step_times,
+        "data_times_s": _data_times(trainer.feed, first_timed, cfg.steps),
         "compute_times_s": compute_times,
         "losses": [None if v is None else float(v) for v in losses],
         "comm_bytes_per_step": ctx.meter.by_category(),
@@ -141,12 +149,16 @@ def measure(ctx: RankContext, trainer: Trainer) -> dict[str, Any]:
     }
 
 
-def _timed(ctx: RankContext, step: Callable[[int], Any], start: int, n: int):
-    """n steps, each between barriers: all ranks start together, and a step ends with the slowest rank."""
+def _timed(ctx: RankContext, step: Callable[[int], Any], start: int, n: int, feed: Feed | None = None):
+    """n steps, each between barriers: all ranks start together, and a step ends with the slowest rank.
+    Step i's input is made before its start barrier, unless the run asks for it inside the step."""
     times, losses = [], []
+    ahead = feed is not None and not ctx.config.data_in_step
     dist.barrier()
     io0 = os_write_bytes()
     for i in range(start, start + n):
+        if ahead:
+            feed.prepare(i)  # off the timed window, as a DataLoader's workers would have it ready
         dist.barrier()  # synchronise the start of the step
         t0 = time.perf_counter()
         losses.append(step(i))
@@ -156,6 +168,13 @@ def _timed(ctx: RankContext, step: Callable[[int], Any], start: int, n: int):
         times.append(time.perf_counter() - t0)
     io1 = os_write_bytes()
     return times, losses, io1 - io0
+
+
+def _data_times(feed: Feed | None, start: int, n: int) -> list[float] | None:
+    """Seconds each of steps start..start+n-1 took to make this rank's input (None: it reads none)."""
+    if feed is None:
+        return None
+    return [feed.seconds.get(i, 0.0) for i in range(start, start + n)]
 
 
 def _barrier_bytes(steps: int) -> int:

@@ -36,6 +36,9 @@ def print_run(rec: dict[str, Any], results_dir: str | None, console: Console | N
          + (f", {fmt_num(rec['throughput_tokens_per_s'], '.0f')} tokens/s" if rec.get("throughput_tokens_per_s") else "")),
         ("step time", f"median {fmt_num(rec['step_time_s_median'] * 1e3, '.2f')} ms "
                       f"(p10 {fmt_num(rec['step_time_s_p10'] * 1e3, '.2f')}, p90 {fmt_num(rec['step_time_s_p90'] * 1e3, '.2f')})"),
+        ("input", "-" if rec.get("time_data_s") is None else
+         f"{rec['time_data_s'] * 1e3:.2f} ms/step to make, "
+         + ("inside the step time (--data-in-step)" if rec.get("data_in_step") else "before each step, not in its time")),
         ("exposed comm", "-" if rec.get("exposed_comm_time_s") is None else f"{rec['exposed_comm_time_s'] * 1e3:.2f} ms/step"),
         ("achieved", f"{fmt_num(rec['achieved_flops_per_s_per_rank'] / 1e9, '.2f')} GFLOP/s per rank; {_mfu(rec)}"),
         ("memory / rank", f"peak RSS {fmt_bytes(rec['peak_rss_bytes'])}; params {fmt_bytes(rec['mem_param_bytes'])}, "

@@ -22,7 +22,7 @@ SEED_LIMIT = 2**63
 def validate_run(c: "RunConfig") -> None:
     """Raise ConfigError for the first rule ``c`` breaks."""
     for rule in (_positive, _single, _degrees, _batch, _pipeline, _tensor_parallel, _servers, _gloo_cuda,
-                 _experts):
+                 _experts, _loader):
         rule(c)
 
 
@@ -116,6 +116,18 @@ def _servers(c: "RunConfig") -> None:
     workers = c.world_size - c.servers
     if workers < 1:
         raise ConfigError(f"ps needs at least one worker: servers={c.servers} >= world_size={c.world_size}")
+
+
+def _loader(c: "RunConfig") -> None:
+    if c.loader_workers < 0:
+        raise ConfigError(f"loader_workers={c.loader_workers} must be >= 0 (0 = load in the rank's own process)")
+    if c.prefetch_factor < 1:
+        raise ConfigError(f"prefetch_factor={c.prefetch_factor} must be >= 1")
+    if c.pin_memory and c.device != "cuda":
+        raise ConfigError("pin_memory=True speeds copies to a GPU only; it needs device=cuda")
+    for key in ("data_in_step", "pin_memory"):
+        if not isinstance(getattr(c, key), bool):
+            raise ConfigError(f"{key}={getattr(c, key)!r} must be true or false")
 
 
 def _gloo_cuda(c: "RunConfig") -> None:

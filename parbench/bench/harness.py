@@ -8,9 +8,13 @@ and hand the timings back. Each rank, in one launch:
 2. runs ``blocks`` rounds of three blocks of ``steps_per_block`` steps each, the order rotated every
    round so that no mode always runs first (drift and cache warmth cancel in the block ratios):
 
-   ``bare``     the strategy's step in a plain loop; one barrier before and one after the block
-   ``timed``    ``runner._timed``: exactly the runner's timed loop (a barrier either side of every
-                step, a clock, the OS write counter)
+   ``bare``     the lower bound a user would write: a plain loop on inputs built before the block,
+                one barrier before and one after it. For ddp a bare torch loop (its own
+                ``DistributedDataParallel`` of the model, zero_grad / forward / loss / backward /
+                step on one prebuilt batch: nothing of parbench); for the other strategies their
+                step with every input of the block made before the block starts
+   ``timed``    ``runner._timed``: exactly the runner's timed loop (each input made before the
+                step's start barrier, a barrier either side of every step, a clock, the OS write counter)
    ``metered``  every step under the probe's meters (CommMeter's dispatch mode + ActivationTracker)
 
 ``inject_delay_s`` sleeps inside every step of the two instrumented modes: the test hook that
@@ -169,19 +173,48 @@ def bench_rank(spec: BenchSpec, *, rank: int, world_size: int, store) -> dict[st
     figures = runner.measure(ctx, trainer)  # the product's own path: what a record reports
     figures["param_count"] = sum(_local(p).numel() for p in trainer.params)
     first = cfg.warmup_steps + 1 + cfg.steps + len(figures["compute_times_s"])
-    return {"figures": figures, "times": _rounds(ctx, trainer, spec, first)}
+    return {"figures": figures, "times": _rounds(ctx, trainer, spec, first, bare_counterpart(ctx, trainer))}
 
 
 def _local(t):
     return t.to_local() if hasattr(t, "to_local") else t
 
 
-def _rounds(ctx, trainer, spec: BenchSpec, first: int) -> dict[str, list[float]]:
+def bare_counterpart(ctx, trainer) -> tuple[Callable[[int], Any], Any]:
+    """(step, feed to prebuild its inputs from) of the bare loop a strategy is compared with.
+
+    ddp: plain torch, on one prebuilt batch of this rank's slice (two warm-up steps here, so that
+    DDP's bucket rebuild is behind it). Other strategies: their own step, inputs made before the block."""
+    if ctx.config.strategy is not Strategy.DDP:
+        return trainer.step, trainer.feed
+    from torch.nn.parallel import DistributedDataParallel
+
+    from parbench import data
+
+    cfg, w = ctx.config, ctx.workload
+    model = DistributedDataParallel(w.build(cfg.seed).to(ctx.device))
+    optimizer = w.optimizer(list(model.parameters()), cfg.lr)
+    x, y = data.to_device(data.replica_source(cfg, w, dp_rank=ctx.rank, dp_size=ctx.world_size)(0), ctx.device)
+
+    def step(i: int):
+        optimizer.zero_grad(set_to_none=False)
+        loss = w.loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    for i in range(2):
+        step(i)
+    return step, None
+
+
+def _rounds(ctx, trainer, spec: BenchSpec, first: int, bare: tuple[Callable[[int], Any], Any]) -> dict[str, list[float]]:
     """``blocks`` rounds of one block per mode; seconds per step of every block, by mode."""
     step = _slowed(trainer.step, spec.inject_delay_s)
-    blocks = {"bare": lambda i, n: _plain_block(trainer.step, i, n),
-              "timed": lambda i, n: _timed_block(ctx, step, i, n),
-              "metered": lambda i, n: _plain_block(_metered(ctx, trainer, step), i, n)}
+    bare_step, bare_feed = bare
+    blocks = {"bare": lambda i, n: _plain_block(bare_step, i, n, bare_feed),
+              "timed": lambda i, n: _timed_block(ctx, step, i, n, trainer.feed),
+              "metered": lambda i, n: _plain_block(_metered(ctx, trainer, step), i, n, trainer.feed)}
     out: dict[str, list[float]] = {f"{m}_s": [] for m in MODES}
     out["timed_step_times_s"] = []
     i, n = first, spec.steps_per_block
@@ -212,10 +245,14 @@ def _loop_cost(ctx, noop: Callable[[int], Any], chunks: int = LOOP_COST_CHUNKS, 
     return out
 
 
-def _plain_block(step: Callable[[int], Any], start: int, n: int) -> tuple[float, list[float]]:
-    """n steps back to back; barriers only around the block, so that all ranks start and end together."""
+def _plain_block(step: Callable[[int], Any], start: int, n: int, feed=None) -> tuple[float, list[float]]:
+    """n steps back to back on inputs made before the block (``feed``); barriers only around the
+    block, so that all ranks start and end together."""
     import torch.distributed as dist
 
+    for i in range(start, start + n):
+        if feed is not None:
+            feed.prepare(i)  # prebuilt: the block times the steps only
     dist.barrier()  # every rank starts the block together
     t0 = time.perf_counter()
     for i in range(start, start + n):
@@ -224,11 +261,11 @@ def _plain_block(step: Callable[[int], Any], start: int, n: int) -> tuple[float,
     return (time.perf_counter() - t0) / n, []
 
 
-def _timed_block(ctx, step: Callable[[int], Any], start: int, n: int) -> tuple[float, list[float]]:
+def _timed_block(ctx, step: Callable[[int], Any], start: int, n: int, feed=None) -> tuple[float, list[float]]:
     """The runner's timed loop itself; its per-step figure is what a record reports (their mean here)."""
     from parbench import runner
 
-    times, _, _ = runner._timed(ctx, step, start, n)
+    times, _, _ = runner._timed(ctx, step, start, n, feed)
     return sum(times) / n, times
 
 

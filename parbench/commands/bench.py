@@ -17,6 +17,9 @@ def add_parser(sub) -> None:
     o.add_argument("--strategy", action="append", help="repeatable; default every implemented strategy")
     o.add_argument("--blocks", type=int, default=7)
     o.add_argument("--steps-per-block", type=int, default=2)
+    o.add_argument("--workload", default=None, help="mlp or transformer at its default shape "
+                                                    "(default: the fixed benchmark shape, a 2-block transformer)")
+    o.add_argument("--global-batch-size", type=int, default=None, help="default: the benchmark's 16")
     o.set_defaults(handler=handle_overhead)
     c = actions.add_parser("gate", help="the CI gates: golden, overhead, timing vs a same-machine baseline")
     c.add_argument("--storage", default="results/benchmarks")
@@ -43,9 +46,14 @@ def handle_golden(a: argparse.Namespace) -> int:
 
 def handle_overhead(a: argparse.Namespace) -> int:
     from parbench.bench import harness, overhead
+    from parbench.config import WorkloadConfig
 
+    changes = {"workload": WorkloadConfig(name=a.workload)} if a.workload else {}
+    if a.global_batch_size:
+        changes["global_batch_size"] = a.global_batch_size
     for strategy in a.strategy or harness.implemented_strategies():
-        spec = harness.BenchSpec(run=harness.bench_config(strategy), blocks=a.blocks, steps_per_block=a.steps_per_block)
+        spec = harness.BenchSpec(run=harness.bench_config(strategy, **changes), blocks=a.blocks,
+                                 steps_per_block=a.steps_per_block)
         times = harness.launch_bench(spec)[0]["times"]
         print(overhead.from_times(harness.Strategy(strategy).value, times, "timed").describe())
         metered = overhead.from_times(harness.Strategy(strategy).value, times, "metered")

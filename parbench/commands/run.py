@@ -53,6 +53,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
     t.add_argument("--data-mode", default="sharded", help=f"one of: {', '.join(names(DataMode))}")
+    d = p.add_argument_group("input pipeline")
+    d.add_argument("--data-in-step", action="store_true",
+                   help="make each step's input inside the timed step (end-to-end); default: just before it, "
+                        "timed apart as time_data_s")
+    d.add_argument("--loader-workers", type=int, default=0,
+                   help="DataLoader worker processes per rank for dataset workloads (default 0: in the rank)")
+    d.add_argument("--pin-memory", action="store_true", help="DataLoader pin_memory (device cuda only)")
+    d.add_argument("--prefetch-factor", type=int, default=2, help="batches each loader worker loads ahead")
     t.add_argument("--lr", type=float, default=0.0)
     t.add_argument("--timeout", type=float, default=300.0, help="seconds before every rank is killed")
 
@@ -68,7 +76,9 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
                      workload=workload, global_batch_size=a.global_batch_size, micro_batches=a.micro_batches,
                      schedule=a.schedule, virtual_stages=a.virtual_stages, dp=a.dp, tp=a.tp, pp=a.pp, ep=a.ep,
                      dp_mode=a.dp_mode, servers=a.servers, steps=a.steps, warmup_steps=a.warmup_steps,
-                     seed=a.seed, threads=a.threads, data_mode=a.data_mode, lr=a.lr, timeout_s=a.timeout)
+                     seed=a.seed, threads=a.threads, data_mode=a.data_mode, lr=a.lr, timeout_s=a.timeout,
+                     data_in_step=a.data_in_step, loader_workers=a.loader_workers, pin_memory=a.pin_memory,
+                     prefetch_factor=a.prefetch_factor)
 
 
 def add_parser(sub) -> None:

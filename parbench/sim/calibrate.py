@@ -224,7 +224,7 @@ REFERENCE_STEPS = (("mlp", 64), ("transformer", 16))
 
 def measure_reference_step(name: str, batch: int, reps: int) -> float:
     """Seconds of one single-process training step of a built-in workload, as the runner's ``single``
-    strategy takes it (batch generation, zero_grad, forward, loss, backward, optimizer step)."""
+    strategy times it (zero_grad, forward, loss, backward, optimizer step; the batch is made before)."""
     import torch
 
     from parbench import workloads
@@ -235,8 +235,9 @@ def measure_reference_step(name: str, batch: int, reps: int) -> float:
     model = w.build(0)
     opt = w.optimizer(list(model.parameters()), 1e-3)
 
+    x, y = w.rows(0, batch, 0, batch)
+
     def step() -> None:
-        x, y = w.batch(0, batch)
         opt.zero_grad(set_to_none=False)
         w.loss(model(x), y).backward()
         opt.step()

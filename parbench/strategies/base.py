@@ -9,9 +9,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from parbench import data
 from parbench.config import DataMode, RunConfig
+from parbench.data import Feed
 from parbench.metrics.comm import Category, CommMeter
-from parbench.workloads.base import Workload
+from parbench.workloads.base import Batch, Workload
 
 
 @dataclass
@@ -40,6 +42,9 @@ class Trainer:
     """The same step without gradient communication (ddp's no_sync), when the strategy has one."""
     extra: dict = field(default_factory=dict)
     """Strategy-specific figures for the record (e.g. modeled vs padded bytes)."""
+    feed: Feed | None = None
+    """This rank's input pipeline; the runner prepares step i's input with ``feed.prepare(i)``
+    before the step begins (None: the rank reads no data, e.g. a parameter server)."""
     expert_params: list[nn.Parameter] | None = None
     """Mixture-of-experts workloads: the expert parameters among ``params`` (memory split); else None."""
     routing: Callable[[], list[dict]] | None = None
@@ -57,34 +62,33 @@ def moe_fields(model: nn.Module) -> dict:
     return {"expert_params": experts, "routing": lambda: moe.routing_history(model)}
 
 
-def shard_bounds(total: int, parts: int, index: int) -> tuple[int, int]:
-    size = total // parts
-    return index * size, (index + 1) * size
+def replica_input(ctx: RankContext, *, dp_rank: int, dp_size: int, group: dist.ProcessGroup | None = None,
+                  src: int = 0) -> tuple[Feed, Callable[[int], Batch]]:
+    """This data-parallel replica's input: the Feed that makes it before each step, and what the
+    step does with it.
 
-
-def load_shard(ctx: RankContext, step: int, *, dp_rank: int, dp_size: int,
-               group: dist.ProcessGroup | None = None, src: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """This data-parallel replica's slice of the global batch.
-
-    ``sharded``: every rank materialises only its own slice (no traffic). ``rank0``: the group's
-    first rank reads the whole batch and scatters it (counted as *data*).
+    ``sharded``: the Feed makes only this replica's slice of the global batch; the step takes it (no
+    traffic). ``rank0``: the group's first rank makes the whole batch, and the step scatters it:
+    a real transfer between ranks, so it stays in the step (counted as *data*).
     """
-    size = ctx.config.global_batch_size
-    lo, hi = shard_bounds(size, dp_size, dp_rank)
-    if ctx.config.data_mode is DataMode.SHARDED or dp_size == 1:
-        x, y = ctx.workload.batch(step, size)
-        return x[lo:hi].to(ctx.device), y[lo:hi].to(ctx.device)
-    return scatter_batch(ctx, step, dp_rank=dp_rank, dp_size=dp_size, group=group, src=src)
+    cfg = ctx.config
+    if cfg.data_mode is DataMode.SHARDED or dp_size == 1:
+        feed = Feed(data.replica_source(cfg, ctx.workload, dp_rank=dp_rank, dp_size=dp_size))
+        return feed, lambda i: data.to_device(feed.take(i), ctx.device)
+    reader = dp_rank == 0
+    feed = Feed(data.replica_source(cfg, ctx.workload, dp_rank=0, dp_size=1) if reader else data.nothing)
+    shapes = templates(ctx, cfg.global_batch_size // dp_size)
+    return feed, lambda i: scatter_batch(ctx, feed.take(i), shapes, dp_rank=dp_rank, dp_size=dp_size,
+                                         group=group, src=src)
 
 
-def scatter_batch(ctx: RankContext, step: int, *, dp_rank: int, dp_size: int,
-                  group: dist.ProcessGroup | None, src: int) -> tuple[torch.Tensor, torch.Tensor]:
-    size = ctx.config.global_batch_size
-    template_x, template_y = _templates(ctx, size // dp_size)
+def scatter_batch(ctx: RankContext, full: Batch | tuple[None, None], shapes: Batch, *, dp_rank: int,
+                  dp_size: int, group: dist.ProcessGroup | None, src: int) -> Batch:
+    """Scatter the global batch ``full`` (held by the group's first rank) in dp_size equal chunks
+    into fresh buffers shaped like ``shapes``."""
     out = []
-    full = ctx.workload.batch(step, size) if dp_rank == 0 else (None, None)
     with ctx.meter.category(Category.DATA):
-        for whole, template in zip(full, (template_x, template_y)):
+        for whole, template in zip(full, shapes):
             buf = torch.empty_like(template)
             chunks = list(whole.to(ctx.device).chunk(dp_size)) if dp_rank == 0 else None
             dist.scatter(buf, chunks, src=src, group=group)
@@ -92,8 +96,8 @@ def scatter_batch(ctx: RankContext, step: int, *, dp_rank: int, dp_size: int,
     return out[0], out[1]
 
 
-def _templates(ctx: RankContext, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+def templates(ctx: RankContext, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Empty tensors shaped like n samples (every rank knows the shapes without reading data)."""
-    x, y = ctx.workload.batch(0, 1)
+    x, y = ctx.workload.sample(1)
     return (torch.empty((n, *x.shape[1:]), dtype=x.dtype, device=ctx.device),
             torch.empty((n, *y.shape[1:]), dtype=y.dtype, device=ctx.device))

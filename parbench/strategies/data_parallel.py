@@ -14,7 +14,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from parbench.metrics.comm import Category
 from parbench.strategies import precision
-from parbench.strategies.base import RankContext, Trainer, load_shard, moe_fields
+from parbench.strategies.base import RankContext, Trainer, replica_input, moe_fields
 
 
 def sgd_step(ctx: RankContext, model: nn.Module, optimizer: torch.optim.Optimizer,
@@ -48,9 +48,9 @@ def wrap_ddp(ctx: RankContext, module: nn.Module, *, mesh=None) -> DistributedDa
 def build_single(*, ctx: RankContext) -> Trainer:
     model = ctx.workload.build(ctx.config.seed).to(ctx.device)
     optimizer = ctx.workload.optimizer(list(model.parameters()), ctx.config.lr)
-    batch = lambda i: load_shard(ctx, i, dp_rank=0, dp_size=1)  # noqa: E731
+    feed, batch = replica_input(ctx, dp_rank=0, dp_size=1)
     return Trainer(step=sgd_step(ctx, model, optimizer, batch), params=list(model.parameters()),
-                   optimizer=optimizer, role="single", **moe_fields(model))
+                   optimizer=optimizer, role="single", feed=feed, **moe_fields(model))
 
 
 def build_ddp(*, ctx: RankContext) -> Trainer:
@@ -58,7 +58,7 @@ def build_ddp(*, ctx: RankContext) -> Trainer:
     ctx.meter.assign(None, Category.PARAMETER)  # the reducer all-reduces gradients on the world group
     ddp = wrap_ddp(ctx, model)
     optimizer = ctx.workload.optimizer(list(ddp.parameters()), ctx.config.lr)
-    batch = lambda i: load_shard(ctx, i, dp_rank=ctx.rank, dp_size=ctx.world_size)  # noqa: E731
+    feed, batch = replica_input(ctx, dp_rank=ctx.rank, dp_size=ctx.world_size)
     train = sgd_step(ctx, ddp, optimizer, batch)
 
     def compute_only(i: int) -> torch.Tensor:
@@ -66,4 +66,4 @@ def build_ddp(*, ctx: RankContext) -> Trainer:
             return train(i)
 
     return Trainer(step=train, params=list(model.parameters()), optimizer=optimizer,
-                   compute_only_step=compute_only, **moe_fields(model))
+                   compute_only_step=compute_only, feed=feed, **moe_fields(model))

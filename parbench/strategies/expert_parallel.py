@@ -29,7 +29,7 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from parbench.metrics.comm import Category
-from parbench.strategies.base import RankContext, Trainer, load_shard, moe_fields
+from parbench.strategies.base import RankContext, Trainer, moe_fields, replica_input
 from parbench.strategies.data_parallel import sgd_step
 from parbench.strategies.hybrid import allreduce_grads
 from parbench.workloads import moe
@@ -48,10 +48,11 @@ def build_ep(*, ctx: RankContext) -> Trainer:
         layer.shard(placement)
     fields = moe_fields(model)
     optimizer = ctx.workload.optimizer(list(model.parameters()), cfg.lr)
-    batch = lambda i: load_shard(ctx, i, dp_rank=ctx.rank, dp_size=ctx.world_size)  # noqa: E731
+    feed, batch = replica_input(ctx, dp_rank=ctx.rank, dp_size=ctx.world_size)
     sync = gradient_sync(ctx, mesh, model, fields["expert_params"])
     return Trainer(step=sgd_step(ctx, model, optimizer, batch, sync_grads=sync), params=list(model.parameters()),
-                   optimizer=optimizer, role=f"ep{placement.rank} edp{mesh.get_local_rank('edp')}", **fields)
+                   optimizer=optimizer, role=f"ep{placement.rank} edp{mesh.get_local_rank('edp')}", feed=feed,
+                   **fields)
 
 
 def gradient_sync(ctx: RankContext, mesh: DeviceMesh, model: nn.Module, experts: list[nn.Parameter]):

@@ -19,7 +19,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from parbench.config import DataParallelMode
 from parbench.metrics.comm import Category
 from parbench.metrics.memory import local_tensor
-from parbench.strategies.base import RankContext, Trainer, load_shard
+from parbench.strategies.base import RankContext, Trainer, replica_input
 from parbench.strategies.data_parallel import sgd_step, wrap_ddp
 from parbench.strategies.pipeline import build_stages, make_schedule, pipeline_step
 from parbench.strategies.sharded import shard_model
@@ -85,9 +85,9 @@ def build_hybrid(*, ctx: RankContext) -> Trainer:
     optimizer = ctx.workload.optimizer(list(wrapped.parameters()), cfg.lr)
     dp_group = mesh.get_group("dp")
     src = mesh["dp"].mesh.tolist()[0]  # global rank that reads the replica batch in rank0 mode
-    batch = lambda i: load_shard(ctx, i, dp_rank=dp_rank, dp_size=cfg.dp, group=dp_group, src=src)  # noqa: E731
+    feed, batch = replica_input(ctx, dp_rank=dp_rank, dp_size=cfg.dp, group=dp_group, src=src)
     return Trainer(step=sgd_step(ctx, wrapped, optimizer, batch), params=list(model.parameters()),
-                   optimizer=optimizer, role=_role(mesh))
+                   optimizer=optimizer, role=_role(mesh), feed=feed)
 
 
 def _pipelined(ctx: RankContext, mesh: DeviceMesh, model: nn.Module,
@@ -101,10 +101,10 @@ def _pipelined(ctx: RankContext, mesh: DeviceMesh, model: nn.Module,
     manual = cfg.dp > 1 and cfg.dp_mode is DataParallelMode.DDP
     dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
     sync = allreduce_grads(params, mesh.get_group("dp"), cfg.dp, dtype) if manual else None
-    step = pipeline_step(ctx, stages, make_schedule(ctx, stages), optimizer, pp_rank=pp_rank,
-                         pp_size=cfg.pp, dp_rank=dp_rank, dp_size=cfg.dp, ranks=mesh["pp"].mesh.tolist(),
-                         sync_grads=sync)
-    return Trainer(step=step, params=params, optimizer=optimizer,
+    feed, step = pipeline_step(ctx, stages, make_schedule(ctx, stages), optimizer, pp_rank=pp_rank,
+                               pp_size=cfg.pp, dp_rank=dp_rank, dp_size=cfg.dp, ranks=mesh["pp"].mesh.tolist(),
+                               sync_grads=sync)
+    return Trainer(step=step, params=params, optimizer=optimizer, feed=feed,
                    role=_role(mesh) + " stage " + ",".join(str(s.stage_index) for s in stages))
 
 

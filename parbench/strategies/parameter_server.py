@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from parbench.metrics.comm import Category
-from parbench.strategies.base import RankContext, Trainer, load_shard
+from parbench.strategies.base import RankContext, Trainer, replica_input
 from parbench.splits import contiguous_splits
 
 
@@ -64,9 +64,10 @@ def _worker(ctx: RankContext, model: nn.Module, bounds: list[tuple[int, int]],
     cfg = ctx.config
     params = list(model.parameters())
     n_workers, index = ctx.world_size - cfg.servers, ctx.rank - cfg.servers
+    feed, batch = replica_input(ctx, dp_rank=index, dp_size=n_workers, group=group, src=cfg.servers)
 
     def step(i: int) -> torch.Tensor:
-        x, y = load_shard(ctx, i, dp_rank=index, dp_size=n_workers, group=group, src=cfg.servers)
+        x, y = batch(i)
         model.zero_grad(set_to_none=False)
         loss = ctx.workload.loss(model(x), y)
         loss.backward()
@@ -79,7 +80,7 @@ def _worker(ctx: RankContext, model: nn.Module, bounds: list[tuple[int, int]],
 
     psi = sum(p.numel() * p.element_size() for p in params)
     extra = {"ps_sent_bytes_per_step": psi, "ps_received_bytes_per_step": psi}
-    return Trainer(step=step, params=params, optimizer=None, role=f"worker {index}", extra=extra)
+    return Trainer(step=step, params=params, optimizer=None, role=f"worker {index}", extra=extra, feed=feed)
 
 
 def _exchange(op, pairs: list[tuple[torch.Tensor, int]]) -> None:

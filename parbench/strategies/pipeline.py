@@ -15,9 +15,11 @@ import torch.distributed as dist
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
+from parbench import data
 from parbench.config import DataMode, Schedule
+from parbench.data import Feed
 from parbench.metrics.comm import Category
-from parbench.strategies.base import RankContext, Trainer, shard_bounds
+from parbench.strategies.base import RankContext, Trainer, templates
 from parbench.workloads.base import StagedModel
 from parbench.splits import contiguous_splits
 
@@ -61,14 +63,16 @@ def make_schedule(ctx: RankContext, stages: list[PipelineStage]):
 
 def pipeline_step(ctx: RankContext, stages, schedule, optimizer, *, pp_rank: int, pp_size: int,
                   dp_rank: int, dp_size: int, ranks: list[int],
-                  sync_grads: Callable[[], None] | None = None):
-    """One optimizer step through the schedule; the first stage feeds inputs, the last scores targets.
-    ``sync_grads`` (hybrid dp x pp) averages gradients across replicas between schedule and update."""
+                  sync_grads: Callable[[], None] | None = None) -> tuple[Feed, Callable[[int], torch.Tensor | None]]:
+    """(this rank's input Feed, one optimizer step through the schedule); the first stage feeds
+    inputs, the last scores targets. ``sync_grads`` (hybrid dp x pp) averages gradients across
+    replicas between schedule and update."""
     first = any(s.is_first for s in stages)
     last = any(s.is_last for s in stages)
+    feed, stage_data = stage_input(ctx, first=first, last=last, dp_rank=dp_rank, dp_size=dp_size, ranks=ranks)
 
     def step(i: int) -> torch.Tensor | None:
-        x, y = _stage_data(ctx, i, first=first, last=last, dp_rank=dp_rank, dp_size=dp_size, ranks=ranks)
+        x, y = stage_data(i)
         optimizer.zero_grad(set_to_none=False)
         losses: list[torch.Tensor] = []
         args = (x,) if first else ()
@@ -78,30 +82,38 @@ def pipeline_step(ctx: RankContext, stages, schedule, optimizer, *, pp_rank: int
         optimizer.step()
         return torch.stack(losses).mean().detach() if last else None
 
-    return step
+    return feed, step
 
 
-def _stage_data(ctx: RankContext, step: int, *, first: bool, last: bool, dp_rank: int, dp_size: int,
-                ranks: list[int]):
-    """Inputs for the first stage, targets for the last. ``rank0`` mode reads both on the first
-    stage and sends the targets to the last stage: that transfer is *data*."""
-    if not (first or last):
-        return None, None
-    size = ctx.config.global_batch_size
-    lo, hi = shard_bounds(size, dp_size, dp_rank)
-    sharded = ctx.config.data_mode is DataMode.SHARDED or len(ranks) == 1
-    if sharded or first:
-        x, y = (t[lo:hi].to(ctx.device) for t in ctx.workload.batch(step, size))
-    if sharded or (first and last):
+def stage_input(ctx: RankContext, *, first: bool, last: bool, dp_rank: int, dp_size: int,
+                ranks: list[int]) -> tuple[Feed, Callable[[int], tuple]]:
+    """Inputs for the first stage, targets for the last, this replica's slice; middle stages read
+    nothing. ``sharded``: first and last stage each make the slice before the step. ``rank0``: the
+    first stage makes it and, inside the step, sends the targets to the last stage: that transfer is *data*."""
+    cfg = ctx.config
+    sharded = cfg.data_mode is DataMode.SHARDED or len(ranks) == 1
+    reads = first or (last and sharded)
+    feed = Feed(data.replica_source(cfg, ctx.workload, dp_rank=dp_rank, dp_size=dp_size) if reads else data.nothing)
+
+    def take(i: int) -> tuple:
+        x, y = data.to_device(feed.take(i), ctx.device)
         return (x if first else None), (y if last else None)
-    with ctx.meter.category(Category.DATA):
-        if first:
-            dist.send(y.contiguous(), dst=ranks[-1])
-            return x, None
-        _, template = ctx.workload.batch(0, 1)
-        y = torch.empty((hi - lo, *template.shape[1:]), dtype=template.dtype, device=ctx.device)
-        dist.recv(y, src=ranks[0])
-        return None, y
+
+    if sharded or first == last:  # both or neither: nothing to send
+        return feed, take
+    _, labels = templates(ctx, cfg.global_batch_size // dp_size)
+
+    def exchange(i: int) -> tuple:
+        x, y = data.to_device(feed.take(i), ctx.device)
+        with ctx.meter.category(Category.DATA):
+            if first:
+                dist.send(y.contiguous(), dst=ranks[-1])
+                return x, None
+            y = torch.empty_like(labels)
+            dist.recv(y, src=ranks[0])
+            return None, y
+
+    return feed, exchange
 
 
 def build_pipeline(*, ctx: RankContext) -> Trainer:
@@ -110,7 +122,7 @@ def build_pipeline(*, ctx: RankContext) -> Trainer:
     params = [p for m in modules for p in m.parameters()]
     optimizer = ctx.workload.optimizer(params, ctx.config.lr)
     schedule = make_schedule(ctx, stages)
-    step = pipeline_step(ctx, stages, schedule, optimizer, pp_rank=ctx.rank, pp_size=ctx.world_size,
-                         dp_rank=0, dp_size=1, ranks=list(range(ctx.world_size)))
-    return Trainer(step=step, params=params, optimizer=optimizer,
+    feed, step = pipeline_step(ctx, stages, schedule, optimizer, pp_rank=ctx.rank, pp_size=ctx.world_size,
+                               dp_rank=0, dp_size=1, ranks=list(range(ctx.world_size)))
+    return Trainer(step=step, params=params, optimizer=optimizer, feed=feed,
                    role="stage " + ",".join(str(s.stage_index) for s in stages))

@@ -25,7 +25,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.optim import ZeroRedundancyOptimizer
 
 from parbench.metrics.comm import Category
-from parbench.strategies.base import RankContext, Trainer, load_shard, moe_fields
+from parbench.strategies.base import RankContext, Trainer, replica_input, moe_fields
 from parbench.strategies import precision
 from parbench.strategies.data_parallel import sgd_step, wrap_ddp
 from parbench.workloads.base import StagedModel
@@ -76,7 +76,7 @@ def build_zero1(*, ctx: RankContext) -> Trainer:
     optimizer = ZeroRedundancyOptimizer(
         list(ddp.parameters()),
         optimizer_class=lambda params, **_: ctx.workload.optimizer(params, cfg.lr))
-    batch = lambda i: load_shard(ctx, i, dp_rank=ctx.rank, dp_size=ctx.world_size)  # noqa: E731
+    feed, batch = replica_input(ctx, dp_rank=ctx.rank, dp_size=ctx.world_size)
     params = list(model.parameters())
     psi = _bytes(params)
     own = _bytes([p for g in optimizer.optim.param_groups for p in g["params"]])  # this rank's shard
@@ -84,7 +84,7 @@ def build_zero1(*, ctx: RankContext) -> Trainer:
     extra = {"modeled_comm_parameter_bytes_per_step": 2 * (n - 1) * psi // n,
              "zero1_broadcast_bytes_per_step": own}
     return Trainer(step=sgd_step(ctx, ddp, optimizer, batch), params=params, optimizer=optimizer,
-                   role=f"zero1 shard {ctx.rank}", extra=extra, **moe_fields(model))
+                   role=f"zero1 shard {ctx.rank}", extra=extra, feed=feed, **moe_fields(model))
 
 
 def build_fsdp(*, ctx: RankContext, reshard_after_forward: bool = True) -> Trainer:
@@ -96,13 +96,13 @@ def build_fsdp(*, ctx: RankContext, reshard_after_forward: bool = True) -> Train
                                   reshard_after_forward=reshard_after_forward)
     shard_model(model, mesh, reshard_after_forward=reshard_after_forward, precision_name=cfg.precision)
     optimizer = ctx.workload.optimizer(list(model.parameters()), cfg.lr)  # after sharding: on the shards
-    batch = lambda i: load_shard(ctx, i, dp_rank=ctx.rank, dp_size=ctx.world_size)  # noqa: E731
+    feed, batch = replica_input(ctx, dp_rank=ctx.rank, dp_size=ctx.world_size)
     extra = {"modeled_comm_parameter_bytes_per_step": figures["modeled"],
              "padded_comm_parameter_bytes_per_step": figures["counted"],
              "modeled_wire_bytes_per_step": figures["wire"]}
     return Trainer(step=sgd_step(ctx, model, optimizer, batch), params=list(model.parameters()),
                    optimizer=optimizer, role=f"{cfg.strategy.value} shard {ctx.rank}", extra=extra,
-                   **moe_fields(model))
+                   feed=feed, **moe_fields(model))
 
 
 def build_zero2(*, ctx: RankContext) -> Trainer:

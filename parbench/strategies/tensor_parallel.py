@@ -17,7 +17,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor.parallel import parallelize_module
 
 from parbench.metrics.comm import Category
-from parbench.strategies.base import RankContext, Trainer, load_shard
+from parbench.strategies.base import RankContext, Trainer, replica_input
 from parbench.strategies.data_parallel import sgd_step
 
 
@@ -35,6 +35,6 @@ def build_tp(*, ctx: RankContext) -> Trainer:
     model = ctx.workload.build(cfg.seed).to(ctx.device)
     apply_tp(ctx, model, mesh)
     optimizer = ctx.workload.optimizer(list(model.parameters()), cfg.lr)
-    batch = lambda i: load_shard(ctx, i, dp_rank=0, dp_size=1)  # noqa: E731 - every rank: the whole batch
+    feed, batch = replica_input(ctx, dp_rank=0, dp_size=1)  # every rank: the whole batch
     return Trainer(step=sgd_step(ctx, model, optimizer, batch), params=list(model.parameters()),
-                   optimizer=optimizer, role=f"tp shard {ctx.rank}")
+                   optimizer=optimizer, role=f"tp shard {ctx.rank}", feed=feed)

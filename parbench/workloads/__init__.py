@@ -49,6 +49,7 @@ def check(cfg: "RunConfig") -> None:
     workload = make(cfg.workload, cfg.seed)
     name = cfg.workload.name  # what the user typed: a path names the plugin better than its own label
     model = _build(workload, cfg, name)
+    _check_data(workload, cfg, name)
     _check_batch(workload, model, name)
     _check_tp(workload, model, cfg, name)
     _check_pipeline(workload, model, cfg, name)
@@ -65,12 +66,32 @@ def _build(workload: Workload, cfg: "RunConfig", name: str) -> StagedModel:
     return model
 
 
+def _check_data(workload: Workload, cfg: "RunConfig", name: str) -> None:
+    """A Dataset holds at least one global batch; a batch_slice equals the rows of the whole batch
+    (else each rank would train on samples the single-process reference never sees)."""
+    if workload.dataset is not None:
+        if len(workload.dataset) < cfg.global_batch_size:
+            raise ConfigError(f"workload {name!r}: its dataset has {len(workload.dataset)} samples, fewer than "
+                              f"global_batch_size={cfg.global_batch_size}")
+        return
+    if workload.batch_slice is None or workload.batch is None:
+        return  # one form only: nothing to compare
+    try:
+        whole, part = workload.batch(0, CHECK_BATCH), workload.batch_slice(0, CHECK_BATCH, 1, CHECK_BATCH)
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigError(f"workload {name!r}: batch/batch_slice raised {type(exc).__name__}: {exc}") from exc
+    if not all(torch.equal(w[1:], p) for w, p in zip(whole, part)):
+        raise ConfigError(f"workload {name!r}: batch_slice(0, {CHECK_BATCH}, 1, {CHECK_BATCH}) differs from "
+                          f"batch(0, {CHECK_BATCH})[1:]; a slice must be the same rows of the whole batch")
+
+
 def _check_batch(workload: Workload, model: StagedModel, name: str) -> None:
     """Forward + loss on CHECK_BATCH samples of the workload's own data, without gradients."""
     try:
-        x, y = workload.batch(0, CHECK_BATCH)
+        x, y = workload.sample(CHECK_BATCH)
     except Exception as exc:  # noqa: BLE001
-        raise ConfigError(f"workload {name!r}: batch(0, {CHECK_BATCH}) raised {type(exc).__name__}: {exc}") from exc
+        what = "its dataset" if workload.dataset is not None else f"batch(0, {CHECK_BATCH})"
+        raise ConfigError(f"workload {name!r}: {what} raised {type(exc).__name__}: {exc}") from exc
     for what, t in (("inputs", x), ("targets", y)):
         if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape[0] != CHECK_BATCH:
             got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__

@@ -6,7 +6,15 @@ holding a slice of the units, so the single-process model and every stage share 
 
 A workload is a ``Workload`` returned by a factory ``(cfg: WorkloadConfig, seed: int) -> Workload``.
 The built-ins (``mlp``, ``transformer``, ``hf-*``) and plugins use this one interface; strategies
-use nothing else. What a workload can run follows from what it provides:
+use nothing else. Its data comes in one of three forms (``parbench.data`` feeds each rank from it):
+
+- ``batch_slice(step, global_batch_size, lo, hi)``: samples lo..hi-1 of a step's global batch,
+  made without the others, so a data-parallel rank prepares only its own slice (the built-ins);
+- ``batch(step, global_batch_size)``: the whole global batch; a rank makes it and keeps its rows;
+- ``dataset``: a map-style ``torch.utils.data.Dataset`` of (input, target) samples, read through a
+  ``DataLoader`` with a ``DistributedSampler``, as a training job reads it (digits, MNIST, plugins).
+
+What a workload can run follows from what it provides:
 
 - any workload: single, ddp, zero1, zero2, fsdp, ps (they need build, batch, loss, optimizer);
 - ``tp`` and hybrids with tp > 1: ``tp_plan``;
@@ -19,10 +27,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import nn
+
+Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 class StagedModel(nn.Module):
@@ -47,19 +57,29 @@ def step_generator(seed: int, step: int, salt: str = "") -> torch.Generator:
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
 
 
+def sample_generators(seed: int, step: int, lo: int, hi: int, salt: str = "") -> list[torch.Generator]:
+    """One generator per sample k in lo..hi-1 of a step's global batch, keyed on (seed, step, salt, k):
+    a sample does not depend on which rank makes it or how the batch is split, so any slice equals
+    the same rows of the whole batch and a rank draws only its own (~5 us per sample)."""
+    return [step_generator(seed, step, f"{salt}:{k}") for k in range(lo, hi)]
+
+
 @dataclass(frozen=True)
 class Workload:
-    """What a strategy needs from a model: build it, feed it, score it, count its FLOPs."""
+    """What a strategy needs from a model: build it, feed it, score it, count its FLOPs.
+
+    ``build``, ``loss`` and ``optimizer`` are required (checked in ``__post_init__``); they default to
+    None only so that ``batch`` may be left out for ``dataset`` or ``batch_slice``."""
 
     name: str
-    build: Callable[[int], StagedModel]
+    build: Callable[[int], StagedModel] = None
     """seed -> the full model, initialised deterministically."""
-    batch: Callable[[int, int], tuple[torch.Tensor, torch.Tensor]]
-    """(step, global_batch_size) -> (inputs, targets) of the whole global batch."""
-    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    batch: Callable[[int, int], Batch] | None = None
+    """(step, global_batch_size) -> (inputs, targets) of the whole global batch (``rows`` reads either)."""
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = None
     """(output, targets) -> mean loss over the samples given."""
-    optimizer: Callable[[list[nn.Parameter], float], torch.optim.Optimizer]
-    forward_flops_per_sample: int
+    optimizer: Callable[[list[nn.Parameter], float], torch.optim.Optimizer] = None
+    forward_flops_per_sample: int = 0
     """Multiply-adds x 2 of one sample's forward pass (the 6N-style estimate's 2N)."""
     tokens_per_sample: int | None = None
     tp_plan: Callable[[StagedModel], dict] | None = None
@@ -70,11 +90,19 @@ class Workload:
     """Unit indices where a pipeline stage may begin (each in 1..len(units)-1); None: any unit boundary."""
     description: str = ""
     """One line for ``parbench workloads``."""
+    # data besides (or instead of) batch; kept last so positional construction still works
+    batch_slice: Callable[[int, int, int, int], Batch] | None = None
+    """(step, global_batch_size, lo, hi) -> samples lo..hi-1 of that global batch, equal to
+    ``batch(step, global_batch_size)[lo:hi]`` but made without the other samples."""
+    dataset: Any = None
+    """A map-style torch Dataset of (input, target) samples, instead of ``batch``/``batch_slice``:
+    read through a DataLoader with a DistributedSampler (``parbench.data``)."""
 
     def __post_init__(self) -> None:
-        for key in ("build", "batch", "loss", "optimizer"):
+        for key in ("build", "loss", "optimizer"):
             if not callable(getattr(self, key)):
                 raise ValueError(f"workload {self.name!r}: {key} must be callable, got {type(getattr(self, key)).__name__}")
+        self._check_data()
         if not isinstance(self.forward_flops_per_sample, int) or self.forward_flops_per_sample < 0:
             raise ValueError(f"workload {self.name!r}: forward_flops_per_sample={self.forward_flops_per_sample!r} "
                              "must be an int >= 0 (0 = unknown)")
@@ -83,6 +111,38 @@ class Workload:
         points = self.split_points
         if points is not None and (list(points) != sorted(set(points)) or any(p < 1 for p in points)):
             raise ValueError(f"workload {self.name!r}: split_points={points} must be increasing unit indices >= 1")
+
+    def _check_data(self) -> None:
+        """Exactly one source of data: a Dataset, or batch and/or batch_slice."""
+        given = [k for k in ("batch", "batch_slice") if getattr(self, k) is not None]
+        for key in given:
+            if not callable(getattr(self, key)):
+                raise ValueError(f"workload {self.name!r}: {key} must be callable, got {type(getattr(self, key)).__name__}")
+        if self.dataset is not None and given:
+            raise ValueError(f"workload {self.name!r}: give a dataset or {' and '.join(given)}, not both")
+        if self.dataset is None and not given:
+            raise ValueError(f"workload {self.name!r}: needs data: batch, batch_slice or dataset")
+        if self.dataset is not None and not (hasattr(self.dataset, "__getitem__") and hasattr(self.dataset, "__len__")):
+            raise ValueError(f"workload {self.name!r}: dataset must be a map-style torch Dataset "
+                             f"(__getitem__ and __len__), got {type(self.dataset).__name__}")
+
+    def rows(self, step: int, size: int, lo: int, hi: int) -> Batch:
+        """Samples lo..hi-1 of step's global batch of ``size``: only those when the workload can make a
+        slice (``batch_slice``), else the whole batch cut down (a Dataset is read by ``parbench.data``)."""
+        if self.batch_slice is not None:
+            return self.batch_slice(step, size, lo, hi)
+        x, y = self.batch(step, size)
+        return x[lo:hi], y[lo:hi]
+
+    def sample(self, n: int) -> Batch:
+        """The first n samples of its data (shapes and dtypes for checks and receive buffers)."""
+        if self.batch is not None:
+            return self.batch(0, n)  # unsliced: a batch that is not samples-first must show as such
+        if self.batch_slice is not None:
+            return self.batch_slice(0, n, 0, n)
+        from torch.utils.data import default_collate
+
+        return tuple(default_collate([self.dataset[i] for i in range(min(n, len(self.dataset)))]))
 
     @property
     def supports_tp(self) -> bool:

@@ -150,7 +150,7 @@ def _make(cfg: WorkloadConfig, seed: int, *, name: str, build, plan, mlp_matrice
     return Workload(
         name=name,
         build=lambda s: build(cfg, s),
-        batch=lambda step, size: transformer.synthetic_batch(cfg, seed, step, size),
+        batch_slice=transformer.synthetic_slicer(cfg, seed),
         loss=transformer.loss,  # targets are already the inputs shifted by one token
         optimizer=lambda params, lr: torch.optim.AdamW(params, lr=lr),
         forward_flops_per_sample=forward_flops_per_sample(cfg, mlp_matrices=mlp_matrices),

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from parbench.config import WorkloadConfig
-from parbench.workloads.base import StagedModel, Workload, step_generator
+from parbench.workloads.base import Batch, StagedModel, Workload, sample_generators, step_generator
 from parbench.workloads import datasets
 
 IN_FEATURES = 28 * 28
@@ -62,23 +62,29 @@ def tp_plan(model: StagedModel) -> dict:
     return plan
 
 
-def synthetic_batch(seed: int, step: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gaussian images labelled by a fixed random linear teacher, so the loss can fall."""
-    teacher = torch.randn(IN_FEATURES, CLASSES, generator=step_generator(seed, -1, "teacher"))
-    x = torch.randn(size, IN_FEATURES, generator=step_generator(seed, step, "mlp"))
-    return x, (x @ teacher).argmax(dim=1)
+def teacher(seed: int) -> torch.Tensor:
+    """The fixed random linear map [784, 10] whose argmax labels the synthetic images."""
+    return torch.randn(IN_FEATURES, CLASSES, generator=step_generator(seed, -1, "teacher"))
+
+
+def synthetic_rows(labeller: torch.Tensor, seed: int, step: int, lo: int, hi: int) -> Batch:
+    """Samples lo..hi-1 of a step's batch: Gaussian images, each from its own generator, labelled by
+    the teacher ``labeller`` (built once per workload, not per step), so the loss can fall."""
+    x = torch.stack([torch.randn(IN_FEATURES, generator=g) for g in sample_generators(seed, step, lo, hi, "mlp")])
+    return x, (x @ labeller).argmax(dim=1)
 
 
 def make(cfg: WorkloadConfig, seed: int) -> Workload:
+    data: dict = {}
     if cfg.dataset == "synthetic":
-        batch = lambda step, size: synthetic_batch(seed, step, size)  # noqa: E731
+        labeller = teacher(seed)
+        data["batch_slice"] = lambda step, size, lo, hi: synthetic_rows(labeller, seed, step, lo, hi)
     else:
-        images, labels = datasets.load(cfg.dataset, Path(cfg.dataset_path) if cfg.dataset_path else None)
-        batch = lambda step, size: datasets.batch(images, labels, seed, step, size)  # noqa: E731
+        data["dataset"] = datasets.load(cfg.dataset, Path(cfg.dataset_path) if cfg.dataset_path else None)
     return Workload(
         name="mlp",
         build=lambda s: build_model(cfg, s),
-        batch=batch,
+        **data,
         loss=F.nll_loss,
         optimizer=lambda params, lr: torch.optim.SGD(params, lr=lr),
         forward_flops_per_sample=forward_flops_per_sample(cfg),

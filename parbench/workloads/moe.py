@@ -264,7 +264,7 @@ def make(cfg: WorkloadConfig, seed: int) -> Workload:
     return Workload(
         name="moe",
         build=lambda s: build_model(cfg, s),
-        batch=lambda step, size: transformer.synthetic_batch(cfg, seed, step, size),
+        batch_slice=transformer.synthetic_slicer(cfg, seed),
         loss=transformer.loss,
         optimizer=lambda params, lr: torch.optim.AdamW(params, lr=lr),
         forward_flops_per_sample=forward_flops_per_sample(cfg),

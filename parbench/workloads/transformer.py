@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from parbench.config import WorkloadConfig
-from parbench.workloads.base import StagedModel, Workload, step_generator
+from parbench.workloads.base import Batch, StagedModel, Workload, sample_generators, step_generator
 
 
 class Embed(nn.Module):
@@ -104,12 +104,17 @@ def tp_plan(model: StagedModel) -> dict:
     return plan
 
 
-def synthetic_batch(cfg: WorkloadConfig, seed: int, step: int, size: int):
-    """Token sequences following a fixed random bigram table (learnable), targets shifted by one."""
-    g = step_generator(seed, step, "tokens")
-    table = torch.randint(cfg.vocab_size, (cfg.vocab_size,), generator=step_generator(seed, -1, "bigram"))
-    start = torch.randint(cfg.vocab_size, (size, 1), generator=g)
-    noise = torch.rand(size, cfg.seq_len, generator=g) < 0.1
+def bigram_table(cfg: WorkloadConfig, seed: int) -> torch.Tensor:
+    """The fixed random bigram table [vocab] the synthetic token sequences follow."""
+    return torch.randint(cfg.vocab_size, (cfg.vocab_size,), generator=step_generator(seed, -1, "bigram"))
+
+
+def synthetic_rows(cfg: WorkloadConfig, table: torch.Tensor, seed: int, step: int, lo: int, hi: int) -> Batch:
+    """Samples lo..hi-1 of a step's batch: token sequences following ``table`` (built once per
+    workload), a tenth of the tokens perturbed, each sample from its own generator; targets shifted by one."""
+    gens = sample_generators(seed, step, lo, hi, "tokens")
+    start = torch.stack([torch.randint(cfg.vocab_size, (1,), generator=g) for g in gens])  # each g's first draw
+    noise = torch.stack([torch.rand(cfg.seq_len, generator=g) for g in gens]) < 0.1  # and its second
     seq = [start]
     for i in range(cfg.seq_len):
         nxt = table[seq[-1]]
@@ -118,11 +123,17 @@ def synthetic_batch(cfg: WorkloadConfig, seed: int, step: int, size: int):
     return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 
 
+def synthetic_slicer(cfg: WorkloadConfig, seed: int):
+    """``batch_slice`` of the token workloads: (step, global_batch_size, lo, hi) -> samples lo..hi-1."""
+    table = bigram_table(cfg, seed)
+    return lambda step, size, lo, hi: synthetic_rows(cfg, table, seed, step, lo, hi)
+
+
 def make(cfg: WorkloadConfig, seed: int) -> Workload:
     return Workload(
         name="transformer",
         build=lambda s: build_model(cfg, s),
-        batch=lambda step, size: synthetic_batch(cfg, seed, step, size),
+        batch_slice=synthetic_slicer(cfg, seed),
         loss=loss,
         optimizer=lambda params, lr: torch.optim.AdamW(params, lr=lr),
         forward_flops_per_sample=forward_flops_per_sample(cfg),

@@ -19,26 +19,40 @@ def test_mnist_idx_directory(tmp_path):
     _write_idx(tmp_path / "train-images-idx3-ubyte", images)
     _write_idx(tmp_path / "train-labels-idx1-ubyte", torch.tensor([3, 1, 4, 1, 5]))
     w = make(WorkloadConfig(name="mlp", dataset="mnist", dataset_path=str(tmp_path)), seed=0)
-    x, y = w.batch(0, 8)
-    assert x.shape == (8, 784) and y.shape == (8,)
-    assert set(y.tolist()) <= {1, 3, 4, 5}
-    assert torch.equal(w.batch(0, 8)[0], x)  # deterministic per (seed, step)
-    assert x.max() <= 1.0
+    assert w.batch is None and w.batch_slice is None and len(w.dataset) == 5
+    x, y = w.dataset[2]
+    assert x.shape == (784,) and int(y) == 4
+    assert torch.equal(x, images[2].reshape(-1).float() / 255.0)
+    xs, ys = w.sample(3)
+    assert xs.shape == (3, 784) and ys.tolist() == [3, 1, 4]
 
 
 def test_digits_from_scikit_learn():
     pytest.importorskip("sklearn", reason="scikit-learn (test extra) provides the digits dataset")
     w = make(WorkloadConfig(name="mlp", dataset="digits"), seed=0)
-    x, y = w.batch(3, 16)
+    assert len(w.dataset) == 1797  # scikit-learn's digits: 1797 8x8 images
+    x, y = w.sample(16)
     assert x.shape == (16, 784) and y.dtype == torch.int64 and 0 <= int(y.min()) and int(y.max()) <= 9
 
 
-def test_synthetic_batches_identical_across_calls_and_differ_across_steps():
-    for name in ("mlp", "transformer"):
-        w = make(WorkloadConfig(name=name), seed=1)
-        a, b = w.batch(2, 8), w.batch(2, 8)
-        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
-        assert not torch.equal(w.batch(3, 8)[0], a[0])
+@pytest.mark.parametrize("name", ["mlp", "transformer"])
+def test_synthetic_batches_identical_across_calls_and_differ_across_steps(name):
+    w = make(WorkloadConfig(name=name), seed=1)
+    a, b = w.rows(2, 8, 0, 8), w.rows(2, 8, 0, 8)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(w.rows(3, 8, 0, 8)[0], a[0])
+
+
+@pytest.mark.parametrize("name", ["mlp", "transformer"])
+def test_a_slice_is_the_same_rows_of_the_whole_batch(name):
+    """What a rank makes for its slice equals those rows of the global batch, for every split."""
+    w = make(WorkloadConfig(name=name), seed=0)
+    whole = w.rows(5, 16, 0, 16)
+    for parts in (2, 4, 8):
+        per = 16 // parts
+        for r in range(parts):
+            part = w.rows(5, 16, r * per, (r + 1) * per)
+            assert all(torch.equal(p, t[r * per:(r + 1) * per]) for p, t in zip(part, whole)), (parts, r)
 
 
 def test_flops_and_parameter_counts_of_the_builtin_models():
