@@ -267,13 +267,16 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
 
 def hardware_flops_per_step(model: ModelSpec, layout: Layout) -> int:
     """FLOPs the devices really execute: the model FLOPs plus the recomputed forwards (full: the whole
-    forward of ``recomputed_fraction`` of the layers; selective/ops: the eager attention core) and flash
+    forward of ``recomputed_fraction`` of the layers; selective: the eager attention core; ops: half the
+    GEMMs outside the attention core) and flash
     attention's backward recompute of QK^T. Narayanan et al. 2021's eq. (3) ("achieved teraFLOP/s")
     and MosaicML's HFU count this way; MFU (PaLM, Chowdhery et al. 2022, app. B) does not."""
     gemm, core = _unit_flops(model)
     extra = layout.recomputed_fraction * gemm
-    if layout.recompute in (Recompute.SELECTIVE, Recompute.OPS) and layout.attention == "eager":
+    if layout.recompute is Recompute.SELECTIVE and layout.attention == "eager":
         extra += core
+    if layout.recompute is Recompute.OPS:  # every other GEMM outside the attention core runs again
+        extra += (gemm - core) / 2
     if layout.attention == "flash":
         extra += core / 2  # the QK^T half of the core runs again in backward
     return int((3 * model.forward_flops_per_sample + extra) * layout.global_batch_size)

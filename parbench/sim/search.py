@@ -92,8 +92,8 @@ def layouts(model: ModelSpec, cluster: Cluster, *, gpus: int, global_batch: int,
             continue
         for pp in [o.pp] if o.pp else _divisors(gpus // (o.cp * tp)):
             dp = gpus // (o.cp * tp * pp)
-            if dp * o.cp * tp * pp != gpus or (o.dp and dp != o.dp):
-                yield None, f"dp x tp x pp x cp != gpus={gpus}"
+            if o.dp and dp != o.dp:
+                yield None, f"--dp {o.dp}: tp={tp} x pp={pp} x cp={o.cp} leaves dp={dp}"
                 continue
             if pp > len(model.units):
                 yield None, f"pp={pp} > layers={len(model.units)}"

@@ -88,12 +88,13 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
     """Seconds of a model chunk per micro-batch: forward, backward, recomputation, GEMM and attention shares."""
     members = ((model.pre,) if first else ()) + units + ((model.post,) if last else ())
     total = ZERO_TIME
-    core = layout.recompute in (Recompute.SELECTIVE, Recompute.OPS)
+    core = layout.recompute is Recompute.SELECTIVE
+    ops = layout.recompute is Recompute.OPS  # every other GEMM (and the elementwise work) runs again
     kwargs = dict(mb=layout.micro_batch_size, tp=layout.tp, act_bytes=layout.precision.activation_bytes,
                   cp=layout.cp, flash=layout.attention == "flash", gemm_dtype=layout.precision.gemm_dtype)
     for u in members:
         f, b, attn, gemm = unit_times_s(c, u, **kwargs)
-        redo = f * layout.recomputed_fraction + (attn if core else 0.0)
+        redo = f * layout.recomputed_fraction + (attn if core else 0.0) + ((gemm - attn) / 2 + (f - gemm) if ops else 0.0)
         total = total + ChunkTime(f, b, redo, 3 * gemm, 3 * attn)
     return total
 
