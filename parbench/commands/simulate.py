@@ -16,7 +16,8 @@ from parbench.config import ConfigError, Schedule, Strategy, WorkloadConfig, WOR
 EXIT_INFEASIBLE = 3
 TOY_NOTE = ("note: no model given; showing a toy default (transformer, 4 layers, hidden 64). Name a real one "
             "with --model ({models}), --hf-config PATH, or its shape (--layers, --hidden, --heads, ...)")
-ARCH_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp", "tie_embeddings", "seq", "vocab")
+ARCH_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp", "tie_embeddings", "seq", "vocab",
+              "experts", "top_k", "capacity_factor", "expert_ffn", "moe_every")
 
 
 def add_parser(sub) -> None:
@@ -38,6 +39,11 @@ def add_parser(sub) -> None:
     w.add_argument("--tie-embeddings", action=argparse.BooleanOptionalAction, help="head shares the token embedding")
     w.add_argument("--seq", "--seq-len", dest="seq", type=int, help="tokens per sample (default: the model's context)")
     w.add_argument("--vocab", "--vocab-size", dest="vocab", type=int)
+    w.add_argument("--experts", type=int, help="mixture of experts: experts per MoE layer (default: dense)")
+    w.add_argument("--top-k", type=int, help="MoE: experts per token (default 1)")
+    w.add_argument("--capacity-factor", type=float, help="MoE: expert capacity factor per sequence (default 0: dropless)")
+    w.add_argument("--expert-ffn", type=int, help="MoE: one expert's MLP inner width (default: --ffn-hidden)")
+    w.add_argument("--moe-every", type=int, help="MoE: every k-th block has experts (default 1)")
     w.add_argument("--torch-layout", action="store_true",
                    help="the runner's tensor-parallel layout (separate q/k/v all-reduces, replicated embedding and "
                         "head) instead of Megatron-LM's (fused qkv, vocabulary-parallel embedding and head)")
@@ -52,6 +58,9 @@ def add_parser(sub) -> None:
     c.add_argument("--replicate", type=int, help="HSDP with --zero 3: shard within dp/R ranks, all-reduce across R")
     c.add_argument("--micro-batch", type=int, help="samples per micro-batch (default 1)")
     c.add_argument("--global-batch", type=int, help="samples per step (default: dp x micro-batch; --search: gpus)")
+    c.add_argument("--ep", type=int, help="expert parallelism inside dp: experts sharded over ep ranks")
+    c.add_argument("--moe-imbalance", type=float, default=1.0,
+                   help="MoE: max/mean tokens per expert rank (>= 1; default 1: balanced routing)")
     c.add_argument("--schedule", choices=[s.value for s in Schedule])
     c.add_argument("--virtual-stages", type=int)
     c.add_argument("--zero", type=int, choices=(0, 1, 2, 3))
@@ -96,9 +105,13 @@ def _architecture(a: argparse.Namespace):
         arch = runner_architecture(wl)
     changes = {k: v for k, v in (("layers", a.layers), ("hidden", a.hidden), ("heads", a.heads),
                                  ("kv_heads", a.kv_heads), ("ffn_hidden", a.ffn_hidden), ("gated_mlp", a.gated_mlp),
-                                 ("tie_embeddings", a.tie_embeddings), ("seq_len", a.seq), ("vocab", a.vocab))
+                                 ("tie_embeddings", a.tie_embeddings), ("seq_len", a.seq), ("vocab", a.vocab),
+                                 ("experts", a.experts), ("top_k", a.top_k), ("capacity_factor", a.capacity_factor),
+                                 ("expert_ffn", a.expert_ffn), ("moe_every", a.moe_every))
                if v is not None}
     for k, v in changes.items():
+        if k == "capacity_factor":
+            continue  # 0 = dropless; the Architecture refuses a negative one
         if isinstance(v, int) and not isinstance(v, bool) and v < 1:
             raise ConfigError(f"--{k.replace('_', '-')}={v} must be >= 1")
     try:
@@ -125,7 +138,7 @@ def _check_ranges(a: argparse.Namespace) -> None:
         raise ConfigError(f"--gpus={a.gpus} must be >= 1")
     if a.top < 1:
         raise ConfigError(f"--top={a.top} must be >= 1")
-    for k in ("dp", "tp", "pp", "cp", "replicate", "micro_batch", "global_batch", "virtual_stages", "recompute_every"):
+    for k in ("dp", "tp", "pp", "cp", "replicate", "micro_batch", "global_batch", "virtual_stages", "recompute_every", "ep"):
         v = getattr(a, k)
         if v is not None and v < 1:
             raise ConfigError(f"--{k.replace('_', '-')}={v} must be >= 1")
@@ -150,7 +163,7 @@ def _layout(a: argparse.Namespace, cluster):
                       recompute=Recompute(a.recompute or "none"), recompute_every=a.recompute_every or 1,
                       sequence_parallel=bool(a.sequence_parallel), precision=PRECISIONS[a.precision],
                       attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather,
-                      tp_comm_overlap=a.tp_comm_overlap)
+                      tp_comm_overlap=a.tp_comm_overlap, ep=a.ep or 1, moe_imbalance=a.moe_imbalance)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -193,6 +206,10 @@ def handle(a: argparse.Namespace) -> int:
                           "prediction": p.as_dict()}))
     else:
         _print_prediction(cluster, layout, p)
+        if model.arch is not None and model.arch.experts:
+            print(f"  mixture of experts: FLOPs and MFU count the active parameters (router + top-{model.arch.top_k} "
+                  f"of {model.arch.experts} experts per token); all-to-all bytes assume balanced routing"
+                  + (f" x {layout.moe_imbalance} on the busiest rank" if layout.moe_imbalance > 1 else ""))
     return 0 if p.feasible else EXIT_INFEASIBLE
 
 
@@ -247,7 +264,8 @@ def _search_options(a: argparse.Namespace):
                          virtual_stages=a.virtual_stages, zero=a.zero,
                          recompute=Recompute(a.recompute) if a.recompute else None,
                          recompute_every=a.recompute_every or 1, sequence_parallel=a.sequence_parallel,
-                         replicate=a.replicate or 1, fp8_all_gather=a.fp8_all_gather)
+                         replicate=a.replicate or 1, fp8_all_gather=a.fp8_all_gather, ep=a.ep,
+                         moe_imbalance=a.moe_imbalance)
 
 
 def _progress(done: int, total: int) -> None:

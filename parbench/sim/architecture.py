@@ -52,8 +52,24 @@ class Architecture:
     """Parameter registration order of a block: the norms after attention and MLP (transformers'
     LlamaDecoderLayer) instead of each before its sublayer; fixes DDP's bucket boundaries, not the math."""
     name: str = ""
+    experts: int = 0
+    """Mixture of experts: experts per MoE layer (0 = dense). Each expert is the block's MLP at width
+    ``expert_ffn``; a router (hidden x experts, no bias) picks ``top_k`` of them per token."""
+    top_k: int = 1
+    capacity_factor: float = 0.0
+    """An expert takes at most ceil(capacity_factor x seq_len x top_k / experts) assignments per sequence
+    (GShard's capacity, one sequence per group, as the runner's moe workload); 0 = dropless."""
+    expert_ffn: int = 0
+    """Inner width of one expert's MLP; 0 = ``ffn``."""
+    moe_every: int = 1
+    """Every moe_every-th block (blocks moe_every-1, 2 moe_every-1, ...) is an MoE block."""
 
     def __post_init__(self) -> None:
+        if self.experts < 0 or self.top_k < 1 or self.moe_every < 1 or self.capacity_factor < 0 or self.expert_ffn < 0:
+            raise ValueError(f"experts={self.experts} >= 0, top_k={self.top_k} >= 1, moe_every={self.moe_every} >= 1, "
+                             f"capacity_factor={self.capacity_factor} >= 0 and expert_ffn={self.expert_ffn} >= 0 needed")
+        if self.experts and self.top_k > self.experts:
+            raise ValueError(f"top_k={self.top_k} > experts={self.experts}")
         for k in ("layers", "hidden", "heads", "vocab", "seq_len"):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k}={getattr(self, k)} must be >= 1")
@@ -75,6 +91,18 @@ class Architecture:
     @property
     def ffn(self) -> int:
         return self.ffn_hidden or 4 * self.hidden
+
+    @property
+    def expert_width(self) -> int:
+        return self.expert_ffn or self.ffn
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether block ``index`` carries experts (as parbench.workloads.moe.is_moe_block)."""
+        return self.experts > 0 and (index + 1) % self.moe_every == 0
+
+    @property
+    def moe_layers(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.layers))
 
     @property
     def head_dim(self) -> int:

@@ -19,7 +19,7 @@ from functools import lru_cache
 from parbench.config import DataMode, Strategy
 from parbench.metrics.conventions import sent_bytes
 from parbench.sim.layout import Layout, Recompute
-from parbench.sim.model import ModelSpec, Tensor
+from parbench.sim.model import INT64_BYTES, ModelSpec, Tensor
 from parbench.sim.stages import Stage, stages
 
 DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
@@ -41,9 +41,13 @@ class CommOp:
     phase: str = "step"
     """When it runs: ``forward``/``backward`` per micro-batch (on the critical path), ``grad`` (may
     overlap backward), ``step`` (before/after compute)."""
+    sent_each: int | None = None
+    """Bytes sent per execution where the convention's (n-1)/n x S does not hold (uneven all-to-all)."""
 
     @property
     def sent(self) -> int:
+        if self.sent_each is not None:
+            return self.count * self.sent_each
         return self.count * sent_bytes(self.kind, self.payload, self.n, is_root=self.root)
 
 
@@ -113,6 +117,8 @@ def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int) -> list[C
     if layout.dp * layout.cp == 1:
         return []
     key = (model, layout.pp, layout.v, layout.tp)
+    if layout.ep > 1:
+        return _ep_grad_ops(layout, stage, pb)
     if layout.flat_grad_allreduce:
         size = sum(stage_local_numels(*key)[stage.rank]) * pb
         return [CommOp("all_reduce", "parameter", size, layout.dp, "dp", phase="grad")]
@@ -137,6 +143,46 @@ def _ddp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     if layout.zero == 1:  # ZeroRedundancyOptimizer: the owner of each whole tensor broadcasts it after its step
         own = max(sum(sh) for sh in zero1_shards(stage_local_numels(*key)[rank], n)) * pb
         ops.append(CommOp("broadcast", "parameter", own, n, "dp", root=True))
+    return ops
+
+
+def _ep_grad_ops(layout: Layout, stage: Stage, pb: int) -> list[CommOp]:
+    """Expert parallelism: one flat all-reduce of the non-expert gradients over the dp ranks, one of the
+    rank's expert gradients over the dp/ep ranks holding the same experts."""
+    dense = sum(t.local_numel(layout.tp) for t in stage.tensors if t.expert < 0) * pb
+    experts = sum(t.local_numel(layout.tp) for t in stage.tensors if t.expert >= 0) * pb
+    ops = [CommOp("all_reduce", "parameter", dense, layout.dp, "dp", phase="grad")]
+    if layout.dp // layout.ep > 1 and experts:
+        ops.append(CommOp("all_reduce", "parameter", experts, layout.dp // layout.ep, "edp", phase="grad"))
+    return ops
+
+
+def _ep_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
+    """Per MoE layer and micro-batch: the count exchange (all-to-all of E int64), then the kept
+    assignments' hidden vectors to their experts' ranks and back, forward and again backward
+    (their gradients): 4 token all-to-alls. Rank r sends what leaves it: dispatch sum_{s != r} a_s,
+    combine (ep-1) a_r, with a_s the rows for rank s's experts (balanced routing, per sequence
+    ``Unit.moe_assignments_per_sample``), times ``moe_imbalance`` for the busiest rank."""
+    ep = layout.ep
+    if ep == 1:
+        return []
+    row = model.hidden // layout.tp * layout.precision.activation_bytes
+    seqs = layout.micro_batch_size
+    ops = []
+    for units in stage.modules:
+        for u in units:
+            if not u.moe_assignments_per_sample:
+                continue
+            e = len(u.moe_assignments_per_sample)
+            per = e // ep
+            shares = [sum(u.moe_assignments_per_sample[s * per:(s + 1) * per]) * seqs * row for s in range(ep)]
+            sent = max(sum(shares) - shares[r] + (ep - 1) * shares[r] for r in range(ep))  # dispatch + combine
+            sent = int(sent * layout.moe_imbalance)
+            payload = int(sum(shares) * layout.moe_imbalance)
+            m = layout.micro_batches
+            ops += [CommOp("all_to_all", "intermediate", e * INT64_BYTES, ep, "ep", count=m, phase="forward"),
+                    CommOp("all_to_all", "intermediate", payload, ep, "ep", count=m, phase="forward", sent_each=sent),
+                    CommOp("all_to_all", "intermediate", payload, ep, "ep", count=m, phase="backward", sent_each=sent)]
     return ops
 
 
@@ -295,7 +341,8 @@ def rank_ops(model: ModelSpec, layout: Layout) -> dict[str, list[CommOp]]:
     for st in stages(model, layout.pp, layout.v):
         out[f"stage{st.rank}"] = merge(_grad_ops(model, layout, st, pb) + _tp_ops(model, layout, st)
                                        + _pp_ops(model, layout, st) + _data_ops(model, layout, st)
-                                       + _cp_ops(model, layout, st) + _tied_embedding_ops(model, layout, st))
+                                       + _cp_ops(model, layout, st) + _tied_embedding_ops(model, layout, st)
+                                       + _ep_ops(model, layout, st))
     return out
 
 
@@ -303,10 +350,10 @@ def merge(ops: list[CommOp]) -> list[CommOp]:
     """Identical ops folded into one with their counts summed (bytes stay per-op integer divisions)."""
     counts: dict[tuple, int] = {}
     for op in ops:
-        key = (op.kind, op.category, op.payload, op.n, op.group, op.root, op.phase)
+        key = (op.kind, op.category, op.payload, op.n, op.group, op.root, op.phase, op.sent_each)
         counts[key] = counts.get(key, 0) + op.count
-    return [CommOp(kind, cat, payload, n, group, count=c, root=root, phase=phase)
-            for (kind, cat, payload, n, group, root, phase), c in counts.items()]
+    return [CommOp(kind, cat, payload, n, group, count=c, root=root, phase=phase, sent_each=each)
+            for (kind, cat, payload, n, group, root, phase, each), c in counts.items()]
 
 
 def bytes_by_category(ops: list[CommOp]) -> dict[str, int]:

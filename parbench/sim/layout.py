@@ -108,6 +108,12 @@ class Layout:
     """torch FSDP2 semantics (what the runner uses for zero2/fsdp): parameters sharded at rest even at
     zero=2, each parameter's dim 0 padded to a multiple of dp. False: the ZeRO paper's textbook."""
 
+    ep: int = 1
+    """Expert parallelism: each MoE layer's experts sharded over groups of ep ranks inside the dp
+    dimension (ep consecutive dp ranks; ranks holding the same experts all-reduce their gradients)."""
+    moe_imbalance: float = 1.0
+    """Tokens the busiest expert rank exchanges relative to balanced routing (max/mean >= 1): scales
+    its all-to-all bytes and time. 1 = balanced (bytes then equal the runner's balanced router's)."""
     flat_grad_allreduce: bool = False
     """Gradients all-reduced as one flat buffer per stage (the runner's hybrid dp x pp: DDP cannot wrap a
     pipeline stage in torch 2.13) instead of DDP's buckets."""
@@ -137,6 +143,10 @@ class Layout:
             raise ValueError(f"replicate={self.replicate} needs zero=3 and to divide dp x cp = {self.dp} x {self.cp}")
         if self.recompute_every > 1 and self.recompute is not Recompute.FULL:
             raise ValueError(f"recompute_every={self.recompute_every} applies to recompute=full only")
+        if self.ep < 1 or self.dp % self.ep:
+            raise ValueError(f"ep={self.ep} does not divide dp={self.dp} (expert parallelism runs inside data parallelism)")
+        if self.moe_imbalance < 1:
+            raise ValueError(f"moe_imbalance={self.moe_imbalance} must be >= 1 (max/mean tokens per expert rank)")
         if self.fp8_all_gather and (self.precision.gemm_dtype != "fp8" or self.zero != 3):
             raise ValueError("fp8_all_gather needs precision fp8 and zero=3")
 
@@ -178,9 +188,11 @@ def layout_from_run(cfg: RunConfig) -> Layout:
     if cfg.strategy is Strategy.HYBRID and cfg.dp_mode is DataParallelMode.FSDP:
         zero = 3
     uses_pipeline = cfg.uses_pipeline
-    flat = cfg.strategy is Strategy.HYBRID and cfg.pp > 1 and zero == 0
+    # ep all-reduces its gradients by hand, as flat buffers (parbench.strategies.expert_parallel)
+    flat = (cfg.strategy is Strategy.HYBRID and cfg.pp > 1 and zero == 0) or cfg.strategy is Strategy.EP
     ddp = zero <= 1 and cfg.dp > 1 and cfg.strategy is not Strategy.PS and not flat
     return Layout(fsdp2=True, flat_grad_allreduce=flat, ddp_rebuild_in_step=ddp and cfg.warmup_steps == 1, strategy=cfg.strategy, dp=cfg.dp, tp=cfg.tp, pp=cfg.pp, global_batch_size=cfg.global_batch_size,
                   micro_batches=cfg.micro_batches, schedule=cfg.schedule if uses_pipeline else Schedule.ONE_F_ONE_B,
                   virtual_stages=cfg.virtual_stages if uses_pipeline else 1, zero=zero,
-                  servers=cfg.servers if cfg.strategy is Strategy.PS else 0, data_mode=cfg.data_mode)
+                  servers=cfg.servers if cfg.strategy is Strategy.PS else 0, data_mode=cfg.data_mode,
+                  ep=getattr(cfg, "ep", 1) or 1)

@@ -8,7 +8,9 @@ decoder (``parbench.sim.architecture``: GQA, gated MLP, tied embeddings, RMSNorm
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from parbench.config import WorkloadConfig
 from parbench.sim.architecture import Architecture
@@ -27,6 +29,8 @@ class Tensor:
     tp_split: str = "none"
     """How tensor parallelism shards it: ``rows`` (column-wise Linear), ``cols`` (row-wise Linear),
     ``none`` (replicated: LayerNorm, embeddings, head, biases of row-wise Linears)."""
+    expert: int = -1
+    """Index of the expert this tensor belongs to in its MoE layer; -1 for every other tensor."""
 
     @property
     def numel(self) -> int:
@@ -85,6 +89,9 @@ class Unit:
     score_elems_per_sample: int = 0
     """Attention score elements (heads x s x s) an eager attention writes and reads; flash attention
     never materialises them (Dao et al., "FlashAttention", NeurIPS 2022)."""
+    moe_assignments_per_sample: tuple[int, ...] = ()
+    """MoE blocks: token assignments each expert keeps per sample (sequence), under balanced routing
+    (token t to experts (t k + j) mod E) and the capacity; () for dense units."""
 
     def param_numel(self, tp: int = 1) -> int:
         return sum(t.local_numel(tp) for t in self.params)
@@ -198,6 +205,48 @@ def block_unit(i: int, arch: Architecture, *, megatron: bool = False) -> Unit:
                 ops_forward=39, ops_backward=92)
 
 
+def balanced_assignments(arch: Architecture) -> tuple[int, ...]:
+    """Assignments each expert keeps per sequence under balanced routing: x = t k + j runs over
+    0 .. T k - 1, so expert e gets T k // E (+1 for e < T k mod E), capped at the capacity."""
+    e, total = arch.experts, arch.seq_len * arch.top_k
+    cap = math.ceil(arch.capacity_factor * total / e) if arch.capacity_factor else total
+    return tuple(min(total // e + (1 if i < total % e else 0), cap) for i in range(e))
+
+
+def moe_block_unit(i: int, arch: Architecture) -> Unit:
+    """A block whose MLP is a router (d x E, no bias) and E expert MLPs (d -> expert_width -> d), in the
+    runner's registration order (ln1, attention, ln2, router, experts). GEMMs count the active path:
+    the router and top_k experts per token (FLOPs per active parameter)."""
+    dense = block_unit(i, arch)
+    d, t, f, k = arch.hidden, arch.seq_len, arch.expert_width, arch.top_k
+    p, bias = f"units.{i}", arch.bias == "all"
+    def expert(j: int) -> tuple[Tensor, ...]:  # the block's MLP form: SwiGLU experts (Mixtral) gate, up and down
+        gate = _linear(f"{p}.mlp.experts.{j}.gate", d, f, bias=bias, split="rows") if arch.gated_mlp else ()
+        return (*gate, *_linear(f"{p}.mlp.experts.{j}.up", d, f, bias=bias, split="rows"),
+                *_linear(f"{p}.mlp.experts.{j}.down", f, d, bias=bias, split="cols"))
+
+    experts = tuple(replace(x, expert=j) for j in range(arch.experts) for x in expert(j))
+    router = Tensor(name=f"{p}.mlp.router.weight", shape=(arch.experts, d))
+    params = tuple(x for x in dense.params if ".mlp." not in x.name) + (router, *experts)
+    gemms = dense.gemms[:4] + (Gemm(m=t, k=d, n=arch.experts, tp_sharded=False),
+                               Gemm(m=t * k, k=d, n=2 * f if arch.gated_mlp else f), Gemm(m=t * k, k=f, n=d))
+    return replace(dense, params=params, gemms=gemms, moe_assignments_per_sample=balanced_assignments(arch))
+
+
+@lru_cache(maxsize=256)
+def expert_local(model: "ModelSpec", ep: int) -> "ModelSpec":
+    """The model one rank of an ep group holds: experts/ep experts of every MoE layer (every rank the
+    same count; the first rank's indices stand for all). Compute is unchanged: under balanced
+    routing each rank's experts serve as many assignments as its own tokens make."""
+    if ep == 1 or model.arch is None or not model.arch.experts:
+        return model
+    per = model.arch.experts // ep
+
+    def keep(u: Unit) -> Unit:
+        return replace(u, params=tuple(x for x in u.params if x.expert < per))
+    return replace(model, units=tuple(keep(u) for u in model.units))
+
+
 def runner_architecture(cfg: WorkloadConfig) -> Architecture:
     """The built-in token workloads as architectures: ``transformer`` (nanoGPT-style: LayerNorm, biases,
     learned positions, GELU MLP of 4 x hidden, untied head), ``hf-llama`` (RMSNorm, no biases, rotary,
@@ -206,6 +255,9 @@ def runner_architecture(cfg: WorkloadConfig) -> Architecture:
                   name=cfg.name)
     if cfg.name == "hf-llama":
         return Architecture(**common, gated_mlp=True, norm="rmsnorm", positions="rotary", bias="none", norms_last=True)
+    if cfg.name == "moe":  # parbench.workloads.moe: the transformer with experts of its MLP's shape
+        return Architecture(**common, experts=cfg.experts, top_k=cfg.top_k, capacity_factor=cfg.capacity_factor,
+                            moe_every=cfg.moe_every)
     return Architecture(**common)
 
 
@@ -222,7 +274,8 @@ def architecture_spec(arch: Architecture, *, megatron: bool = False, vocab_paral
     # (an input-gradient all-reduce backward, as every column-wise Linear)
     pre = Unit(params=(tok, *pos), gemms=(), out_elems_per_sample=t * d, elementwise_elems_per_sample=3 * t * d,
                tp_row_allreduces=1 if vp else 0, tp_row_out=t * d if vp else 0, ops_forward=4, ops_backward=4)
-    units = tuple(block_unit(i, arch, megatron=megatron) for i in range(arch.layers))
+    units = tuple(moe_block_unit(i, arch) if arch.is_moe_layer(i) else block_unit(i, arch, megatron=megatron)
+                  for i in range(arch.layers))
     head = () if arch.tie_embeddings else (Tensor(name="post.out.weight", shape=(v, d), tp_split=tok.tp_split),)
     post = Unit(params=(*_norm("post.ln", d, arch), *head),
                 gemms=(Gemm(m=t, k=d, n=v, tp_sharded=vp),), out_elems_per_sample=t * v,

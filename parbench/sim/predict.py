@@ -20,7 +20,7 @@ from parbench.sim.comm import CATEGORIES, CommOp, by_collective, bytes_by_catego
 from parbench.sim.hardware import Cluster, collective_time_s
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.memory import Memory, ps_memory, stage_memory, state_numels
-from parbench.sim.model import ModelSpec
+from parbench.sim.model import ModelSpec, expert_local
 from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, pipeline_send_exposed_s,
                                   prefetch_exposed_s, tensor_parallel_exposed_s)
 from parbench.sim.stages import Stage, stages
@@ -90,6 +90,10 @@ def is_inter_node(c: Cluster, layout: Layout, group: str) -> bool:
         return inner * layout.dp > g
     if group == "pp":
         return inner * layout.dp >= g
+    if group == "ep":  # ep consecutive dp ranks
+        return inner * layout.ep > g
+    if group == "edp":  # the ranks holding the same experts stride over the whole dp dimension
+        return layout.tp * layout.shard_group > g
     return layout.world_size > g
 
 
@@ -102,6 +106,8 @@ def ranks_per_node(c: Cluster, layout: Layout, group: str) -> int:
         return 1 if inner >= g else min(layout.dp, g // inner)
     if group == "world":
         return min(layout.world_size, g)
+    if group == "ep":
+        return 1 if inner >= g else min(layout.ep, g // inner)
     return 1
 
 
@@ -152,7 +158,8 @@ def _micro_batch_exposed(c: Cluster, layout: Layout, ops: list[CommOp], chunk: C
     tp = _seconds(c, layout, ops, lambda op: op.group == "tp") / m
     pp = _seconds(c, layout, ops, lambda op: op.group == "pp" and op.phase in ("forward", "backward")) / m
     cp = _seconds(c, layout, ops, lambda op: op.group == "cp") / m
-    return (tensor_parallel_exposed_s(tp, chunk.gemm, layout.tp, overlap=layout.tp_comm_overlap, hide=hide)
+    ep = _seconds(c, layout, ops, lambda op: op.group == "ep") / m  # experts wait for their tokens: exposed
+    return (ep + tensor_parallel_exposed_s(tp, chunk.gemm, layout.tp, overlap=layout.tp_comm_overlap, hide=hide)
             + pipeline_send_exposed_s(pp)
             + context_parallel_exposed_s(cp, chunk.attention, layout.cp, hide=hide))
 
@@ -223,6 +230,7 @@ def comm_totals(times: list[StageTime], extra_parameter_s: float = 0.0) -> dict[
 
 def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     """Predict one layout; infeasible (memory) layouts are still predicted, with ``reasons``."""
+    model = expert_local(model, layout.ep)  # a rank of an ep group holds experts/ep of each MoE layer
     ops = rank_ops(model, layout)
     cats = {name: bytes_by_category(o) for name, o in ops.items()}
     comm_bytes = {k: max(c[k] for c in cats.values()) for k in CATEGORIES}

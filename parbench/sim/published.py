@@ -22,6 +22,15 @@ Sources (A100-80GB SXM, DGX A100 nodes of 8 GPUs, 8 x HDR InfiniBand per node):
   on 280, 350 and 420 DGX A100 nodes, global batch 1920, iteration times 60.1, 50.2 and 44.4 s
   (126, 121, 113 teraFLOP/s per GPU, which eq. (3) with V = 51200 reproduces to 0.5%). DeepSpeed's
   pipeline engine: 1F1B, micro-batch 1 (assumed), full recomputation, gradients reduced after the flush.
+
+Mixture of experts (H100 80GB SXM, 8 per node, 8 x 400 Gbit/s InfiniBand):
+- Megatron-LM, ``megatron/core/transformer/moe/README.md`` (github.com/NVIDIA/Megatron-LM, MCore v0.9,
+  commit 022bcb5): "468 TFLOPS for Mixtral 8X7B bf16 training", and its "Reference Best Parallel
+  Mapping": Mixtral 8x7B dropless, vocabulary 32K, all-to-all dispatcher, BF16, 64 GPUs, sequence
+  4096, TP 1, EP 8, PP 4, VP 8, micro-batch 1, global batch 256. Mixtral's shape (32 layers, hidden
+  4096, 32 heads, 8 key/value groups, SwiGLU of 14336, 8 experts top-2, RMSNorm, rotary, untied) is
+  the README's own example script. The teraFLOP/s are counted as Megatron-LM counts them
+  (``megatron_moe_flops``).
 """
 
 from __future__ import annotations
@@ -66,6 +75,11 @@ class Published:
     sequence_parallel: bool = False
     cluster: str = "a100-80gb"
     assumed: str = ""
+    arch: Architecture | None = None
+    """The model's full architecture where it is not Megatron's GPT at s = 2048, V = 51200 (MoE rows)."""
+    ep: int = 1
+    virtual_stages: int = 1
+    zero: int = 0
 
     def __post_init__(self) -> None:
         if self.gpus % (self.tp * self.pp) or self.global_batch % (self.gpus // (self.tp * self.pp) * self.micro_batch):
@@ -119,22 +133,53 @@ MT_NLG = tuple(
 PUBLISHED: tuple[Published, ...] = TABLE1 + TABLE2 + MT_NLG
 
 
+def megatron_moe_flops(b: int, arch: Architecture) -> float:
+    """FLOPs of one iteration as Megatron-LM's ``num_floating_point_operations`` counts them (training.py):
+    12 B s L h^2 [(1 + g/a + s/h) + (ffn/h) x top_k x 3/2 (SwiGLU) + V / (2 L h)], MHA/GQA with g key/value
+    groups, every layer an MoE layer, no router term, no recomputation."""
+    s, l, h = arch.seq_len, arch.layers, arch.hidden
+    gated = 1.5 if arch.gated_mlp else 1.0
+    mlp = arch.expert_width / h * (arch.top_k if arch.experts else 1) * gated
+    return 12 * b * s * l * h * h * ((1 + arch.n_kv_heads / arch.heads + s / h) + mlp + arch.vocab / (2 * l * h))
+
+
+MIXTRAL_8X7B = Architecture(name="Mixtral 8x7B", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                            gated_mlp=True, norm="rmsnorm", positions="rotary", bias="none", vocab=32000, seq_len=4096,
+                            experts=8, top_k=2)
+MCORE_MOE = "Megatron-LM MoE README (MCore v0.9)"
+MOE_ROWS: tuple[Published, ...] = (
+    Published(name="Mixtral 8x7B on 64 H100", source=MCORE_MOE, table="Reference Best Parallel Mapping",
+              layers=32, hidden=4096, heads=32, tp=1, pp=4, ep=8, virtual_stages=8, gpus=64, global_batch=256,
+              measured_s=megatron_moe_flops(256, MIXTRAL_8X7B) / (468e12 * 64), printed="468 TFLOP/s per GPU",
+              recompute=Recompute.NONE, cluster="h100-sxm", arch=MIXTRAL_8X7B, zero=1,
+              assumed="the headline 468 TFLOPS measured on the README's reference mapping; VP 8 = 8 virtual "
+                      "stages per pipeline rank; dropless routing predicted as balanced; no recomputation "
+                      "(the README's example sets none); distributed optimizer (ZeRO-1)"),
+)
+ALL_ROWS: tuple[Published, ...] = PUBLISHED + MOE_ROWS
+
+
 def model_for(p: Published) -> ModelSpec:
     """Megatron-LM's GPT of the row: fused qkv, vocabulary-parallel embedding and head, dropout 0.1 on
     attention probabilities and hidden states (Megatron's default), V = 51200, s = 2048."""
+    if p.arch is not None:
+        return architecture_spec(p.arch, megatron=True)
     return architecture_spec(Architecture(name=p.name, layers=p.layers, hidden=p.hidden, heads=p.heads, seq_len=SEQ,
                                           vocab=VOCAB, dropout=True), megatron=True)
 
 
 def layout_for(p: Published) -> Layout:
     """Megatron-style hybrid: tensor x pipeline x data, gradients all-reduced as one buffer after the flush."""
+    interleaved = p.virtual_stages > 1
     return Layout(strategy=Strategy.HYBRID, dp=p.dp, tp=p.tp, pp=p.pp, global_batch_size=p.global_batch,
-                  micro_batches=p.global_batch // (p.dp * p.micro_batch), schedule=Schedule.ONE_F_ONE_B, zero=0,
+                  micro_batches=p.global_batch // (p.dp * p.micro_batch),
+                  schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B,
+                  virtual_stages=p.virtual_stages, zero=p.zero, ep=p.ep,
                   recompute=p.recompute, sequence_parallel=p.sequence_parallel, flat_grad_allreduce=True,
-                  precision=PRECISIONS["bf16"])
+                  precision=PRECISIONS["bf16"], attention="flash" if p.arch is not None else "eager")
 
 
-def compare_published(cluster: Cluster | None = None, rows: tuple[Published, ...] = PUBLISHED) -> list[dict]:
+def compare_published(cluster: Cluster | None = None, rows: tuple[Published, ...] = ALL_ROWS) -> list[dict]:
     """Each published row beside its prediction (``cluster`` overrides every row's preset), signed error in %
     of the iteration time, and the predicted breakdown terms."""
     out = []

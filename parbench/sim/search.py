@@ -48,6 +48,9 @@ class SearchOptions:
     replicate: int = 1
     attention: str = "flash"
     fp8_all_gather: bool = False
+    ep: int | None = None
+    """Expert-parallel degree (MoE models); None: every divisor of dp that divides the experts."""
+    moe_imbalance: float = 1.0
 
 
 def _divisors(n: int) -> list[int]:
@@ -74,6 +77,9 @@ def layout_violations(model: ModelSpec, layout: Layout, cluster: Cluster) -> lis
             out.append(f"sequence_parallel: tp={t} does not divide seq={model.seq_len}")
     elif t > 1 and model.name == "mlp" and model.hidden % t:
         out.append(f"tp={t} does not divide hidden={model.hidden}")
+    experts = model.arch.experts if model.arch is not None else 0
+    if layout.ep > 1 and (not experts or experts % layout.ep):
+        out.append(f"ep={layout.ep} does not divide experts={experts}")
     if layout.chunks > len(model.units):
         out.append(f"pp x virtual stages = {layout.pp} x {layout.v} = {layout.chunks} > layers={len(model.units)}")
     return out
@@ -118,11 +124,14 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, dp: 
                 yield None, f"micro_batch={mb} does not divide the per-replica batch {per_replica}"
             continue
         m = per_replica // mb
-        for schedule, v in _schedules(model, pp, m, o):
-            for zero in [o.zero] if o.zero is not None else ((0, 1, 2, 3) if dp * o.cp > 1 else (0,)):
+        for schedule, v, ep in ((s, v, e) for s, v in _schedules(model, pp, m, o) for e in _ep_options(model, dp, o)):
+            # expert parallelism all-reduces flat gradients (no ZeRO sharding modelled with it)
+            zeros = (0,) if ep > 1 else (0, 1, 2, 3) if dp * o.cp > 1 else (0,)
+            for zero in [o.zero] if o.zero is not None else zeros:
                 for recompute in [o.recompute] if o.recompute else Recompute:
                     try:
                         layout = Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=o.cp, replicate=o.replicate,
+                                        ep=ep, moe_imbalance=o.moe_imbalance,
                                         global_batch_size=global_batch, micro_batches=m, schedule=schedule,
                                         virtual_stages=v, zero=zero, recompute=recompute,
                                         recompute_every=o.recompute_every if recompute is Recompute.FULL else 1,
@@ -133,6 +142,14 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, dp: 
                         continue
                     broken = layout_violations(model, layout, cluster)
                     yield (None, "; ".join(broken)) if broken else (layout, "")
+
+
+def _ep_options(model: ModelSpec, dp: int, o: SearchOptions) -> list[int]:
+    """Expert-parallel degrees: inside dp and dividing the experts (1 for dense models)."""
+    experts = model.arch.experts if model.arch is not None else 0
+    if o.ep:
+        return [o.ep]
+    return [e for e in _divisors(dp) if experts and experts % e == 0] or [1]
 
 
 def _schedules(model: ModelSpec, pp: int, m: int, o: SearchOptions) -> list[tuple[Schedule, int]]:
@@ -183,6 +200,7 @@ def describe(layout: Layout) -> str:
     cp = f" cp={layout.cp}" if layout.cp > 1 else ""
     hsdp = f" replicate={layout.replicate}" if layout.replicate > 1 else ""
     every = f"/{layout.recompute_every}" if layout.recompute_every > 1 else ""
+    cp += f" ep={layout.ep}" if layout.ep > 1 else ""
     return (f"dp={layout.dp} tp={layout.tp} pp={layout.pp}{cp} mb={layout.micro_batch_size} m={layout.micro_batches} "
             f"{layout.schedule.value}{v} zero={layout.zero}{hsdp} recompute={layout.recompute.value}{every}"
             f"{' sp' if layout.sequence_parallel else ''} {layout.attention} {_precision_name(layout)}")

@@ -36,6 +36,11 @@ SHAPES: dict[Strategy, list[dict]] = {
                       dict(world_size=4, dp=1, tp=2, pp=2, micro_batches=2, workload=TRANSFORMER),
                       dict(world_size=4, dp=2, tp=2, pp=1, dp_mode="fsdp", workload=TRANSFORMER, data_mode="rank0"),
                       dict(world_size=4, dp=2, tp=1, pp=2, dp_mode="fsdp", micro_batches=2, workload=TRANSFORMER)],
+    # balanced routing: the bytes depend on the shapes only; T k = 64 assignments over 3 experts per
+    # sequence in the second case is uneven (22, 21, 21), capped at 22 by the capacity
+    Strategy.EP: [dict(world_size=2, workload=WorkloadConfig(name="moe", layers=2, router="balanced")),
+                  dict(world_size=4, ep=2, workload=WorkloadConfig(name="moe", layers=4, moe_every=2, experts=6,
+                                                                   top_k=2, capacity_factor=1.0, router="balanced"))],
     Strategy.PS: [dict(world_size=3, servers=1, workload=WorkloadConfig(name="mlp"), data_mode="rank0"),
                   dict(world_size=4, servers=2, workload=TRANSFORMER)],
 }

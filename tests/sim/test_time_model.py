@@ -16,7 +16,8 @@ from parbench.sim.hardware import collective_time_s
 from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, prefetch_exposed_s,
                                   tensor_parallel_exposed_s)
 from parbench.sim.predict import TERMS, is_inter_node
-from parbench.sim.published import MT_NLG, PUBLISHED, compare_published, megatron_flops, per_source
+from parbench.sim.published import (ALL_ROWS, MOE_ROWS, MT_NLG, PUBLISHED, compare_published, megatron_flops,
+                                    per_source)
 
 A100 = PRESETS["a100-80gb"]
 
@@ -175,7 +176,7 @@ def test_eq3_reproduces_the_mt_nlg_printed_teraflops():
 def test_per_source_summary_and_trend_signs():
     rows = compare_published()
     sources = per_source(rows)
-    assert {s["source"] for s in sources} == {p.source for p in PUBLISHED}
+    assert {s["source"] for s in sources} == {p.source for p in ALL_ROWS}
     for s in sources:
         mine = [abs(r["error_pct"]) for r in rows if r["source"] == s["source"]]
         assert s["max_abs_error_pct"] == max(mine)

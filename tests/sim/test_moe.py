@@ -1,0 +1,93 @@
+"""The simulator's mixture of experts, torch-free: parameters and active FLOPs against closed forms,
+all-to-all bytes of balanced routing against (ep-1)/ep x tokens x top_k x hidden x bytes, the
+imbalance factor, intra- vs inter-node all-to-all, ep in --search, and the published MoE row."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from parbench.cli import main
+from parbench.config import Strategy, WorkloadConfig
+from parbench.sim.architecture import Architecture
+from parbench.sim.hardware import PRESETS
+from parbench.sim.layout import PRECISIONS, Layout
+from parbench.sim.model import architecture_spec, expert_local, model_spec
+from parbench.sim.predict import predict
+from parbench.sim.published import MOE_ROWS, compare_published
+from parbench.sim.search import search
+
+H100 = PRESETS["h100-sxm"]
+MOE = WorkloadConfig(name="moe", layers=4, hidden=64, heads=4, seq_len=32, vocab_size=256, experts=4, top_k=2,
+                     moe_every=2, capacity_factor=1.0)
+
+
+def test_parameters_and_active_flops_follow_the_closed_forms():
+    d, t, v, L, E, k = 64, 32, 256, 4, 4, 2
+    mlp = d * 4 * d + 4 * d + 4 * d * d + d  # one expert (= the dense MLP), with biases
+    block = 4 * (d * d + d) + 4 * d  # attention + two LayerNorms
+    total = v * d + t * d + L * block + 2 * mlp + 2 * (d * E + E * mlp) + 2 * d + v * d
+    m = model_spec(MOE)
+    assert m.param_numel == total
+    active_matmul = L * 4 * d * d + 2 * 8 * d * d + 2 * (k * 8 * d * d + d * E) + d * v
+    assert m.forward_flops_per_sample == t * 2 * active_matmul + L * 4 * t * t * d
+    local = expert_local(m, 2)
+    assert m.param_numel - local.param_numel == 2 * (E // 2) * mlp  # half of each MoE layer's experts
+
+
+def _layout(**kw) -> Layout:
+    base = dict(strategy=Strategy.EP, dp=2, ep=2, global_batch_size=8, flat_grad_allreduce=True)
+    return Layout(**{**base, **kw})
+
+
+def test_balanced_all_to_all_bytes_equal_the_closed_form():
+    """Per MoE layer: 4 token exchanges (dispatch, combine, and both again backward) of
+    (ep-1)/ep x tokens x top_k x hidden x 4 bytes, plus the count exchange (ep-1)/ep x E x 8."""
+    for ep in (2, 4):
+        p = predict(model_spec(MOE), _layout(dp=4, ep=ep), H100)
+        tokens = 8 // 4 * 32
+        one = (ep - 1) * tokens * 2 * 64 * 4 // ep
+        counts = (ep - 1) * 4 * 8 // ep
+        assert p.comm_bytes["intermediate"] == 2 * (4 * one + counts), ep
+
+
+def test_imbalance_scales_the_exchange_and_the_step():
+    m = model_spec(MOE)
+    even, skew = predict(m, _layout(), H100), predict(m, _layout(moe_imbalance=2.0), H100)
+    counts = 2 * 4 * 8 // 2
+    assert skew.comm_bytes["intermediate"] - counts == 2 * (even.comm_bytes["intermediate"] - counts)
+    assert skew.step_time_s > even.step_time_s
+
+
+def test_all_to_all_across_nodes_costs_more_than_inside_one():
+    """64 ranks of dp, ep=8 inside a node vs ep=16 across two nodes (H100 preset: 8 GPUs per node)."""
+    arch = Architecture(layers=4, hidden=1024, heads=8, vocab=1024, seq_len=512, experts=16, top_k=2)
+    m = architecture_spec(arch)
+    inside = predict(m, Layout(dp=64, ep=8, global_batch_size=64, precision=PRECISIONS["bf16"]), H100)
+    across = predict(m, Layout(dp=64, ep=16, global_batch_size=64, precision=PRECISIONS["bf16"]), H100)
+    per_byte = lambda p: p.comm_total_s["intermediate"] / p.comm_bytes["intermediate"]  # noqa: E731
+    assert per_byte(across) > 2 * per_byte(inside)
+
+
+def test_search_varies_ep_over_the_divisors_of_dp_that_divide_the_experts():
+    arch = Architecture(layers=4, hidden=1024, heads=8, vocab=1024, seq_len=512, experts=6, top_k=2)
+    cands = search(architecture_spec(arch), H100, gpus=8, global_batch=8)
+    eps = {c.layout.ep for c in cands if c.feasible}
+    assert eps == {1, 2}  # dp in {1, 2, 4, 8}: 3 and 6 never divide dp, 4 and 8 never divide 6 experts
+
+
+def test_bad_ep_is_refused(capsys):
+    assert main(["simulate", "--layers", "4", "--hidden", "256", "--heads", "4", "--experts", "6", "--top-k", "2",
+                 "--gpus", "8", "--ep", "4"]) == 2
+    assert "ep=4 does not divide experts=6" in capsys.readouterr().err
+    assert main(["simulate", "--layers", "4", "--hidden", "256", "--heads", "4", "--experts", "8",
+                 "--gpus", "8", "--ep", "3"]) == 2
+
+
+def test_published_mixtral_row_converts_the_printed_teraflops_as_megatron_counts_them():
+    """12 B s L h^2 [(1 + 8/32 + 4096/4096) + 14336/4096 x 2 x 3/2 + 32000 / (2 x 32 x 4096)] at 468 TFLOP/s x 64."""
+    row = MOE_ROWS[0]
+    flops = 12 * 256 * 4096 * 32 * 4096 ** 2 * (2.25 + 10.5 + 32000 / (2 * 32 * 4096))
+    assert row.measured_s == pytest.approx(flops / (468e12 * 64), rel=1e-12)
+    got = compare_published(rows=MOE_ROWS)[0]
+    assert got["predicted_s"] > 0 and abs(got["error_pct"]) < 100
