@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
 
 def handle(a: argparse.Namespace) -> int:
     from parbench.sim.hardware import load_cluster
-    from parbench.sim.validate import summarize, term_errors, validation_rows
+    from parbench.sim.validate import noise_floor, summarize, term_errors, validation_rows
 
     try:
         cluster = load_cluster(a.cluster, results_dir=a.results_dir)
@@ -34,18 +34,19 @@ def handle(a: argparse.Namespace) -> int:
     groups = _by_subscription(rows, cluster.cores if cluster else 0)
     summary = {name: summarize(g) for name, g in groups.items()}
     terms = term_errors(rows)
+    noise = noise_floor(rows)
     published, sources = _published() if a.published else ([], [])
     runs, run_sources = _published_runs() if a.published else ([], [])
     series = _trends(runs)
     ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
-        print(json.dumps({"summary": summary, "terms": terms, "runs": rows, "skipped": skipped,
+        print(json.dumps({"summary": summary, "noise_floor": noise, "terms": terms, "runs": rows, "skipped": skipped,
                           "published": published, "published_by_source": sources,
                           "published_memory_runs": runs, "published_memory_by_source": run_sources,
                           "published_trends": series}, default=str))
         return 0 if ok else 1
     if cluster:
-        _print_local(rows, skipped, summary, terms)
+        _print_local(rows, skipped, summary, terms, noise)
     else:
         print(note)
     if published:
@@ -106,7 +107,7 @@ def _by_subscription(rows: list[dict], cores: int) -> dict[str, list[dict]]:
             "oversubscribed": [r for r in rows if r["world_size"] > cores]}
 
 
-def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dict) -> None:
+def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dict, noise: dict) -> None:
     head = f"{'strategy':<9}{'W':>3} {'workload':<12}{'bytes':>7}{'mem err%':>9}{'t meas ms':>11}{'t pred ms':>11}{'err%':>7}"
     print(head)
     for r in rows:
@@ -123,6 +124,12 @@ def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dic
               f"{s['memory_max_error_pct']:.2f}%; step time |error| median {s['step_time_median_error_pct']:.1f}%, "
               f"mean {s['step_time_mean_error_pct']:.1f}%, max {s['step_time_max_error_pct']:.1f}%; "
               f"throughput Spearman {s['throughput_spearman']:.3f}")
+    if noise["configs_repeated"]:
+        print(f"noise floor: repeats of the same run differ by {noise['repeat_spread_median_pct']:.1f}% (median over "
+              f"{noise['configs_repeated']} repeated configurations; max {noise['repeat_spread_max_pct']:.1f}%): "
+              f"errors below it are not resolved")
+    else:
+        print("noise floor: no configuration was measured twice; run repeats to know what the errors can resolve")
     if terms:
         print(f"\n{'term':<34}{'runs':>5}{'measured ms':>13}{'predicted ms':>14}{'|gap| % of step':>17}")
         for term, t in terms.items():

@@ -61,6 +61,23 @@ def _time_columns(record: dict[str, Any], p: Prediction) -> dict[str, Any]:
     return row
 
 
+IDENTITY = ("strategy", "world_size", "workload", "layers", "hidden", "global_batch_size", "micro_batches", "schedule",
+            "dp", "tp", "pp", "data_mode")
+
+
+def noise_floor(rows: list[dict]) -> dict[str, Any]:
+    """The spread between repeats of the same run: per configuration measured more than once,
+    (max - min) / median of its measured step times; summarised by the median and max over those
+    configurations. A step-time error below this floor is not a claim the measurements can support."""
+    groups: dict[tuple, list[float]] = {}
+    for r in rows:
+        if r.get("step_time_measured_s"):
+            groups.setdefault(tuple(r.get(k) for k in IDENTITY), []).append(r["step_time_measured_s"])
+    spreads = [(max(t) - min(t)) / stats.median(t) * 100 for t in groups.values() if len(t) > 1]
+    return {"configs_repeated": len(spreads), "repeat_spread_median_pct": stats.median(spreads) if spreads else math.nan,
+            "repeat_spread_max_pct": max(spreads) if spreads else math.nan}
+
+
 def term_errors(rows: list[dict]) -> dict[str, dict[str, float]]:
     """Per breakdown term over the runs that measured it: median measured and predicted seconds and the
     median absolute gap as a share of the measured step time (which term the model gets wrong)."""

@@ -253,3 +253,17 @@ def test_simulate_tp_comm_overlap_flag(capsys):
     assert over["layout"]["tp_comm_overlap"] and not plain["layout"]["tp_comm_overlap"]
     assert over["prediction"]["step_time_s"] < plain["prediction"]["step_time_s"]
     assert main(["simulate", "--model", "gpt3-175b", "--gpus", "8", "--tp-comm-overlap"]) == 2
+
+
+def test_noise_floor_is_the_spread_between_repeats():
+    from parbench.sim.validate import noise_floor
+
+    base = dict(strategy="ddp", world_size=2, workload="mlp", layers=2, hidden=64, global_batch_size=16,
+                micro_batches=1, schedule="1f1b", dp=2, tp=1, pp=1, data_mode="sharded")
+    rows = [{**base, "step_time_measured_s": t} for t in (0.10, 0.12, 0.11)]
+    rows += [{**base, "strategy": "single", "step_time_measured_s": t} for t in (0.2, 0.3)]
+    rows += [{**base, "strategy": "tp", "step_time_measured_s": 0.5}]  # measured once: no spread
+    floor = noise_floor(rows)
+    assert floor["configs_repeated"] == 2
+    assert floor["repeat_spread_median_pct"] == pytest.approx((0.02 / 0.11 * 100 + 0.1 / 0.25 * 100) / 2)
+    assert floor["repeat_spread_max_pct"] == pytest.approx(40.0)
