@@ -189,7 +189,9 @@ H100_SOURCES = {
     "intra": "H100 datasheet: NVLink 4 900 GB/s total = 450 GB/s per direction; x0.8 busbw (assumed)",
     "inter": "DGX H100 user guide: 8x ConnectX-7 NDR 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
     "gpus_per_node": "DGX H100: 8 GPUs per node",
-    "gemm_efficiency": "cuBLAS large-GEMM BF16 on H100 reaches ~70% of dense peak (assumed)",
+    "gemm_efficiency": "0.51: fitted (the one constant minimising mean |error|, "
+                       "parbench.sim.published_memory.fit_gemm_efficiency) to torchtitan's H100 tables (18 rows, "
+                       "Llama 3.1 8B-405B); llm-foundry's H100 rows held out (parbench validate --published)",
     "latency": "assumed ~4 us per NVLink step, ~8 us per InfiniBand step",
 }
 H100_96_SOURCES = {
@@ -204,7 +206,7 @@ H100_96_SOURCES = {
 _A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.72, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
              memory_bandwidth_bytes_per_s=0.8 * 2039e9, intra=Link(latency_s=5e-6, bandwidth_bytes_per_s=0.8 * 300e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, **GPU_FIXED)
-_H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, gemm_efficiency=0.70, gemm_overhead_s=5e-6,
+_H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, gemm_efficiency=0.51, gemm_overhead_s=5e-6,
              op_overhead_s=3e-6, memory_bandwidth_bytes_per_s=0.8 * 3350e9,
              intra=Link(latency_s=4e-6, bandwidth_bytes_per_s=0.8 * 450e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 50e9), overlap=1.0, **GPU_FIXED)
@@ -217,7 +219,7 @@ H200_SOURCES = {
     "memory_bandwidth_bytes_per_s": "H200 datasheet: 4.8 TB/s; x0.8 achievable (assumed)",
     "intra": "H200 datasheet: NVLink 900 GB/s total = 450 GB/s per direction; x0.8 busbw (assumed)",
     "inter": "DGX H200: 8x ConnectX-7 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
-    "gemm_efficiency": "0.70 as the H100 (same tensor cores; assumed until scripts/gpu_compute_check.py measures it)",
+    "gemm_efficiency": "the H100's fitted 0.51 (same tensor cores; assumed until scripts/gpu_compute_check.py measures it)",
 }
 PRESETS: dict[str, Cluster] = {
     "a100-80gb": Cluster(name="a100-80gb", memory_bytes=81920 * MIB, sources=A100_SOURCES, **_A100),

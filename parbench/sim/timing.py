@@ -72,7 +72,12 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
     gemm = attn = 0.0
     for g in u.gemms:
         share = (tp if g.tp_sharded else 1) * cp
-        t = gemm_time_s(c, mb * g.flops / share, gemm_bytes(g, mb, act_bytes) / share, gemm_dtype)
+        flops, moved = mb * g.flops / share, gemm_bytes(g, mb, act_bytes) / share
+        if flash and g.batched > 1:
+            # causal flash attention skips the key blocks above the diagonal (half of QK^T and of AV;
+            # Dao, "FlashAttention-2", 2023, sec. 3.1) and keeps the scores on chip: it reads Q, K, V only
+            flops, moved = flops / 2, mb * g.batched * (g.m * g.k + g.k * g.n) * act_bytes / share
+        t = gemm_time_s(c, flops, moved, gemm_dtype)
         gemm += t
         if g.batched > 1:
             attn += t

@@ -267,3 +267,22 @@ def test_noise_floor_is_the_spread_between_repeats():
     assert floor["configs_repeated"] == 2
     assert floor["repeat_spread_median_pct"] == pytest.approx((0.02 / 0.11 * 100 + 0.1 / 0.25 * 100) / 2)
     assert floor["repeat_spread_max_pct"] == pytest.approx(40.0)
+
+
+@pytest.mark.slow
+def test_fit_h100_gemm_efficiency_recovers_the_preset():
+    from parbench.sim.published_memory import fit_gemm_efficiency
+
+    assert fit_gemm_efficiency() == PRESETS["h100-sxm"].gemm_efficiency == PRESETS["h100-96gb"].gemm_efficiency
+
+
+def test_causal_flash_attention_skips_half_of_the_score_work():
+    """At long sequences the attention core dominates: flash (causal block skipping) takes about half the
+    eager GEMM time there, and never pays for writing the s x s scores."""
+    from parbench.sim.architecture import Architecture
+    from parbench.sim.model import architecture_spec
+
+    m = architecture_spec(Architecture(name="t", layers=2, hidden=1024, heads=8, vocab=1024, seq_len=32768), megatron=True)
+    lay = Layout(strategy=Strategy.HYBRID, global_batch_size=1, precision=PRECISIONS["bf16"])
+    flash, eager = predict(m, replace(lay, attention="flash"), A100), predict(m, replace(lay, attention="eager"), A100)
+    assert flash.compute_parts_s["forward"] < 0.6 * eager.compute_parts_s["forward"]
