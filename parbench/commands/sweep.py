@@ -39,6 +39,8 @@ OVERRIDES = {
     "steps": ("steps", int, "timed steps per run"),
     "timeout": ("timeout_s", float, "seconds per run before its ranks are killed"),
     "name": ("name", str, "sweep name (part of its identity)"),
+    "data_in_step": ("data_in_step", None, "make each step's input inside the timed step (end-to-end)"),
+    "loader_workers": ("loader_workers", int, "DataLoader workers per rank (dataset workloads)"),
 }
 
 
@@ -47,6 +49,9 @@ def add_parser(sub) -> None:
                        description=__doc__)
     p.add_argument("file", nargs="?", help="sweep file (TOML); see README 'Sweeps' and parbench/sweeps/")
     for opt, (_, kind, help_) in OVERRIDES.items():
+        if kind is None:  # a switch: present = true
+            p.add_argument(f"--{opt.replace('_', '-')}", dest=opt, action="store_const", const=True, help=help_)
+            continue
         p.add_argument(f"--{opt.replace('_', '-')}", dest=opt, type=kind, default=None, help=help_)
     p.add_argument("--results-dir", default="results")
     p.add_argument("--force", action="store_true", help="rerun points already recorded ok")

@@ -91,7 +91,8 @@ def plan(spec: SweepSpec, *, single_host: bool = True, environment: bool = True)
 
 # RunConfig fields the environment/workload check does not depend on: points differing only in
 # these share one check (it builds the model and runs a forward pass, ~50 ms-0.5 s per call).
-_CHECK_IGNORES = ("global_batch_size", "data_mode", "steps", "warmup_steps", "timeout_s", "threads", "lr")
+_CHECK_IGNORES = ("global_batch_size", "data_mode", "steps", "warmup_steps", "timeout_s", "threads", "lr",
+                  "data_in_step", "loader_workers")
 
 
 def _config(spec: SweepSpec, kwargs: dict[str, Any], checked: dict[str, str | None] | None,
@@ -122,7 +123,8 @@ def _candidates(spec: SweepSpec, strategies: tuple[str, ...]) -> Iterator[tuple[
     """(RunConfig kwargs, label) for every combination the combination rules allow; (reason,
     label) where a strategy has no variant at a world size (hybrid at 2: no two-degree mesh)."""
     common = dict(steps=spec.steps, warmup_steps=spec.warmup_steps, timeout_s=spec.timeout_s,
-                  seed=spec.seed, threads=spec.threads)
+                  seed=spec.seed, threads=spec.threads, data_in_step=spec.data_in_step,
+                  loader_workers=spec.loader_workers)
     for workload in _workloads(spec):
         for name, ws, backend, device, precision, gbs, data_mode in itertools.product(
                 strategies, spec.world_sizes, spec.backends, spec.devices, spec.precisions,
@@ -209,4 +211,6 @@ def _label(base: dict[str, Any], extra: dict[str, Any]) -> str:
         parts.append(base["precision"])
     if base["data_mode"] != "sharded":
         parts.append(f"data={base['data_mode']}")
+    if base.get("data_in_step"):
+        parts.append("data-in-step")
     return " ".join(parts)

@@ -44,6 +44,9 @@ TOP_KEYS: dict[str, Key] = {
     "timeout_s": Key("number>0", 120.0, "wall-clock limit per run; every rank is killed when it passes"),
     "seed": Key("int>=0", 0, "seed of model init and data"),
     "threads": Key("int>=1", 1, "intra-op threads per rank"),
+    "data_in_step": Key("bool", False, "make each step's input inside the timed step (end-to-end); "
+                                       "false: just before it, timed apart as time_data_s"),
+    "loader_workers": Key("int>=0", 0, "DataLoader worker processes per rank (dataset workloads; 0 = in the rank)"),
     "strategies": Key("strategies", "all", '"all" (every implemented strategy) or a list of names',
                       _names(Strategy)),
     "world_sizes": Key("list[int>=1]", [1, 2, 4], "ranks per run; `single` runs only at 1, the others only at >= 2"),
@@ -209,6 +212,10 @@ def _check(spec: Key, value: Any, where: str) -> Any:
         return _str(value, where)
     if kind == "enum":
         return _enum(spec.choices)(value, where)
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise _fail(where, "true or false", value)
+        return value
     if kind == "number>0":  # `not value > 0` catches NaN too; TOML has nan and inf literals
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not value > 0:
             raise _fail(where, "a finite number > 0", value)

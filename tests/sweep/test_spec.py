@@ -35,6 +35,8 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 BAD = [
+    ('data_in_step = "yes"', "key 'data_in_step': expected true or false, got 'yes'"),
+    ("loader_workers = -1", "key 'loader_workers': expected an integer >= 0, got -1"),
     ('nmae = "x"', "unknown key 'nmae'"),
     ("world_sizes = 2", "key 'world_sizes': expected a list of integers >= 1, got 2"),
     ('world_sizes = ["2"]', "key 'world_sizes'[0]: expected an integer >= 1, got '2'"),
@@ -179,3 +181,11 @@ def test_embedded_default_and_shipped_examples_plan(tmp_path):
 def test_readme_schema_table_is_generated_from_the_schema():
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     assert schema_markdown() in readme
+
+
+def test_data_in_step_and_loader_workers_reach_every_point(tmp_path):
+    spec = load_spec(write(tmp_path, GOOD + "\n"), {"data_in_step": True, "loader_workers": 1})
+    points = plan(spec).points
+    assert points and all(p.config.data_in_step and p.config.loader_workers == 1 for p in points)
+    assert all("data-in-step" in p.label for p in points)
+    assert load_spec(write(tmp_path, GOOD)).sweep_id != spec.sweep_id  # a different measurement
