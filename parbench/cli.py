@@ -1,4 +1,4 @@
-"""The ``parbench`` command: parses arguments and hands them to the commands; no logic here."""
+"""The parbench command: parses arguments and hands them to the commands; no logic here."""
 
 from __future__ import annotations
 
@@ -12,6 +12,38 @@ from parbench.config import ConfigError
 EXIT_BAD_INPUT = 2
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions keep their line breaks (examples stay runnable lines); every option shows its
+    default unless it has none or its help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or action.default in (None, False, argparse.SUPPRESS)
+                or "default" in text or "%(default)" in text):
+            return text
+        return text + " (default: %(default)s)"
+
+
+def plain(text: str | None) -> str | None:
+    """Help text without reStructuredText markup (``x`` reads as x on a terminal)."""
+    return text.replace("``", "") if isinstance(text, str) else text
+
+
+def tidy(parser: argparse.ArgumentParser) -> None:
+    """One formatter and plain text for a parser and every sub-command below it."""
+    parser.formatter_class = HelpFormatter
+    parser.description = plain(parser.description)
+    parser.epilog = plain(parser.epilog)
+    for action in parser._actions:  # argparse keeps no public list of a parser's actions
+        action.help = plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            action.help = action.help or f"one of: {', '.join(action.choices)} (each has its own --help)"
+            for choice in action._choices_actions:
+                choice.help = plain(choice.help)
+            for sub in action.choices.values():
+                tidy(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     import parbench
 
@@ -19,9 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     __version__ = parbench.__version__
 
     parser.add_argument("--version", action="version", version=f"parbench {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                help="parbench COMMAND --help shows the options of each")
     for name in COMMAND_MODULES:
         importlib.import_module(name).add_parser(sub)
+    tidy(parser)
     return parser
 
 

@@ -141,3 +141,13 @@ def labels(parts: Frame, spec: tuple[Part, ...]) -> pd.Series:
 def short_id(run_ids: pd.Series, width: int = 8) -> pd.Series:
     """The first ``width`` hex digits of each run id (git-style short ids)."""
     return run_ids.astype(str).str[:width]
+
+
+def layout_labels(df: Frame) -> pd.Series:
+    """The layout label of every run, naming the parts that differ among these runs."""
+    return labels(part_frame(df, LAYOUT_PARTS), LAYOUT_PARTS)
+
+
+def workload_labels(df: Frame) -> pd.Series:
+    """The workload and its shape, e.g. ``transformer L4 H32 heads4 T16 V128 B48``."""
+    return labels(part_frame(df, WORKLOAD_PARTS), WORKLOAD_PARTS)

@@ -15,18 +15,18 @@ def add_parser(sub) -> None:
     g.set_defaults(handler=handle_golden)
     o = actions.add_parser("overhead", help="instrumented vs bare step time of each strategy")
     o.add_argument("--strategy", action="append", help="repeatable; default every implemented strategy")
-    o.add_argument("--blocks", type=int, default=7)
-    o.add_argument("--steps-per-block", type=int, default=2)
+    o.add_argument("--blocks", type=int, default=7, help="measurement blocks (the median over them is reported)")
+    o.add_argument("--steps-per-block", type=int, default=2, help="training steps per block")
     o.add_argument("--workload", default=None, help="mlp or transformer at its default shape "
                                                     "(default: the fixed benchmark shape, a 2-block transformer)")
     o.add_argument("--global-batch-size", type=int, default=None, help="default: the benchmark's 16")
     o.set_defaults(handler=handle_overhead)
     c = actions.add_parser("gate", help="the CI gates: golden, overhead, timing vs a same-machine baseline")
-    c.add_argument("--storage", default="results/benchmarks")
+    c.add_argument("--storage", default="results/benchmarks", help="pytest-benchmark storage directory")
     c.add_argument("--threshold", default=None, help="pytest-benchmark compare-fail expression (default median:300%%)")
     c.set_defaults(handler=handle_gate)
     n = actions.add_parser("noise", help="run-to-run spread of the saved runs' medians (to choose the threshold)")
-    n.add_argument("--storage", default="results/benchmarks")
+    n.add_argument("--storage", default="results/benchmarks", help="pytest-benchmark storage directory")
     n.set_defaults(handler=handle_noise)
 
 

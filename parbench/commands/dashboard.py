@@ -15,7 +15,7 @@ APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 
 def add_parser(sub) -> None:
     p = sub.add_parser("dashboard", help="serve the dashboard on 127.0.0.1", description=__doc__)
-    p.add_argument("--results-dir", default="results")
+    p.add_argument("--results-dir", default="results", help="results directory the dashboard opens")
     p.add_argument("--port", type=int, default=0, help="default: a free port")
     p.set_defaults(handler=handle)
 

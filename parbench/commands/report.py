@@ -7,8 +7,7 @@ import sys
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="write the dashboard's charts as one HTML file", description=__doc__,
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = sub.add_parser("report", help="write the dashboard's charts as one HTML file", description=__doc__)
     p.add_argument("--results-dir", default="results", help="results directory to read")
     p.add_argument("--out", default=None, help="HTML file to write (default: <results-dir>/report.html)")
     p.add_argument("--source", default=None,

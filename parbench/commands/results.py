@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 
 from parbench.results import STATUSES
 
-COLUMNS = (("source", "source"), ("sweep_id", "sweep"), ("strategy", "strategy"), ("world_size", "W"),
-           ("workload", "workload"), ("repeat", "rep"), ("status", "status"))
+COLUMNS = ("run", "source", "sweep", "workload", "layout", "rep", "status", "samples/s", "step ms", "peak RSS",
+           "comm/step", "created")
+"""Configuration first (the short run id, where it came from, the workload and the layout key), then metrics."""
+NARROW = {140: ("sweep", "created", "peak RSS"), 110: ("rep", "source")}
+"""Columns left out below a terminal width (the run id finds the rest in ``--export``)."""
+NUMERIC = ("samples/s", "step ms", "peak RSS", "comm/step", "created")
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("results", help="list the runs in a results directory; export them",
                        description=__doc__)
-    p.add_argument("--results-dir", default="results")
+    p.add_argument("--results-dir", default="results", help="results directory to list")
     p.add_argument("--sweep", default=None, help="only this sweep_id")
     p.add_argument("--status", default=None, choices=STATUSES, help="only runs with this status")
     p.add_argument("--export", default=None, metavar="FILE", help="write every matching run to FILE (.csv or .parquet)")
@@ -46,31 +51,51 @@ def handle(a: argparse.Namespace) -> int:
         frame = frame[frame["sweep_id"] == a.sweep]
     if a.status:
         frame = frame[frame["status"] == a.status]
-    console = Console() if Console().is_terminal else Console(width=200)
+    # a terminal (or $COLUMNS): fit its width; a pipe: wide enough that no cell folds
+    console = Console() if Console().is_terminal or os.environ.get("COLUMNS") else Console(width=200)
     if a.export:
         console.print(f"wrote {len(frame)} runs to {export(frame, a.export)}")
         return 0
-    console.print(table(frame, a.results_dir))
+    console.print(table(frame, a.results_dir, console.width))
     return 0
 
 
-def table(frame, results_dir: str):
+def table(frame, results_dir: str, width: int = 200):
+    """One row per run: a short run id, the workload with its shape, the layout (only the key parts that
+    differ among these runs, e.g. the mesh of a hybrid), then the headline numbers. Below a width of
+    140 / 110 columns the less telling columns (``NARROW``) are left out so the rest fits."""
     from rich.table import Table
 
+    from parbench.layout_key import layout_labels, short_id, workload_labels
     from parbench.summary import fmt_bytes, fmt_num
 
+    dropped = {c for limit, cols in NARROW.items() if width < limit for c in cols}
+    shown = [c for c in COLUMNS if c not in dropped]
     t = Table(title=f"{len(frame)} runs in {results_dir}/")
-    for _, head in COLUMNS:
-        t.add_column(head)
-    for head in ("samples/s", "step ms", "peak RSS", "comm/step", "overhead s", "created"):
-        t.add_column(head, justify="right")
-    frame = frame.sort_values(["source", "sweep_id", "strategy", "world_size", "created_at"], na_position="first")
-    for _, r in frame.iterrows():
+    for head in shown:
+        t.add_column(head, justify="right" if head in NUMERIC else "left", no_wrap=head in ("run", "status"))
+    if frame.empty:
+        return t
+    frame = frame.assign(_layout=layout_labels(frame), _workload=workload_labels(frame), _id=short_id(frame["run_id"]))
+    frame = frame.sort_values(["source", "sweep_id", "_workload", "strategy", "world_size", "_layout", "created_at"],
+                              na_position="first")
+    for r in frame.to_dict("records"):
         ok = r["status"] == "ok"
-        t.add_row(*(str(r[c]) if r[c] is not None else "-" for c, _ in COLUMNS),
-                  fmt_num(r["throughput_samples_per_s"], ".1f") if ok else "-",
-                  fmt_num(r["step_time_s_median"] * 1e3, ".2f") if ok else "-",
-                  fmt_bytes(r["peak_rss_bytes"]) if ok else "-",
-                  fmt_bytes(r["comm_total_bytes_per_step"]) if ok else "-",
-                  fmt_num(r["overhead_s"], ".2f") if ok else "-", str(r["created_at"]))
+        rank = _text(r.get("failed_rank"), int)
+        cells = {
+            "run": r["_id"], "source": str(r["source"]), "sweep": _text(r["sweep_id"]), "workload": r["_workload"],
+            "layout": r["_layout"], "rep": _text(r["repeat"], int),
+            "status": r["status"] if ok or rank == "-" else f"{r['status']} (rank {rank})",
+            "samples/s": fmt_num(r["throughput_samples_per_s"], ".1f") if ok else "-",
+            "step ms": fmt_num(r["step_time_s_median"] * 1e3, ".2f") if ok else "-",
+            "peak RSS": fmt_bytes(r["peak_rss_bytes"]) if ok else "-",
+            "comm/step": fmt_bytes(r["comm_total_bytes_per_step"]) if ok else "-",
+            "created": str(r["created_at"])[:16].replace("T", " "),
+        }
+        t.add_row(*(cells[c] for c in shown))
     return t
+
+
+def _text(value, kind=str) -> str:
+    """A cell: '-' for a missing value (None or NaN), else ``kind(value)``."""
+    return "-" if value is None or value != value else str(kind(value))

@@ -53,7 +53,7 @@ def add_parser(sub) -> None:
             p.add_argument(f"--{opt.replace('_', '-')}", dest=opt, action="store_const", const=True, help=help_)
             continue
         p.add_argument(f"--{opt.replace('_', '-')}", dest=opt, type=kind, default=None, help=help_)
-    p.add_argument("--results-dir", default="results")
+    p.add_argument("--results-dir", default="results", help="where the runs and the sweep manifest go")
     p.add_argument("--force", action="store_true", help="rerun points already recorded ok")
     p.add_argument("--dry-run", action="store_true", help="list the points and skips, run nothing")
     add_node_options(p)

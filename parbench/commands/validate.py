@@ -11,9 +11,9 @@ import math
 
 def add_parser(sub) -> None:
     p = sub.add_parser("validate", help="simulator predictions vs every measured run", description=__doc__)
-    p.add_argument("--results-dir", default="results")
+    p.add_argument("--results-dir", default="results", help="results directory whose runs are predicted")
     p.add_argument("--cluster", default="local", help="profile to predict on (default: the calibrated local one)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="output: a readable table or JSON")
     p.add_argument("--published", action="store_true",
                    help="compare with published at-scale rows (runs without a local profile when none exists)")
     p.set_defaults(handler=handle)

@@ -16,16 +16,24 @@ def add_parser(sub) -> None:
 def handle(a: argparse.Namespace) -> int:
     from parbench import workloads
     from parbench.config import ConfigError
+    from parbench.progress import Status
 
-    for row in workloads.catalog():
-        print(f"{row['name']:<14} {row['source']}")
+    status = Status("parbench workloads")
+    catalog = workloads.catalog()
+    for i, row in enumerate(catalog, 1):
+        status.done()
+        print(f"{row['name']:<14} {row['source']}", flush=True)
         if not a.inspect:
             continue
+        # building a model (and importing transformers for hf-*) takes seconds: say which one
+        status.phase(f"building {row['name']} ({i}/{len(catalog)}) at its default shape")
         try:
             d = workloads.describe(row["name"])
         except ConfigError as exc:
+            status.done()
             print(f"{'':<14} cannot build: {exc}")
             continue
+        status.done()
         tp = "yes" if d["tp_plan"] else "no"
         print(f"{'':<14} {d['description']}\n{'':<14} parameters={d['parameters']} "
               f"pipeline_units={d['pipeline_units']} tp_plan={tp} "
