@@ -351,7 +351,10 @@ class RunConfig:
         """The single-process run every strategy's losses are compared with."""
         return dataclasses.replace(
             self, strategy=Strategy.SINGLE, world_size=1, micro_batches=1, dp=0, tp=0, pp=0, ep=0,
-            servers=1, virtual_stages=1, data_mode=DataMode.SHARDED, backend=Backend.GLOO,
+            servers=1, virtual_stages=1, data_mode=DataMode.SHARDED, schedule=Schedule.ONE_F_ONE_B,
             data_in_step=False, loader_workers=0, pin_memory=False, prefetch_factor=2,
-            device="cpu", schedule=Schedule.ONE_F_ONE_B, dp_mode=DataParallelMode.DDP, inject_fault=None,
+            dp_mode=DataParallelMode.DDP, inject_fault=None,
+            # one rank on the run's device at the run's precision: gloo on the CPU, the run's own
+            # backend on a GPU (gloo's point-to-point takes no CUDA tensors)
+            backend=self.backend if self.device == "cuda" else Backend.GLOO,
         )

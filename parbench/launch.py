@@ -139,37 +139,44 @@ def _kill_all(procs) -> None:
 
 
 def run(cfg: RunConfig, *, results_dir: str | Path | None = "results", sweep_id: str | None = None,
-        repeat: int = 0, reference_losses: list[float] | None = None) -> dict[str, Any]:
-    """Launch one run and write its record (when ``results_dir`` is given); returns the record."""
+        repeat: int = 0, references: "References | None" = None) -> dict[str, Any]:
+    """Launch one run and write its record (when ``results_dir`` is given); returns the record.
+    The reference is computed only once the run succeeded, so a run that hangs costs one timeout."""
     from parbench.results import write_record
 
     outcome, wall = launch(cfg)
-    if reference_losses is None and outcome.status == "ok":
-        reference_losses = single_process_losses(cfg.reference())
-    record = (build_record(cfg, outcome.results, wall, reference_losses=reference_losses)
-              if outcome.status == "ok" else failed_record(cfg, outcome, wall))
+    if outcome.status == "ok":
+        losses, why = (references or References()).of(cfg)
+        record = build_record(cfg, outcome.results, wall, reference_losses=losses, reference_error=why)
+    else:
+        record = failed_record(cfg, outcome, wall)
     record.update(sweep_id=sweep_id, repeat=repeat)
     if results_dir is not None:
         write_record(results_dir, record)
     return record
 
 
-def single_process_losses(ref: RunConfig) -> list[float]:
-    """The reference: the same workload, global batch and seed in this process, one optimizer
-    step per step the run took (warm-up, probe and timed steps)."""
-    import torch
+@dataclass
+class References:
+    """Single-process reference losses, one per reference configuration, shared by the repeats and
+    strategies of a sweep: (losses, None), or (None, why the reference could not run)."""
 
-    from parbench import workloads
-    from parbench.metrics.comm import CommMeter
-    from parbench.strategies.base import RankContext
-    from parbench import strategies
+    cache: dict[str, tuple[list[float] | None, str | None]] = field(default_factory=dict)
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(ref.threads)  # same kernels as the ranks: bitwise-comparable losses
-    try:
-        ctx = RankContext(config=ref, rank=0, world_size=1, device=torch.device("cpu"),
-                          workload=workloads.make(ref.workload, ref.seed), meter=CommMeter(rank=0))
-        trainer = strategies.build(ctx)  # strategy=single, at the run's precision
-        return [float(trainer.step(i)) for i in range(ref.warmup_steps + 1 + ref.steps)]
-    finally:
-        torch.set_num_threads(threads)
+    def of(self, cfg: RunConfig) -> tuple[list[float] | None, str | None]:
+        ref = cfg.reference()
+        if ref.point_key() not in self.cache:
+            self.cache[ref.point_key()] = reference_losses(ref)
+        return self.cache[ref.point_key()]
+
+
+def reference_losses(ref: RunConfig) -> tuple[list[float] | None, str | None]:
+    """The reference: the same workload, global batch, seed and precision as one rank on the run's
+    device, launched like any run, so the run's timeout bounds it (a GPU-sized model on one CPU
+    thread in this process would look like a hang). One loss per step the run took (warm-up, probe
+    and timed). A reference that cannot run (the model does not fit one device, the timeout) gives
+    no losses and the reason, which the record keeps."""
+    outcome, _ = launch(ref)
+    if outcome.status != "ok":
+        return None, f"reference {outcome.status}: {outcome.error}"
+    return [float(v) for v in outcome.results[0]["losses"]], None

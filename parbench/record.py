@@ -93,7 +93,7 @@ def _diverged_error(losses: Sequence[float], step: int) -> str:
 
 
 def build_record(cfg: RunConfig, ranks: list[dict[str, Any]], wall: float, *,
-                 reference_losses: list[float] | None = None) -> dict[str, Any]:
+                 reference_losses: list[float] | None = None, reference_error: str | None = None) -> dict[str, Any]:
     rec = {**_base(cfg, wall), "status": "ok", "error": None, "failed_rank": None}
     times = ranks[0]["step_times_s"]  # barriers end every step together: rank 0's clock is the run's
     timed = sum(times)
@@ -114,6 +114,7 @@ def build_record(cfg: RunConfig, ranks: list[dict[str, Any]], wall: float, *,
     rec["losses"] = losses
     rec["loss_final"] = losses[-1]
     rec["loss_max_abs_diff_vs_reference"] = max_abs_diff(losses, reference_losses)
+    rec["reference_error"] = reference_error
     rec["loss_tolerance"] = devices.LOSS_TOLERANCE[cfg.precision]
     bad = first_non_finite(losses)
     if bad is not None:

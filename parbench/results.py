@@ -136,6 +136,8 @@ SCHEMA: dict[str, str] = {
     "losses": "global loss after every step the run took: warm-up, probe and timed (list)",
     "loss_final": "last loss",
     "loss_max_abs_diff_vs_reference": "max |loss - single-process loss| over all steps (same global batch and seed); NaN or inf when a loss is",
+    "reference_error": "why the single-process reference could not run (e.g. the model does not fit one device), "
+                       "else null; the reference runs as one rank on the run's device and precision",
     "loss_tolerance": "largest diff still called equivalent at this precision (fp32 1e-5, tf32 1e-2, bf16 5e-2)",
     # per rank
     "per_rank": "list of per-rank dicts: rank, role, memory and communication figures",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from parbench.config import ConfigError, RunConfig
-from parbench.launch import RankOutcome, check_implemented, single_process_losses
+from parbench.launch import RankOutcome, References, check_implemented
 from parbench.multinode.layout import NodeLayout
 from parbench.multinode.record import add_node_fields
 from parbench.multinode.worker import DIR_ENV
@@ -40,7 +40,7 @@ def torchrun_command(layout: NodeLayout) -> list[str]:
 
 def run_node(cfg: RunConfig, layout: NodeLayout, *, results_dir: str | Path | None = "results",
              sweep_id: str | None = None, repeat: int = 0,
-             reference_losses: list[float] | None = None) -> dict[str, Any] | None:
+             references: References | None = None) -> dict[str, Any] | None:
     """This node's part of the job; the record on the node that wrote it, else None.
 
     Same contract as ``parbench.launch.run`` for the node that holds rank 0, so a sweep can call
@@ -58,7 +58,7 @@ def run_node(cfg: RunConfig, layout: NodeLayout, *, results_dir: str | Path | No
         t0 = time.perf_counter()
         rc = _run_agent(layout, out, cfg.timeout_s + RENDEZVOUS_GRACE_S)
         wall = time.perf_counter() - t0
-        record = _record(cfg, layout, out, rc, wall, reference_losses)
+        record = _record(cfg, layout, out, rc, wall, references or References())
     finally:
         shutil.rmtree(out, ignore_errors=True)
     if record is not None:
@@ -84,13 +84,12 @@ def _run_agent(layout: NodeLayout, out: Path, timeout_s: float) -> int | None:
 
 
 def _record(cfg: RunConfig, layout: NodeLayout, out: Path, rc: int | None, wall: float,
-            reference_losses: list[float] | None) -> dict[str, Any] | None:
+            references: References) -> dict[str, Any] | None:
     ranks_file = out / "ranks.json"
     if ranks_file.exists():  # written after every rank's measurement: a later exit crash does not void it
         gathered = json.loads(ranks_file.read_text())
-        if reference_losses is None:
-            reference_losses = single_process_losses(cfg.reference())
-        record = build_record(cfg, gathered["ranks"], wall, reference_losses=reference_losses)
+        losses, why = references.of(cfg)  # on the node that holds rank 0, after the job succeeded
+        record = build_record(cfg, gathered["ranks"], wall, reference_losses=losses, reference_error=why)
         return add_node_fields(record, layout, gathered)
     if rc == 0 or layout.node_rank != 0:
         return None  # another node held rank 0 (it writes the record), or it reports the failure

@@ -106,7 +106,7 @@ def execute(plan: Plan, results_dir: str | Path, *, force: bool = False,
     done = set() if force else recorded_ok(results_dir, spec.sweep_id)
     manifest = _manifest(plan, results_dir, force)
     _write_manifest(results_dir, spec.sweep_id, manifest)
-    references: dict[str, list[float]] = {}
+    references = launch_references()
     try:
         for point in plan.points:
             for repeat in range(spec.repeats):
@@ -120,7 +120,14 @@ def execute(plan: Plan, results_dir: str | Path, *, force: bool = False,
     return outcome
 
 
-def _one(point: Point, repeat: int, results_dir: Path, done: set, references: dict,
+def launch_references():
+    """The sweep's reference cache (``parbench.launch`` imports torch: only once a sweep runs)."""
+    from parbench.launch import References
+
+    return References()
+
+
+def _one(point: Point, repeat: int, results_dir: Path, done: set, references,
          outcome: SweepOutcome, progress: ProgressFn, force: bool) -> None:
     key = point.config.point_key()
     if (key, repeat) in done:
@@ -143,18 +150,15 @@ def _one(point: Point, repeat: int, results_dir: Path, done: set, references: di
     progress("done", point, repeat, record)
 
 
-def _run(point: Point, repeat: int, results_dir: Path, sweep_id: str, references: dict) -> dict[str, Any]:
+def _run(point: Point, repeat: int, results_dir: Path, sweep_id: str, references) -> dict[str, Any]:
     """One launch; anything that goes wrong in this process too becomes a failed record."""
     from parbench import launch
 
     cfg = point.config
     t0 = time.perf_counter()
     try:
-        ref = cfg.reference()
-        if ref.point_key() not in references:  # repeats and strategies share one reference
-            references[ref.point_key()] = launch.single_process_losses(ref)
         return launch.run(cfg, results_dir=results_dir, sweep_id=sweep_id, repeat=repeat,
-                          reference_losses=references[ref.point_key()])
+                          references=references)  # repeats and strategies share one reference
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - isolate: one broken point never ends the sweep
@@ -282,7 +286,7 @@ def execute_nodes(the_plan: Plan, results_dir: str | Path, layout: NodeLayout, *
     status = "failed"  # stays so when an error (a node with another grid) ends the sweep
     try:
         todo = set(share_plan(the_plan, layout, results_dir, force))
-        references: dict[str, list[float]] = {}
+        references = launch_references()
         for index, point, repeat in runs:
             if index not in todo:
                 outcome.resumed += 1
@@ -369,7 +373,7 @@ def _plan_error(detail: str) -> None:
     raise ConfigError(f"multi-node sweep: every node must run the same sweep: {detail}")
 
 
-def _run_node(point: Point, repeat: int, results_dir: Path, sweep_id: str, references: dict,
+def _run_node(point: Point, repeat: int, results_dir: Path, sweep_id: str, references,
               layout: NodeLayout) -> dict[str, Any] | None:
     """One run's torchrun job on this node; the record where rank 0 was, else None."""
     from parbench import launch, multinode
@@ -377,14 +381,8 @@ def _run_node(point: Point, repeat: int, results_dir: Path, sweep_id: str, refer
     cfg = point.config
     t0 = time.perf_counter()
     try:
-        ref = None
-        if layout.node_rank == 0 and not layout.rdzv_endpoint:  # the static form's node 0 holds rank 0
-            key = cfg.reference().point_key()
-            if key not in references:
-                references[key] = launch.single_process_losses(cfg.reference())
-            ref = references[key]
         return multinode.run_node(cfg, layout, results_dir=results_dir, sweep_id=sweep_id, repeat=repeat,
-                                  reference_losses=ref)
+                                  references=references)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - isolate: one broken point never ends the sweep
