@@ -83,6 +83,7 @@ LAYOUT_PARTS: tuple[Part, ...] = (
     Part(name="virtual_stages", read=_virtual),
     Part(name="dp_mode", read=_dp_mode),
     Part(name="servers", read=lambda df: _fmt(_num(df, "servers"), "servers={}", _col(df, "strategy") == "ps")),
+    Part(name="ep", read=lambda df: _fmt(_num(df, "ep"), "ep{}", _col(df, "strategy") == "ep")),
     Part(name="backend", read=lambda df: _fmt(_col(df, "backend"), "{}")),
     Part(name="device", read=lambda df: _fmt(_col(df, "device"), "{}")),
     Part(name="data_mode", read=lambda df: _fmt(_col(df, "data_mode"), "data={}")),
@@ -108,6 +109,10 @@ WORKLOAD_PARTS: tuple[Part, ...] = (
     Part(name="dataset", read=lambda df: _fmt(_col(df, "dataset"), "{}", _col(df, "dataset") != "synthetic"),
          always=True),
     _shape_part("global_batch_size", "B{}"),
+    *(Part(name=field, read=lambda df, f=field, t=template: _fmt(_col(df, f), t, _col(df, "workload") == "moe"),
+           always=True)
+      for field, template in (("experts", "E{}"), ("top_k", "top{}"), ("capacity_factor", "cf{}"),
+                              ("moe_every", "every{}"), ("router", "{}"))),
 )
 """The workload and its shape: every part is always shown (a workload label names its shape)."""
 

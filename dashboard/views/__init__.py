@@ -25,8 +25,8 @@ from types import ModuleType
 
 import pandas as pd
 
-from dashboard.views import (bench_history, communication, compare, correctness, landing, memory, overview,
-                             scaling, simulator, step_time)
+from dashboard.views import (bench_history, communication, compare, correctness, experts, landing, memory,
+                             overview, scaling, simulator, step_time)
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ VIEWS: tuple[tuple[str, ModuleType], ...] = (
     ("scaling", scaling),
     ("memory", memory),
     ("communication", communication),
+    ("experts", experts),
     ("step_time", step_time),
     ("compare", compare),
     ("correctness", correctness),

@@ -123,9 +123,6 @@ def _architecture(a: argparse.Namespace):
 def _model(a: argparse.Namespace):
     from parbench.sim.model import architecture_spec, model_spec
 
-    if a.workload not in (None, "mlp", "transformer", "hf-llama", "hf-gpt2"):
-        raise ConfigError(f"--workload {a.workload}: the simulator has no model of it (it would be predicted as a "
-                          f"dense transformer); simulate mlp, transformer, hf-llama or hf-gpt2")
     if a.workload == "mlp":
         if a.model or a.hf_config:
             raise ConfigError("--workload mlp takes no --model / --hf-config")

@@ -91,3 +91,14 @@ def test_published_mixtral_row_converts_the_printed_teraflops_as_megatron_counts
     assert row.measured_s == pytest.approx(flops / (468e12 * 64), rel=1e-12)
     got = compare_published(rows=MOE_ROWS)[0]
     assert got["predicted_s"] > 0 and abs(got["error_pct"]) < 100
+
+
+def test_simulate_the_runners_moe_workload_with_ep(capsys):
+    """--workload moe is the runner's shape (4 experts top-2, capacity 1.25, every block)."""
+    assert main(["simulate", "--workload", "moe", "--layers", "2", "--hidden", "64", "--seq", "32", "--vocab", "256",
+                 "--gpus", "2", "--ep", "2", "--cluster", "a100-80gb", "--format", "json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["layout"]["ep"] == 2 and out["model"]["experts"] == 4
+    assert out["prediction"]["comm_by_collective"]["all_to_all/intermediate"] > 0
