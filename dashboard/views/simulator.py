@@ -99,6 +99,7 @@ def measured_section(ctx: "ViewContext") -> None:
                f"{s['memory_max_error_pct']:.2f}%; step-time |error| median {s['step_time_median_error_pct']:.1f}%, "
                f"max {s['step_time_max_error_pct']:.1f}%; throughput Spearman {s['throughput_spearman']:.2f}")
     st.plotly_chart(sim_charts.predicted_vs_measured(frame), key="sim-predicted-vs-measured")
+    st.plotly_chart(sim_charts.terms_figure(frame), key="sim-terms")
     st.dataframe(frame, key="sim-error-table", hide_index=True)
     ok = ctx.runs[ctx.runs["status"] == "ok"]
     st.plotly_chart(sim_charts.scaling_figure(sim_charts.scaling_curves(ok, cluster), frame), key="sim-scaling")

@@ -72,3 +72,19 @@ def scaling_figure(curves: pd.DataFrame, measured: pd.DataFrame) -> go.Figure:
                                      marker=dict(color=strategy_color(strategy), size=10)))
     return fig.update_layout(title="Throughput vs world size: measured points, predicted curves",
                              xaxis_title="world size", xaxis_type="log", yaxis_title="samples/s")
+
+
+def terms_figure(frame: pd.DataFrame) -> go.Figure:
+    """The step broken into the runner's terms, measured beside predicted (medians over the runs shown, ms):
+    which term the model gets wrong. Terms no run measured show the prediction alone."""
+    from parbench.sim.predict import TERMS
+
+    fig = go.Figure()
+    if frame.empty:
+        return fig.update_layout(title="no runs to validate")
+    labels = [t[len("time_"):-len("_s")].replace("comm_exposed_", "exposed ") for t in TERMS]
+    measured = [frame[t].dropna().median() * 1e3 if t in frame and frame[t].notna().any() else None for t in TERMS]
+    predicted = [frame[f"pred_{t}"].median() * 1e3 for t in TERMS]
+    fig.add_trace(go.Bar(x=labels, y=measured, name="measured (median)"))
+    fig.add_trace(go.Bar(x=labels, y=predicted, name="predicted (median)"))
+    return fig.update_layout(barmode="group", yaxis_title="ms per step", title="step time by term")

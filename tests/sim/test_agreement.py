@@ -124,6 +124,8 @@ def test_dashboard_simulator_tab(results, monkeypatch):
         scatter = json.loads(at.get_by_key("sim-predicted-vs-measured").proto.spec)
         assert scatter["data"][-1]["name"] == "identity"
         assert json.loads(at.get_by_key("sim-scaling").proto.spec)["data"]
+        terms = json.loads(at.get_by_key("sim-terms").proto.spec)["data"]
+        assert [t["name"] for t in terms] == ["measured (median)", "predicted (median)"]
         tables = [d.value for d in at.dataframe if "comm_bytes_exact" in d.value.columns]
         assert len(tables) == 1 and len(tables[0]) == len(records) and tables[0]["comm_bytes_exact"].all()
     finally:

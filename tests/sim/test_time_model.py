@@ -286,3 +286,17 @@ def test_causal_flash_attention_skips_half_of_the_score_work():
     lay = Layout(strategy=Strategy.HYBRID, global_batch_size=1, precision=PRECISIONS["bf16"])
     flash, eager = predict(m, replace(lay, attention="flash"), A100), predict(m, replace(lay, attention="eager"), A100)
     assert flash.compute_parts_s["forward"] < 0.6 * eager.compute_parts_s["forward"]
+
+
+def test_terms_figure_shows_measured_beside_predicted():
+    import pandas as pd
+
+    from parbench.sim.charts import terms_figure
+
+    rows = [{**{t: None for t in TERMS}, **{f"pred_{t}": 0.001 * (i + 1) for i, t in enumerate(TERMS)}} for _ in range(2)]
+    rows[0]["time_compute_s"], rows[1]["time_compute_s"] = 0.004, 0.006
+    fig = terms_figure(pd.DataFrame(rows))
+    measured, predicted = fig.data
+    assert measured.y[0] == pytest.approx(5.0) and measured.y[1] is None
+    assert list(predicted.y) == pytest.approx([1.0 * (i + 1) for i in range(len(TERMS))])
+    assert list(measured.x)[0] == "compute" and "exposed parameter" in list(measured.x)
