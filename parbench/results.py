@@ -14,6 +14,7 @@ series) stay nested; ``load`` keeps them as Python objects in object columns.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
 import platform
@@ -263,6 +264,14 @@ def check_writable(results_dir: str | Path) -> None:
     if stat.f_bavail * stat.f_frsize < MIN_FREE_BYTES:
         raise ConfigError(f"results directory {root}: only {stat.f_bavail * stat.f_frsize // 1024} KiB free "
                               f"on its file system (a run needs {MIN_FREE_BYTES // 1024} KiB to be sure its record fits)")
+
+
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""Errors that mean no later record can be written either: a disk or quota full, a read-only file system."""
+
+
+def is_storage_error(exc: OSError) -> bool:
+    return exc.errno in STORAGE_ERRNOS
 
 
 def check_readable(results_dir: str | Path) -> Path:

@@ -32,6 +32,7 @@ def handle(a: argparse.Namespace) -> int:
 
     from parbench.config import ConfigError
     from parbench.results import check_output_file, check_readable, export, load
+    from parbench.sweep.manifests import sweep_rows
 
     root = check_readable(a.results_dir)
     if a.export:
@@ -57,7 +58,23 @@ def handle(a: argparse.Namespace) -> int:
         console.print(f"wrote {len(frame)} runs to {export(frame, a.export)}")
         return 0
     console.print(table(frame, a.results_dir, console.width))
+    sweeps = [r for r in sweep_rows(root) if not a.sweep or r["sweep_id"] == a.sweep]
+    if sweeps:
+        console.print(sweeps_table(sweeps))
     return 0
+
+
+def sweeps_table(rows: list[dict]):
+    """One row per sweep manifest; a sweep whose process died mid-way shows as interrupted."""
+    from rich.table import Table
+
+    t = Table(title=f"{len(rows)} sweeps")
+    for head in ("sweep", "status", "ok", "failed", "planned", "started", "ended"):
+        t.add_column(head)
+    for r in rows:
+        t.add_row(*(("-" if r[k] is None else str(r[k])) for k in
+                    ("sweep_id", "status", "runs_ok", "runs_failed", "runs_planned", "start_time", "end_time")))
+    return t
 
 
 def table(frame, results_dir: str, width: int = 200):

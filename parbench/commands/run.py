@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from parbench.multinode import add_node_options, layout_from_args, node_command
 from parbench.config import (Backend, DataMode, DataParallelMode, RunConfig, Schedule, Strategy,
@@ -92,7 +93,7 @@ def add_parser(sub) -> None:
 
 def handle(a: argparse.Namespace) -> int:
     from parbench.launch import run
-    from parbench.results import check_writable
+    from parbench.results import check_writable, is_storage_error, write_record
     from parbench.summary import print_run
 
     layout = layout_from_args(a)  # --nnodes > 1: torchrun on every node (parbench.multinode)
@@ -101,6 +102,16 @@ def handle(a: argparse.Namespace) -> int:
         check_writable(a.results_dir)  # a measurement must never be lost to an unwritable directory
     if layout is not None:
         return node_command(cfg, layout, results_dir=None if a.no_save else a.results_dir)
-    record = run(cfg, results_dir=None if a.no_save else a.results_dir)
+    record = run(cfg, results_dir=None)
+    if not a.no_save:
+        try:
+            write_record(a.results_dir, record)
+        except OSError as exc:
+            if not is_storage_error(exc):
+                raise
+            print_run(record, None)  # the measurement is at least on screen
+            print(f"parbench run: error: the record could not be written: {exc.strerror} ({exc.filename}); "
+                  "the summary above is all that is kept of this run", file=sys.stderr)
+            return 1
     print_run(record, None if a.no_save else a.results_dir)
     return 0 if record["status"] == "ok" else 1

@@ -7,6 +7,7 @@ N x R is one torchrun job across the nodes; node 0 writes the records and the ma
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -119,6 +120,13 @@ def handle(a: argparse.Namespace) -> int:
             outcome = execute(the_plan, results_dir, force=a.force, progress=on_event)
         else:
             outcome = execute_nodes(the_plan, results_dir, layout, force=a.force, progress=_no_record(on_event))
+    if outcome.storage_error:  # one line, no traceback: what happened, what is kept, what to do
+        manifest = ("the manifest says failed" if outcome.manifest_written else
+                    "the manifest could not be updated (the next sweep here marks it interrupted)")
+        print(f"parbench sweep: error: results could not be written: {outcome.storage_error}; the "
+              f"{len(outcome.records)} records written before are intact, {manifest}; free space and rerun "
+              "the same command to resume", file=sys.stderr)
+        return 1
     if layout is not None and layout.node_rank != 0:
         console.print(f"node {layout.node_rank}: {the_plan.runs - outcome.resumed} runs done "
                       f"({outcome.resumed} already recorded); node 0 wrote the records and the manifest")

@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterator
 
 from parbench.config import ConfigError
 from parbench.multinode import NodeLayout
-from parbench.results import check_writable, now_iso, provenance, write_json_atomic, write_record
+from parbench.results import check_writable, is_storage_error, now_iso, provenance, write_json_atomic, write_record
+from parbench.sweep.manifests import mark_dead_interrupted
 from parbench.sweep.grid import AXES_BY_STRATEGY, Plan, Point, Skipped
 
 
@@ -42,6 +43,10 @@ class SweepOutcome:
     busy: int = 0
     """Runs skipped because another sweep held their claim."""
     interrupted: bool = False
+    storage_error: str | None = None
+    """Set when a record or claim could not be written (disk full, quota, read-only): the sweep stopped."""
+    manifest_written: bool = True
+    """False when even the final manifest could not be written (it still reads ``running``)."""
     first_launch_s: float | None = None
     """Wall time of this invocation's first launch (it starts the forkserver: paid once)."""
 
@@ -100,24 +105,67 @@ def execute(plan: Plan, results_dir: str | Path, *, force: bool = False,
             progress: ProgressFn | None = None) -> SweepOutcome:
     results_dir = Path(results_dir)
     check_writable(results_dir)  # ConfigError before the first run
+    mark_dead_interrupted(results_dir)  # earlier sweeps killed mid-way stop reading "running"
     spec = plan.spec
     outcome = SweepOutcome(sweep_id=spec.sweep_id)
     progress = progress or (lambda *a: None)
     done = set() if force else recorded_ok(results_dir, spec.sweep_id)
     manifest = _manifest(plan, results_dir, force)
-    _write_manifest(results_dir, spec.sweep_id, manifest)
     references = launch_references()
-    try:
-        for point in plan.points:
-            for repeat in range(spec.repeats):
-                _one(point, repeat, results_dir, done, references, outcome, progress, force)
-    except KeyboardInterrupt:
-        outcome.interrupted = True
-    finally:
-        manifest.update(_tally(outcome), end_time=now_iso(),
-                        status="interrupted" if outcome.interrupted else "finished")
-        _write_manifest(results_dir, spec.sweep_id, manifest)
+    with _reserve(results_dir, manifest) as release:
+        try:
+            _write_manifest(results_dir, spec.sweep_id, manifest)
+            for point in plan.points:
+                for repeat in range(spec.repeats):
+                    _one(point, repeat, results_dir, done, references, outcome, progress, force)
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+        except OSError as exc:
+            if not is_storage_error(exc):
+                raise
+            outcome.storage_error = f"{exc.strerror} ({exc.filename or results_dir})"
+        finally:
+            release()  # the reserved space now takes the final manifest, even on a full disk
+            _finish_manifest(results_dir, manifest, outcome)
     return outcome
+
+
+def _finish_manifest(results_dir: Path, manifest: dict[str, Any], outcome: SweepOutcome) -> None:
+    status = "interrupted" if outcome.interrupted else "failed" if outcome.storage_error else "finished"
+    manifest.update(_tally(outcome), end_time=now_iso(), status=status)
+    if outcome.storage_error:
+        manifest["error"] = f"results could not be written: {outcome.storage_error}"
+    try:
+        _write_manifest(results_dir, outcome.sweep_id, manifest)
+    except OSError as exc:
+        if not is_storage_error(exc):
+            raise
+        outcome.manifest_written = False
+
+
+@contextlib.contextmanager
+def _reserve(results_dir: Path, manifest: dict[str, Any]) -> Iterator[Callable[[], None]]:
+    """Disk space set aside for the final manifest (both copies, with every run id), released just
+    before it is written: a disk that fills up during the sweep still gets an honest manifest."""
+    size = 2 * (len(json.dumps(manifest)) + 40 * manifest["runs_planned"]) + 16 * 1024
+    path = results_dir / "sweeps" / manifest["sweep_id"] / f".reserve-{os.getpid()}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        path.unlink(missing_ok=True)
+        if not is_storage_error(exc):
+            raise
+        raise ConfigError(f"results directory {results_dir}: no room for the sweep's manifest "
+                          f"({size // 1024} KiB): {exc.strerror}") from None
+    try:
+        yield lambda: path.unlink(missing_ok=True)
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def launch_references():
@@ -162,6 +210,8 @@ def _run(point: Point, repeat: int, results_dir: Path, sweep_id: str, references
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - isolate: one broken point never ends the sweep
+        if isinstance(exc, OSError) and is_storage_error(exc):
+            raise  # a full disk ends the sweep: no later record could be written either
         return _failed(cfg, exc, time.perf_counter() - t0, sweep_id, repeat, results_dir)
 
 
@@ -281,6 +331,7 @@ def execute_nodes(the_plan: Plan, results_dir: str | Path, layout: NodeLayout, *
     writer = layout.node_rank == 0
     manifest = None
     if writer:
+        mark_dead_interrupted(results_dir)
         manifest = _manifest(the_plan, results_dir, force) | _node_fields(layout)
         _write_manifest(results_dir, outcome.sweep_id, manifest)
     status = "failed"  # stays so when an error (a node with another grid) ends the sweep
