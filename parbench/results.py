@@ -344,9 +344,8 @@ def load(path: str | Path = "results") -> "pandas.DataFrame":  # noqa: F821
     records, _ = read_records(path)
     columns = list(SCHEMA) + ["source"]
     frame = pd.DataFrame.from_records(records)
-    for col in columns:
-        if col not in frame.columns:
-            frame[col] = None
+    missing = [c for c in columns if c not in frame.columns]  # added at once: no fragmented frame
+    frame = pd.concat([frame, pd.DataFrame({c: [None] * len(frame) for c in missing}, index=frame.index)], axis=1)
     return frame[columns + [c for c in frame.columns if c not in columns]]
 
 
