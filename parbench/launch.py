@@ -143,6 +143,7 @@ def run(cfg: RunConfig, *, results_dir: str | Path | None = "results", sweep_id:
     """Launch one run and write its record (when ``results_dir`` is given); returns the record.
     The reference is computed only once the run succeeded, so a run that hangs costs one timeout."""
     from parbench.results import write_record
+    from parbench.trace import write_trace
 
     outcome, wall = launch(cfg)
     if outcome.status == "ok":
@@ -152,6 +153,8 @@ def run(cfg: RunConfig, *, results_dir: str | Path | None = "results", sweep_id:
         record = failed_record(cfg, outcome, wall)
     record.update(sweep_id=sweep_id, repeat=repeat)
     if results_dir is not None:
+        if outcome.status == "ok":
+            record["trace_file"] = write_trace(results_dir, record, outcome.results)  # before the record points to it
         write_record(results_dir, record)
     return record
 

@@ -6,12 +6,10 @@ import math
 from typing import Any, Sequence
 
 from parbench.config import MOE_KEYS, TOKEN_WORKLOADS, RunConfig, Strategy
-from parbench.metrics.comm import Category
 from parbench import devices
-from parbench.metrics import stats
+from parbench.metrics import breakdown, stats
+from parbench.metrics.categories import CATEGORIES
 from parbench.results import SCHEMA_VERSION, new_run_id, provenance
-
-CATEGORIES = tuple(c.value for c in Category)
 
 
 def config_columns(cfg: RunConfig) -> dict[str, Any]:
@@ -106,6 +104,7 @@ def build_record(cfg: RunConfig, ranks: list[dict[str, Any]], wall: float, *,
     if cfg.device == "cuda":
         rec["gpu_name"] = ranks[0].get("device_name") or rec["gpu_name"]  # the device rank 0 really ran on
     rec["time_data_s"] = _data_time(ranks)
+    rec.update(_breakdown(ranks))
     rec.update(_flops(cfg, rec["step_time_s_median"], rec["gpu_name"] if cfg.device == "cuda" else None))
     rec.update(_memory(ranks))
     rec.update(_comm(ranks))
@@ -137,6 +136,17 @@ def _data_time(ranks) -> float | None:
     steps); in the step time only with data_in_step. None when no rank reads data."""
     medians = [stats.median(r["data_times_s"]) for r in ranks if r.get("data_times_s")]
     return max(medians) if medians else None
+
+
+def _breakdown(ranks) -> dict[str, Any]:
+    """The step-time breakdown of the traced steps (``parbench.metrics.breakdown``)."""
+    traces = [r.get("trace") for r in ranks]
+    if any(t is None or not t.get("steps") for t in traces):
+        return breakdown.empty_columns()
+    columns = breakdown.record_columns(traces)
+    for entry, r in zip(columns["breakdown_per_rank"], ranks):
+        entry["role"] = r.get("role")
+    return columns
 
 
 def _flops(cfg: RunConfig, step_median: float, gpu_name: str | None) -> dict[str, Any]:

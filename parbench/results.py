@@ -96,6 +96,22 @@ SCHEMA: dict[str, str] = {
     "mfu_dtype": "the dtype whose peak is MFU's denominator (the run's precision)",
     "mfu_peak_flops": "that peak: dense FLOP/s per device from its datasheet, null on CPU or an unknown GPU",
     "mfu_peak_source": "where the peak comes from (datasheet and column), or why there is none",
+    # step-time breakdown: seconds per step in the traced step of median duration, on the busiest
+    # rank (most compute + optimizer time); they sum to traced_step_time_s (parbench.metrics.breakdown)
+    "time_compute_s": "main thread running operators (forward, backward, recompute), outside the optimizer",
+    "time_comm_exposed_data_s": "waiting on data-category communication that no operator overlapped",
+    "time_comm_exposed_parameter_s": "waiting on parameter communication (gradients, parameters) not overlapped",
+    "time_comm_exposed_intermediate_s": "waiting on intermediate communication (activations, their gradients) not overlapped",
+    "time_bubble_s": "idle waiting for a peer: a send/recv whose peer had not issued its side yet, and the end-of-step wait for the slowest rank",
+    "time_optimizer_s": "inside Optimizer.step / zero_grad (its communication, e.g. ZeRO-1's broadcasts, counts as comm)",
+    "time_other_s": "the rest: Python between operators, data glue, nothing in flight",
+    "time_comm_exposed_s": "sum of the three exposed-communication terms",
+    "traced_step_time_s": "duration of the traced step the terms come from (barrier to barrier, like a timed step)",
+    "traced_steps": "untimed traced steps after the timed ones (torch.profiler + comm timing); null in older records",
+    "breakdown_rank": "rank whose terms are the columns (the most compute + optimizer time)",
+    "bubble_fraction": "time_bubble_s / traced_step_time_s, mean over ranks ((p-1)/(m+p-1) for GPipe and 1F1B)",
+    "breakdown_per_rank": "list of per-rank dicts: rank, role, the seven terms and traced_step_time_s",
+    "trace_file": "Chrome trace of the traced steps, relative to the results directory (traces/<run_id>.json), or null",
     # memory (max over ranks; per-rank values in per_rank)
     "peak_rss_bytes": "peak resident set size of a rank process (max over ranks)",
     "mem_param_bytes": "bytes of parameters held by a rank (max over ranks)",

@@ -7,6 +7,8 @@ Order of a run on every rank::
     probe step      untimed, every meter on: c10d ops by category, saved activations
     timed steps     each between two barriers; only a clock and the OS write counter run
     compute-only    ddp: a few steps under no_sync, for the exposed-communication estimate
+    traced steps    untimed, under torch.profiler and the comm meter's timer: the step-time
+                    breakdown and the trace (parbench.metrics.tracing)
 
 Each step's input is made before its start barrier (``Trainer.feed.prepare``), as a loader's
 workers would have it ready, and timed on its own (``data_times_s``); with ``data_in_step`` the
@@ -36,6 +38,7 @@ from parbench.config import RunConfig
 from parbench.data import Feed
 from parbench.metrics import memory
 from parbench.metrics.comm import CommMeter, os_write_bytes
+from parbench.metrics.tracing import TRACED_STEPS, traced_steps
 from parbench.strategies.base import RankContext, Trainer
 
 COMPUTE_ONLY_STEPS = 5
@@ -124,6 +127,10 @@ def measure(ctx: RankContext, trainer: Trainer) -> dict[str, Any]:
     if trainer.compute_only_step is not None:
         n = min(cfg.steps, COMPUTE_ONLY_STEPS)
         compute_times, _, _ = _timed(ctx, trainer.compute_only_step, first_timed + cfg.steps, n, trainer.feed)
+    ahead = trainer.feed is not None and not cfg.data_in_step
+    trace = traced_steps(step=trainer.step, meter=ctx.meter, device=device, world_size=ctx.world_size,
+                         start=first_timed + cfg.steps + len(compute_times), n=TRACED_STEPS,
+                         prepare=trainer.feed.prepare if ahead else None)
 
     nccl = cfg.backend.value == "nccl"
     return {
@@ -146,6 +153,7 @@ def measure(ctx: RankContext, trainer: Trainer) -> dict[str, Any]:
         **mem,
         **memory.cuda_peaks(device),
         "extra": trainer.extra,
+        "trace": {"rank": ctx.rank, **trace},
     }
 
 

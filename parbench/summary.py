@@ -56,6 +56,7 @@ def print_run(rec: dict[str, Any], results_dir: str | None, console: Console | N
     ]
     if rec.get("cuda_allocated_peak_bytes") is not None:
         rows.insert(5, ("GPU memory / rank", _gpu_memory(rec)))
+    rows.insert(3, ("where it goes", _breakdown_line(rec)))  # after exposed comm
     for k, v in rows:
         t.add_row(k, v)
     console.print(t)
@@ -63,6 +64,19 @@ def print_run(rec: dict[str, Any], results_dir: str | None, console: Console | N
         console.print(f"[bold red]diverged[/]: {rec['error']}")
     if results_dir:
         console.print(f"record: {results_dir}/runs/{rec['run_id']}.json")
+        if rec.get("trace_file"):
+            console.print(f"trace:  {results_dir}/{rec['trace_file']} (parbench trace {rec['run_id'][:8]})")
+
+
+def _breakdown_line(rec: dict[str, Any]) -> str:
+    """The traced step's terms as shares (busiest rank), e.g. ``compute 72% · comm.intermediate 16% · ...``."""
+    step = rec.get("traced_step_time_s")
+    if not step:
+        return "-"
+    parts = {"compute": rec["time_compute_s"], "comm": rec["time_comm_exposed_s"], "bubble": rec["time_bubble_s"],
+             "optimizer": rec["time_optimizer_s"], "other": rec["time_other_s"]}
+    shares = " · ".join(f"{k} {100 * v / step:.0f}%" for k, v in parts.items())
+    return f"traced step {step * 1e3:.2f} ms (rank {rec['breakdown_rank']}): {shares}"
 
 
 def _mfu(rec: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from types import ModuleType
 import pandas as pd
 
 from dashboard.views import (bench_history, communication, compare, correctness, experts, landing, memory,
-                             overview, scaling, simulator, step_time)
+                             overview, scaling, simulator, step_time, time, timeline)
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ VIEWS: tuple[tuple[str, ModuleType], ...] = (
     ("communication", communication),
     ("experts", experts),
     ("step_time", step_time),
+    ("time", time),
+    ("timeline", timeline),
     ("compare", compare),
     ("correctness", correctness),
     ("simulator", simulator),

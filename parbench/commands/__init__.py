@@ -8,6 +8,7 @@ COMMAND_MODULES = (
     "parbench.commands.sweep",
     "parbench.commands.doctor",
     "parbench.commands.results",
+    "parbench.commands.trace",
     "parbench.commands.dashboard",
     "parbench.commands.report",
     "parbench.commands.workloads",

@@ -23,6 +23,8 @@ def add_parser(sub) -> None:
     p.add_argument("--results-dir", default="results", help="results directory to list")
     p.add_argument("--sweep", default=None, help="only this sweep_id")
     p.add_argument("--status", default=None, choices=STATUSES, help="only runs with this status")
+    p.add_argument("--breakdown", action="store_true",
+                   help="show where the step time goes (ms per step, busiest rank) instead of the summary columns")
     p.add_argument("--export", default=None, metavar="FILE", help="write every matching run to FILE (.csv or .parquet)")
     p.set_defaults(handler=handle)
 
@@ -58,7 +60,7 @@ def handle(a: argparse.Namespace) -> int:
     if a.export:
         console.print(f"wrote {len(frame)} runs to {export(frame, a.export)}")
         return 0
-    console.print(table(frame, a.results_dir, console.width))
+    console.print(breakdown_table(frame, a.results_dir) if a.breakdown else table(frame, a.results_dir, console.width))
     sweeps = [r for r in sweep_rows(root) if not a.sweep or r["sweep_id"] == a.sweep]
     if sweeps:
         console.print(sweeps_table(sweeps))
@@ -117,3 +119,27 @@ def table(frame, results_dir: str, width: int = 200):
 def _text(value, kind=str) -> str:
     """A cell: '-' for a missing value (None or NaN), else ``kind(value)``."""
     return "-" if value is None or value != value else str(kind(value))
+
+
+def breakdown_table(frame, results_dir: str):
+    """One row per run: the step-time breakdown's terms in ms (busiest rank), '-' where not measured."""
+    from rich.table import Table
+
+    from parbench.metrics.breakdown import TERMS
+    from parbench.summary import fmt_num
+
+    t = Table(title=f"where the step time goes: {len(frame)} runs in {results_dir}/ (ms per traced step)")
+    for head in ("run", "strategy", "W", "workload", "step"):
+        t.add_column(head)
+    heads = [term.removeprefix("time_").removesuffix("_s").replace("comm_exposed_", "comm ") for term in TERMS]
+    for head in (*heads, "bubble frac"):
+        t.add_column(head, justify="right")
+    frame = frame.sort_values(["source", "strategy", "world_size", "created_at"], na_position="first")
+    for _, r in frame.iterrows():
+        measured = r.get("time_compute_s") is not None and r["time_compute_s"] == r["time_compute_s"]
+        cells = [fmt_num(r[term] * 1e3, ".2f") if measured else "-" for term in TERMS]
+        frac = r.get("bubble_fraction")
+        t.add_row(str(r["run_id"])[:8], str(r["strategy"]), str(r["world_size"]), str(r["workload"]),
+                  fmt_num(r["traced_step_time_s"] * 1e3, ".2f") if measured else "-", *cells,
+                  fmt_num(frac, ".3f") if measured and frac is not None and frac == frac else "-")
+    return t

@@ -15,7 +15,7 @@ category comes from an explicit ``meter.category(...)`` context, else from its p
 from __future__ import annotations
 
 import contextlib
-import enum
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -24,13 +24,8 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from parbench.metrics.categories import Category
 from parbench.metrics.conventions import all_to_all_sent_bytes, sent_bytes
-
-
-class Category(str, enum.Enum):
-    DATA = "data"
-    PARAMETER = "parameter"
-    INTERMEDIATE = "intermediate"
 
 
 # c10d op name -> collective kind; the op schemas are in torch/csrc/distributed/c10d/Ops.cpp
@@ -175,35 +170,74 @@ class CommMeter:
         with _Interceptor(self):
             yield
 
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[list[dict]]:
+        """Time every c10d op issued while active (traced steps; bytes are not counted).
+
+        Yields the list the events land in: ``{op, category, bytes, peer, issue_s, done_s}``
+        (``time.perf_counter`` seconds). Completion comes from the op's future where gloo has one
+        (collectives); its send/recv works have none, so for them it is the return of
+        ``Work.wait``, wrapped for the duration of this context. torch.profiler sees neither."""
+        timer = OpTimer(self)
+        with _Interceptor(self, timer), timer.watching_waits():
+            yield timer.events
+
     def reset(self) -> None:
         self.ops.clear()
 
     def record(self, op: str, args) -> None:
+        sizes = self._c10d_sizes(op, args)
+        if sizes is not None:
+            kind, group, s, root, position, sent = sizes
+            self._add(kind, group, s, root, position, sent=sent)
+
+    def _c10d_sizes(self, op: str, args):
+        """(kind, group, S, is_root, tree position, sent or None) of a ``c10d`` op, None if it moves no data."""
         kind = _OPS.get(op)
         if kind is None:
-            return
+            return None
         group = _group(args)
         sent = None
         if kind == "all_to_all":
             n = group.size() if group is not None else dist.get_world_size()
             me = dist.get_rank(group) if group is not None else dist.get_rank()
             sent = all_to_all_sent_bytes(all_to_all_shares(op, args, n), me)
-        self._add(kind, group, payload_bytes(kind, args), _root(kind, args, group),
-                  _tree_position(kind, args, group), sent=sent)
+        return kind, group, payload_bytes(kind, args), _root(kind, args, group), _tree_position(kind, args, group), sent
+
+    def classify(self, op: str, args) -> tuple[str, Category, int, int] | None:
+        """(kind, category, sent bytes, wire bytes) of a ``c10d`` op, None if it moves no data."""
+        sizes = self._c10d_sizes(op, args)
+        if sizes is None:
+            return None
+        kind, group, s, root, position, sent = sizes
+        return (kind, *self.sizes(kind, group, s, root, position, sent=sent))
 
     def record_functional(self, op: str, args) -> None:
         """A ``_c10d_functional`` op (DTensor, tensor parallel): ``(input, ..., group_name)``."""
+        sizes = self.functional_sizes(op, args)
+        if sizes is not None:
+            self._add(*sizes)
+
+    def functional_sizes(self, op: str, args) -> tuple[str, dist.ProcessGroup, int, bool, int | None] | None:
+        """(kind, group, S, is_root, tree position) of a ``_c10d_functional`` op, None if it moves no data."""
         kind = _FUNCTIONAL.get(op)
         if kind is None:
-            return
+            return None
         group = dist.distributed_c10d._resolve_process_group(args[-1])
         s = _nbytes(_tensors(args[0])) * (group.size() if kind == "all_gather" else 1)
         root = kind == "broadcast" and dist.get_rank(group) == args[1]
         position = (dist.get_rank(group) - args[1]) % group.size() if kind == "broadcast" else None
-        self._add(kind, group, s, root, position)
+        return kind, group, s, root, position
 
-    def _add(self, kind: str, group: dist.ProcessGroup | None, s: int, root: bool,
-             position: int | None = None, *, sent: int | None = None) -> None:
+    def category_of(self, group: dist.ProcessGroup | None) -> Category:
+        """An explicit ``category(...)`` context wins, else the group's assignment, else the default."""
+        if self._override:
+            return self._override[-1]
+        return self.group_categories.get(group.group_name if group is not None else "", self.default)
+
+    def sizes(self, kind: str, group: dist.ProcessGroup | None, s: int, root: bool, position: int | None,
+              *, sent: int | None = None) -> tuple[Category, int, int]:
+        """(category, sent bytes, wire bytes) of one op."""
         n = group.size() if group is not None else dist.get_world_size()
         sent = sent_bytes(kind, s, n, is_root=root) if sent is None else sent
         wire = sent
@@ -211,8 +245,11 @@ class CommMeter:
             wire = 2 * sent  # gloo reduce-scatters by all-reducing
         elif self.backend == "gloo" and kind == "broadcast" and position is not None:
             wire = s * binomial_children(position, n)  # gloo broadcasts down a binomial tree
-        cat = self._override[-1] if self._override else self.group_categories.get(
-            group.group_name if group is not None else "", self.default)
+        return self.category_of(group), sent, wire
+
+    def _add(self, kind: str, group: dist.ProcessGroup | None, s: int, root: bool,
+             position: int | None = None, *, sent: int | None = None) -> None:
+        cat, sent, wire = self.sizes(kind, group, s, root, position, sent=sent)
         stat = self.ops[(kind, cat)]
         stat.count += 1
         stat.payload_bytes += s
@@ -275,16 +312,128 @@ def _root(kind: str, args, group) -> bool:
 
 
 class _Interceptor(TorchDispatchMode):
-    def __init__(self, meter: CommMeter) -> None:
+    """Sees every op; counts (``timer`` None) or times (traced steps) the collective ones."""
+
+    def __init__(self, meter: CommMeter, timer: "OpTimer | None" = None) -> None:
         super().__init__()
         self.meter = meter
+        self.timer = timer
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.timer is not None and func.namespace in ("c10d", "_c10d_functional"):
+            issued = time.perf_counter()
+            out = func(*args, **(kwargs or {}))
+            self.timer.issued(func.namespace, func._opname, args, out, issued)
+            return out
         if func.namespace == "c10d":
             self.meter.record(func._opname, args)
         elif func.namespace == "_c10d_functional":
             self.meter.record_functional(func._opname, args)
         return func(*args, **(kwargs or {}))
+
+
+class OpTimer:
+    """Issue and completion time of every collective a rank issues (the comm meter's timing mode).
+
+    Completion: the op's future fires (gloo collectives), or ``Work.wait`` returns (gloo send/recv
+    works have no future), or ``wait_tensor`` returns (DTensor's functional collectives)."""
+
+    def __init__(self, meter: CommMeter) -> None:
+        self.meter = meter
+        self.events: list[dict] = []
+        self._works: dict[int, tuple[object, dict]] = {}  # id(work) -> (work kept alive, event)
+        self._functional: dict[int, dict] = {}  # output storage pointer -> event
+
+    def issued(self, namespace: str, op: str, args, out, t: float) -> None:
+        if namespace == "_c10d_functional":
+            self._functional_op(op, args, out, t)
+            return
+        classified = self.meter.classify(op, args)
+        if classified is None:
+            return
+        kind, category, sent, _ = classified
+        event = self._event(kind, category, sent, _peer(kind, args), t)
+        for work in _works(out):
+            self._watch(work, event)
+
+    def _event(self, kind: str, category: Category, sent: int, peer: int | None, t: float) -> dict:
+        event = {"op": kind, "category": category.value, "bytes": sent, "peer": peer, "issue_s": t, "done_s": None}
+        self.events.append(event)
+        return event
+
+    def _watch(self, work, event: dict) -> None:
+        self._works[id(work)] = (work, event)  # keeping the wrapper alive keeps its id unique
+        try:
+            work.get_future().add_done_callback(lambda _: _complete(event))
+        except RuntimeError:
+            pass  # gloo send/recv: "Work::getFuture not implemented"; the wrapped wait completes it
+
+    def _functional_op(self, op: str, args, out, t: float) -> None:
+        if op == "wait_tensor":
+            event = self._functional.pop(_storage(args[0]), None)
+            if event is not None:
+                _complete(event)
+            return
+        sizes = self.meter.functional_sizes(op, args)
+        if sizes is None:
+            return
+        kind, group, s, root, position = sizes
+        category, sent, _ = self.meter.sizes(kind, group, s, root, position)
+        event = self._event(kind, category, sent, None, t)
+        for tensor in _tensors(out):
+            self._functional[_storage(tensor)] = event
+
+    @contextlib.contextmanager
+    def watching_waits(self) -> Iterator[None]:
+        """Wrap ``Work.wait`` while active: its return completes the op (restored on exit)."""
+        original = dist.distributed_c10d.Work.wait
+        works = self._works
+
+        def wait(work, *args, **kwargs):
+            try:
+                return original(work, *args, **kwargs)
+            finally:
+                entry = works.get(id(work))
+                if entry is not None and entry[0] is work:
+                    _complete(entry[1])
+
+        dist.distributed_c10d.Work.wait = wait
+        try:
+            yield
+        finally:
+            dist.distributed_c10d.Work.wait = original
+
+
+def _complete(event: dict) -> None:
+    """The earliest completion seen wins (a future may fire after the wait it released returned)."""
+    now = time.perf_counter()
+    if event["done_s"] is None or now < event["done_s"]:
+        event["done_s"] = now
+
+
+def _works(out) -> list:
+    boxed = [o for o in (out if isinstance(out, (list, tuple)) else [out]) if isinstance(o, torch.ScriptObject)]
+    works = []
+    for obj in boxed:
+        try:
+            works.append(dist.distributed_c10d.Work.unbox(obj))
+        except RuntimeError:
+            continue
+    return works
+
+
+def _peer(kind: str, args) -> int | None:
+    """Global rank of a send's destination / a receive's source: ``send(tensors, group, dst, tag)``."""
+    if kind not in ("send", "recv") or len(args) < 3 or not isinstance(args[2], int):
+        return None
+    group = _group(args)
+    if group is None:
+        return args[2]
+    return dist.get_global_rank(group, args[2])
+
+
+def _storage(tensor) -> int:
+    return tensor.untyped_storage().data_ptr() if isinstance(tensor, torch.Tensor) else id(tensor)
 
 
 def os_write_bytes() -> int:

@@ -28,6 +28,7 @@ from parbench.multinode.worker import DIR_ENV
 from parbench.record import build_record, failed_record
 from parbench.validation import check_environment, check_host_capacity
 from parbench.results import write_record
+from parbench.trace import write_trace
 
 RENDEZVOUS_GRACE_S = 60.0
 """Extra seconds over the run's timeout for the agents to meet (the other nodes may start later)."""
@@ -59,11 +60,15 @@ def run_node(cfg: RunConfig, layout: NodeLayout, *, results_dir: str | Path | No
         rc = _run_agent(layout, out, cfg.timeout_s + RENDEZVOUS_GRACE_S)
         wall = time.perf_counter() - t0
         record = _record(cfg, layout, out, rc, wall, references or References())
+        ranks_file = out / "ranks.json"
+        ranks = json.loads(ranks_file.read_text())["ranks"] if record is not None and ranks_file.exists() else []
     finally:
         shutil.rmtree(out, ignore_errors=True)
     if record is not None:
         record.update(sweep_id=sweep_id, repeat=repeat)
         if results_dir is not None:
+            if ranks:
+                record["trace_file"] = write_trace(results_dir, record, ranks)  # before the record points to it
             write_record(results_dir, record)
     return record
 

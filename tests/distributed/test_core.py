@@ -11,6 +11,7 @@ import pytest
 from parbench.config import RunConfig
 from parbench.launch import run
 from parbench.workloads import make
+from tests.distributed.test_breakdown import assert_breakdown
 
 MLP = {"name": "mlp"}
 GPT = {"name": "transformer"}
@@ -46,6 +47,7 @@ def test_ddp_matches_single_and_sends_exact_ring_allreduce_bytes(res_dir, n):
     # what the OS saw each rank write over the timed steps agrees with the model within a few percent
     assert rec["os_write_bytes_per_step"] == pytest.approx(rec["comm_parameter_bytes_per_step"], rel=0.03)
     assert rec["exposed_comm_time_s"] is not None and len(rec["step_times_s"]) == 3
+    assert_breakdown(rec, res_dir)
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
@@ -63,6 +65,7 @@ def test_pipeline_matches_single_and_sends_boundary_activations(res_dir, schedul
     assert rec["comm_ops"]["send/intermediate"]["count"] == m
     # each stage holds only its layers: the two stages together hold exactly the whole model
     assert ranks[0]["mem_param_bytes"] + ranks[1]["mem_param_bytes"] == param_bytes(GPT)
+    assert_breakdown(rec, res_dir)
 
 
 def test_pipeline_activations_follow_the_schedule(res_dir):
@@ -85,6 +88,8 @@ def test_rank0_data_mode_counts_scatter_and_labels_as_data(res_dir):
     pipe = _run(res_dir, strategy="pipeline", world_size=2, workload=MLP, data_mode="rank0",
                 micro_batches=2, global_batch_size=64)
     assert pipe["comm_data_bytes_per_step"] == 64 * 8  # the labels travel to the last stage
+    assert_breakdown(rec, res_dir)
+    assert_breakdown(pipe, res_dir)
 
 
 def _children() -> set[int]:

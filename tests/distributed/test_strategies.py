@@ -5,6 +5,7 @@ model's shapes, and the memory relation that is the point of the strategy."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
@@ -13,6 +14,7 @@ from parbench.config import RunConfig, WorkloadConfig
 from parbench.launch import run
 from parbench.metrics.comm import binomial_children
 from parbench.workloads import make
+from tests.distributed.test_breakdown import assert_breakdown
 
 MLP = {"name": "mlp"}
 GPT = {"name": "transformer"}
@@ -26,6 +28,7 @@ def _run(res_dir, **kw) -> dict:
     assert rec["status"] == "ok", rec["error"]
     assert rec["loss_max_abs_diff_vs_reference"] < 1e-5
     assert len(rec["losses"]) == 7
+    assert_breakdown(rec, Path(res_dir))
     return rec
 
 

@@ -1,0 +1,95 @@
+"""Traced steps: what a rank's main thread does in a step, for the step-time breakdown and the trace.
+
+A few dedicated steps after the timed ones run under torch.profiler (CPU operators and the
+optimizers' ``Optimizer.step#`` / ``Optimizer.zero_grad#`` annotations) and the comm meter's
+timing mode (issue and completion of every collective and send/recv: torch.profiler records no
+gloo communication). The timed steps never carry either. On a GPU the profiler's CUDA activity
+would add kernels and NCCL; this module reads CPU activity only, so on a GPU the compute term is
+the time the host spends launching and waiting (the step still synchronises the device before
+its clock stops).
+
+The ranks return plain lists; ``parbench.metrics.breakdown`` labels them in the launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from parbench.metrics.breakdown import merge
+
+TRACED_STEPS = 3
+"""Traced steps per run; the record keeps the one of median duration, the trace file all of them."""
+
+MARK = "parbench.traced_step"
+_NOT_COMPUTE = ("c10d::", "_c10d_functional::", "autograd::", "ProfilerStep", "[")
+"""Profiler events that are not the rank computing: collectives only enqueue or wait, the autograd
+engine's wrappers contain waits of DDP's reducer (their operators are counted one by one)."""
+_OPTIMIZER = ("Optimizer.step#", "Optimizer.zero_grad#")
+
+
+def traced_steps(*, step: Callable[[int], Any], meter, device: torch.device, start: int, n: int,
+                 world_size: int, prepare: Callable[[int], Any] | None = None) -> dict[str, Any]:
+    """Run steps start..start+n-1 traced; returns this rank's windows, operators and comm events.
+    ``prepare(i)``: makes step i's input before its start barrier, as the timed loop does."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # read when the profiler first starts: silences its stage lines
+    windows = []
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i in range(start, start + n):
+            if prepare is not None:
+                prepare(i)  # off the step's window, as in the timed loop
+            windows.append(_one(step, i, meter, device, world_size))
+    # the raw kineto events: building torch's FunctionEvent tree instead costs ~50x more
+    # (1.3 s of CPU for three transformer steps, measured)
+    raw = prof.profiler.kineto_results.events()
+    base = min(e.start_ns() for e in raw)  # nanoseconds since 1970: subtract before going to float seconds
+    events = [(e.name(), (e.start_ns() - base) / 1e9, (e.end_ns() - base) / 1e9, e.start_thread_id(),
+               e.is_user_annotation()) for e in raw]
+    shift = _clock_shift(events, windows)
+    steps = [_step_events(events, w, shift) for w in windows]
+    return {"host": socket.gethostname(), "steps": steps}
+
+
+def _one(step: Callable[[int], Any], i: int, meter, device: torch.device, world_size: int) -> dict[str, Any]:
+    dist.barrier()  # every rank starts the traced step together, as in the timed loop
+    with meter.timing() as comm:
+        t0 = time.perf_counter()
+        with record_function(MARK):
+            step(i)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)  # kernels are asynchronous: wait for them
+        returned = time.perf_counter()
+    end = returned
+    if world_size > 1:
+        dist.barrier()  # the step ends with the slowest rank, as in the timed loop
+        end = time.perf_counter()
+    return {"start_s": t0, "returned_s": returned, "end_s": end, "comm": comm}
+
+
+def _clock_shift(events: list[tuple], windows: list[dict[str, Any]]) -> float:
+    """Seconds to add to a profiler time to get ``time.perf_counter``: the first mark starts when
+    the first window does (a few microseconds apart)."""
+    first_mark = min(start for name, start, *_ in events if name == MARK)
+    return windows[0]["start_s"] - first_mark
+
+
+def _step_events(events: list[tuple], window: dict[str, Any], shift: float) -> dict[str, Any]:
+    """Merged compute and optimizer intervals of the main thread (the one that ran the mark) in the window."""
+    main = next(thread for name, _, _, thread, _ in events if name == MARK)
+    lo, hi = window["start_s"], window["end_s"]
+    compute, optimizer = [], []
+    for name, start, end, thread, annotation in events:
+        a, b = start + shift, end + shift
+        if thread != main or b < lo or a > hi:
+            continue
+        if name.startswith(_OPTIMIZER):
+            optimizer.append((max(a, lo), min(b, hi)))
+        elif not annotation and not name.startswith(_NOT_COMPUTE):
+            compute.append((max(a, lo), min(b, hi)))
+    return {**window, "compute": [list(x) for x in merge(compute)], "optimizer": [list(x) for x in merge(optimizer)]}

@@ -1,0 +1,101 @@
+"""The Time and Timeline views on real-run fixture records given a known step-time breakdown."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dashboard.views import time as time_view
+from dashboard.views import timeline
+from parbench import charts
+from parbench.metrics.breakdown import TERMS, record_columns
+from parbench.results import load
+from parbench.trace import write_trace
+
+from .conftest import decode
+from .test_app import figure, run_app
+
+
+def _op(kind, issue, done, peer):
+    return {"op": kind, "category": "intermediate", "bytes": 64, "peer": peer, "issue_s": issue, "done_s": done}
+
+
+def pipeline_ranks() -> list[dict]:
+    """Two stages, one traced step of 8 s: rank 0 computes 0-4 and sends; rank 1 waits, computes 4.5-8."""
+    r0 = {"start_s": 0.0, "returned_s": 4.2, "end_s": 8.0, "compute": [(0, 4)], "optimizer": [],
+          "comm": [_op("send", 4.0, 4.2, 1)]}
+    r1 = {"start_s": 0.0, "returned_s": 8.0, "end_s": 8.0, "compute": [(0, 1), (4.5, 7.5)], "optimizer": [(7.5, 8.0)],
+          "comm": [_op("recv", 1.0, 4.5, 0)]}
+    return [{"rank": 0, "host": "h", "steps": [r0]}, {"rank": 1, "host": "h", "steps": [r1]}]
+
+
+@pytest.fixture
+def traced_results(results_copy: Path) -> Path:
+    """The fixture results with the pipeline run given the breakdown and trace of ``pipeline_ranks``."""
+    path = next(p for p in results_copy.rglob("runs/*.json") if json.loads(p.read_text())["strategy"] == "pipeline")
+    rec = json.loads(path.read_text())
+    traces = pipeline_ranks()
+    rec.update(record_columns(traces))
+    rec["trace_file"] = write_trace(path.parent.parent, rec, [{"role": f"stage {r}", "trace": t}
+                                                             for r, t in enumerate(traces)])
+    path.write_text(json.dumps(rec))
+    return results_copy
+
+
+def test_time_bars_carry_the_busiest_ranks_terms(traced_results):
+    frame = charts.prepare(load(traced_results))
+    fig = time_view.time_figure(frame)
+    bars = {t["name"]: decode(t["y"]) for t in fig.to_plotly_json()["data"]}
+    expected = record_columns(pipeline_ranks())  # rank 1: 4.0 s compute + 0.5 s optimizer
+    for term, (name, _) in time_view.TERM_STYLE.items():
+        assert bars[name] == [pytest.approx(expected[term] * 1e3)]
+    assert sum(b[0] for b in bars.values()) == pytest.approx(8000.0)  # the terms fill the traced step
+
+
+def test_predicted_terms_stand_beside_the_measured_ones(traced_results):
+    frame = charts.prepare(load(traced_results))
+    assert not time_view.has_predictions(time_view.breakdown_groups(frame))
+    frame["pred_time_compute_s"] = [3.0 if s == "pipeline" else None for s in frame["strategy"]]
+    fig = time_view.time_figure(frame).to_plotly_json()
+    compute = [t for t in fig["data"] if t["name"] == "compute"]
+    assert [t["x"][1][0] for t in compute] == ["measured", "predicted"]
+    assert decode(compute[1]["y"]) == [3000.0]
+
+
+def test_timeline_rows_fill_each_ranks_step(traced_results):
+    trace = json.loads(next(traced_results.rglob("traces/*.json")).read_text())
+    fig = timeline.timeline_figure(trace, in_flight=False).to_plotly_json()
+    per_row: dict[str, float] = {}
+    for t in fig["data"]:
+        for row, width in zip(decode(t["y"]) if isinstance(t["y"], dict) else t["y"], decode(t["x"])):
+            per_row[row] = per_row.get(row, 0.0) + width
+    assert per_row == {"rank 0": pytest.approx(8000.0), "rank 1": pytest.approx(8000.0)}
+    names = {t["name"] for t in fig["data"]}
+    assert {"compute", "bubble (waiting for a peer)", "comm: intermediate", "optimizer"} <= names
+
+
+def test_app_shows_time_and_timeline_tabs(monkeypatch, traced_results):
+    at = run_app(monkeypatch, traced_results)
+    assert not at.exception
+    titles = [t.label for t in at.tabs]
+    assert "Time" in titles and "Timeline" in titles
+    assert figure(at, "time-breakdown")["data"]
+    assert figure(at, "timeline-gantt")["data"]
+
+
+def test_compare_has_the_breakdown_rows(traced_results):
+    frame = charts.prepare(load(traced_results))
+    table = charts.compare_table(frame[frame["strategy"].isin(["pipeline", "single"])], "run_label")
+    pipeline = next(c for c in table.columns if str(c).startswith("pipeline") and " / " not in str(c))
+    expected = record_columns(pipeline_ranks())
+    assert table.loc["compute (ms/step)", pipeline] == pytest.approx(expected["time_compute_s"] * 1e3)
+    assert table.loc["bubble (ms/step)", pipeline] == pytest.approx(expected["time_bubble_s"] * 1e3)
+
+
+def test_views_say_what_to_do_without_breakdowns(monkeypatch, results_copy):
+    at = run_app(monkeypatch, results_copy)
+    assert not at.exception
+    infos = " ".join(i.value for i in at.info)
+    assert "step-time breakdown" in infos and "trace file" in infos

@@ -1,0 +1,141 @@
+"""The step-time breakdown's labelling and the Chrome trace, on hand-made timelines (exact values)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from parbench.metrics import breakdown
+from parbench.metrics.breakdown import TERMS, label_step, merge, record_columns, totals
+from parbench.trace import chrome_trace, summary, write_trace
+
+
+def op(kind, category, issue, done, peer=None, nbytes=8):
+    return {"op": kind, "category": category, "bytes": nbytes, "peer": peer, "issue_s": issue, "done_s": done}
+
+
+def test_merge_unions_overlapping_intervals():
+    assert merge([(5, 6), (0, 2), (1, 3), (3, 4)]) == [(0.0, 4.0), (5.0, 6.0)]
+
+
+def test_every_instant_gets_one_label_and_the_parts_sum_to_the_step():
+    # 0-2 compute; 2-3 waits on an all-reduce (done at 3); 3-4 compute while a second one runs
+    # (hidden); 4-5 waits on it; 5-6 optimizer operators; 6-6.5 inside the optimizer between
+    # operators; 6.5-7 nothing at all.
+    spans = label_step(start_s=0.0, end_s=7.0, compute=[(0, 2), (3, 4), (5, 6)], optimizer=[(5, 6.5)],
+                       comm=[op("all_reduce", "parameter", 1.5, 3.0), op("all_reduce", "parameter", 3.0, 5.0)])
+    assert totals(spans) == {"time_compute_s": 3.0, "time_comm_exposed_data_s": 0.0,
+                             "time_comm_exposed_parameter_s": 2.0, "time_comm_exposed_intermediate_s": 0.0,
+                             "time_bubble_s": 0.0, "time_optimizer_s": 1.5, "time_other_s": 0.5}
+    assert sum(s.duration_s for s in spans) == 7.0
+    assert [s.label for s in spans] == ["compute", "comm_parameter", "compute", "comm_parameter", "optimizer", "other"]
+
+
+def test_a_wait_is_charged_to_the_op_that_completes_first():
+    spans = label_step(start_s=0.0, end_s=4.0, compute=[],
+                       optimizer=[], comm=[op("all_gather", "parameter", 0.0, 3.0), op("scatter", "data", 0.0, 1.0)])
+    t = totals(spans)
+    assert (t["time_comm_exposed_data_s"], t["time_comm_exposed_parameter_s"], t["time_other_s"]) == (1.0, 2.0, 1.0)
+
+
+def test_a_receive_before_the_peer_sent_is_bubble_after_it_is_communication():
+    recv = dict(op("recv", "intermediate", 1.0, 5.0, peer=0), ready_s=4.0)
+    t = totals(label_step(start_s=0.0, end_s=6.0, compute=[(0, 1), (5, 6)], optimizer=[], comm=[recv]))
+    assert (t["time_bubble_s"], t["time_comm_exposed_intermediate_s"], t["time_compute_s"]) == (3.0, 1.0, 2.0)
+
+
+def test_the_end_of_step_wait_for_the_slowest_peer_is_bubble():
+    spans = label_step(start_s=0.0, end_s=10.0, returned_s=7.0, compute=[(0, 7)], optimizer=[], comm=[])
+    assert totals(spans)["time_bubble_s"] == 3.0
+    assert spans[-1].op == breakdown.STEP_END
+
+
+def _rank(rank, steps, host="h"):
+    return {"rank": rank, "host": host, "steps": steps}
+
+
+def _pipeline_pair():
+    """Rank 0 computes 0-4 and sends at 4; rank 1 posts its receive at 1, gets it at 4.5, computes to 8.
+    Rank 0 then waits in the end-of-step barrier until 8."""
+    r0 = [{"start_s": 0.0, "returned_s": 4.2, "end_s": 8.0, "compute": [(0, 4)], "optimizer": [],
+           "comm": [op("send", "intermediate", 4.0, 4.2, peer=1)]}]
+    r1 = [{"start_s": 0.0, "returned_s": 8.0, "end_s": 8.0, "compute": [(0, 1), (4.5, 8)], "optimizer": [],
+           "comm": [op("recv", "intermediate", 1.0, 4.5, peer=0)]}]
+    return [_rank(0, r0), _rank(1, r1)]
+
+
+def test_sends_and_receives_are_matched_across_ranks_in_order():
+    ranks = _pipeline_pair()
+    for r in ranks:
+        r["clock_offset_s"] = 0.0
+    breakdown.mark_peer_ready(ranks)
+    assert ranks[1]["steps"][0]["comm"][0]["ready_s"] == 4.0  # the send's issue on rank 0
+    assert ranks[0]["steps"][0]["comm"][0]["ready_s"] == 1.0  # the receive's issue on rank 1
+
+
+def test_record_columns_take_the_busiest_rank_and_keep_every_rank():
+    cols = record_columns(_pipeline_pair())
+    assert cols["breakdown_rank"] == 1  # 1 + 3.5 = 4.5 s of compute against rank 0's 4.0 s
+    per = {e["rank"]: e for e in cols["breakdown_per_rank"]}
+    assert per[1]["time_bubble_s"] == 3.0 and per[1]["time_comm_exposed_intermediate_s"] == 0.5
+    assert per[0]["time_bubble_s"] == pytest.approx(3.8)  # the receiver was ready: the send is transfer
+    assert per[0]["time_comm_exposed_intermediate_s"] == pytest.approx(0.2)
+    assert cols["time_compute_s"] == 4.5 and cols["traced_step_time_s"] == 8.0
+    for entry in cols["breakdown_per_rank"]:
+        assert sum(entry[t] for t in TERMS) == pytest.approx(entry["traced_step_time_s"], abs=1e-12)
+    assert cols["bubble_fraction"] == pytest.approx((3.8 / 8 + 3.0 / 8) / 2)
+
+
+def test_ranks_on_other_hosts_are_aligned_on_the_step_barrier():
+    ranks = _pipeline_pair()
+    ranks[1] = _rank(1, [dict(s, start_s=s["start_s"] + 100, returned_s=s["returned_s"] + 100,
+                              end_s=s["end_s"] + 100, compute=[(a + 100, b + 100) for a, b in s["compute"]],
+                              comm=[dict(c, issue_s=c["issue_s"] + 100, done_s=c["done_s"] + 100) for c in s["comm"]])
+                         for s in ranks[1]["steps"]], host="other")
+    per = {e["rank"]: e for e in record_columns(ranks)["breakdown_per_rank"]}
+    assert per[1]["time_bubble_s"] == pytest.approx(3.0)
+
+
+def test_the_chrome_trace_is_valid_for_the_trace_event_format(tmp_path):
+    ranks = _pipeline_pair()
+    record = {"run_id": "abc", "strategy": "pipeline", "world_size": 2, "workload": "mlp"}
+    rel = write_trace(tmp_path, record, [{"role": "stage 0", "trace": ranks[0]}, {"role": "stage 1", "trace": ranks[1]}])
+    data = json.loads((tmp_path / rel).read_text())
+    assert_valid_chrome_trace(data, ranks=2)
+    main = [e for e in data["traceEvents"] if e["ph"] == "X" and e["tid"] == 0 and e["cat"] != "step"]
+    assert sum(e["dur"] for e in main if e["pid"] == 1) == pytest.approx(8e6)
+    assert {e["cat"] for e in main} == {"compute", "bubble", "comm_intermediate"}
+
+
+def assert_valid_chrome_trace(data: dict, *, ranks: int) -> None:
+    """Chrome's trace event format, JSON object form: complete events carry name, ph, ts, dur, pid,
+    tid with non-negative microseconds; metadata events name every rank's process."""
+    assert isinstance(data["traceEvents"], list) and data["traceEvents"]
+    complete = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    assert complete
+    for e in complete:
+        assert {"name", "ph", "ts", "dur", "pid", "tid"} <= set(e)
+        assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0 and e["dur"] >= 0
+        assert isinstance(e["pid"], int) and isinstance(e["tid"], int)
+    named = {e["pid"] for e in data["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    assert named == set(range(ranks))
+    assert {e["ph"] for e in data["traceEvents"]} <= {"X", "M"}
+    json.dumps(data)  # plain JSON all the way down
+
+
+def test_summary_lists_every_term_and_says_when_a_record_has_none():
+    cols = record_columns(_pipeline_pair())
+    text = summary({"run_id": "r1", "strategy": "pipeline", "world_size": 2, "workload": "mlp",
+                    "step_time_s_median": 8.0, **cols})
+    assert all(t in text for t in TERMS) and "bubble fraction" in text
+    assert "no step-time breakdown" in summary({"run_id": "old", "time_compute_s": None})
+
+
+def test_chrome_trace_lays_overlapping_ops_on_separate_lanes():
+    step = {"start_s": 0.0, "returned_s": 3.0, "end_s": 3.0, "compute": [(0, 3)], "optimizer": [],
+            "comm": [op("all_reduce", "parameter", 0.5, 2.0), op("all_reduce", "parameter", 1.0, 2.5),
+                     op("all_reduce", "parameter", 2.2, 2.9)]}
+    data = chrome_trace([_rank(0, [step])], run_id="x")
+    lanes = [e["tid"] for e in data["traceEvents"] if e["ph"] == "X" and e["cat"].startswith("comm.")]
+    assert lanes == [1, 2, 1]
