@@ -41,8 +41,10 @@ def breakdown_groups(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     cols = [c for c in (*TERMS, *(PRED + t for t in TERMS), "traced_step_time_s", "step_time_s_median") if c in ok.columns]
     values = ok[cols].apply(pd.to_numeric, errors="coerce")
-    keys = ok[["strategy", "config_label"]]
-    return pd.concat([keys, values], axis=1).groupby(["strategy", "config_label"], sort=False).median().reset_index()
+    # one group per workload + layout + source (never pool two workloads' numbers)
+    labels = ok.groupby("group_key", sort=False)["config_label"].first()
+    medians = values.assign(group_key=ok["group_key"]).groupby("group_key", sort=False).median()
+    return medians.assign(config_label=labels).reset_index()
 
 
 def has_predictions(groups: pd.DataFrame) -> bool:

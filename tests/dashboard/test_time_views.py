@@ -15,7 +15,7 @@ from parbench.results import load
 from parbench.trace import write_trace
 
 from .conftest import decode
-from .test_app import figure, run_app
+from .test_app import figure, run_app, show
 
 
 def _op(kind, issue, done, peer):
@@ -76,12 +76,14 @@ def test_timeline_rows_fill_each_ranks_step(traced_results):
     assert {"compute", "bubble (waiting for a peer)", "comm: intermediate", "optimizer"} <= names
 
 
-def test_app_shows_time_and_timeline_tabs(monkeypatch, traced_results):
-    at = run_app(monkeypatch, traced_results)
+def test_app_shows_time_and_timeline_views(monkeypatch, traced_results):
+    at = run_app(monkeypatch, traced_results, source=["reference", "."], view="time")
     assert not at.exception
-    titles = [t.label for t in at.tabs]
+    titles = at.radio(key="view").options
     assert "Time" in titles and "Timeline" in titles
     assert figure(at, "time-breakdown")["data"]
+    show(at, "timeline")
+    assert not at.exception
     assert figure(at, "timeline-gantt")["data"]
 
 
@@ -95,7 +97,7 @@ def test_compare_has_the_breakdown_rows(traced_results):
 
 
 def test_views_say_what_to_do_without_breakdowns(monkeypatch, results_copy):
-    at = run_app(monkeypatch, results_copy)
-    assert not at.exception
-    infos = " ".join(i.value for i in at.info)
-    assert "step-time breakdown" in infos and "trace file" in infos
+    at = run_app(monkeypatch, results_copy, view="time")
+    assert not at.exception and "step-time breakdown" in " ".join(i.value for i in at.info)
+    show(at, "timeline")
+    assert not at.exception and "trace file" in " ".join(i.value for i in at.info)
