@@ -205,8 +205,13 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
                      "mem_grad_bytes", "mem_optim_bytes", "mem_activation_bytes", "comm_data_bytes_per_step",
                      "comm_parameter_bytes_per_step", "comm_intermediate_bytes_per_step",
                      "comm_total_bytes_per_step", "comm_wire_bytes_per_step", "os_write_bytes_per_step",
-                     "loss_final", "loss_max_abs_diff_vs_reference"), _NUM),
-    **dict.fromkeys(("losses", "step_times_s", "per_rank"), (list,)),
+                     "loss_final", "loss_max_abs_diff_vs_reference", "time_compute_s",
+                     "time_comm_exposed_data_s", "time_comm_exposed_parameter_s", "time_comm_exposed_intermediate_s",
+                     "time_bubble_s", "time_optimizer_s", "time_other_s", "time_comm_exposed_s",
+                     "traced_step_time_s", "bubble_fraction"), _NUM),
+    **dict.fromkeys(("traced_steps", "breakdown_rank"), _INT),
+    **dict.fromkeys(("trace_file",), _STR),
+    **dict.fromkeys(("losses", "step_times_s", "per_rank", "breakdown_per_rank"), (list,)),
     **dict.fromkeys(("config", "comm_ops"), (dict,)),
 }
 _KIND = {_STR: "a string", _INT: "an integer", _NUM: "a number", (list,): "a list", (dict,): "an object"}
