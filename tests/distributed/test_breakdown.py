@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from parbench.config import RunConfig
-from parbench.launch import run
+from parbench.launch import References, run
 from parbench.metrics.breakdown import TERMS
 from parbench.metrics.categories import CATEGORIES
 from tests.unit.test_breakdown import assert_valid_chrome_trace
@@ -48,7 +48,9 @@ def assert_breakdown(rec: dict, results_dir: Path) -> None:
 
 def _run(results_dir: Path, **kw) -> dict:
     kw.setdefault("steps", 1)
-    rec = run(RunConfig(**kw), results_dir=results_dir, reference_losses=[])  # losses are checked elsewhere
+    cfg = RunConfig(**kw)
+    no_reference = References(cache={cfg.reference().point_key(): ([], None)})  # losses are checked elsewhere
+    rec = run(cfg, results_dir=results_dir, references=no_reference)
     assert rec["status"] == "ok", rec["error"]
     assert_breakdown(rec, results_dir)
     return rec
