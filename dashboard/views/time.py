@@ -88,10 +88,27 @@ def terms_table(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def with_predictions(runs: pd.DataFrame, results_dir: str) -> pd.DataFrame:
+    """``runs`` with the simulator's ``pred_time_*`` terms per run, when the records do not carry them
+    and a calibrated profile of this machine exists (``parbench calibrate``); else unchanged."""
+    from parbench.sim.hardware import load_cluster
+    from parbench.sim.validate import validation_rows
+
+    if any(PRED + t in runs.columns for t in TERMS):
+        return runs
+    try:
+        rows, _ = validation_rows(results_dir, load_cluster("local", results_dir=results_dir))
+    except (FileNotFoundError, ValueError):
+        return runs
+    pred = {r["run_id"]: r for r in rows}
+    return runs.assign(**{PRED + t: runs["run_id"].map(lambda i, t=t: pred.get(i, {}).get(PRED + t)) for t in TERMS})
+
+
 def render(ctx: "ViewContext") -> None:
-    fig = time_figure(ctx.runs)
+    runs = with_predictions(ctx.runs, ctx.results_dir)
+    fig = time_figure(runs)
     st.plotly_chart(fig, key="time-breakdown")
-    table = terms_table(ctx.runs)
+    table = terms_table(runs)
     if table.empty:
         st.info("No run here has a step-time breakdown (records written before traced steps existed). "
                 "Any new `parbench run` or `parbench sweep` measures one; `parbench trace RUN_ID` prints it.")
@@ -100,4 +117,5 @@ def render(ctx: "ViewContext") -> None:
     st.caption("Measured on dedicated traced steps after the timed ones: operators from torch.profiler, "
                "each collective's issue and completion from the communication meter (the profiler sees no "
                "gloo traffic). Bubble: waiting for a peer that had not sent yet, and the end-of-step wait for "
-               "the slowest rank. Hatched bars: the simulator's prediction, where the records carry one.")
+               "the slowest rank. Hatched bars: the simulator's prediction for the same run (`parbench calibrate` "
+               "first; `parbench validate` lists the errors).")

@@ -101,3 +101,18 @@ def test_views_say_what_to_do_without_breakdowns(monkeypatch, results_copy):
     assert not at.exception and "step-time breakdown" in " ".join(i.value for i in at.info)
     show(at, "timeline")
     assert not at.exception and "trace file" in " ".join(i.value for i in at.info)
+
+
+def test_with_a_calibrated_profile_the_simulators_terms_stand_beside(traced_results):
+    from parbench.sim.hardware import PRESETS, cluster_to_dict, profile_path
+
+    frame = charts.prepare(load(traced_results))
+    assert time_view.with_predictions(frame, str(traced_results)) is frame  # no profile: unchanged
+    path = profile_path(traced_results)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cluster": cluster_to_dict(PRESETS["a100-80gb"])}))
+    runs = time_view.with_predictions(frame, str(traced_results))
+    pipeline = runs[runs["time_compute_s"].notna()]
+    assert pipeline["pred_time_compute_s"].notna().all() and (pipeline["pred_time_compute_s"] > 0).all()
+    kinds = {t["x"][1][0] for t in time_view.time_figure(runs).to_plotly_json()["data"] if t["name"] == "compute"}
+    assert kinds == {"measured", "predicted"}
