@@ -176,7 +176,7 @@ A100_SOURCES = {
     "intra": "A100 datasheet: NVLink 3 600 GB/s total = 300 GB/s per direction; x0.8 nccl-tests-style busbw (assumed)",
     "inter": "DGX A100 user guide: 8x ConnectX-6 HDR 200 Gb/s per node = 25 GB/s per GPU; x0.9 (assumed)",
     "gpus_per_node": "DGX A100: 8 GPUs per node",
-    "gemm_efficiency": "0.72: fitted (the one constant minimising mean |error|, parbench.sim.published.fit_gemm_efficiency) "
+    "gemm_efficiency": "0.70: fitted (the one constant minimising mean |error|, parbench.sim.published.fit_gemm_efficiency) "
                        "to the 10 rows of Narayanan et al. SC21 Table 1 (Megatron-LM GPT 1.7B-1T on 32-3072 A100); "
                        "SC21 Table 2 and MT-NLG held out (parbench validate --published)",
     "latency": "assumed ~5 us per NVLink step, ~8 us per InfiniBand step (typical nccl-tests small-message latencies)",
@@ -189,9 +189,9 @@ H100_SOURCES = {
     "intra": "H100 datasheet: NVLink 4 900 GB/s total = 450 GB/s per direction; x0.8 busbw (assumed)",
     "inter": "DGX H100 user guide: 8x ConnectX-7 NDR 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
     "gpus_per_node": "DGX H100: 8 GPUs per node",
-    "gemm_efficiency": "0.51: fitted (the one constant minimising mean |error|, "
-                       "parbench.sim.published_memory.fit_gemm_efficiency) to torchtitan's H100 tables (18 rows, "
-                       "Llama 3.1 8B-405B); llm-foundry's H100 rows held out (parbench validate --published)",
+    "gemm_efficiency": "0.52: fitted (the one constant minimising mean |error|, "
+                       "parbench.sim.published_memory.fit_gemm_efficiency(FOUNDRY, ('h100-sxm',))) to llm-foundry's "
+                       "H100 rows (11, MPT 1B-70B); the Megatron-LM Mixtral row held out (parbench validate --published)",
     "latency": "assumed ~4 us per NVLink step, ~8 us per InfiniBand step",
 }
 H100_96_SOURCES = {
@@ -201,12 +201,14 @@ H100_96_SOURCES = {
     "memory_bandwidth_bytes_per_s": "torchtitan docs/performance.md: 2.4 TB/s peak; x0.8 achievable (assumed)",
     "inter": "torchtitan docs/performance.md: 400 Gb/s RDMA per GPU = 50 GB/s; x0.9 (assumed)",
     "peak_flops": "the H100 SXM datasheet's 989 TFLOP/s (torchtitan: the 500 W part's exact peak is unpublished)",
+    "gemm_efficiency": "0.48: fitted (parbench.sim.published_memory.fit_gemm_efficiency()) to torchtitan's H100 tables "
+                       "(18 rows, Llama 3.1 8B-405B) run at a 500 W power limit, below the 700 W parts' 0.52",
 }
 
-_A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.72, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
+_A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.70, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
              memory_bandwidth_bytes_per_s=0.8 * 2039e9, intra=Link(latency_s=5e-6, bandwidth_bytes_per_s=0.8 * 300e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, **GPU_FIXED)
-_H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, gemm_efficiency=0.51, gemm_overhead_s=5e-6,
+_H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, gemm_efficiency=0.52, gemm_overhead_s=5e-6,
              op_overhead_s=3e-6, memory_bandwidth_bytes_per_s=0.8 * 3350e9,
              intra=Link(latency_s=4e-6, bandwidth_bytes_per_s=0.8 * 450e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 50e9), overlap=1.0, **GPU_FIXED)
@@ -219,7 +221,8 @@ H200_SOURCES = {
     "memory_bandwidth_bytes_per_s": "H200 datasheet: 4.8 TB/s; x0.8 achievable (assumed)",
     "intra": "H200 datasheet: NVLink 900 GB/s total = 450 GB/s per direction; x0.8 busbw (assumed)",
     "inter": "DGX H200: 8x ConnectX-7 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
-    "gemm_efficiency": "the H100's fitted 0.51 (same tensor cores; assumed until scripts/gpu_compute_check.py measures it)",
+    "gemm_efficiency": "the H100 SXM's fitted 0.52 (same tensor cores and power; assumed until "
+                       "scripts/gpu_compute_check.py measures it)",
 }
 PRESETS: dict[str, Cluster] = {
     "a100-80gb": Cluster(name="a100-80gb", memory_bytes=81920 * MIB, sources=A100_SOURCES, **_A100),
@@ -227,7 +230,7 @@ PRESETS: dict[str, Cluster] = {
     "h200-sxm": Cluster(name="h200-sxm", memory_bytes=143771 * MIB, sources=H200_SOURCES,
                         **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 4800e9}),
     "h100-96gb": Cluster(name="h100-96gb", memory_bytes=96 * GIB - (81920 - 81559) * MIB, sources=H100_96_SOURCES,
-                         **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 2400e9}),
+                         **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 2400e9, "gemm_efficiency": 0.48}),
 }
 
 

@@ -85,6 +85,9 @@ class Layout:
     """0: replicated optimizer (DDP); 1: optimizer state sharded; 2: + gradients; 3: + parameters (FSDP)."""
     recompute: Recompute = Recompute.NONE
     sequence_parallel: bool = False
+    data_in_step: bool = False
+    """The step's input is prepared inside the timed step (the runner's ``data_in_step``); False: ahead of
+    it, off the critical path, as a loader's workers have it ready."""
     tp_comm_overlap: bool = False
     """Tensor-parallel collectives decomposed and overlapped with their GEMMs (Megatron-Core's
     ``--tp-comm-overlap``; Wang et al., ASPLOS 2023); False: exposed on the critical path."""
@@ -195,4 +198,4 @@ def layout_from_run(cfg: RunConfig) -> Layout:
                   micro_batches=cfg.micro_batches, schedule=cfg.schedule if uses_pipeline else Schedule.ONE_F_ONE_B,
                   virtual_stages=cfg.virtual_stages if uses_pipeline else 1, zero=zero,
                   servers=cfg.servers if cfg.strategy is Strategy.PS else 0, data_mode=cfg.data_mode,
-                  ep=getattr(cfg, "ep", 1) or 1)
+                  ep=getattr(cfg, "ep", 1) or 1, data_in_step=cfg.data_in_step)

@@ -62,6 +62,8 @@ class Prediction:
     comm_total_s: dict[str, float] = field(default_factory=dict)
     """Per category, all the seconds its collectives take on the critical stage, hidden or not."""
     link_time_s: dict[str, float] = field(default_factory=dict)
+    data_time_s: float = 0.0
+    """Preparing a step's input on the busiest rank (the record's ``time_data_s``), in or out of the step."""
     """Per link level (``intra``, ``inter``), the busiest rank's seconds of communication over it."""
     hardware_flops_per_step: int = 0
     """Model FLOPs plus recomputation (``hardware_flops_per_step``)."""
@@ -131,6 +133,8 @@ class StageTime:
     other: float
     comm_total: dict[str, float]
     link: dict[str, float]
+    data: float = 0.0
+    """Seconds to prepare the rank's input for one step (in ``other`` only when the data is in the step)."""
 
     @property
     def beat(self) -> float:
@@ -189,10 +193,18 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: li
             tail[op.category] += op_time_s(c, layout, op)
     totals = {k: _seconds(c, layout, ops, lambda op, k=k: op.category == k) for k in CATEGORIES}
     _, grads, optim, tensors = state_numels(model, layout, st)
-    other = data_time_s(c, model, layout.global_batch_size) * slow if (st.chunks[0].first or st.chunks[-1].last) else 0.0
+    data = data_time_s(c, model, _data_samples(layout)) * slow if (st.chunks[0].first or st.chunks[-1].last) else 0.0
+    other = data if layout.data_in_step else 0.0  # else prepared ahead of the step, off its critical path
     return StageTime(chunk=chunk, exposed_mb=_micro_batch_exposed(c, layout, ops, chunk), exposed_tail=tail,
-                     optimizer=optimizer_time_s(c, model, optim, tensors, grads) * slow, other=other,
+                     optimizer=optimizer_time_s(c, model, optim, tensors, grads) * slow, other=other, data=data,
                      comm_total=totals, link=_links(c, layout, ops))
+
+
+def _data_samples(layout: Layout) -> int:
+    """Samples one rank prepares per step: its replica's share, or the whole batch where rank 0 scatters it."""
+    from parbench.config import DataMode
+
+    return layout.global_batch_size if layout.data_mode is DataMode.RANK0 else layout.per_replica_batch
 
 
 def step_terms(cluster: Cluster, layout: Layout, times: list[StageTime], extra_parameter_s: float = 0.0) -> dict[str, float]:
@@ -268,7 +280,7 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
         tokens_per_s=layout.global_batch_size * model.tokens_per_sample / step, model_flops_per_step=flops,
         mfu=flops / (step * layout.world_size * cluster.peak_flops), world_size=layout.world_size,
         feasible=not reasons, reasons=reasons, terms=terms, compute_parts_s=parts,
-        comm_total_s=comm_totals(times, server_s),
+        comm_total_s=comm_totals(times, server_s), data_time_s=max(t.data for t in times),
         link_time_s={k: max(t.link[k] for t in times) for k in ("intra", "inter")},
         hardware_flops_per_step=hw_flops, hfu=hw_flops / (step * layout.world_size * cluster.peak_flops))
 

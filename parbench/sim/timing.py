@@ -132,6 +132,6 @@ RANDOM_BYTES_PER_ELEMENT = 32  # drawing a random number costs ~8 float32 copies
 
 
 def data_time_s(c: Cluster, model: ModelSpec, samples: int) -> float:
-    """Generating a step's synthetic batch (the runner's workloads build it inside the timed step):
+    """Generating ``samples`` of a synthetic batch (the runner's workloads; each rank makes its own slice):
     one op per generation call (the transformer's bigram walk is one op per token) + the random draws."""
     return model.data_kernels * c.op_overhead_s + samples * model.data_elems_per_sample * RANDOM_BYTES_PER_ELEMENT / c.memory_bandwidth_bytes_per_s

@@ -53,11 +53,12 @@ def _time_columns(record: dict[str, Any], p: Prediction) -> dict[str, Any]:
            "step_time_error_pct": _pct(p.step_time_s, measured),
            "throughput_measured": record.get("throughput_samples_per_s"),
            "throughput_predicted": p.throughput_samples_per_s}
-    for term in TERMS:
+    predicted = {**p.terms, "time_data_s": p.data_time_s}
+    for term in (*TERMS, "time_data_s"):
         got = record.get(term)
         row[term] = got
-        row[f"pred_{term}"] = p.terms[term]
-        row[f"{term}_gap"] = None if got is None else p.terms[term] - got
+        row[f"pred_{term}"] = predicted[term]
+        row[f"{term}_gap"] = None if got is None else predicted[term] - got
     return row
 
 
@@ -82,7 +83,7 @@ def term_errors(rows: list[dict]) -> dict[str, dict[str, float]]:
     """Per breakdown term over the runs that measured it: median measured and predicted seconds and the
     median absolute gap as a share of the measured step time (which term the model gets wrong)."""
     out = {}
-    for term in TERMS:
+    for term in (*TERMS, "time_data_s"):
         have = [r for r in rows if r.get(term) is not None and r.get("step_time_measured_s")]
         if not have:
             continue

@@ -202,7 +202,7 @@ def test_a_group_with_several_ranks_per_node_crosses_nodes_on_as_many_rails():
 
 
 def test_the_a100_gemm_efficiency_is_the_sc21_table1_optimum():
-    """The preset's 0.72 minimises the mean |error| over SC21 Table 1 against its neighbours (the full
+    """The preset's 0.70 minimises the mean |error| over SC21 Table 1 against its neighbours (the full
     grid scan, ``fit_gemm_efficiency``, is marked slow)."""
     from parbench.sim.published import TABLE1
 
@@ -210,8 +210,8 @@ def test_the_a100_gemm_efficiency_is_the_sc21_table1_optimum():
         rows = compare_published(replace(A100, gemm_efficiency=e), TABLE1)
         return sum(abs(r["error_pct"]) for r in rows) / len(rows)
 
-    assert A100.gemm_efficiency == 0.72
-    assert mae(0.72) <= min(mae(0.71), mae(0.73))
+    assert A100.gemm_efficiency == 0.70
+    assert mae(0.70) <= min(mae(0.69), mae(0.71))
 
 
 @pytest.mark.slow
@@ -271,9 +271,10 @@ def test_noise_floor_is_the_spread_between_repeats():
 
 @pytest.mark.slow
 def test_fit_h100_gemm_efficiency_recovers_the_preset():
-    from parbench.sim.published_memory import fit_gemm_efficiency
+    from parbench.sim.published_memory import FOUNDRY, fit_gemm_efficiency
 
-    assert fit_gemm_efficiency() == PRESETS["h100-sxm"].gemm_efficiency == PRESETS["h100-96gb"].gemm_efficiency
+    assert fit_gemm_efficiency() == PRESETS["h100-96gb"].gemm_efficiency == 0.48
+    assert fit_gemm_efficiency(FOUNDRY, ("h100-sxm",)) == PRESETS["h100-sxm"].gemm_efficiency == 0.52
 
 
 def test_causal_flash_attention_skips_half_of_the_score_work():
