@@ -2,7 +2,8 @@
 
 1. **golden**: ``tests/benchmarks/test_golden.py`` compares every strategy's deterministic figures
    with the committed golden file, exactly (it also runs in the default test run);
-2. **overhead**: the runner's timed loop vs a bare loop of the same strategy, the same processes:
+2. **overhead**: the runner's timed loop vs the strategy's bare loop on prebuilt inputs (ddp: plain
+   torch DDP on one prebuilt batch), the same processes:
    ``1 + loop cost / fastest bare step <= TIMED_BOUND`` for every strategy (``overhead.py``); a
    strategy over the bound is measured again in up to two fresh launches and fails only if it is over every time;
 3. **timing**: pytest-benchmark's ``--benchmark-compare-fail=median:THRESHOLD`` against the newest

@@ -1,6 +1,9 @@
 """The overhead gate: how much slower a step is under parbench's instrumentation than in a bare loop.
 
-Both sides are measured in the same rank processes (``harness``). Two figures:
+Both sides are measured in the same rank processes (``harness``). The bare side is the lower bound
+a user would write, on inputs built before it starts: for ddp a plain torch ``DistributedDataParallel``
+loop on one prebuilt batch, for the other strategies their own step with its inputs made ahead. The
+timed side makes each step's input before the step's start barrier, as a run does. Two figures:
 
 * **direct**: interleaved blocks of bare and instrumented steps, ``min(instrumented) / min(bare)``
   (interference only ever adds time, so each mode's fastest block is its least-disturbed cost,

@@ -57,11 +57,22 @@ def step_generator(seed: int, step: int, salt: str = "") -> torch.Generator:
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
 
 
-def sample_generators(seed: int, step: int, lo: int, hi: int, salt: str = "") -> list[torch.Generator]:
-    """One generator per sample k in lo..hi-1 of a step's global batch, keyed on (seed, step, salt, k):
-    a sample does not depend on which rank makes it or how the batch is split, so any slice equals
-    the same rows of the whole batch and a rank draws only its own (~5 us per sample)."""
-    return [step_generator(seed, step, f"{salt}:{k}") for k in range(lo, hi)]
+SAMPLE_BLOCK = 8
+"""Samples drawn together from one generator by ``sample_rows``. Per sample, a generator of its own
+costs ~10 us (hashing, seeding Mersenne Twister, a small draw): more than drawing the whole batch at
+once; blocks of 8 made a 32-sample mlp slice 2x cheaper than one generator per sample (measured here)."""
+
+
+def sample_rows(seed: int, step: int, lo: int, hi: int, salt: str,
+                draw: Callable[[torch.Generator, int], tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, ...]:
+    """Samples lo..hi-1 of a step's global batch. Block b (samples 8b..8b+7) is ``draw(g, 8)`` with g
+    keyed on (seed, step, salt, b), so a sample does not depend on which rank makes it or how the batch
+    is split: any slice equals the same rows of the whole batch, and a rank draws only the blocks its
+    slice touches (its own samples, plus at most 7 at either end when the slice is not aligned to 8)."""
+    first, last = lo // SAMPLE_BLOCK, (hi - 1) // SAMPLE_BLOCK
+    blocks = [draw(step_generator(seed, step, f"{salt}:{b}"), SAMPLE_BLOCK) for b in range(first, last + 1)]
+    start = lo - first * SAMPLE_BLOCK
+    return tuple(torch.cat(parts)[start:start + hi - lo] for parts in zip(*blocks))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from parbench.config import WorkloadConfig
-from parbench.workloads.base import Batch, StagedModel, Workload, sample_generators, step_generator
+from parbench.workloads.base import Batch, StagedModel, Workload, sample_rows, step_generator
 from parbench.workloads import datasets
 
 IN_FEATURES = 28 * 28
@@ -68,9 +68,9 @@ def teacher(seed: int) -> torch.Tensor:
 
 
 def synthetic_rows(labeller: torch.Tensor, seed: int, step: int, lo: int, hi: int) -> Batch:
-    """Samples lo..hi-1 of a step's batch: Gaussian images, each from its own generator, labelled by
-    the teacher ``labeller`` (built once per workload, not per step), so the loss can fall."""
-    x = torch.stack([torch.randn(IN_FEATURES, generator=g) for g in sample_generators(seed, step, lo, hi, "mlp")])
+    """Samples lo..hi-1 of a step's batch (``sample_rows``): Gaussian images labelled by the teacher
+    ``labeller`` (built once per workload, not per step), so the loss can fall."""
+    (x,) = sample_rows(seed, step, lo, hi, "mlp", lambda g, n: (torch.randn(n, IN_FEATURES, generator=g),))
     return x, (x @ labeller).argmax(dim=1)
 
 

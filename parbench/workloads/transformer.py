@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from parbench.config import WorkloadConfig
-from parbench.workloads.base import Batch, StagedModel, Workload, sample_generators, step_generator
+from parbench.workloads.base import Batch, StagedModel, Workload, sample_rows, step_generator
 
 
 class Embed(nn.Module):
@@ -110,11 +110,13 @@ def bigram_table(cfg: WorkloadConfig, seed: int) -> torch.Tensor:
 
 
 def synthetic_rows(cfg: WorkloadConfig, table: torch.Tensor, seed: int, step: int, lo: int, hi: int) -> Batch:
-    """Samples lo..hi-1 of a step's batch: token sequences following ``table`` (built once per
-    workload), a tenth of the tokens perturbed, each sample from its own generator; targets shifted by one."""
-    gens = sample_generators(seed, step, lo, hi, "tokens")
-    start = torch.stack([torch.randint(cfg.vocab_size, (1,), generator=g) for g in gens])  # each g's first draw
-    noise = torch.stack([torch.rand(cfg.seq_len, generator=g) for g in gens]) < 0.1  # and its second
+    """Samples lo..hi-1 of a step's batch (``sample_rows``): token sequences following ``table`` (built
+    once per workload), a tenth of the tokens perturbed; targets are the inputs shifted by one."""
+    def draw(g: torch.Generator, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.randint(cfg.vocab_size, (n, 1), generator=g), torch.rand(n, cfg.seq_len, generator=g)
+
+    start, uniform = sample_rows(seed, step, lo, hi, "tokens", draw)
+    noise = uniform < 0.1
     seq = [start]
     for i in range(cfg.seq_len):
         nxt = table[seq[-1]]
