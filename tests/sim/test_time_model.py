@@ -301,3 +301,36 @@ def test_terms_figure_shows_measured_beside_predicted():
     assert measured.y[0] == pytest.approx(5.0) and measured.y[1] is None
     assert list(predicted.y) == pytest.approx([1.0 * (i + 1) for i in range(len(TERMS))])
     assert list(measured.x)[0] == "compute" and "exposed parameter" in list(measured.x)
+
+
+def test_term_errors_compare_each_measured_term():
+    from parbench.sim.validate import term_errors
+
+    rows = [{"step_time_measured_s": 0.1, "time_compute_s": 0.06, "pred_time_compute_s": 0.05,
+             "time_compute_s_gap": -0.01, "time_bubble_s": None},
+            {"step_time_measured_s": 0.2, "time_compute_s": 0.10, "pred_time_compute_s": 0.14,
+             "time_compute_s_gap": 0.04, "time_bubble_s": None}]
+    out = term_errors(rows)
+    assert set(out) == {"time_compute_s"}  # bubble was never measured
+    t = out["time_compute_s"]
+    assert t["runs"] == 2 and t["measured_median_s"] == pytest.approx(0.08)
+    assert t["predicted_median_s"] == pytest.approx(0.095) and t["gap_median_pct_of_step"] == pytest.approx(15.0)
+
+
+def test_calibrate_show_needs_a_saved_profile(tmp_path, capsys):
+    from parbench.cli import main
+
+    assert main(["calibrate", "--show", "--results-dir", str(tmp_path)]) == 2
+    assert "no profile" in capsys.readouterr().out
+
+
+def test_input_preparation_counts_in_the_step_only_when_the_run_puts_it_there():
+    from parbench.config import RunConfig
+    from parbench.sim import layout_from_run
+
+    cfg = RunConfig(strategy="ddp", world_size=2, global_batch_size=8, workload=WorkloadConfig(name="mlp"))
+    m = model_spec(cfg.workload)
+    ahead = predict(m, layout_from_run(cfg), A100)
+    inside = predict(m, layout_from_run(replace(cfg, data_in_step=True)), A100)
+    assert ahead.data_time_s == inside.data_time_s > 0
+    assert inside.terms["time_other_s"] - ahead.terms["time_other_s"] == pytest.approx(ahead.data_time_s)
