@@ -13,6 +13,7 @@ import shutil
 import signal
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,11 +141,17 @@ def _kill_all(procs) -> None:
 
 def run(cfg: RunConfig, *, results_dir: str | Path | None = "results", sweep_id: str | None = None,
         repeat: int = 0, references: "References | None" = None) -> dict[str, Any]:
-    """Launch one run and write its record (when ``results_dir`` is given); returns the record.
-    The reference is computed only once the run succeeded, so a run that hangs costs one timeout."""
-    from parbench.results import write_record
-    from parbench.trace import write_trace
+    """Launch one run and write its record and trace (when ``results_dir`` is given); returns the record."""
+    record, ranks = measure_run(cfg, sweep_id=sweep_id, repeat=repeat, references=references)
+    if results_dir is not None:
+        save(results_dir, record, ranks)
+    return record
 
+
+def measure_run(cfg: RunConfig, *, sweep_id: str | None = None, repeat: int = 0,
+                references: "References | None" = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Launch one run: (its record, the ranks' figures; empty unless ok). Writes nothing.
+    The reference is computed only once the run succeeded, so a run that hangs costs one timeout."""
     outcome, wall = launch(cfg)
     if outcome.status == "ok":
         losses, why = (references or References()).of(cfg)
@@ -152,11 +159,27 @@ def run(cfg: RunConfig, *, results_dir: str | Path | None = "results", sweep_id:
     else:
         record = failed_record(cfg, outcome, wall)
     record.update(sweep_id=sweep_id, repeat=repeat)
-    if results_dir is not None:
-        if outcome.status == "ok":
-            record["trace_file"] = write_trace(results_dir, record, outcome.results)  # before the record points to it
-        write_record(results_dir, record)
-    return record
+    return record, outcome.results if outcome.status == "ok" else []
+
+
+def save(results_dir: str | Path, record: dict[str, Any], ranks: list[dict[str, Any]]) -> None:
+    """Write the run's Chrome trace (runs with traced steps), then its record, which points to it.
+    A trace that cannot be written costs the trace only (``trace_file`` null), never the record; a
+    record that cannot be written takes its trace with it (the error propagates)."""
+    from parbench import results, trace
+
+    if ranks:
+        try:
+            record["trace_file"] = trace.write_trace(results_dir, record, ranks)
+        except OSError as exc:
+            record["trace_file"] = None
+            warnings.warn(f"trace of run {record['run_id']} not written: {exc}", stacklevel=2)
+    try:
+        results.write_record(results_dir, record)
+    except OSError:
+        if record.get("trace_file"):
+            (Path(results_dir) / record["trace_file"]).unlink(missing_ok=True)  # no trace without its record
+        raise
 
 
 @dataclass

@@ -92,8 +92,8 @@ def add_parser(sub) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from parbench.launch import run
-    from parbench.results import check_writable, is_storage_error, write_record
+    from parbench.launch import measure_run, save
+    from parbench.results import check_writable, is_storage_error
     from parbench.summary import print_run
 
     layout = layout_from_args(a)  # --nnodes > 1: torchrun on every node (parbench.multinode)
@@ -102,10 +102,10 @@ def handle(a: argparse.Namespace) -> int:
         check_writable(a.results_dir)  # a measurement must never be lost to an unwritable directory
     if layout is not None:
         return node_command(cfg, layout, results_dir=None if a.no_save else a.results_dir)
-    record = run(cfg, results_dir=None)
+    record, ranks = measure_run(cfg)
     if not a.no_save:
         try:
-            write_record(a.results_dir, record)
+            save(a.results_dir, record, ranks)
         except OSError as exc:
             if not is_storage_error(exc):
                 raise

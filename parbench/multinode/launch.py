@@ -21,14 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from parbench.config import ConfigError, RunConfig
-from parbench.launch import RankOutcome, References, check_implemented
+from parbench.launch import RankOutcome, References, check_implemented, save
 from parbench.multinode.layout import NodeLayout
 from parbench.multinode.record import add_node_fields
 from parbench.multinode.worker import DIR_ENV
 from parbench.record import build_record, failed_record
 from parbench.validation import check_environment, check_host_capacity
-from parbench.results import write_record
-from parbench.trace import write_trace
 
 RENDEZVOUS_GRACE_S = 60.0
 """Extra seconds over the run's timeout for the agents to meet (the other nodes may start later)."""
@@ -67,9 +65,7 @@ def run_node(cfg: RunConfig, layout: NodeLayout, *, results_dir: str | Path | No
     if record is not None:
         record.update(sweep_id=sweep_id, repeat=repeat)
         if results_dir is not None:
-            if ranks:
-                record["trace_file"] = write_trace(results_dir, record, ranks)  # before the record points to it
-            write_record(results_dir, record)
+            save(results_dir, record, ranks if record["status"] == "ok" else [])
     return record
 
 

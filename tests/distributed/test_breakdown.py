@@ -104,3 +104,33 @@ def test_1f1b_has_gpipes_bubble_and_interleaving_shrinks_it(tmp_path):
     assert abs(one_f_one_b - gpipe) <= FRACTION_TOLERANCE, (one_f_one_b, gpipe)
     assert abs(interleaved - gpipe_bubble(4, 4, v=2)) <= FRACTION_TOLERANCE, interleaved
     assert interleaved < gpipe and interleaved < one_f_one_b
+
+
+def test_cli_run_writes_the_trace_and_parbench_trace_finds_it(tmp_path, capsys):
+    from parbench.cli import main
+
+    assert main(["run", "--strategy", "single", "--world-size", "1", "--workload", "mlp", "--hidden", "32",
+                 "--steps", "1", "--results-dir", str(tmp_path)]) == 0
+    run_id = next((tmp_path / "runs").glob("*.json")).stem
+    assert (tmp_path / "traces" / f"{run_id}.json").is_file()
+    capsys.readouterr()
+    assert main(["trace", run_id[:8], "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"traces/{run_id}.json" in out and all(t in out for t in TERMS)
+    assert main(["trace", "nosuchrun", "--results-dir", str(tmp_path)]) == 2
+    assert main(["results", "--breakdown", "--results-dir", str(tmp_path)]) == 0
+    assert run_id[:8] in capsys.readouterr().out
+
+
+def test_a_trace_that_cannot_be_written_never_costs_the_record(tmp_path, monkeypatch):
+    import parbench.trace
+    from parbench.launch import save
+
+    def full(*_, **__):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(parbench.trace, "write_trace", full)
+    record = {"run_id": "abc", "status": "ok"}
+    with pytest.warns(UserWarning, match="trace of run abc not written"):
+        save(tmp_path, record, [{"rank": 0}])
+    assert json.loads((tmp_path / "runs" / "abc.json").read_text())["trace_file"] is None
