@@ -598,7 +598,7 @@ def _stacked_bars(groups: pd.DataFrame, parts: dict[str, str], patterns: dict[st
 def memory_stacked(df: pd.DataFrame) -> go.Figure:
     """Tensor memory of the busiest rank, stacked parameters / gradients / optimizer / activations,
     with the process's peak RSS (CPU) or CUDA reserved peak (GPU) written beside each bar."""
-    extra = ("peak_rss_bytes", "cuda_reserved_peak_bytes")
+    extra = ("peak_rss_bytes", "cuda_reserved_peak_bytes", "cuda_device_total_bytes")
     groups = stacked_groups(df, MEMORY_PARTS, extra)
     if groups.empty:
         return empty_figure("Memory per rank", "no successful runs")
@@ -617,9 +617,10 @@ def memory_stacked(df: pd.DataFrame) -> go.Figure:
 
 def _memory_context(row: dict) -> str:
     """What the process really held: CUDA reserved peak on a GPU, else peak RSS (mostly the torch runtime)."""
-    cuda = row.get("cuda_reserved_peak_bytes")
+    cuda, total = row.get("cuda_reserved_peak_bytes"), row.get("cuda_device_total_bytes")
     if cuda is not None and not pd.isna(cuda):
-        return f"  CUDA reserved {cuda / MIB:,.0f} MiB"
+        of = f" of {total / 2**30:,.1f} GiB" if total is not None and not pd.isna(total) else ""
+        return f"  CUDA reserved {cuda / MIB:,.0f} MiB{of}"
     rss = row.get("peak_rss_bytes")
     return "" if rss is None or pd.isna(rss) else f"  RSS {rss / MIB:,.0f} MiB"
 
@@ -781,12 +782,15 @@ def loss_diff(df: pd.DataFrame) -> go.Figure:
     if ok.empty:
         return empty_figure("Difference to the reference", "no multi-rank runs with a reference loss")
     diff = ok["loss_max_abs_diff_vs_reference"].astype(float)
+    # each run's own tolerance (it depends on its precision) where the record has one
+    tol = pd.to_numeric(ok.get("loss_tolerance", pd.Series(index=ok.index, dtype=float)), errors="coerce") \
+        .fillna(LOSS_TOLERANCE)
     nonzero = diff[diff > 0]
-    floor = 10 ** math.floor(math.log10(min(nonzero.min(), LOSS_TOLERANCE) / 10)) if len(nonzero) else 1e-9
-    fig, cells = _facets(ok, title=f"max |loss - single-process loss| over the steps (tolerance {LOSS_TOLERANCE:g})")
+    floor = 10 ** math.floor(math.log10(min(nonzero.min(), tol.min()) / 10)) if len(nonzero) else 1e-9
+    fig, cells = _facets(ok, title="max |loss - single-process loss| over the steps (dashed: the tolerance)")
     shown = set()
-    for (wl, strategy), sub in ok.assign(_d=diff).groupby(["workload_label", "strategy"], sort=False):
-        passed = sub["_d"] <= LOSS_TOLERANCE
+    for (wl, strategy), sub in ok.assign(_d=diff, _t=tol).groupby(["workload_label", "strategy"], sort=False):
+        passed = sub["_d"] <= sub["_t"]
         fig.add_trace(go.Scatter(
             x=sub["run_label"], y=sub["_d"].where(sub["_d"] > 0, floor), mode="markers", name=strategy,
             legendgroup=strategy, showlegend=strategy not in shown,
@@ -797,9 +801,10 @@ def loss_diff(df: pd.DataFrame) -> go.Figure:
             row=cells[wl][0], col=cells[wl][1])
         shown.add(strategy)
     ticks = [floor] + [10.0 ** e for e in range(int(math.log10(floor)) + 1, 1)]
-    for row, col in cells.values():
-        fig.add_hline(y=LOSS_TOLERANCE, line_dash="dash", line_color="#d62728", row=row, col=col,
-                      annotation_text=f"tolerance {LOSS_TOLERANCE:g}: pass below", annotation_position="top left")
+    for wl, (row, col) in cells.items():
+        for t in sorted(set(tol[ok["workload_label"] == wl])):
+            fig.add_hline(y=t, line_dash="dash", line_color="#d62728", row=row, col=col,
+                          annotation_text=f"tolerance {t:g}: pass below", annotation_position="top left")
         fig.update_yaxes(type="log", tickvals=ticks, ticktext=["0 (exact)"] + [f"{t:.0e}" for t in ticks[1:]],
                          row=row, col=col)
     _axis_titles(fig, cells, x="run", y="max abs loss difference (nats, log)")

@@ -211,6 +211,16 @@ def test_loss_diff_exact_zero_is_zero_and_the_tolerance_is_drawn(reference):
     axis = fig["layout"]["yaxis"]
     assert axis["ticktext"][0] == "0 (exact)" and axis["tickvals"][0] == floor
     assert any(s.get("y0") == charts.LOSS_TOLERANCE for s in fig["layout"]["shapes"])
+    # a bf16 run is judged by its own tolerance: 1e-3 passes under 5e-2, fails under 1e-5
+    j = runs.index[(runs["strategy"] == "tp")][0]
+    runs.loc[j, "loss_max_abs_diff_vs_reference"] = 1e-3
+    symbol = lambda f: next(s for t in f["data"] if t["name"] == "tp"  # noqa: E731
+                            for v, s in zip(decode(t["y"]), t["marker"]["symbol"]) if v == 1e-3)
+    assert symbol(charts.loss_diff(runs).to_plotly_json()) == "x"
+    runs["loss_tolerance"] = None
+    runs.loc[j, "loss_tolerance"] = 5e-2
+    bf16 = charts.loss_diff(runs).to_plotly_json()
+    assert symbol(bf16) == "circle" and any(s.get("y0") == 5e-2 for s in bf16["layout"]["shapes"])
 
 
 def test_step_time_labels_carry_the_workload_and_say_how_many(reference):

@@ -9,7 +9,7 @@ from parbench import charts
 from parbench.cli import main
 from parbench.report import anchor
 
-from .conftest import FIXTURE_RESULTS, fixture_records
+from .conftest import FIXTURE_RESULTS, decode, fixture_records
 
 
 def plotly_figures(html: str) -> list[dict]:
@@ -75,3 +75,21 @@ def test_report_empty_and_corrupt(tmp_path, capsys, results_copy):
     assert "broken.json" in capsys.readouterr().err
     html = out.read_text()
     assert 'class="warn"' in html and "broken.json" in html and "Plotly.newPlot" in html
+
+
+def test_report_has_a_simulator_section_when_predictions_exist(tmp_path, results_copy):
+    from parbench.sim.hardware import PRESETS, cluster_to_dict, profile_path
+
+    out = tmp_path / "r.html"
+    assert main(["report", "--results-dir", str(results_copy), "--out", str(out)]) == 0
+    assert "Simulator: predicted vs measured" not in out.read_text()  # no calibrated profile: no section
+    path = profile_path(results_copy)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"cluster": cluster_to_dict(PRESETS["a100-80gb"])}))
+    assert main(["report", "--results-dir", str(results_copy), "--out", str(out)]) == 0
+    html = out.read_text()
+    assert f'<a href="#{anchor("Simulator: predicted vs measured")}">' in html
+    scatter = plotly_figures(html)[-1]
+    assert scatter["layout"]["xaxis"]["type"] == "log" and scatter["data"][-1]["name"] == "identity"
+    ok = [r for r in fixture_records(".") if r["status"] == "ok"]
+    assert 0 < sum(len(decode(t["x"])) for t in scatter["data"][:-1]) <= len(ok)  # the newest source's runs
