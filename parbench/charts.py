@@ -479,13 +479,13 @@ def _scaling_lines(pts: pd.DataFrame) -> pd.DataFrame:
     base, multi = pts[pts["world_size"] == 1], pts[pts["world_size"] > 1]
     if multi.empty:
         return base
-    lines = []
-    for key, sub in multi.groupby("series_key", sort=False):
-        first = sub.iloc[0]
-        ref = base[(base["workload_key"] == first["workload_key"]) & (base["source"] == first["source"])].head(1)
-        lines.append(pd.concat([ref, sub]).assign(series_key=key, series_label=first["series_label"],
-                                                  strategy=first["strategy"]))
-    return pd.concat(lines)
+    refs = base.drop_duplicates(["workload_key", "source"]).set_index(["workload_key", "source"], drop=False)
+    series = multi.drop_duplicates("series_key").set_index("series_key")
+    pieces = [refs.loc[[(w, src)]].assign(series_key=key)
+              for key, w, src in zip(series.index, series["workload_key"], series["source"]) if (w, src) in refs.index]
+    lines = pd.concat([*pieces, multi], ignore_index=True)
+    return lines.assign(series_label=lines["series_key"].map(series["series_label"]),
+                        strategy=lines["series_key"].map(series["strategy"]))
 
 
 def _scaling_figure(pts: pd.DataFrame, y: str, lo: str, hi: str, title: str, yaxis: str) -> go.Figure:

@@ -33,9 +33,8 @@ def render(ctx: "ViewContext") -> None:
     except ValueError as exc:
         st.error(f"Not a valid layout: {exc}")
     else:
-        c1, c2 = st.columns(2)
-        c1.plotly_chart(whatif.memory_figure(prediction, cluster), key="sim-whatif-memory")
-        c2.plotly_chart(whatif.time_figure(prediction), key="sim-whatif-time")
+        st.plotly_chart(whatif.memory_figure(prediction, cluster), key="sim-whatif-memory")
+        st.plotly_chart(whatif.time_figure(prediction), key="sim-whatif-time")
         if not prediction.feasible:
             st.warning("Does not fit: " + "; ".join(prediction.reasons))
     st.subheader("Predicted vs measured")

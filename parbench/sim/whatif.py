@@ -112,8 +112,9 @@ def memory_figure(p: Prediction, cluster: Cluster) -> go.Figure:
     cap = cluster.memory_bytes / GIB
     fig.add_vline(x=cap, line_color="black", line_dash="dash", annotation_text=f"capacity {cap:.0f} GiB")
     verdict = "fits" if p.feasible else "does NOT fit"
-    fig.update_layout(barmode="stack", height=260, title=f"Memory per rank: {p.peak_memory_bytes / GIB:.1f} GiB, {verdict}",
-                      xaxis_title="memory per rank (GiB)", yaxis_title="", legend_orientation="h",
+    # the legend on the right, one entry a line: a horizontal legend of nine parts covers the bar
+    fig.update_layout(barmode="stack", height=300, title=f"Memory per rank: {p.peak_memory_bytes / GIB:.1f} GiB, {verdict}",
+                      xaxis_title="memory per rank (GiB)", yaxis_title="", legend_orientation="v", legend_x=1.02,
                       xaxis_range=[0, max(cap, p.peak_memory_bytes / GIB) * 1.1])
     return fig
 
@@ -124,7 +125,7 @@ def time_figure(p: Prediction) -> go.Figure:
     for name, seconds in time_parts(p).items():
         fig.add_trace(go.Bar(y=["step"], x=[seconds * 1e3], orientation="h", name=name, marker_color=TIME_COLORS[name],
                              hovertemplate=f"{name}: %{{x:.1f}} ms<extra></extra>"))
-    fig.update_layout(barmode="stack", height=260, legend_orientation="h", xaxis_title="time per step (ms)",
+    fig.update_layout(barmode="stack", height=260, legend_orientation="v", legend_x=1.02, xaxis_title="time per step (ms)",
                       title=f"Step time {p.step_time_s * 1e3:,.1f} ms: {p.throughput_samples_per_s:,.2f} samples/s, "
                             f"MFU {p.mfu:.1%}")
     return fig

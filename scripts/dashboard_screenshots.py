@@ -1,0 +1,68 @@
+"""Screenshots of the dashboard's main views for the README (docs/img/<view>.png).
+
+Serves ``parbench dashboard`` over a results directory (default: the committed reference sweep) and
+photographs each view in Debian's Chromium through playwright:
+
+    python scripts/dashboard_screenshots.py [--results-dir results/reference] [--out docs/img]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VIEWS = ("landing", "overview", "scaling", "memory", "communication", "step_time", "compare", "correctness",
+         "simulator")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results-dir", default=str(ROOT / "results" / "reference"), help="results to show")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "img"), help="where the PNG files go")
+    parser.add_argument("--views", default=",".join(VIEWS), help="comma-separated view keys")
+    a = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from playwright.sync_api import sync_playwright
+
+    from parbench.commands.dashboard import free_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "parbench", "dashboard", "--results-dir", a.results_dir,
+                               "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.3)
+        Path(a.out).mkdir(parents=True, exist_ok=True)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            for view in a.views.split(","):
+                page.goto(f"{url}/?view={view}")
+                drawn = "[data-testid=stDataFrame]" if view == "overview" else ".js-plotly-plot .main-svg"
+                page.wait_for_selector(drawn, timeout=120_000)
+                page.wait_for_timeout(1500)  # the running indicator shows up only after a moment
+                page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')",
+                                       timeout=120_000)
+                page.wait_for_timeout(2000)  # plotly's transitions and the grid's first paint
+                path = Path(a.out) / f"{view}.png"
+                page.screenshot(path=str(path), full_page=True)
+                print(path)
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
