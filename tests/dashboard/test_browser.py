@@ -23,12 +23,15 @@ import pytest
 
 from parbench.commands.dashboard import free_port
 
+from dashboard.views import VIEWS
+
 from .conftest import ARTIFACTS, FIXTURE_RESULTS, MESHES, fixture_records, mesh
 
 CHROMIUM = Path("/usr/bin/chromium")
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
+TITLES = {key: module.TITLE for key, module in VIEWS}
 WORKLOADS = {"mlp": "mlp L3 H128 B48", "transformer": "transformer L4 H32 heads4 T16 V128 B48"}
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="python playwright is not installed (pip install playwright)")
@@ -43,13 +46,16 @@ FIGURES = """() => [...document.querySelectorAll('.js-plotly-plot')].map(el => (
     facets: (el.layout.meta || {}).facets || {},
     traces: (el.data || []).map(t => ({name: t.name, xaxis: t.xaxis || 'x', type: t.type,
                                         y: Array.isArray(t.y) ? t.y : [], showlegend: t.showlegend}))}))"""
-# The legend entries of every chart, each with whether it lies wholly inside its chart's drawing area.
+# The legend entries of every chart, each with whether it lies wholly inside the legend's visible box
+# (a legend taller than its room scrolls, clipping entries) and inside the chart.
 LEGENDS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(el => {
-    const box = el.querySelector('.main-svg').getBoundingClientRect();
+    const svg = el.querySelector('.main-svg').getBoundingClientRect();
+    const bg = el.querySelector('.legend .bg');
+    const box = bg ? bg.getBoundingClientRect() : svg;
     return [...el.querySelectorAll('.legend .traces')].map(t => {
         const r = t.getBoundingClientRect();
-        return {text: t.textContent, inside: r.width > 0 && r.left >= box.left - 1 && r.right <= box.right + 1 &&
-                r.top >= box.top - 1 && r.bottom <= box.bottom + 1};
+        const within = b => r.left >= b.left - 1 && r.right <= b.right + 1 && r.top >= b.top - 1 && r.bottom <= b.bottom + 1;
+        return {text: t.textContent, inside: r.width > 0 && within(box) && within(svg)};
     });
 })"""
 
@@ -123,12 +129,15 @@ def wait_drawn(page, timeout: int = 90_000) -> None:
     page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
 
 
-def switch(page, title: str) -> list[dict]:
-    """Choose another view in the same session (a rerun, not a new page load)."""
-    page.locator(".st-key-view").get_by_text(title, exact=True).click()
-    page.wait_for_function(f"() => new URLSearchParams(location.search).get('view') !== null && "
-                           f"document.querySelector('.st-key-view input:checked')", timeout=30_000)
-    page.wait_for_timeout(300)
+def switch(page, key: str, chart_title: str) -> list[dict]:
+    """Choose another view in the same session (a rerun, not a new page load); wait until its first
+    chart (whose title contains ``chart_title``) has drawn."""
+    page.locator(".st-key-view").get_by_text(TITLES[key], exact=True).click()
+    page.wait_for_function(f"() => new URLSearchParams(location.search).get('view') === {json.dumps(key)}",
+                           timeout=30_000)
+    page.wait_for_function(f"""() => [...document.querySelectorAll('.js-plotly-plot')].some(el =>
+        el.querySelector('.main-svg') && ((el.layout.title || {{}}).text || '').includes({json.dumps(chart_title)}))""",
+                           timeout=60_000)
     wait_drawn(page)
     return page.evaluate(FIGURES)
 
@@ -141,10 +150,10 @@ def bar_labels(fig: dict) -> set[str]:
 def test_three_hybrid_meshes_are_three_layouts_in_every_view(page, dashboard_url):
     scaling = open_view(page, dashboard_url, view="scaling", source="reference")
     assert {f"hybrid tp{m[6]}·pp{m[10]}" for m in MESHES} <= {t["name"] for t in scaling[0]["traces"]}
-    for title in ("Memory", "Communication"):
-        figs = switch(page, title)
-        assert {f"hybrid x4 {m}" for m in MESHES} <= bar_labels(figs[0]), title
-    switch(page, "Compare")
+    for key, title in (("memory", "Memory of the busiest rank"), ("communication", "Communication per rank")):
+        figs = switch(page, key, title)
+        assert {f"hybrid x4 {m}" for m in MESHES} <= bar_labels(figs[0]), key
+    switch(page, "compare", "Ratio")
     picker = page.locator(".st-key-compare-pick-layouts")
     picker.locator("input").click()
     page.keyboard.type("hybrid x4")
@@ -175,8 +184,9 @@ def test_no_chart_divides_one_workload_by_another(page, dashboard_url):
     assert axis_of["ddp x4 / single x1"] == facets[WORKLOADS["transformer"]]
     mlp_pair = [n for n in axis_of if n != "ddp x4 / single x1"]
     assert mlp_pair and all(axis_of[n] == facets[WORKLOADS["mlp"]] for n in mlp_pair)
-    for title in ("Scaling", "Memory", "Which layout?"):  # each workload keeps its own axes
-        figs = [f for f in switch(page, title) if f["facets"]]
+    for key, title in (("scaling", "Throughput vs world size"), ("memory", "Memory of the busiest rank"),
+                       ("landing", "Throughput vs memory")):  # each workload keeps its own axes
+        figs = [f for f in switch(page, key, title) if f["facets"]]
         assert figs and all(set(f["facets"]) <= set(WORKLOADS.values()) for f in figs), title
         assert set(figs[0]["facets"]) == set(WORKLOADS.values()), title
 
@@ -185,7 +195,7 @@ def test_every_legend_entry_of_the_stacked_charts_is_visible(page, dashboard_url
     open_view(page, dashboard_url, view="memory", source="reference")
     for view, parts in (("memory", 4), ("communication", 3)):
         if view == "communication":
-            switch(page, "Communication")
+            switch(page, "communication", "Communication per rank")
         legend = page.evaluate(LEGENDS)[0]
         assert len(legend) >= parts and all(e["inside"] for e in legend), (view, legend)
         names = [e["text"] for e in legend]
