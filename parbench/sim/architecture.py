@@ -158,6 +158,9 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
                               ("heads", heads), ("vocab_size", data.get("vocab_size"))) if v is None]
     if missing:
         raise ValueError(f"config.json lacks {', '.join(missing)}")
+    if data.get("head_dim") and data["head_dim"] * heads != hidden:
+        raise ValueError(f"config.json head_dim={data['head_dim']} x heads={heads} != hidden_size={hidden}: attention "
+                         f"wider or narrower than the model is not modelled")
     return Architecture(
         layers=_first(data, "num_hidden_layers", "n_layer"), hidden=hidden, heads=heads,
         kv_heads=_first(data, "num_key_value_heads", default=heads), vocab=data["vocab_size"],

@@ -149,6 +149,9 @@ def test_hf_config_reader_maps_each_family(tmp_path):
     neox = from_hf_config({"model_type": "gpt_neox", "num_hidden_layers": 2, "hidden_size": 64,
                            "num_attention_heads": 4, "intermediate_size": 256, "vocab_size": 100, "hidden_act": "gelu"})
     assert (neox.norm, neox.positions, neox.gated_mlp, neox.tie_embeddings) == ("layernorm", "rotary", False, False)
+    with pytest.raises(ValueError, match="head_dim=128 x heads=32 != hidden_size=5120"):
+        from_hf_config({"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 5120, "num_attention_heads": 32,
+                        "head_dim": 128, "vocab_size": 100})
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({"model_type": "bert"}))
     with pytest.raises(ValueError, match="model_type='bert' is not supported"):
