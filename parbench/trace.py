@@ -29,7 +29,7 @@ def chrome_trace(ranks: list[dict[str, Any]], *, run_id: str, roles: list[str] |
         rank, offset = r["rank"], r["clock_offset_s"]
         role = roles[rank] if roles else ""
         events += _names(rank, f"rank {rank}" + (f" ({role})" if role else ""))
-        us = lambda t: round((t + offset - origin) * 1e6, 3)  # noqa: E731 - seconds -> trace microseconds
+        us = lambda t: round((t + offset - origin) * 1e6, 1)  # noqa: E731 - seconds -> trace microseconds (0.1 us)
         for k, (step, spans) in enumerate(zip(r["steps"], steps)):
             events.append(_x(f"step {k}", "step", us(step["start_s"]), us(step["end_s"]), rank, tid=0,
                              args={"traced_step": k, "chosen": k == result["step"]}))
@@ -48,7 +48,7 @@ def _names(rank: int, name: str) -> list[dict[str, Any]]:
 
 
 def _x(name: str, cat: str, ts: float, end: float, pid: int, *, tid: int, args: dict | None = None) -> dict[str, Any]:
-    event = {"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": round(max(end - ts, 0.0), 3), "pid": pid, "tid": tid}
+    event = {"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": round(max(end - ts, 0.0), 1), "pid": pid, "tid": tid}
     if args:
         event["args"] = args
     return event
