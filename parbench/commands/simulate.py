@@ -243,12 +243,26 @@ def _print_prediction(cluster, layout, p) -> None:
     else:
         print(f"  step time        {p.step_time_s:.4g} s  (compute {p.compute_time_s:.4g}, bubble {p.bubble_time_s:.4g}, "
               f"communication on the critical path {p.comm_time_s:.4g})")
+        print("\n".join(_term_lines(p)))
         print(f"  throughput       {p.throughput_samples_per_s:.4g} samples/s, {p.tokens_per_s:.4g} tokens/s, "
               f"MFU {p.mfu:.1%} (PaLM), HFU {p.hfu:.1%} (with recomputation)")
         print("\n".join(_memory_lines(cluster, p)))
     print("  bytes sent per rank per step: " + ", ".join(f"{k} {format_bytes(v)}" for k, v in p.comm_bytes.items()))
     for key, v in p.comm_by_collective.items():
         print(f"    {key:<28}{format_bytes(v):>14}")
+
+
+def _term_lines(p) -> list[str]:
+    """The step as the runner's breakdown terms (seconds and share), compute split and total communication."""
+    parts = ", ".join(f"{k} {v:.4g}" for k, v in p.compute_parts_s.items())
+    lines = []
+    for term, v in p.terms.items():
+        name = term[len("time_"):-len("_s")].replace("_", " ")
+        extra = f"  ({parts})" if term == "time_compute_s" else ""
+        if term.startswith("time_comm_exposed_"):
+            extra = f"  (of {p.comm_total_s[term[len('time_comm_exposed_'):-2]]:.4g} s in all)"
+        lines.append(f"    {name:<28}{v:>10.4g} s {v / p.step_time_s:>6.1%}{extra}")
+    return lines
 
 
 def _search_options(a: argparse.Namespace):

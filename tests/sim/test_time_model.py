@@ -333,3 +333,15 @@ def test_input_preparation_counts_in_the_step_only_when_the_run_puts_it_there():
     inside = predict(m, layout_from_run(replace(cfg, data_in_step=True)), A100)
     assert ahead.data_time_s == inside.data_time_s > 0
     assert inside.terms["time_other_s"] - ahead.terms["time_other_s"] == pytest.approx(ahead.data_time_s)
+
+
+def test_simulate_prints_the_step_term_by_term(capsys):
+    from parbench.cli import main
+
+    assert main(["simulate", "--model", "gpt3-175b", "--cluster", "a100-80gb", "--gpus", "1024", "--tp", "8", "--pp", "8",
+                 "--global-batch", "1536", "--recompute", "selective", "--sequence-parallel"]) == 0
+    out = capsys.readouterr().out
+    for name in ("compute", "comm exposed data", "comm exposed parameter", "comm exposed intermediate", "bubble",
+                 "optimizer", "other"):
+        assert f"\n    {name} " in out
+    assert "(forward " in out and "recompute " in out and " s in all)" in out
