@@ -24,6 +24,8 @@ their gradients, and the routing metadata sized by them); both gradient all-redu
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
@@ -40,19 +42,26 @@ EXPERT_GRAD, NON_EXPERT_GRAD = "moe_expert_grad", "moe_non_expert_grad"
 
 def build_ep(*, ctx: RankContext) -> Trainer:
     cfg = ctx.config
+    mesh, model, sync = sharded_model(ctx)
+    fields = moe_fields(model)
+    optimizer = ctx.workload.optimizer(list(model.parameters()), cfg.lr)
+    feed, batch = replica_input(ctx, dp_rank=ctx.rank, dp_size=ctx.world_size)
+    return Trainer(step=sgd_step(ctx, model, optimizer, batch, sync_grads=sync), params=list(model.parameters()),
+                   optimizer=optimizer, role=f"ep{mesh.get_local_rank('ep')} edp{mesh.get_local_rank('edp')}",
+                   feed=feed, **fields)
+
+
+def sharded_model(ctx: RankContext) -> tuple[DeviceMesh, nn.Module, Callable[[], None]]:
+    """The mesh (edp, ep), this rank's model (every MoE layer keeping its experts/ep experts) and the
+    gradient averaging to run after backward."""
+    cfg = ctx.config
     mesh = init_device_mesh(ctx.device.type, (cfg.world_size // cfg.ep, cfg.ep), mesh_dim_names=("edp", "ep"))
     model = ctx.workload.build(cfg.seed).to(ctx.device)  # every expert first: the same init as single
     placement = moe.Placement(group=mesh.get_group("ep"), rank=mesh.get_local_rank("ep"), size=cfg.ep,
                               meter=ctx.meter)
     for layer in moe.moe_layers(model):
         layer.shard(placement)
-    fields = moe_fields(model)
-    optimizer = ctx.workload.optimizer(list(model.parameters()), cfg.lr)
-    feed, batch = replica_input(ctx, dp_rank=ctx.rank, dp_size=ctx.world_size)
-    sync = gradient_sync(ctx, mesh, model, fields["expert_params"])
-    return Trainer(step=sgd_step(ctx, model, optimizer, batch, sync_grads=sync), params=list(model.parameters()),
-                   optimizer=optimizer, role=f"ep{placement.rank} edp{mesh.get_local_rank('edp')}", feed=feed,
-                   **fields)
+    return mesh, model, gradient_sync(ctx, mesh, model, moe_fields(model)["expert_params"])
 
 
 def gradient_sync(ctx: RankContext, mesh: DeviceMesh, model: nn.Module, experts: list[nn.Parameter]):
