@@ -83,7 +83,7 @@ LAYOUT_PARTS: tuple[Part, ...] = (
     Part(name="virtual_stages", read=_virtual),
     Part(name="dp_mode", read=_dp_mode),
     Part(name="servers", read=lambda df: _fmt(_num(df, "servers"), "servers={}", _col(df, "strategy") == "ps")),
-    Part(name="ep", read=lambda df: _fmt(_num(df, "ep"), "ep{}", _col(df, "strategy") == "ep")),
+    Part(name="ep", read=lambda df: _fmt(_num(df, "ep"), "ep{}", (_col(df, "strategy") == "ep") | (_num(df, "ep") > 1))),
     Part(name="backend", read=lambda df: _fmt(_col(df, "backend"), "{}")),
     Part(name="device", read=lambda df: _fmt(_col(df, "device"), "{}")),
     Part(name="data_mode", read=lambda df: _fmt(_col(df, "data_mode"), "data={}")),

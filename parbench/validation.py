@@ -197,20 +197,22 @@ def check_environment(c: "RunConfig", *, ranks_here: int | None = None) -> None:
 
 
 def _experts(c: "RunConfig") -> None:
-    """ep: experts sharded over groups of ep ranks inside the data-parallel dimension."""
+    """ep: experts sharded over groups of ep ranks inside the data-parallel dimension (strategy ep,
+    or a hybrid mesh's dp dimension with tp = 1)."""
     w = c.workload
-    if w.name == "moe" and c.uses_pipeline:
-        raise ConfigError(f"the moe workload does not run under a pipeline (pp={c.pp}): its load-balancing "
-                          "loss is attached per forward, so micro-batches would count it once each")
-    if c.strategy is not Strategy.EP:
-        if c.ep != 1:
-            raise ConfigError(f"ep={c.ep} applies to strategy=ep only, got strategy={c.strategy.value}")
+    if c.strategy not in (Strategy.EP, Strategy.HYBRID) and c.ep != 1:
+        raise ConfigError(f"ep={c.ep} applies to strategy=ep or hybrid only, got strategy={c.strategy.value}")
+    if c.strategy is Strategy.HYBRID and c.ep != 1:
+        if c.tp > 1 or c.dp_mode is not DataParallelMode.DDP:
+            raise ConfigError(f"hybrid ep={c.ep} composes with dp (dp_mode=ddp) and pp; got tp={c.tp}, "
+                              f"dp_mode={c.dp_mode.value} (expert parallelism with tp or fsdp is not implemented)")
+    elif c.strategy is not Strategy.EP:
         return
     if w.name != "moe":
-        raise ConfigError(f"strategy=ep shards experts: it needs workload=moe, got workload={w.name}")
-    if c.ep < 1 or c.world_size % c.ep:
-        raise ConfigError(f"ep={c.ep} does not divide world_size={c.world_size} (ep groups of ep ranks "
-                          f"inside {c.world_size} data-parallel ranks)")
+        raise ConfigError(f"ep shards experts: it needs workload=moe, got workload={w.name}")
+    if c.ep < 1 or c.dp % c.ep:
+        raise ConfigError(f"ep={c.ep} does not divide {'dp' if c.strategy is Strategy.HYBRID else 'world_size'}="
+                          f"{c.dp} (ep groups of ep ranks inside {c.dp} data-parallel ranks)")
     if w.experts % c.ep:
         raise ConfigError(f"ep={c.ep} does not divide experts={w.experts}: every rank of an ep group "
                           "must hold the same number of experts")

@@ -192,7 +192,7 @@ def layout_from_run(cfg: RunConfig) -> Layout:
         zero = 3
     uses_pipeline = cfg.uses_pipeline
     # ep all-reduces its gradients by hand, as flat buffers (parbench.strategies.expert_parallel)
-    flat = (cfg.strategy is Strategy.HYBRID and cfg.pp > 1 and zero == 0) or cfg.strategy is Strategy.EP
+    flat = (cfg.strategy is Strategy.HYBRID and cfg.pp > 1 and zero == 0) or cfg.strategy is Strategy.EP or cfg.ep > 1
     ddp = zero <= 1 and cfg.dp > 1 and cfg.strategy is not Strategy.PS and not flat
     return Layout(fsdp2=True, flat_grad_allreduce=flat, ddp_rebuild_in_step=ddp and cfg.warmup_steps == 1, strategy=cfg.strategy, dp=cfg.dp, tp=cfg.tp, pp=cfg.pp, global_batch_size=cfg.global_batch_size,
                   micro_batches=cfg.micro_batches, schedule=cfg.schedule if uses_pipeline else Schedule.ONE_F_ONE_B,

@@ -57,22 +57,29 @@ def sharded_model(ctx: RankContext) -> tuple[DeviceMesh, nn.Module, Callable[[],
     cfg = ctx.config
     mesh = init_device_mesh(ctx.device.type, (cfg.world_size // cfg.ep, cfg.ep), mesh_dim_names=("edp", "ep"))
     model = ctx.workload.build(cfg.seed).to(ctx.device)  # every expert first: the same init as single
-    placement = moe.Placement(group=mesh.get_group("ep"), rank=mesh.get_local_rank("ep"), size=cfg.ep,
-                              meter=ctx.meter)
+    shard_experts(ctx, model, group=mesh.get_group("ep"), rank=mesh.get_local_rank("ep"), size=cfg.ep)
+    edp = mesh.get_group("edp") if mesh["edp"].size() > 1 else None
+    params = list(model.parameters())
+    return mesh, model, gradient_sync(ctx, params, moe_fields(model)["expert_params"], dense_group=dist.group.WORLD,
+                                      expert_group=edp, n=cfg.world_size)
+
+
+def shard_experts(ctx: RankContext, model: nn.Module, *, group: dist.ProcessGroup, rank: int, size: int) -> None:
+    """Every MoE layer of ``model`` keeps its experts/size experts and exchanges tokens over ``group``."""
+    placement = moe.Placement(group=group, rank=rank, size=size, meter=ctx.meter)
     for layer in moe.moe_layers(model):
         layer.shard(placement)
-    return mesh, model, gradient_sync(ctx, mesh, model, moe_fields(model)["expert_params"])
 
 
-def gradient_sync(ctx: RankContext, mesh: DeviceMesh, model: nn.Module, experts: list[nn.Parameter]):
-    """Average the non-expert gradients over every rank and the expert ones over the ranks holding
-    the same experts; both divided by world_size (see the module docstring)."""
-    n = ctx.world_size
+def gradient_sync(ctx: RankContext, params: list[nn.Parameter], experts: list[nn.Parameter], *,
+                  dense_group: dist.ProcessGroup, expert_group: dist.ProcessGroup | None, n: int):
+    """Average the non-expert gradients over ``dense_group`` (every data-parallel rank) and the expert
+    ones over ``expert_group`` (the ranks holding the same experts; None: nobody else does); both
+    divided by n, the data-parallel ranks (see the module docstring)."""
     expert_ids = {id(p) for p in experts}
-    dense = [p for p in model.parameters() if id(p) not in expert_ids]
-    edp = mesh.get_group("edp") if mesh["edp"].size() > 1 else None
-    sync_dense = allreduce_grads(dense, dist.group.WORLD, n)
-    sync_experts = allreduce_grads(experts, edp, n) if edp is not None else None
+    dense = [p for p in params if id(p) not in expert_ids]
+    sync_dense = allreduce_grads(dense, dense_group, n)
+    sync_experts = allreduce_grads(experts, expert_group, n) if expert_group is not None else None
 
     def sync() -> None:
         # synchronisation points: each all-reduce waits for every rank of its group
@@ -87,3 +94,21 @@ def gradient_sync(ctx: RankContext, mesh: DeviceMesh, model: nn.Module, experts:
                 sync_experts()
 
     return sync
+
+
+def expert_groups(mesh: DeviceMesh, ep: int) -> tuple[dist.ProcessGroup, dist.ProcessGroup | None]:
+    """(ep group, expert-data-parallel group) of this rank inside a (pp, dp, tp) mesh's dp dimension:
+    ep consecutive dp ranks, and the dp ranks with the same index in their ep group. Every rank
+    creates every group, in the same order (``new_group`` is collective over the world)."""
+    grid, me = mesh.mesh, dist.get_rank()
+    mine_ep = mine_edp = None
+    for i in range(grid.shape[0]):
+        for k in range(grid.shape[2]):
+            dp_ranks = grid[i, :, k].tolist()
+            for ranks in [dp_ranks[c:c + ep] for c in range(0, len(dp_ranks), ep)]:
+                group = dist.new_group(ranks)
+                mine_ep = group if me in ranks else mine_ep
+            for ranks in [dp_ranks[j::ep] for j in range(ep)]:
+                group = dist.new_group(ranks)
+                mine_edp = group if me in ranks else mine_edp
+    return mine_ep, (mine_edp if len(grid[0, :, 0]) > ep else None)

@@ -19,7 +19,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from parbench.config import DataParallelMode
 from parbench.metrics.comm import Category
 from parbench.metrics.memory import local_tensor
-from parbench.strategies.base import RankContext, Trainer, replica_input
+from parbench.strategies.base import RankContext, Trainer, moe_fields, replica_input
 from parbench.strategies.data_parallel import sgd_step, wrap_ddp
 from parbench.strategies.pipeline import build_stages, make_schedule, pipeline_step
 from parbench.strategies.sharded import shard_model
@@ -75,23 +75,41 @@ def build_hybrid(*, ctx: RankContext) -> Trainer:
     # Composition order TP, then PP, then DP (torchtitan's parallelize_llama, picotron's train.py):
     # TP rewrites layers into DTensor shards in place; PP then cuts the (sharded) model into
     # stages; DP comes last because it wraps exactly the local parameters each rank ends up holding.
+    # Expert parallelism lives inside dp (ep groups of consecutive dp ranks): it shards the experts
+    # before PP cuts the model, and then owns the dp gradient averaging (experts over their own group).
     if cfg.tp > 1:
         apply_tp(ctx, model, mesh["tp"])
-    wrap = data_parallel_wrap(ctx, mesh)
+    experts = _shard_experts(ctx, mesh, model)
+    wrap = data_parallel_wrap(ctx, mesh) if experts is None else (lambda module: module)
     dp_rank = mesh.get_local_rank("dp")
     if cfg.pp > 1:
-        return _pipelined(ctx, mesh, model, wrap, dp_rank)
+        return _pipelined(ctx, mesh, model, wrap, dp_rank, experts)
     wrapped = wrap(model)
     optimizer = ctx.workload.optimizer(list(wrapped.parameters()), cfg.lr)
     dp_group = mesh.get_group("dp")
     src = mesh["dp"].mesh.tolist()[0]  # global rank that reads the replica batch in rank0 mode
     feed, batch = replica_input(ctx, dp_rank=dp_rank, dp_size=cfg.dp, group=dp_group, src=src)
-    return Trainer(step=sgd_step(ctx, wrapped, optimizer, batch), params=list(model.parameters()),
-                   optimizer=optimizer, role=_role(mesh), feed=feed)
+    sync = experts(list(model.parameters())) if experts is not None else None
+    return Trainer(step=sgd_step(ctx, wrapped, optimizer, batch, sync_grads=sync), params=list(model.parameters()),
+                   optimizer=optimizer, role=_role(mesh), feed=feed, **moe_fields(model))
+
+
+def _shard_experts(ctx: RankContext, mesh: DeviceMesh, model: nn.Module):
+    """ep > 1: shard the experts over ep groups inside dp; returns params -> their gradient sync."""
+    cfg = ctx.config
+    if cfg.ep == 1:
+        return None
+    from parbench.strategies.expert_parallel import expert_groups, gradient_sync, shard_experts  # noqa: PLC0415
+
+    ep_group, edp_group = expert_groups(mesh, cfg.ep)
+    shard_experts(ctx, model, group=ep_group, rank=mesh.get_local_rank("dp") % cfg.ep, size=cfg.ep)
+    experts = moe_fields(model)["expert_params"]
+    return lambda params: gradient_sync(ctx, params, [p for p in experts if any(p is q for q in params)],
+                                        dense_group=mesh.get_group("dp"), expert_group=edp_group, n=cfg.dp)
 
 
 def _pipelined(ctx: RankContext, mesh: DeviceMesh, model: nn.Module,
-               wrap: Callable[[nn.Module], nn.Module], dp_rank: int) -> Trainer:
+               wrap: Callable[[nn.Module], nn.Module], dp_rank: int, experts=None) -> Trainer:
     cfg = ctx.config
     pp_rank = mesh.get_local_rank("pp")
     stages, modules = build_stages(ctx, pp_rank=pp_rank, pp_size=cfg.pp, group=mesh.get_group("pp"),
@@ -101,6 +119,8 @@ def _pipelined(ctx: RankContext, mesh: DeviceMesh, model: nn.Module,
     manual = cfg.dp > 1 and cfg.dp_mode is DataParallelMode.DDP
     dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
     sync = allreduce_grads(params, mesh.get_group("dp"), cfg.dp, dtype) if manual else None
+    if experts is not None:
+        sync = experts(params)
     feed, step = pipeline_step(ctx, stages, make_schedule(ctx, stages), optimizer, pp_rank=pp_rank,
                                pp_size=cfg.pp, dp_rank=dp_rank, dp_size=cfg.dp, ranks=mesh["pp"].mesh.tolist(),
                                sync_grads=sync)

@@ -97,6 +97,21 @@ def test_ep_inside_dp_with_uniform_routing_matches_the_closed_form(tmp_path):
     assert rec["moe_tokens_per_expert_per_rank"] == [[moe_layers * tokens * w["top_k"] // w["experts"]] * 4] * 4
 
 
+@pytest.mark.slow
+def test_ep_inside_a_hybrid_pipeline_matches_single_and_the_closed_form(tmp_path):
+    """hybrid dp2 x pp2 with ep=2 inside dp: each stage's MoE block exchanges its replica's tokens
+    (two micro-batches of 2 samples) with the other replica of the same stage."""
+    w = {**BASE, "experts": 4, "top_k": 2, "router": "balanced"}
+    rec = _run(tmp_path, strategy="hybrid", world_size=4, dp=2, tp=1, pp=2, ep=2, micro_batches=2, workload=w)
+    tokens = rec["global_batch_size"] // 2 * w["seq_len"]  # per replica, over its micro-batches
+    one_way = tokens * w["top_k"] * w["hidden"] * FP32 // 2
+    for r in rec["per_rank"]:
+        labels = r["comm_bytes_by_label"]
+        assert labels["moe_dispatch"] == labels["moe_combine"] == 2 * one_way  # one MoE block per stage
+        assert labels["moe_counts"] == 2 * (w["experts"] // 2) * INT64  # once per micro-batch
+        assert "moe_expert_grad" not in labels  # dp / ep = 1: nobody else holds these experts
+
+
 def test_bad_shape_is_refused_before_spawning(tmp_path):
     cmd = [sys.executable, "-m", "parbench", "run", "--workload", "moe", "--strategy", "ep", "--world-size", "2",
            "--experts", "3", "--results-dir", str(tmp_path)]
@@ -111,6 +126,8 @@ def test_bad_shape_is_refused_before_spawning(tmp_path):
     ({"ep": 3}, "ep=3 does not divide world_size=2"),
     ({"workload": {**BASE, "experts": 6}, "ep": 4, "world_size": 4}, "ep=4 does not divide experts=6"),
     ({"workload": {"name": "transformer"}}, "needs workload=moe"),
+    ({"strategy": "hybrid", "world_size": 4, "dp": 2, "tp": 2, "pp": 1, "ep": 2}, "hybrid ep=2 composes with dp"),
+    ({"strategy": "hybrid", "world_size": 4, "dp": 2, "tp": 1, "pp": 2, "ep": 4}, "ep=4 does not divide dp=2"),
 ])
 def test_bad_shapes_raise_config_errors(kw, message):
     kw = {"strategy": "ep", "world_size": 2, "workload": BASE, **kw}
@@ -119,7 +136,7 @@ def test_bad_shapes_raise_config_errors(kw, message):
 
 
 def test_ep_degree_needs_the_ep_strategy():
-    with pytest.raises(ConfigError, match="ep=2 applies to strategy=ep only"):
+    with pytest.raises(ConfigError, match="ep=2 applies to strategy=ep or hybrid only"):
         RunConfig(strategy="ddp", world_size=2, ep=2, workload=BASE)
 
 

@@ -35,7 +35,10 @@ SHAPES: dict[Strategy, list[dict]] = {
     Strategy.HYBRID: [dict(world_size=4, dp=2, tp=1, pp=2, micro_batches=2, workload=TRANSFORMER),
                       dict(world_size=4, dp=1, tp=2, pp=2, micro_batches=2, workload=TRANSFORMER),
                       dict(world_size=4, dp=2, tp=2, pp=1, dp_mode="fsdp", workload=TRANSFORMER, data_mode="rank0"),
-                      dict(world_size=4, dp=2, tp=1, pp=2, dp_mode="fsdp", micro_batches=2, workload=TRANSFORMER)],
+                      dict(world_size=4, dp=2, tp=1, pp=2, dp_mode="fsdp", micro_batches=2, workload=TRANSFORMER),
+                      # experts sharded over ep=2 inside dp=2, one MoE block per pipeline stage
+                      dict(world_size=4, dp=2, tp=1, pp=2, ep=2, micro_batches=2,
+                           workload=WorkloadConfig(name="moe", layers=2, router="balanced"))],
     # balanced routing: the bytes depend on the shapes only; T k = 64 assignments over 3 experts per
     # sequence in the second case is uneven (22, 21, 21), capped at 22 by the capacity
     Strategy.EP: [dict(world_size=2, workload=WorkloadConfig(name="moe", layers=2, router="balanced")),
