@@ -65,5 +65,7 @@ def render(ctx: "ViewContext") -> None:
     chosen = chosen.assign(_o=chosen[by].map(picked.index)).sort_values("_o", kind="stable").drop(columns="_o")
     if chosen["workload_key"].nunique() > 1:
         st.caption("The picks span several workloads: each is compared with the first pick of its own workload.")
-    st.dataframe(charts.compare_table(chosen, by), key="compare-table")
+    # four significant digits: measured figures carry no more (repeats of one run differ by percents)
+    table = charts.compare_table(chosen, by).apply(lambda col: col.map(lambda v: float(f"{v:.4g}") if pd.notna(v) else v))
+    st.dataframe(table, key="compare-table")
     st.plotly_chart(charts.compare_ratios(chosen, by), key="compare-ratios")
