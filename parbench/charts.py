@@ -884,12 +884,20 @@ def compare_ratios(df: pd.DataFrame, by: str = "run_label") -> go.Figure:
 
 # Charts per section, in the order ``parbench report`` writes them (the dashboard views call the
 # same functions). A new section: add a (title, charts) line here.
+def _time_charts():
+    """``parbench.time_charts`` (it draws on this module: imported when a report is written)."""
+    from parbench import time_charts
+
+    return time_charts
+
+
 REPORT_SECTIONS: tuple[tuple[str, tuple[Callable[[pd.DataFrame], go.Figure], ...]], ...] = (
     ("Which layout?", (pareto_chart,)),
     ("Scaling", (scaling_throughput, scaling_efficiency)),
     ("Memory", (memory_stacked,)),
     ("Communication", (comm_stacked, comm_ops_breakdown, comm_modeled_vs_os)),
     ("Step time", (step_time_box,)),
+    ("Where the time goes", (lambda df: _time_charts().time_figure(df),)),
     ("Compare layouts", (lambda df: compare_ratios(df, by="config_label"),)),
     ("Correctness", (loss_curves, loss_diff)),
 )

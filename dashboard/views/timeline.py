@@ -7,23 +7,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard.views.time import TERM_STYLE
 from parbench import charts
+from parbench.time_charts import timeline_figure
 
 if TYPE_CHECKING:
     from dashboard.views import ViewContext
 
 TITLE = "Timeline"
-LABEL_TERM = {"compute": "time_compute_s", "optimizer": "time_optimizer_s", "bubble": "time_bubble_s",
-              "other": "time_other_s", "comm_data": "time_comm_exposed_data_s",
-              "comm_parameter": "time_comm_exposed_parameter_s", "comm_intermediate": "time_comm_exposed_intermediate_s"}
-IN_FLIGHT_COLOR = "#b07aa1"
 
 
 def trace_file(run: pd.Series, results_dir: str) -> Path | None:
@@ -34,50 +29,6 @@ def trace_file(run: pd.Series, results_dir: str) -> Path | None:
     root = Path(results_dir) / source if isinstance(source, str) and source not in ("", ".") else Path(results_dir)
     path = root / rel
     return path if path.is_file() else None
-
-
-def step_spans(trace: dict[str, Any], step: int) -> pd.DataFrame:
-    """Spans of traced step ``step`` on every rank: rank, lane (0 = main thread), name, cat, start/end ms
-    relative to the step's earliest start."""
-    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
-    windows = {e["pid"]: (e["ts"], e["ts"] + e["dur"]) for e in events
-               if e.get("cat") == "step" and (e.get("args") or {}).get("traced_step") == step}
-    if not windows:
-        return pd.DataFrame(columns=["rank", "lane", "name", "cat", "start_ms", "end_ms"])
-    origin = min(a for a, _ in windows.values())
-    rows = []
-    for e in events:
-        lo_hi = windows.get(e["pid"])
-        if e.get("cat") == "step" or lo_hi is None or not (lo_hi[0] <= e["ts"] <= lo_hi[1]):
-            continue
-        rows.append({"rank": e["pid"], "lane": e["tid"], "name": e["name"], "cat": e["cat"],
-                     "start_ms": (e["ts"] - origin) / 1e3, "end_ms": (e["ts"] + e["dur"] - origin) / 1e3})
-    return pd.DataFrame(rows)
-
-
-def timeline_figure(trace: dict[str, Any], step: int | None = None, *, in_flight: bool = True) -> go.Figure:
-    """Horizontal bars: one row per rank (plus one per lane of collectives in flight), coloured by term."""
-    step = trace.get("otherData", {}).get("chosen_traced_step", 0) if step is None else step
-    spans = step_spans(trace, step)
-    if spans.empty:
-        return charts.empty_figure("Timeline", "this trace has no spans for that step")
-    if not in_flight:
-        spans = spans[spans["lane"] == 0]
-    spans = spans.assign(row=[f"rank {r}" if lane == 0 else f"rank {r} · in flight {lane}"
-                              for r, lane in zip(spans["rank"], spans["lane"])])
-    order = sorted(spans["row"].unique(), key=lambda s: (int(s.split()[1]), s))
-    fig = go.Figure()
-    for cat, part in spans.groupby("cat", sort=False):
-        term = LABEL_TERM.get(cat)
-        name, color = TERM_STYLE[term] if term else (f"in flight: {cat.split('.', 1)[-1]}", IN_FLIGHT_COLOR)
-        fig.add_trace(go.Bar(y=part["row"], x=part["end_ms"] - part["start_ms"], base=part["start_ms"],
-                             orientation="h", name=name, marker=dict(color=color, line=dict(width=0)),
-                             customdata=part[["name"]], hovertemplate="%{customdata[0]}: %{base:.3f} ms + "
-                             "%{x:.3f} ms<extra>%{y}</extra>"))
-    fig.update_layout(barmode="overlay", title=f"Traced step {step}: every rank", xaxis_title="time in the step (ms)",
-                      yaxis=dict(categoryorder="array", categoryarray=order[::-1], title=""), legend_title="term",
-                      height=160 + 40 * len(order))
-    return fig
 
 
 def render(ctx: "ViewContext") -> None:

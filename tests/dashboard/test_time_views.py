@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from dashboard.views import time as time_view
-from dashboard.views import timeline
-from parbench import charts
+from parbench import charts, time_charts
 from parbench.metrics.breakdown import TERMS, record_columns
 from parbench.results import load
 from parbench.trace import write_trace
@@ -46,19 +45,19 @@ def traced_results(results_copy: Path) -> Path:
 
 def test_time_bars_carry_the_busiest_ranks_terms(traced_results):
     frame = charts.prepare(load(traced_results))
-    fig = time_view.time_figure(frame)
+    fig = time_charts.time_figure(frame)
     bars = {t["name"]: decode(t["y"]) for t in fig.to_plotly_json()["data"]}
     expected = record_columns(pipeline_ranks())  # rank 1: 4.0 s compute + 0.5 s optimizer
-    for term, (name, _) in time_view.TERM_STYLE.items():
+    for term, (name, _) in time_charts.TERM_STYLE.items():
         assert bars[name] == [pytest.approx(expected[term] * 1e3)]
     assert sum(b[0] for b in bars.values()) == pytest.approx(8000.0)  # the terms fill the traced step
 
 
 def test_predicted_terms_stand_beside_the_measured_ones(traced_results):
     frame = charts.prepare(load(traced_results))
-    assert not time_view.has_predictions(time_view.breakdown_groups(frame))
+    assert not time_charts.has_predictions(time_charts.breakdown_groups(frame))
     frame["pred_time_compute_s"] = [3.0 if s == "pipeline" else None for s in frame["strategy"]]
-    fig = time_view.time_figure(frame).to_plotly_json()
+    fig = time_charts.time_figure(frame).to_plotly_json()
     compute = [t for t in fig["data"] if t["name"] == "compute"]
     assert [t["x"][1][0] for t in compute] == ["measured", "predicted"]
     assert decode(compute[1]["y"]) == [3000.0]
@@ -66,7 +65,7 @@ def test_predicted_terms_stand_beside_the_measured_ones(traced_results):
 
 def test_timeline_rows_fill_each_ranks_step(traced_results):
     trace = json.loads(next(traced_results.rglob("traces/*.json")).read_text())
-    fig = timeline.timeline_figure(trace, in_flight=False).to_plotly_json()
+    fig = time_charts.timeline_figure(trace, in_flight=False).to_plotly_json()
     per_row: dict[str, float] = {}
     for t in fig["data"]:
         for row, width in zip(decode(t["y"]) if isinstance(t["y"], dict) else t["y"], decode(t["x"])):
@@ -114,5 +113,14 @@ def test_with_a_calibrated_profile_the_simulators_terms_stand_beside(traced_resu
     runs = time_view.with_predictions(frame, str(traced_results))
     pipeline = runs[runs["time_compute_s"].notna()]
     assert pipeline["pred_time_compute_s"].notna().all() and (pipeline["pred_time_compute_s"] > 0).all()
-    kinds = {t["x"][1][0] for t in time_view.time_figure(runs).to_plotly_json()["data"] if t["name"] == "compute"}
+    kinds = {t["x"][1][0] for t in time_charts.time_figure(runs).to_plotly_json()["data"] if t["name"] == "compute"}
     assert kinds == {"measured", "predicted"}
+
+
+def test_report_has_the_breakdown_section(traced_results, tmp_path):
+    from parbench.report import write_report
+
+    out = tmp_path / "report.html"
+    write_report(traced_results, out, source="all")
+    html = out.read_text()
+    assert "Where the time goes" in html and "comm: intermediate" in html
