@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from parbench.config import DataMode, Strategy
+from parbench.metrics.categories import CATEGORIES
 from parbench.metrics.conventions import sent_bytes
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.model import INT64_BYTES, ModelSpec, Tensor
@@ -24,7 +25,6 @@ from parbench.sim.stages import Stage, stages
 
 DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
 DDP_BUCKET_BYTES = 25 * 1024 * 1024  # DistributedDataParallel(bucket_cap_mb=25)
-CATEGORIES = ("data", "parameter", "intermediate")
 
 
 @dataclass(frozen=True)

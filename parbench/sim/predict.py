@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from parbench.config import Strategy
-from parbench.sim.comm import CATEGORIES, CommOp, by_collective, bytes_by_category, rank_ops
+from parbench.metrics.breakdown import TERMS  # the runner's breakdown columns: predicted with the same names
+from parbench.metrics.categories import CATEGORIES
+from parbench.sim.comm import CommOp, by_collective, bytes_by_category, rank_ops
 from parbench.sim.hardware import Cluster, collective_time_s
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.memory import Memory, ps_memory, stage_memory, state_numels
@@ -26,9 +28,6 @@ from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s
 from parbench.sim.stages import Stage, stages
 from parbench.sim.timing import ZERO_TIME, ChunkTime, chunk_times_s, data_time_s, optimizer_time_s, oversubscription
 
-TERMS = ("time_compute_s", "time_comm_exposed_data_s", "time_comm_exposed_parameter_s",
-         "time_comm_exposed_intermediate_s", "time_bubble_s", "time_optimizer_s", "time_other_s")
-"""The step-time breakdown, in the runner's record column names; they sum to the predicted step time."""
 COMPUTE_PARTS = ("forward", "backward", "recompute")
 
 

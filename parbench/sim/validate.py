@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from parbench.config import ConfigError, RunConfig
+from parbench.metrics.categories import CATEGORIES
 from parbench.metrics import stats
 from parbench.results import read_records
 from parbench.sim.hardware import Cluster, load_cluster
@@ -20,7 +21,6 @@ from parbench.sim.layout import layout_from_run
 from parbench.sim.model import model_spec
 from parbench.sim.predict import TERMS, Prediction, predict
 
-CATEGORIES = ("data", "parameter", "intermediate")
 MEMORY_KINDS = ("param", "grad", "optim")
 
 
