@@ -274,6 +274,8 @@ def test_report_opens_offline_summary_first_without_console_errors(page, tmp_pat
     from parbench.report import write_report
 
     out, _, _ = write_report(FIXTURE_RESULTS, tmp_path / "report.html", "all")
+    console: list[tuple[str, str]] = []  # plotly reports bad input ("Invalid color specifier") by console.trace
+    page.on("console", lambda m: console.append((m.type, m.text)))
     page.route("http*://**", lambda route: route.abort())  # prove nothing is fetched
     page.goto(out.as_uri())
     expected = sum(len(builders) for _, builders in charts.REPORT_SECTIONS)
@@ -285,6 +287,7 @@ def test_report_opens_offline_summary_first_without_console_errors(page, tmp_pat
     assert width[0] <= width[1]  # the page fits its width
     names = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(e => e.data.map(t => t.name))")
     assert "hybrid tp2·pp1 [reference]" in names and "hybrid tp2·pp1 [this directory]" in names
+    assert not [m for m in console if m[0] in ("error", "warning", "trace")], console
 
 
 def cpu_seconds(pids: list[int]) -> float:
