@@ -22,6 +22,19 @@ def fmt_num(x: float | None, spec: str = ".3g") -> str:
     return "-" if x is None or x != x else format(x, spec)
 
 
+def _experts_line(rec: dict[str, Any]) -> str:
+    """Routing balance, drops, the all-to-all bytes and the expert share of the memory (moe runs)."""
+    line = (f"imbalance max/mean {rec['moe_load_imbalance_median']:.2f} (median over steps; capacity factor "
+            f"{rec.get('capacity_factor')}), {rec['moe_dropped_fraction']:.1%} of assignments dropped")
+    if rec.get("comm_moe_dispatch_bytes_per_step"):
+        line += (f"; all-to-all dispatch {fmt_bytes(rec['comm_moe_dispatch_bytes_per_step'])}, combine "
+                 f"{fmt_bytes(rec['comm_moe_combine_bytes_per_step'])}, counts "
+                 f"{fmt_bytes(rec['comm_moe_counts_bytes_per_step'])} / step")
+    if rec.get("mem_expert_param_bytes") is not None:
+        line += f"; expert params {fmt_bytes(rec['mem_expert_param_bytes'])} of {fmt_bytes(rec['mem_param_bytes'])}"
+    return line
+
+
 def print_run(rec: dict[str, Any], results_dir: str | None, console: Console | None = None) -> None:
     console = console or Console()
     precision = rec.get("precision") or "fp32"
@@ -57,6 +70,8 @@ def print_run(rec: dict[str, Any], results_dir: str | None, console: Console | N
     if rec.get("cuda_allocated_peak_bytes") is not None:
         rows.insert(5, ("GPU memory / rank", _gpu_memory(rec)))
     rows.insert(3, ("where it goes", _breakdown_line(rec)))  # after exposed comm
+    if rec.get("moe_load_imbalance_median") is not None:
+        rows.insert(-2, ("experts", _experts_line(rec)))
     for k, v in rows:
         t.add_row(k, v)
     console.print(t)
