@@ -191,7 +191,7 @@ class CommMeter:
             kind, group, s, root, position, sent = sizes
             self._add(kind, group, s, root, position, sent=sent)
 
-    def _c10d_sizes(self, op: str, args):
+    def _c10d_sizes(self, op: str, args) -> tuple[str, dist.ProcessGroup | None, int, bool, int | None, int | None] | None:
         """(kind, group, S, is_root, tree position, sent or None) of a ``c10d`` op, None if it moves no data."""
         kind = _OPS.get(op)
         if kind is None:

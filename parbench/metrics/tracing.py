@@ -30,7 +30,8 @@ TRACED_STEPS = 3
 MARK = "parbench.traced_step"
 _NOT_COMPUTE = ("c10d::", "_c10d_functional::", "autograd::", "ProfilerStep", "[")
 """Profiler events that are not the rank computing: collectives only enqueue or wait, the autograd
-engine's wrappers contain waits of DDP's reducer (their operators are counted one by one)."""
+engine's wrappers contain waits of DDP's reducer (their operators are counted one by one), and
+kineto's bracketed pseudo-events (``[memory]``) have no duration of their own."""
 _OPTIMIZER = ("Optimizer.step#", "Optimizer.zero_grad#")
 
 
