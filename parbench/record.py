@@ -134,8 +134,13 @@ def _compute_split(ranks, step_median: float) -> dict[str, Any]:
 def _data_time(ranks) -> float | None:
     """Seconds per step the slowest-reading rank took to make its input (its median over the timed
     steps); in the step time only with data_in_step. None when no rank reads data."""
-    medians = [stats.median(r["data_times_s"]) for r in ranks if r.get("data_times_s")]
+    medians = [m for m in map(_rank_data_time, ranks) if m is not None]
     return max(medians) if medians else None
+
+
+def _rank_data_time(r: dict[str, Any]) -> float | None:
+    """One rank's input making, seconds per step: the median over its timed steps (None: reads none)."""
+    return stats.median(r["data_times_s"]) if r.get("data_times_s") else None
 
 
 def _breakdown(ranks) -> dict[str, Any]:
@@ -146,6 +151,7 @@ def _breakdown(ranks) -> dict[str, Any]:
     columns = breakdown.record_columns(traces)
     for entry, r in zip(columns["breakdown_per_rank"], ranks):
         entry["role"] = r.get("role")
+        entry["time_data_s"] = _rank_data_time(r)
     return columns
 
 
@@ -232,6 +238,6 @@ def _per_rank(r: dict[str, Any]) -> dict[str, Any]:
             *EXPERT_MEMORY, "comm_bytes_by_label", "moe_routing")
     out = {k: r.get(k) for k in keep}
     out.update({f"comm_{c}_bytes_per_step": r["comm_bytes_per_step"][c] for c in CATEGORIES})
-    out["time_data_s"] = stats.median(r["data_times_s"]) if r.get("data_times_s") else None
+    out["time_data_s"] = _rank_data_time(r)
     out["losses"] = r["losses"]
     return out

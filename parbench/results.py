@@ -110,7 +110,7 @@ SCHEMA: dict[str, str] = {
     "traced_steps": "untimed traced steps after the timed ones (torch.profiler + comm timing); null in older records",
     "breakdown_rank": "rank whose terms are the columns (the most compute + optimizer time)",
     "bubble_fraction": "time_bubble_s / traced_step_time_s, mean over ranks ((p-1)/(m+p-1) for GPipe and 1F1B)",
-    "breakdown_per_rank": "list of per-rank dicts: rank, role, the seven terms and traced_step_time_s",
+    "breakdown_per_rank": "list of per-rank dicts: rank, role, the seven terms, traced_step_time_s and time_data_s",
     "trace_file": "Chrome trace of the traced steps, relative to the results directory (traces/<run_id>.json), or null",
     # memory (max over ranks; per-rank values in per_rank)
     "peak_rss_bytes": "peak resident set size of a rank process (max over ranks)",

@@ -46,14 +46,18 @@ def handle_golden(a: argparse.Namespace) -> int:
 
 def handle_overhead(a: argparse.Namespace) -> int:
     from parbench.bench import harness, overhead
-    from parbench.config import WorkloadConfig
+    from parbench.config import ConfigError, WorkloadConfig
 
     changes = {"workload": WorkloadConfig(name=a.workload)} if a.workload else {}
     if a.global_batch_size:
         changes["global_batch_size"] = a.global_batch_size
     for strategy in a.strategy or harness.implemented_strategies():
-        spec = harness.BenchSpec(run=harness.bench_config(strategy, **changes), blocks=a.blocks,
-                                 steps_per_block=a.steps_per_block)
+        try:
+            run = harness.bench_config(strategy, **changes)
+        except ConfigError as exc:
+            print(f"{harness.Strategy(strategy).value:>10}: skipped ({exc})")
+            continue
+        spec = harness.BenchSpec(run=run, blocks=a.blocks, steps_per_block=a.steps_per_block)
         times = harness.launch_bench(spec)[0]["times"]
         print(overhead.from_times(harness.Strategy(strategy).value, times, "timed").describe())
         metered = overhead.from_times(harness.Strategy(strategy).value, times, "metered")

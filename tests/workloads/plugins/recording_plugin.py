@@ -1,6 +1,6 @@
 """A plugin that writes down every sample it makes, for tests of the input pipeline.
 
-Each call appends one JSON line (process, rank, step, global batch size, lo, hi) to the file
+Each call appends one JSON line (process, rank, world size, step, global batch size, lo, hi) to the file
 ``<this file>.calls.jsonl``; tests copy this module into a temporary directory so every test has
 its own log. ``make`` gives its data as ``batch_slice`` (each rank asks for its own samples),
 ``make_slow`` sleeps SLEEP_S in every call (an input pipeline slower than the step), and
@@ -33,7 +33,9 @@ def sample(seed: int, step: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def record(**call) -> None:
-    call.update(pid=os.getpid(), rank=dist.get_rank() if dist.is_initialized() else None)
+    ranked = dist.is_initialized()
+    call.update(pid=os.getpid(), rank=dist.get_rank() if ranked else None,
+                world_size=dist.get_world_size() if ranked else None)
     with open(LOG, "a") as f:  # one short append per call: lines from several processes do not mix
         f.write(json.dumps(call) + "\n")
 
