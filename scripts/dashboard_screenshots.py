@@ -45,7 +45,7 @@ def main() -> int:
         Path(a.out).mkdir(parents=True, exist_ok=True)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page = browser.new_page(viewport={"width": 1400, "height": 1500})
             for view in a.views.split(","):
                 page.goto(f"{url}/?view={view}")
                 drawn = "[data-testid=stDataFrame]" if view == "overview" else ".js-plotly-plot .main-svg"
