@@ -31,10 +31,10 @@ def enabled(stream: TextIO | None = None) -> bool:
 class Status:
     """``phase(text)`` replaces the line; ``done()`` erases it. A no-op when not ``enabled``."""
 
-    def __init__(self, prefix: str = "parbench", stream: TextIO | None = None) -> None:
+    def __init__(self, prefix: str = "parbench", stream: TextIO | None = None, on: bool | None = None) -> None:
         self.stream = stream or sys.stderr
         self.prefix = prefix
-        self.on = enabled(self.stream)
+        self.on = enabled(self.stream) if on is None else on
         self.start = time.monotonic()
 
     def phase(self, text: str) -> None:
@@ -48,3 +48,9 @@ class Status:
         if self.on:
             self.stream.write("\r\033[K")
             self.stream.flush()
+
+
+def for_rank(rank: int, prefix: str = "parbench run") -> Status:
+    """A rank's status line: on for rank 0 only, and only when the launching command asked for it
+    (``PARBENCH_PROGRESS=1`` in the environment the ranks started with), so a sweep's ranks stay quiet."""
+    return Status(prefix, on=rank == 0 and os.environ.get(ENV) == "1")
