@@ -864,7 +864,7 @@ def compare_ratios(df: pd.DataFrame, by: str = "run_label") -> go.Figure:
     lower = {HEADLINE_METRICS[c][0]: HEADLINE_METRICS[c][2] for c in HEADLINE_METRICS}
     metric_names = [f"{m} {'↓' if lower[m] else '↑'}" for m in table.index]
     fig, cells = _facets(info.loc[[c.split(" / ")[0] for c in ratio_cols]].reset_index(),
-                         title=f"Ratio to the first pick of each workload (↑ higher is better, ↓ lower is better)")
+                         title="Ratio to the first pick of each workload (↑ higher is better, ↓ lower is better)")
     for col in ratio_cols:
         name, base = col.split(" / ")
         row = info.loc[name]

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from parbench.config import Schedule, Strategy, WorkloadConfig
+from parbench.sim.architecture import Architecture
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import PRECISIONS, Layout, Recompute
-from parbench.sim.architecture import Architecture
 from parbench.sim.model import architecture_spec, model_spec
 from parbench.sim.models import MODELS
 from parbench.sim.predict import Prediction, predict

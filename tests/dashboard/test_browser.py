@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from parbench.commands.dashboard import free_port
-
 from dashboard.views import VIEWS
+from parbench.commands.dashboard import free_port
 
 from .conftest import ARTIFACTS, FIXTURE_RESULTS, MESHES, fixture_records, mesh
 

@@ -1,0 +1,69 @@
+"""What the CLI shows a person: help without markup and with every default, the results table by
+layout with short run ids fitting the terminal, and a progress line on a terminal only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from parbench.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "dashboard" / "fixtures" / "results"
+
+
+def parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("parbench",)):
+    """Every (command path, parser), sub-commands included."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from parsers(sub, (*path, name))
+
+
+def results_table(capsys, columns: int, *args: str) -> list[str]:
+    os.environ["COLUMNS"] = str(columns)
+    try:
+        assert main(["results", "--results-dir", str(FIXTURE), *args]) == 0
+    finally:
+        del os.environ["COLUMNS"]
+    return capsys.readouterr().out.splitlines()
+
+
+def test_results_show_the_layout_and_short_run_ids_within_the_terminal(capsys):
+    lines = results_table(capsys, 200)
+    text = "\n".join(lines)
+    records = [json.loads(p.read_text()) for p in FIXTURE.rglob("runs/*.json")]
+    for rec in records:
+        assert rec["run_id"][:8] in text and rec["run_id"] not in text
+    for mesh in ("dp1·tp2·pp2", "dp2·tp1·pp2", "dp2·tp2·pp1"):
+        assert f"hybrid x4 {mesh}" in text
+    assert "failed (rank 1)" in text and "transformer L4 H32 heads4 T16 V128 B48" in text
+    for width in (80, 100, 120):
+        assert max(len(line) for line in results_table(capsys, width)) <= width
+
+
+def test_progress_line_only_on_a_terminal(tmp_path):
+    code = ("from parbench.progress import Status; s = Status('t'); s.phase('warm-up step 1/2'); s.done(); "
+            "print('ok')")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("PARBENCH_PROGRESS", None)
+    piped = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, check=True)
+    assert piped.stderr == b"" and piped.stdout == b"ok\n"  # a pipe stays clean
+    forced = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
+                            env=dict(env, PARBENCH_PROGRESS="1"))
+    assert b"\r\033[Kt: warm-up step 1/2" in forced.stderr and forced.stderr.endswith(b"\r\033[K")
+
+
+@pytest.mark.parametrize("flag", ["0", "1"])
+def test_progress_env_switch(flag, monkeypatch):
+    from parbench import progress
+
+    monkeypatch.setenv(progress.ENV, flag)
+    assert progress.enabled() is (flag == "1")
