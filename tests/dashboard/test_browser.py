@@ -177,7 +177,7 @@ def test_no_chart_divides_one_workload_by_another(page, dashboard_url):
         wait_drawn(page)
     page.wait_for_function("""() => [...document.querySelectorAll('.js-plotly-plot')].some(el =>
         el.data.some(t => t.name === 'ddp x4 / single x1'))""", timeout=30_000)
-    ratios = page.evaluate(FIGURES)[-1]
+    ratios = next(f for f in page.evaluate(FIGURES) if "Ratio to the first pick" in f["title"])
     facets = ratios["facets"]
     axis_of = {t["name"]: t["xaxis"] for t in ratios["traces"]}
     assert axis_of["ddp x4 / single x1"] == facets[WORKLOADS["transformer"]]
