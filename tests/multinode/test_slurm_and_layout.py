@@ -124,13 +124,13 @@ def test_without_root_the_cluster_says_so_and_does_nothing(monkeypatch, capsys):
 
 
 def test_simulator_prediction_of_a_shaped_link():
-    """sim's ring all-reduce over the recorded link: 2 ceil(log2 4) alpha + 2(n-1)/n S / (rate / 8)."""
+    """sim's ring all-reduce over the recorded link: 2(n-1) alpha + 2(n-1)/n S / (rate / 8) (Thakur et al.)."""
     from parbench.cluster.predict import ASSUMED_LATENCY_S, compare
 
     record = {"cluster_emulated": True, "cluster_link_rate_bit_per_s": 10**8, "ranks_per_node": 2, "world_size": 4,
               "comm_ops": {"all_reduce/parameter": {"count": 1.0, "payload_bytes": 1628200.0}},
               "exposed_comm_time_s": 0.2, "step_time_s_median": 0.22, "compute_time_s_median": 0.02}
-    expected = 4 * ASSUMED_LATENCY_S + 1.5 * 1628200 / (10**8 / 8)
+    expected = 2 * (4 - 1) * ASSUMED_LATENCY_S + 1.5 * 1628200 / (10**8 / 8)
     assert compare(record)["predicted_comm_time_s"] == pytest.approx(expected, rel=1e-12)
     with pytest.raises(ValueError, match="not from a shaped emulated cluster"):
         compare({**record, "cluster_link_rate_bit_per_s": None})
