@@ -15,56 +15,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from parbench.names import (DATASETS, FAULTS, PLUGIN_GROUP, TOKEN_WORKLOADS, WORKLOAD_NAMES, Backend,  # noqa: F401
+                            ConfigError, DataMode, DataParallelMode, Schedule, Strategy)
+from parbench.validation import validate_run
 
-class ConfigError(ValueError):
-    """A configuration that cannot run; the message names every offending factor."""
-
-
-class Strategy(str, enum.Enum):
-    SINGLE = "single"
-    DDP = "ddp"
-    ZERO1 = "zero1"
-    ZERO2 = "zero2"
-    FSDP = "fsdp"
-    TP = "tp"
-    PIPELINE = "pipeline"
-    HYBRID = "hybrid"
-    PS = "ps"
-    EP = "ep"
-
-
-class Schedule(str, enum.Enum):
-    GPIPE = "gpipe"
-    ONE_F_ONE_B = "1f1b"
-    INTERLEAVED_1F1B = "interleaved1f1b"
-
-
-class DataMode(str, enum.Enum):
-    SHARDED = "sharded"  # every rank materialises only its own shard: no data traffic
-    RANK0 = "rank0"  # rank 0 reads the global batch and scatters it: data traffic
-
-
-class Backend(str, enum.Enum):
-    GLOO = "gloo"
-    NCCL = "nccl"
-    MPI = "mpi"
-
-
-class DataParallelMode(str, enum.Enum):
-    """How the data-parallel dimension of a hybrid mesh replicates the model."""
-
-    DDP = "ddp"
-    FSDP = "fsdp"
-
-
-WORKLOAD_NAMES = ("mlp", "transformer", "hf-llama", "hf-gpt2", "moe")
-"""Built-in workloads; plugins are named ``module:factory``, ``path/file.py:factory`` or by entry point."""
-TOKEN_WORKLOADS = ("transformer", "hf-llama", "hf-gpt2", "moe")
-"""Workloads whose shape is (layers, hidden, heads, seq_len, vocab_size)."""
-PLUGIN_GROUP = "parbench.workloads"
-"""The entry-point group installed plugins register their factories in."""
-DATASETS = ("synthetic", "digits", "mnist")
-FAULTS = ("raise", "hang", "crash")
 DEFAULT_LAYERS = {"mlp": 1, "transformer": 4, "hf-llama": 2, "hf-gpt2": 2, "moe": 4}
 DEFAULT_HIDDEN = {"mlp": 512, "transformer": 64, "hf-llama": 64, "hf-gpt2": 64, "moe": 64}
 # plugins build their own optimizer; 1e-3 (AdamW's usual value) is their default learning rate
@@ -306,8 +260,6 @@ class RunConfig:
         }.get(self.strategy, (w, 1, 1))
 
     def _validate(self) -> None:
-        from parbench.validation import validate_run  # noqa: PLC0415 (keeps this module small)
-
         validate_run(self)
 
     # --- derived quantities -------------------------------------------------------------

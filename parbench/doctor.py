@@ -94,7 +94,7 @@ def layout_findings(report: Report, ranks_here: int, gpus: int, device: str) -> 
 def check(cfg, *, ranks_here: int | None = None) -> str | None:
     """The pre-spawn checks of ``parbench run`` for ``cfg``; the reason it cannot run, or None."""
     from parbench.config import ConfigError
-    from parbench.validation import check_environment
+    from parbench.preflight import check_environment
 
     try:
         check_environment(cfg, ranks_here=ranks_here)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from parbench.config import MOE_KEYS, TOKEN_WORKLOADS, RunConfig, Strategy
 from parbench import devices
+from parbench.config import MOE_KEYS, RunConfig
 from parbench.metrics import breakdown, stats
 from parbench.metrics.categories import CATEGORIES
+from parbench.names import TOKEN_WORKLOADS, Strategy
+from parbench.rank_result import RankResult
 from parbench.results import SCHEMA_VERSION, new_run_id, provenance
 
 
@@ -61,12 +63,12 @@ def failed_record(cfg: RunConfig, outcome, wall: float) -> dict[str, Any]:
             "failed_rank": outcome.failed_rank}
 
 
-def step_losses(ranks: list[dict[str, Any]]) -> list[float]:
+def step_losses(ranks: list[RankResult]) -> list[float]:
     """Global loss per step: the mean over the ranks that computed one (equal shards => global mean)."""
-    n_steps = len(ranks[0]["losses"])
+    n_steps = len(ranks[0].losses)
     out = []
     for i in range(n_steps):
-        vals = [r["losses"][i] for r in ranks if r["losses"][i] is not None]
+        vals = [r.losses[i] for r in ranks if r.losses[i] is not None]
         out.append(sum(vals) / len(vals) if vals else math.nan)
     return out
 
@@ -90,22 +92,23 @@ def _diverged_error(losses: Sequence[float], step: int) -> str:
             f"counted from 0); the run finished and its figures are kept, but it is not a valid training run")
 
 
-def build_record(cfg: RunConfig, ranks: list[dict[str, Any]], wall: float, *,
+def build_record(cfg: RunConfig, ranks: list[RankResult], wall: float, *,
                  reference_losses: list[float] | None = None, reference_error: str | None = None) -> dict[str, Any]:
     rec = {**_base(cfg, wall), "status": "ok", "error": None, "failed_rank": None}
-    times = ranks[0]["step_times_s"]  # barriers end every step together: rank 0's clock is the run's
+    times = ranks[0].step_times_s  # barriers end every step together: rank 0's clock is the run's
     timed = sum(times)
     rec.update(stats.summary(times, "step_time_s"))
     rec["step_times_s"] = times
     rec["throughput_samples_per_s"] = cfg.global_batch_size * len(times) / timed
-    tokens = cfg.workload.seq_len if cfg.workload.name in TOKEN_WORKLOADS else None
+    tokens = ranks[0].tokens_per_sample
     rec["throughput_tokens_per_s"] = rec["throughput_samples_per_s"] * tokens if tokens else None
     rec.update(_compute_split(ranks, rec["step_time_s_median"]))
     if cfg.device == "cuda":
-        rec["gpu_name"] = ranks[0].get("device_name") or rec["gpu_name"]  # the device rank 0 really ran on
+        rec["gpu_name"] = ranks[0].device_name or rec["gpu_name"]  # the device rank 0 really ran on
     rec["time_data_s"] = _data_time(ranks)
     rec.update(_breakdown(ranks))
-    rec.update(_flops(cfg, rec["step_time_s_median"], rec["gpu_name"] if cfg.device == "cuda" else None))
+    rec.update(_flops(cfg, ranks[0].train_flops_per_sample, rec["step_time_s_median"],
+                      rec["gpu_name"] if cfg.device == "cuda" else None))
     rec.update(_memory(ranks))
     rec.update(_comm(ranks))
     rec.update(_moe(ranks, probe=cfg.warmup_steps))
@@ -124,41 +127,38 @@ def build_record(cfg: RunConfig, ranks: list[dict[str, Any]], wall: float, *,
 
 
 def _compute_split(ranks, step_median: float) -> dict[str, Any]:
-    compute = ranks[0]["compute_times_s"]
+    compute = ranks[0].compute_times_s
     if not compute:
         return {"compute_time_s_median": None, "exposed_comm_time_s": None}
     c = stats.median(compute)
     return {"compute_time_s_median": c, "exposed_comm_time_s": step_median - c}
 
 
-def _data_time(ranks) -> float | None:
+def _data_time(ranks: list[RankResult]) -> float | None:
     """Seconds per step the slowest-reading rank took to make its input (its median over the timed
     steps); in the step time only with data_in_step. None when no rank reads data."""
     medians = [m for m in map(_rank_data_time, ranks) if m is not None]
     return max(medians) if medians else None
 
 
-def _rank_data_time(r: dict[str, Any]) -> float | None:
+def _rank_data_time(r: RankResult) -> float | None:
     """One rank's input making, seconds per step: the median over its timed steps (None: reads none)."""
-    return stats.median(r["data_times_s"]) if r.get("data_times_s") else None
+    return stats.median(r.data_times_s) if r.data_times_s else None
 
 
-def _breakdown(ranks) -> dict[str, Any]:
+def _breakdown(ranks: list[RankResult]) -> dict[str, Any]:
     """The step-time breakdown of the traced steps (``parbench.metrics.breakdown``)."""
-    traces = [r.get("trace") for r in ranks]
+    traces = [r.trace for r in ranks]
     if any(t is None or not t.get("steps") for t in traces):
         return breakdown.empty_columns()
     columns = breakdown.record_columns(traces)
     for entry, r in zip(columns["breakdown_per_rank"], ranks):
-        entry["role"] = r.get("role")
+        entry["role"] = r.role
         entry["time_data_s"] = _rank_data_time(r)
     return columns
 
 
-def _flops(cfg: RunConfig, step_median: float, gpu_name: str | None) -> dict[str, Any]:
-    from parbench import workloads
-
-    per_sample = workloads.make(cfg.workload, cfg.seed).train_flops_per_sample
+def _flops(cfg: RunConfig, per_sample: int, step_median: float, gpu_name: str | None) -> dict[str, Any]:
     per_step = per_sample * cfg.global_batch_size
     achieved = per_step / cfg.world_size / step_median
     basis = devices.peak_basis(gpu_name, cfg.precision)
@@ -166,21 +166,21 @@ def _flops(cfg: RunConfig, step_median: float, gpu_name: str | None) -> dict[str
             "mfu": achieved / basis.peak_flops if basis.peak_flops else None, **basis.as_record()}
 
 
-def _memory(ranks) -> dict[str, Any]:
+def _memory(ranks: list[RankResult]) -> dict[str, Any]:
     keys = ("peak_rss_bytes", "mem_param_bytes", "mem_grad_bytes", "mem_optim_bytes", "mem_activation_bytes",
             "cuda_allocated_peak_bytes", "cuda_reserved_peak_bytes", "cuda_device_used_bytes",
             "cuda_device_total_bytes", *EXPERT_MEMORY)
-    return {k: (max(r[k] for r in ranks) if ranks[0].get(k) is not None else None) for k in keys}
+    return {k: (max(getattr(r, k) for r in ranks) if getattr(ranks[0], k) is not None else None) for k in keys}
 
 
-def _comm(ranks) -> dict[str, Any]:
-    out = {f"comm_{c}_bytes_per_step": max(r["comm_bytes_per_step"][c] for r in ranks) for c in CATEGORIES}
-    busiest = max(ranks, key=lambda r: sum(r["comm_bytes_per_step"].values()))
-    out["comm_total_bytes_per_step"] = sum(busiest["comm_bytes_per_step"].values())
-    wire = [r["comm_wire_bytes_per_step"] for r in ranks]
+def _comm(ranks: list[RankResult]) -> dict[str, Any]:
+    out = {f"comm_{c}_bytes_per_step": max(r.comm_bytes_per_step[c] for r in ranks) for c in CATEGORIES}
+    busiest = max(ranks, key=lambda r: sum(r.comm_bytes_per_step.values()))
+    out["comm_total_bytes_per_step"] = sum(busiest.comm_bytes_per_step.values())
+    wire = [r.comm_wire_bytes_per_step for r in ranks]
     out["comm_wire_bytes_per_step"] = None if None in wire else max(wire)  # null under nccl: not gloo's algorithms
-    out["comm_ops"] = busiest["comm_ops"]
-    os_bytes = [r["os_write_bytes_per_step"] for r in ranks]
+    out["comm_ops"] = busiest.comm_ops
+    os_bytes = [r.os_write_bytes_per_step for r in ranks]
     out["os_write_bytes_per_step"] = None if None in os_bytes else max(os_bytes)
     return out
 
@@ -193,19 +193,19 @@ MOE_LABELS = {"moe_dispatch": "comm_moe_dispatch_bytes_per_step", "moe_combine":
 EXPERT_MEMORY = ("mem_expert_param_bytes", "mem_expert_grad_bytes", "mem_expert_optim_bytes")
 
 
-def _moe(ranks: list[dict[str, Any]], *, probe: int) -> dict[str, Any]:
+def _moe(ranks: list[RankResult], *, probe: int) -> dict[str, Any]:
     """All-to-all bytes by direction (max over ranks), tokens per expert (summed over ranks),
     load imbalance and dropped share; all None for dense models."""
     out = {field: None for field in (*MOE_LABELS.values(), *MOE_RECORD)}
-    if ranks[0].get("moe_routing") is None:
+    if ranks[0].moe_routing is None:
         return out
     for label, field in MOE_LABELS.items():
-        out[field] = max(r.get("comm_bytes_by_label", {}).get(label, 0) for r in ranks)
+        out[field] = max(r.comm_bytes_by_label.get(label, 0) for r in ranks)
     routed = _summed(ranks, "routed")  # [step][layer][expert], every rank's tokens
     kept = _summed(ranks, "kept")
     out["moe_routed_tokens_per_expert_per_step"] = routed
     out["moe_tokens_per_expert_per_step"] = kept
-    out["moe_tokens_per_expert_per_rank"] = [[sum(col) for col in zip(*r["moe_routing"][probe]["kept"])]
+    out["moe_tokens_per_expert_per_rank"] = [[sum(col) for col in zip(*r.moe_routing[probe]["kept"])]
                                              for r in ranks]
     out["moe_load_imbalance_per_step"] = [max(max(layer) / (sum(layer) / len(layer)) for layer in step)
                                           for step in routed]
@@ -220,9 +220,9 @@ MOE_RECORD = ("moe_routed_tokens_per_expert_per_step", "moe_tokens_per_expert_pe
               "moe_dropped_fraction_per_step", "moe_dropped_fraction")
 
 
-def _summed(ranks: list[dict[str, Any]], key: str) -> list[list[list[int]]]:
-    steps = len(ranks[0]["moe_routing"])
-    return [[[sum(vals) for vals in zip(*layers)] for layers in zip(*(r["moe_routing"][i][key] for r in ranks))]
+def _summed(ranks: list[RankResult], key: str) -> list[list[list[int]]]:
+    steps = len(ranks[0].moe_routing)
+    return [[[sum(vals) for vals in zip(*layers)] for layers in zip(*(r.moe_routing[i][key] for r in ranks))]
             for i in range(steps)]
 
 
@@ -230,14 +230,14 @@ def _total(step: list[list[int]]) -> int:
     return sum(sum(layer) for layer in step)
 
 
-def _per_rank(r: dict[str, Any]) -> dict[str, Any]:
+def _per_rank(r: RankResult) -> dict[str, Any]:
     keep = ("rank", "role", "peak_rss_bytes", "mem_param_bytes", "mem_grad_bytes", "mem_optim_bytes",
             "mem_activation_bytes", "cuda_allocated_peak_bytes", "cuda_reserved_peak_bytes",
             "cuda_device_used_bytes", "cuda_device_total_bytes", "device_name", "comm_wire_bytes_per_step",
             "os_write_bytes_per_step", "comm_ops", "extra",
             *EXPERT_MEMORY, "comm_bytes_by_label", "moe_routing")
-    out = {k: r.get(k) for k in keep}
-    out.update({f"comm_{c}_bytes_per_step": r["comm_bytes_per_step"][c] for c in CATEGORIES})
+    out = {k: getattr(r, k) for k in keep}
+    out.update({f"comm_{c}_bytes_per_step": r.comm_bytes_per_step[c] for c in CATEGORIES})
     out["time_data_s"] = _rank_data_time(r)
-    out["losses"] = r["losses"]
+    out["losses"] = r.losses
     return out

@@ -1,4 +1,4 @@
-"""What one rank does: build the strategy, warm up, probe, time steps, write its figures to a file.
+"""What one rank does: build the strategy, warm up, probe, time steps, hand back its figures.
 
 Order of a run on every rank::
 
@@ -21,13 +21,9 @@ traffic is deterministic (the OS counter over the timed steps cross-checks it).
 
 from __future__ import annotations
 
-import ctypes
-import json
 import os
 import signal
 import time
-import traceback
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -36,48 +32,34 @@ import torch.distributed as dist
 from parbench import strategies, workloads
 from parbench.config import RunConfig
 from parbench.data import Feed
+from parbench.distributed import RankInfo
 from parbench.metrics import memory
 from parbench.metrics.comm import CommMeter, os_write_bytes
 from parbench.metrics.tracing import TRACED_STEPS, traced_steps
+from parbench.rank_result import RankResult
 from parbench.strategies.base import RankContext, Trainer
 
 COMPUTE_ONLY_STEPS = 5
+MeterFactory = Callable[..., CommMeter]
+"""``(rank=, backend=) -> CommMeter``: the multi-node worker passes one that also splits bytes by node."""
 
 
-def rank_entry(rank: int, world_size: int, store_port: int, config: dict, out_dir: str,
-               store_host: str = "127.0.0.1") -> None:
-    """Process entry point (torch.multiprocessing): never returns, always leaves a result file."""
-    _die_with_parent()
-    out = Path(out_dir)
-    try:
-        cfg = RunConfig.from_dict(config)
-        store = dist.TCPStore(store_host, store_port, world_size, is_master=False, timeout=_td(cfg.timeout_s))
-        result = run_rank(cfg, rank=rank, world_size=world_size, store=store)
-        _write(out / f"rank{rank}.json", result)
-    except BaseException as exc:  # noqa: BLE001 - every failure must reach the launcher as a file
-        _write(out / f"rank{rank}.error.json", {"rank": rank, "error": f"{type(exc).__name__}: {exc}",
-                                                "traceback": traceback.format_exc(), "time": time.time()})
-        os._exit(1)
-    _teardown()
+def run_rank(cfg: RunConfig, info: RankInfo) -> RankResult:
+    """The rank function of a run (``parbench.distributed.spawn`` calls it in every rank)."""
+    return measure(*prepare(cfg, info))
 
 
-def run_rank(cfg: RunConfig, *, rank: int, world_size: int, store: dist.Store,
-             local_rank: int | None = None) -> dict[str, Any]:
-    """``local_rank``: the rank's index on its node (torchrun's LOCAL_RANK); single-host runs use
-    ``rank`` and never read LOCAL_RANK from the environment, which an outer launcher may have set."""
-    torch.set_num_threads(cfg.threads)
-    device = _device(cfg, rank if local_rank is None else local_rank)
-    dist.init_process_group(cfg.backend.value, store=store, rank=rank, world_size=world_size,
-                            timeout=_td(cfg.timeout_s), device_id=device if device.type == "cuda" else None)
-    ctx = RankContext(config=cfg, rank=rank, world_size=world_size, device=device,
+def prepare(cfg: RunConfig, info: RankInfo, *, meter_factory: MeterFactory = CommMeter) -> tuple[RankContext, Trainer]:
+    """This rank's context and its strategy's trainer (fault hook applied), memory peaks reset."""
+    ctx = RankContext(config=cfg, rank=info.rank, world_size=info.world_size, device=info.device,
                       workload=workloads.make(cfg.workload, cfg.seed),
-                      meter=CommMeter(rank=rank, backend=cfg.backend.value))
+                      meter=meter_factory(rank=info.rank, backend=cfg.backend.value))
     memory.reset_peak_rss()
     trainer = strategies.build(ctx)
-    memory.reset_cuda_peaks(device)  # after the build: see reset_cuda_peaks
+    memory.reset_cuda_peaks(info.device)  # after the build: see reset_cuda_peaks
     if cfg.inject_fault:
-        trainer = _with_fault(trainer, cfg.inject_fault, rank)
-    return measure(ctx, trainer)
+        trainer = _with_fault(trainer, cfg.inject_fault, info.rank)
+    return ctx, trainer
 
 
 def _with_fault(trainer: Trainer, fault: str, rank: int) -> Trainer:
@@ -100,7 +82,7 @@ def _with_fault(trainer: Trainer, fault: str, rank: int) -> Trainer:
     return trainer
 
 
-def measure(ctx: RankContext, trainer: Trainer) -> dict[str, Any]:
+def measure(ctx: RankContext, trainer: Trainer) -> RankResult:
     cfg, device = ctx.config, ctx.device
     losses = [trainer.step(i) for i in range(cfg.warmup_steps)]
 
@@ -120,44 +102,52 @@ def measure(ctx: RankContext, trainer: Trainer) -> dict[str, Any]:
     }
 
     first_timed = probe + 1
-    step_times, timed_losses, io_bytes = _timed(ctx, trainer.step, first_timed, cfg.steps, trainer.feed)
+    step_times, timed_losses, io_bytes = timed_steps(ctx, trainer.step, first_timed, cfg.steps, trainer.feed)
     losses += timed_losses
     barrier_io = _barrier_bytes(cfg.steps)
     compute_times: list[float] = []
     if trainer.compute_only_step is not None:
         n = min(cfg.steps, COMPUTE_ONLY_STEPS)
-        compute_times, _, _ = _timed(ctx, trainer.compute_only_step, first_timed + cfg.steps, n, trainer.feed)
+        compute_times, _, _ = timed_steps(ctx, trainer.compute_only_step, first_timed + cfg.steps, n, trainer.feed)
     ahead = trainer.feed is not None and not cfg.data_in_step
     trace = traced_steps(step=trainer.step, meter=ctx.meter, device=device, world_size=ctx.world_size,
                          start=first_timed + cfg.steps + len(compute_times), n=TRACED_STEPS,
                          prepare=trainer.feed.prepare if ahead else None)
 
     nccl = cfg.backend.value == "nccl"
-    return {
-        "rank": ctx.rank,
-        "role": trainer.role,
-        "step_times_s": step_times,
-        "data_times_s": _data_times(trainer.feed, first_timed, cfg.steps),
-        "compute_times_s": compute_times,
-        "losses": [None if v is None else float(v) for v in losses],
-        "comm_bytes_per_step": ctx.meter.by_category(),
+    return RankResult(
+        rank=ctx.rank,
+        role=trainer.role,
+        step_times_s=step_times,
+        data_times_s=_data_times(trainer.feed, first_timed, cfg.steps),
+        compute_times_s=compute_times,
+        losses=[None if v is None else float(v) for v in losses],
+        comm_bytes_per_step=ctx.meter.by_category(),
         # gloo's algorithms and its socket writes; NCCL picks ring/tree itself and moves bytes over
         # NVLink, shared memory or InfiniBand without write syscalls: neither figure holds there
-        "comm_wire_bytes_per_step": None if nccl else ctx.meter.wire_total(),
-        "comm_ops": ctx.meter.breakdown(),
-        "os_write_bytes_per_step": None if nccl else max(io_bytes - barrier_io, 0) / cfg.steps,
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-        "comm_bytes_by_label": dict(ctx.meter.labels),
-        "moe_routing": trainer.routing()[:probe + 1 + cfg.steps] if trainer.routing else None,
-        "peak_rss_bytes": memory.peak_rss_bytes(),
+        comm_wire_bytes_per_step=None if nccl else ctx.meter.wire_total(),
+        comm_ops=ctx.meter.breakdown(),
+        os_write_bytes_per_step=None if nccl else max(io_bytes - barrier_io, 0) / cfg.steps,
+        device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        comm_bytes_by_label=dict(ctx.meter.labels),
+        moe_routing=trainer.routing()[:probe + 1 + cfg.steps] if trainer.routing else None,
+        peak_rss_bytes=memory.peak_rss_bytes(),
         **mem,
         **memory.cuda_peaks(device),
-        "extra": trainer.extra,
-        "trace": {"rank": ctx.rank, **trace},
-    }
+        param_count=sum(_local(p).numel() for p in trainer.params),
+        train_flops_per_sample=ctx.workload.train_flops_per_sample,
+        tokens_per_sample=ctx.workload.tokens_per_sample,
+        extra=trainer.extra,
+        trace={"rank": ctx.rank, **trace},
+    )
 
 
-def _timed(ctx: RankContext, step: Callable[[int], Any], start: int, n: int, feed: Feed | None = None):
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's local shard (what this rank stores); a plain tensor itself."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def timed_steps(ctx: RankContext, step: Callable[[int], Any], start: int, n: int, feed: Feed | None = None):
     """n steps, each between barriers: all ranks start together, and a step ends with the slowest rank.
     Step i's input is made before its start barrier, unless the run asks for it inside the step."""
     times, losses = [], []
@@ -192,45 +182,3 @@ def _barrier_bytes(steps: int) -> int:
     for _ in range(2 * steps):
         dist.barrier()
     return os_write_bytes() - io0
-
-
-def _device(cfg: RunConfig, local_rank: int) -> torch.device:
-    """One GPU per rank on its node. Two ranks on one GPU make NCCL abort ("Duplicate GPU detected"),
-    so too few GPUs is an error here too (the launchers refuse it before spawning)."""
-    if cfg.device != "cuda":
-        return torch.device("cpu")
-    if local_rank >= torch.cuda.device_count():
-        raise RuntimeError(f"local rank {local_rank} has no GPU of its own: {torch.cuda.device_count()} visible")
-    torch.cuda.set_device(local_rank)
-    return torch.device("cuda", local_rank)
-
-
-def _td(seconds: float):
-    import datetime
-
-    return datetime.timedelta(seconds=seconds)
-
-
-def _write(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)  # the launcher never reads half a file
-
-
-def _teardown() -> None:
-    """Leave the process group, then exit at once: after destroy, ~15% of gloo ranks abort in
-    interpreter shutdown ("terminate called without an active exception"; FIELD_NOTES)."""
-    try:
-        dist.barrier()
-        dist.destroy_process_group()
-    finally:
-        os._exit(0)
-
-
-def _die_with_parent() -> None:
-    """Ask the kernel to SIGKILL this rank if its parent dies: no orphans, even after kill -9."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass

@@ -75,7 +75,7 @@ def rank_main(rank: int, port: int, pairs: int, steps: int, out: str) -> None:
     for r in range(pairs):
         for mode in MODES[r % 3:] + MODES[:r % 3]:  # rotate: no side always runs first
             ctx, trainer = built[mode]
-            times, _, _ = runner._timed(ctx, trainer.step, start, steps, trainer.feed)
+            times, _, _ = runner.timed_steps(ctx, trainer.step, start, steps, trainer.feed)
             medians[mode].append(statistics.median(times))
         start += steps
     making = {m: statistics.median(list(built[m][1].feed.seconds.values())[3:]) for m in MODES}

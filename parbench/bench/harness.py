@@ -13,7 +13,7 @@ and hand the timings back. Each rank, in one launch:
                 ``DistributedDataParallel`` of the model, zero_grad / forward / loss / backward /
                 step on one prebuilt batch: nothing of parbench); for the other strategies their
                 step with every input of the block made before the block starts
-   ``timed``    ``runner._timed``: exactly the runner's timed loop (each input made before the
+   ``timed``    ``runner.timed_steps``: exactly the runner's timed loop (each input made before the
                 step's start barrier, a barrier either side of every step, a clock, the OS write counter)
    ``metered``  every step under the probe's meters (CommMeter's dispatch mode + ActivationTracker)
 
@@ -24,17 +24,16 @@ does not see the launching process's environment.
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import shutil
-import tempfile
 import time
-import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
+import torch.distributed as dist
+
+from parbench import preflight, runner
 from parbench.config import ConfigError, RunConfig, Strategy, WorkloadConfig
+from parbench.distributed import RankInfo, spawn
+from parbench.metrics import memory
 
 MODES = ("bare", "timed", "metered")
 LOOP_COST_CHUNKS, LOOP_COST_STEPS = 10, 10  # 100 empty steps: ~0.1 s at W=2
@@ -77,13 +76,6 @@ class BenchSpec:
         if self.inject_delay_s < 0:
             raise ConfigError(f"inject_delay_s={self.inject_delay_s} must be >= 0")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "run": self.run.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "BenchSpec":
-        return cls(**{**data, "run": RunConfig.from_dict(data["run"])})
-
 
 def bench_config(strategy: Strategy | str, **changes: Any) -> RunConfig:
     """The fixed small configuration of ``strategy`` (world size 2 unless it needs otherwise)."""
@@ -102,25 +94,11 @@ def implemented_strategies() -> list[Strategy]:
 
 
 def launch_bench(spec: BenchSpec) -> list[dict[str, Any]]:
-    """Start the ranks, wait for them (launch's watchdog and deadline), return each rank's result."""
-    import torch.distributed as dist
-    import torch.multiprocessing as mp
-
-    from parbench import launch  # also sets the forkserver preload (torch imported once)
-
+    """Start the ranks, wait for them (the launcher's watchdog and deadline), return each rank's result."""
     cfg = spec.run
-    launch.check_environment(cfg)
-    launch.check_implemented(cfg)
-    out_dir = Path(tempfile.mkdtemp(prefix="parbench-bench-"))
-    store = dist.TCPStore("127.0.0.1", 0, cfg.world_size + 1, is_master=True, wait_for_workers=False)
-    context = mp.start_processes(_entry, args=(cfg.world_size, store.port, spec.to_dict(), str(out_dir)),
-                                 nprocs=cfg.world_size, join=False, start_method="forkserver")
-    try:
-        outcome = launch._watch(context.processes, out_dir, cfg)
-    finally:
-        launch._kill_all(context.processes)
-        shutil.rmtree(out_dir, ignore_errors=True)
-        del store
+    preflight.check(cfg)
+    outcome = spawn(cfg.world_size, bench_rank, spec, timeout_s=cfg.timeout_s, backend=cfg.backend.value,
+                    device=cfg.device, threads=cfg.threads)
     if outcome.status != "ok":
         raise BenchError(f"{cfg.strategy.value}: {outcome.status}: {outcome.error}")
     return outcome.results
@@ -128,56 +106,19 @@ def launch_bench(spec: BenchSpec) -> list[dict[str, Any]]:
 
 def golden_figures(ranks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The deterministic figures of every rank: ``{"rank0": {key: value}, ...}``."""
-    return {f"rank{r['figures']['rank']}": {k: r["figures"][k] for k in GOLDEN_KEYS} for r in ranks}
+    return {f"rank{r['figures'].rank}": {k: getattr(r["figures"], k) for k in GOLDEN_KEYS} for r in ranks}
 
 
 # --- the rank side --------------------------------------------------------------------------
 
 
-def _entry(rank: int, world_size: int, port: int, spec: dict, out_dir: str) -> None:
-    """Rank process entry: mirrors runner.rank_entry (always leaves a result or an error file)."""
-    import torch.distributed as dist
-
-    from parbench import runner
-
-    runner._die_with_parent()
-    out = Path(out_dir)
-    try:
-        bench = BenchSpec.from_dict(spec)
-        store = dist.TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=runner._td(bench.run.timeout_s))
-        runner._write(out / f"rank{rank}.json", bench_rank(bench, rank=rank, world_size=world_size, store=store))
-    except BaseException as exc:  # noqa: BLE001 - every failure must reach the launcher as a file
-        runner._write(out / f"rank{rank}.error.json", {"rank": rank, "error": f"{type(exc).__name__}: {exc}",
-                                                       "traceback": traceback.format_exc()})
-        os._exit(1)
-    runner._teardown()
-
-
-def bench_rank(spec: BenchSpec, *, rank: int, world_size: int, store) -> dict[str, Any]:
-    import torch
-    import torch.distributed as dist
-
-    from parbench import runner, strategies, workloads
-    from parbench.metrics.comm import CommMeter
-    from parbench.strategies.base import RankContext
-
+def bench_rank(spec: BenchSpec, info: RankInfo) -> dict[str, Any]:
+    """The rank function: the product's own measurement (what a record reports), then the timed rounds."""
+    ctx, trainer = runner.prepare(spec.run, info)
+    figures = runner.measure(ctx, trainer)
     cfg = spec.run
-    torch.set_num_threads(cfg.threads)
-    device = runner._device(cfg, rank)
-    dist.init_process_group(cfg.backend.value, store=store, rank=rank, world_size=world_size,
-                            timeout=runner._td(cfg.timeout_s))
-    ctx = RankContext(config=cfg, rank=rank, world_size=world_size, device=device,
-                      workload=workloads.make(cfg.workload, cfg.seed),
-                      meter=CommMeter(rank=rank, backend=cfg.backend.value))
-    trainer = strategies.build(ctx)
-    figures = runner.measure(ctx, trainer)  # the product's own path: what a record reports
-    figures["param_count"] = sum(_local(p).numel() for p in trainer.params)
-    first = cfg.warmup_steps + 1 + cfg.steps + len(figures["compute_times_s"])
+    first = cfg.warmup_steps + 1 + cfg.steps + len(figures.compute_times_s)
     return {"figures": figures, "times": _rounds(ctx, trainer, spec, first, bare_counterpart(ctx, trainer))}
-
-
-def _local(t):
-    return t.to_local() if hasattr(t, "to_local") else t
 
 
 def bare_counterpart(ctx, trainer) -> tuple[Callable[[int], Any], Any]:
@@ -232,15 +173,11 @@ def _loop_cost(ctx, noop: Callable[[int], Any], chunks: int = LOOP_COST_CHUNKS, 
     """Seconds per step the runner's timed loop adds around a step: its loop run on an empty step
     (both barriers, the clock, /proc/self/io), wall time per step of each chunk. Many short
     repetitions make this small cost resolvable where a step-vs-step difference is lost in noise."""
-    import torch.distributed as dist
-
-    from parbench import runner
-
     out = []
     for _ in range(chunks):
         dist.barrier()  # all ranks start the chunk together
         t0 = time.perf_counter()
-        runner._timed(ctx, noop, 0, n)
+        runner.timed_steps(ctx, noop, 0, n)
         out.append((time.perf_counter() - t0) / n)
     return out
 
@@ -248,8 +185,6 @@ def _loop_cost(ctx, noop: Callable[[int], Any], chunks: int = LOOP_COST_CHUNKS, 
 def _plain_block(step: Callable[[int], Any], start: int, n: int, feed=None) -> tuple[float, list[float]]:
     """n steps back to back on inputs made before the block (``feed``); barriers only around the
     block, so that all ranks start and end together."""
-    import torch.distributed as dist
-
     for i in range(start, start + n):
         if feed is not None:
             feed.prepare(i)  # prebuilt: the block times the steps only
@@ -263,16 +198,12 @@ def _plain_block(step: Callable[[int], Any], start: int, n: int, feed=None) -> t
 
 def _timed_block(ctx, step: Callable[[int], Any], start: int, n: int, feed=None) -> tuple[float, list[float]]:
     """The runner's timed loop itself; its per-step figure is what a record reports (their mean here)."""
-    from parbench import runner
-
-    times, _, _ = runner._timed(ctx, step, start, n, feed)
+    times, _, _ = runner.timed_steps(ctx, step, start, n, feed)
     return sum(times) / n, times
 
 
 def _metered(ctx, trainer, step: Callable[[int], Any]) -> Callable[[int], Any]:
     """The step with the probe's meters on: every c10d op intercepted, every saved tensor tracked."""
-    from parbench.metrics import memory
-
     tracker = memory.ActivationTracker()
     tracker.exclude_params(trainer.params)
 

@@ -90,7 +90,7 @@ def handle(a: argparse.Namespace) -> int:
     from parbench.sweep.progress import progress_bar
     from parbench.sweep.report import print_summary
 
-    from parbench.launch import prestart
+    from parbench.distributed import prestart
     from parbench.results import check_writable
 
     console = Console()

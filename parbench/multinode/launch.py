@@ -2,7 +2,7 @@
 
 Every node runs the same ``parbench run``; each starts ``python -m torch.distributed.run`` with
 this node's options and ``parbench.multinode.worker`` as the entry. Only the node whose agent
-received global rank 0 finds ``ranks.json`` in its exchange folder: it computes the
+received global rank 0 finds ``rank0.pkl`` in its exchange folder: it computes the
 single-process reference, builds the one record and writes it into its results directory.
 A failed job is recorded by the node launched with ``--node-rank 0``.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -20,13 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from parbench import preflight
 from parbench.config import ConfigError, RunConfig
-from parbench.launch import RankOutcome, References, check_implemented, save
+from parbench.distributed import Outcome
+from parbench.launch import References, save
 from parbench.multinode.layout import NodeLayout
 from parbench.multinode.record import add_node_fields
 from parbench.multinode.worker import DIR_ENV
 from parbench.record import build_record, failed_record
-from parbench.validation import check_environment, check_host_capacity
 
 RENDEZVOUS_GRACE_S = 60.0
 """Extra seconds over the run's timeout for the agents to meet (the other nodes may start later)."""
@@ -48,9 +50,7 @@ def run_node(cfg: RunConfig, layout: NodeLayout, *, results_dir: str | Path | No
     if cfg.world_size != layout.world_size:
         raise ConfigError(f"world_size={cfg.world_size} != nnodes x nproc_per_node = "
                           f"{layout.nnodes} x {layout.nproc_per_node}")
-    check_implemented(cfg)
-    check_environment(cfg, ranks_here=layout.nproc_per_node)  # backend, GPUs per node, the workload
-    check_host_capacity(layout.nproc_per_node, cfg.device)
+    preflight.check(cfg, ranks_here=layout.nproc_per_node)  # backend, GPUs and memory per node, the workload
     out = Path(tempfile.mkdtemp(prefix="parbench-node-"))
     try:
         (out / "config.json").write_text(json.dumps(cfg.to_dict()))
@@ -58,8 +58,8 @@ def run_node(cfg: RunConfig, layout: NodeLayout, *, results_dir: str | Path | No
         rc = _run_agent(layout, out, cfg.timeout_s + RENDEZVOUS_GRACE_S)
         wall = time.perf_counter() - t0
         record = _record(cfg, layout, out, rc, wall, references or References())
-        ranks_file = out / "ranks.json"
-        ranks = json.loads(ranks_file.read_text())["ranks"] if record is not None and ranks_file.exists() else []
+        ranks_file = out / "rank0.pkl"
+        ranks = pickle.loads(ranks_file.read_bytes())["ranks"] if record is not None and ranks_file.exists() else []
     finally:
         shutil.rmtree(out, ignore_errors=True)
     if record is not None:
@@ -86,9 +86,9 @@ def _run_agent(layout: NodeLayout, out: Path, timeout_s: float) -> int | None:
 
 def _record(cfg: RunConfig, layout: NodeLayout, out: Path, rc: int | None, wall: float,
             references: References) -> dict[str, Any] | None:
-    ranks_file = out / "ranks.json"
+    ranks_file = out / "rank0.pkl"
     if ranks_file.exists():  # written after every rank's measurement: a later exit crash does not void it
-        gathered = json.loads(ranks_file.read_text())
+        gathered = pickle.loads(ranks_file.read_bytes())
         losses, why = references.of(cfg)  # on the node that holds rank 0, after the job succeeded
         record = build_record(cfg, gathered["ranks"], wall, reference_losses=losses, reference_error=why)
         return add_node_fields(record, layout, gathered)
@@ -97,15 +97,15 @@ def _record(cfg: RunConfig, layout: NodeLayout, out: Path, rc: int | None, wall:
     return add_node_fields(failed_record(cfg, _outcome(out, rc, cfg.timeout_s), wall), layout, None)
 
 
-def _outcome(out: Path, rc: int | None, timeout_s: float) -> RankOutcome:
+def _outcome(out: Path, rc: int | None, timeout_s: float) -> Outcome:
     errors = sorted(out.glob("rank*.error.json"))
     if errors:
         err = json.loads(errors[0].read_text())
-        return RankOutcome(status="failed", failed_rank=err["rank"], error=f"rank {err['rank']}: {err['error']}")
+        return Outcome(status="failed", failed_rank=err["rank"], error=f"rank {err['rank']}: {err['error']}")
     if rc is None:
-        return RankOutcome(status="timeout", error=f"torchrun agent did not finish within {timeout_s:g} s "
+        return Outcome(status="timeout", error=f"torchrun agent did not finish within {timeout_s:g} s "
                                                     f"(+{RENDEZVOUS_GRACE_S:g} s for the rendezvous)")
-    return RankOutcome(status="failed", error=f"torchrun agent exited with code {rc} (a rank on another node "
+    return Outcome(status="failed", error=f"torchrun agent exited with code {rc} (a rank on another node "
                                               "failed, or the rendezvous did not form)")
 
 

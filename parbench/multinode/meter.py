@@ -60,14 +60,3 @@ class NodeAwareMeter(CommMeter):
             return float(self.node_of_rank[ranks[dst]] != mine)
         others = [r for r in ranks if r != me]
         return sum(self.node_of_rank[r] != mine for r in others) / len(others) if others else 0.0
-
-
-def meter_class(node_of_rank: tuple[int, ...], made: list[NodeAwareMeter]):
-    """A ``CommMeter``-compatible constructor that builds node-aware meters and keeps them in ``made``."""
-
-    def make(*, rank: int, backend: str = "gloo", **kw) -> NodeAwareMeter:
-        meter = NodeAwareMeter(rank=rank, backend=backend, node_of_rank=node_of_rank, **kw)
-        made.append(meter)
-        return meter
-
-    return make

@@ -36,14 +36,14 @@ def add_node_fields(record: dict[str, Any], layout: NodeLayout, gathered: dict[s
     record["node_of_rank"] = [p["node"] for p in placement]
     hosts = {p["node"]: p["host"] for p in placement}
     record["node_hosts"] = [hosts[n] for n in range(layout.nnodes)]
-    record["comm_intra_node_bytes_per_step"] = max(r["comm_intra_node_bytes_per_step"] for r in ranks)
-    record["comm_inter_node_bytes_per_step"] = max(r["comm_inter_node_bytes_per_step"] for r in ranks)
-    busiest = max(ranks, key=lambda r: r["comm_inter_node_bytes_per_step"])
-    record["comm_inter_node_bytes_per_step_by_category"] = busiest["comm_inter_node_by_category"]
+    record["comm_intra_node_bytes_per_step"] = max(r.comm_intra_node_bytes_per_step for r in ranks)
+    record["comm_inter_node_bytes_per_step"] = max(r.comm_inter_node_bytes_per_step for r in ranks)
+    busiest = max(ranks, key=lambda r: r.comm_inter_node_bytes_per_step)
+    record["comm_inter_node_bytes_per_step_by_category"] = busiest.comm_inter_node_by_category
     for entry, r, p in zip(record["per_rank"], ranks, placement):
         entry.update(node=p["node"], local_rank=p["local_rank"],
-                     comm_intra_node_bytes_per_step=r["comm_intra_node_bytes_per_step"],
-                     comm_inter_node_bytes_per_step=r["comm_inter_node_bytes_per_step"])
+                     comm_intra_node_bytes_per_step=r.comm_intra_node_bytes_per_step,
+                     comm_inter_node_bytes_per_step=r.comm_inter_node_bytes_per_step)
     return record
 
 

@@ -15,10 +15,9 @@ import json
 import math
 import os
 import socket
-import tempfile
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -141,41 +140,45 @@ def _collective(kind: str, size: int, rank: int, n: int):
     return (lambda: dist.send(full, dst=peer)) if rank % 2 == 0 else (lambda: dist.recv(full, src=peer))
 
 
-def _rank_main(rank: int, n: int, port: int, sizes: list[int], reps: int, out: str, kinds: tuple[str, ...]) -> None:
-    import torch
+@dataclass(frozen=True, kw_only=True)
+class CollectivePlan:
+    """What every rank of a collective calibration times."""
+
+    sizes: list[int]
+    reps: int
+    kinds: tuple[str, ...]
+
+
+def collectives_rank(plan: CollectivePlan, info) -> dict[str, Any] | None:
+    """The rank function: a compute probe, every kind at every size, barriers; rank 0 returns the rows."""
     import torch.distributed as dist
 
-    torch.set_num_threads(1)
     warnings.filterwarnings("ignore", category=FutureWarning)
-    store = dist.TCPStore("127.0.0.1", port, n, is_master=False)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=n)
     dist.barrier()  # every rank computes at once: the contention a run with n ranks sees
     compute_s = _compute_probe()
     dist.barrier()
-    results: dict[str, list[list[float]]] = {}
-    for kind in kinds:
-        rows = []
-        for size in sizes:
-            op = _collective(kind, size, rank, n)
-            inner = max(1, min(32, 2**20 // size))  # windows of many small ops: the barrier is amortised
-            times = []
-            for i in range(reps + 1):
-                dist.barrier()  # every rank starts the batch together
-                t0 = time.perf_counter()
-                for _ in range(inner):
-                    op()
-                dist.barrier()  # the batch is over when the slowest rank is done
-                times.append((time.perf_counter() - t0, inner))
-            rows.append([size, stats.median([t for t, _ in times[1:]]), inner])  # first repetition: warm-up
-        results[kind] = rows
+    results = {kind: [_collective_row(kind, size, info, plan.reps) for size in plan.sizes] for kind in plan.kinds}
     dist.barrier()  # and once more at the end: the machine's load drifts during the calibration
     compute_s = (compute_s + _compute_probe()) / 2
-    bar = _barrier_s(reps * 8)
-    if rank == 0:
-        Path(out).write_text(json.dumps({"collectives": results, "barrier_s": bar, "compute_s": compute_s}))
-    dist.barrier()
-    dist.destroy_process_group()
-    os._exit(0)  # exiting at once avoids gloo's abort at interpreter shutdown (seen with gloo on this torch)
+    bar = _barrier_s(plan.reps * 8)
+    return {"collectives": results, "barrier_s": bar, "compute_s": compute_s} if info.rank == 0 else None
+
+
+def _collective_row(kind: str, size: int, info, reps: int) -> list[float]:
+    """[size, median seconds of a window of ``inner`` ops (barrier included), inner]."""
+    import torch.distributed as dist
+
+    op = _collective(kind, size, info.rank, info.world_size)
+    inner = max(1, min(32, 2**20 // size))  # windows of many small ops: the barrier is amortised
+    times = []
+    for _ in range(reps + 1):
+        dist.barrier()  # every rank starts the batch together
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            op()
+        dist.barrier()  # the batch is over when the slowest rank is done
+        times.append(time.perf_counter() - t0)
+    return [size, stats.median(times[1:]), inner]  # first repetition: warm-up
 
 
 def _barrier_s(count: int) -> float:
@@ -192,25 +195,12 @@ def _barrier_s(count: int) -> float:
 
 def measure_collectives(n: int, sizes: list[int], reps: int, kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
     """Time every kind at every size over ``n`` gloo rank processes; seconds exclude one barrier."""
-    import torch.distributed as dist
-    import torch.multiprocessing as mp
+    from parbench.distributed import spawn
 
-    out = Path(tempfile.mkdtemp(prefix="parbench-calib-")) / "result.json"
-    store = dist.TCPStore("127.0.0.1", 0, n + 1, is_master=True, wait_for_workers=False)
-    ctx = mp.start_processes(_rank_main, args=(n, store.port, sizes, reps, str(out), kinds), nprocs=n,
-                             join=False, start_method="forkserver")
-    deadline = time.monotonic() + 600
-    while not out.exists() and time.monotonic() < deadline:
-        if any(p.exitcode not in (None, 0) for p in ctx.processes):
-            break
-        time.sleep(0.05)
-    for p in ctx.processes:
-        p.join(timeout=10)
-        if p.is_alive():
-            p.kill()
-    if not out.exists():
-        raise RuntimeError(f"collective calibration at n={n} produced no result")
-    data = json.loads(out.read_text())
+    outcome = spawn(n, collectives_rank, CollectivePlan(sizes=sizes, reps=reps, kinds=kinds), timeout_s=600)
+    if outcome.status != "ok":
+        raise RuntimeError(f"collective calibration at n={n} produced no result: {outcome.error}")
+    data = outcome.results[0]
     bar = data["barrier_s"]
     out_rows: dict[str, Any] = {kind: [(s, max((t - bar) / inner, 1e-7)) for s, t, inner in rows]
                                 for kind, rows in data["collectives"].items()}

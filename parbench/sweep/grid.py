@@ -98,19 +98,18 @@ _CHECK_IGNORES = ("global_batch_size", "data_mode", "steps", "warmup_steps", "ti
 def _config(spec: SweepSpec, kwargs: dict[str, Any], checked: dict[str, str | None] | None,
             single_host: bool) -> RunConfig:
     """The point's RunConfig; ``checked`` caches environment checks (None: no environment check)."""
-    from parbench.launch import check_implemented
-    from parbench.validation import check_environment, check_host_capacity
+    from parbench import preflight
 
     if single_host:  # first: a world size the host cannot hold is the reason, whatever else is off
-        check_host_capacity(kwargs["world_size"], kwargs.get("device", "cpu"))
+        preflight.check_host_capacity(kwargs["world_size"], kwargs.get("device", "cpu"))
     cfg = RunConfig(**kwargs)  # ConfigError: infeasible point
-    check_implemented(cfg)
+    preflight.check_implemented(cfg)
     if checked is None:
         return cfg
     key = json.dumps({k: v for k, v in cfg.to_dict().items() if k not in _CHECK_IGNORES}, sort_keys=True)
     if key not in checked:
         try:
-            check_environment(cfg)
+            preflight.check_environment(cfg)
             checked[key] = None
         except ConfigError as exc:
             checked[key] = str(exc)

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from parbench.metrics import stats
+from parbench.metrics.categories import CATEGORIES
 from parbench.summary import fmt_bytes, fmt_num
 from parbench.sweep.grid import Plan
 
@@ -67,7 +68,7 @@ def summary_table(plan: Plan, records: list[dict[str, Any]]) -> Table:
                   _cell(col("throughput_samples_per_s"), spec=".1f"), _cell(col("step_time_s_median"), 1e3, ".2f"),
                   fmt_bytes(stats.median(col("peak_rss_bytes"))) if ok else "-",
                   *(fmt_bytes(stats.median(col(f"comm_{c}_bytes_per_step"))) if ok else "-"
-                    for c in ("data", "parameter", "intermediate")),
+                    for c in CATEGORIES),
                   _cell(col("overhead_s"), spec=".2f"))
     return t
 

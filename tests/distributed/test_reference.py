@@ -3,8 +3,10 @@ the run's timeout; when it cannot run, the record keeps the reason instead of a 
 
 from __future__ import annotations
 
+from parbench.distributed import Outcome
 from parbench import launch
 from parbench.config import RunConfig
+from parbench.distributed import Outcome
 
 
 def test_reference_keeps_device_precision_and_the_gpu_backend():
@@ -32,7 +34,7 @@ def test_a_reference_that_cannot_run_is_recorded_with_its_reason(tmp_path, monke
 
     def launch_but_reference_times_out(cfg):
         if cfg.world_size == 1:
-            return launch.RankOutcome(status="timeout", error="timed out after 7 s; ranks without a result: [0]"), 7.0
+            return Outcome(status="timeout", error="timed out after 7 s; ranks without a result: [0]", wall_s=7.0)
         return real(cfg)
 
     monkeypatch.setattr(launch, "launch", launch_but_reference_times_out)

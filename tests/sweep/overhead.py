@@ -4,6 +4,7 @@ Not a test (no test_ prefix): `.venv/bin/python tests/sweep/overhead.py 3` print
 import functools, statistics, sys, time
 import torch.multiprocessing as mp
 from parbench import launch
+from parbench.distributed import launcher
 from parbench.config import RunConfig
 
 def measure(ws, n):
@@ -11,9 +12,9 @@ def measure(ws, n):
     for _ in range(n):
         cfg = RunConfig(strategy="ddp", world_size=ws, steps=2, warmup_steps=2, global_batch_size=16,
                         workload={"name": "mlp", "layers": 1, "hidden": 16})
-        outcome, wall = launch.launch(cfg)
+        outcome = launch.launch(cfg)
         assert outcome.status == "ok", outcome.error
-        out.append(wall - sum(outcome.results[0]["step_times_s"]))
+        out.append(outcome.wall_s - sum(outcome.results[0].step_times_s))
     return out
 
 if __name__ == "__main__":
@@ -24,7 +25,7 @@ if __name__ == "__main__":
         rows[("forkserver", ws)] = measure(ws, n)
     orig = mp.start_processes
     mp.start_processes = functools.partial(lambda *a, **k: orig(*a, **{**k, "start_method": "spawn"}))
-    launch.mp.start_processes = mp.start_processes
+    launcher.mp.start_processes = mp.start_processes
     for ws in (2, 4):
         rows[("spawn", ws)] = measure(ws, n)
     for (how, ws), v in rows.items():

@@ -97,7 +97,7 @@ def test_unreadable_sweep_files_are_named(tmp_path):
 
 
 def test_world_sizes_beyond_this_host_are_skipped_with_the_reason(tmp_path):
-    from parbench.validation import RANK_UNIQUE_MEMORY_BYTES, SERVER_MEMORY_BYTES, host_memory_bytes, host_rank_limit
+    from parbench.preflight import RANK_UNIQUE_MEMORY_BYTES, SERVER_MEMORY_BYTES, host_memory_bytes, host_rank_limit
 
     limit = host_rank_limit()
     assert limit == (host_memory_bytes() - SERVER_MEMORY_BYTES) // RANK_UNIQUE_MEMORY_BYTES

@@ -3,11 +3,13 @@ device choice, and the fields that are null under NCCL. Only the device query is
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
-from parbench import devices, record, runner
-from parbench.config import RunConfig
+from parbench import devices, record
+from parbench.distributed import local_device
 
 
 @pytest.mark.parametrize("name,model,bf16", [
@@ -43,15 +45,14 @@ def test_single_host_ranks_ignore_an_inherited_local_rank(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     chosen = []
     monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
-    cfg = RunConfig(strategy="ddp", world_size=2, device="cuda")  # validation needs no GPU
-    assert runner._device(cfg, 1) == torch.device("cuda", 1) and chosen == [1]
+    assert local_device("cuda", 1) == torch.device("cuda", 1) and chosen == [1]
     with pytest.raises(RuntimeError, match="local rank 2 has no GPU of its own: 2 visible"):
-        runner._device(cfg, 2)
+        local_device("cuda", 2)
 
 
 def _rank(os_bytes, wire):
-    return {"comm_bytes_per_step": {"data": 0, "parameter": 8, "intermediate": 0}, "comm_ops": {},
-            "comm_wire_bytes_per_step": wire, "os_write_bytes_per_step": os_bytes}
+    return SimpleNamespace(comm_bytes_per_step={"data": 0, "parameter": 8, "intermediate": 0}, comm_ops={},
+                           comm_wire_bytes_per_step=wire, os_write_bytes_per_step=os_bytes)
 
 
 def test_os_and_wire_bytes_are_null_not_zero_under_nccl():

@@ -12,7 +12,7 @@ from parbench.config import ConfigError, RunConfig
 from parbench.multinode import NodeLayout
 from parbench.multinode.launch import run_node
 from parbench.sweep import load_spec, plan
-from parbench.validation import check_environment
+from parbench.preflight import check_environment
 
 
 @pytest.fixture

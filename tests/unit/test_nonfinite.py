@@ -9,6 +9,7 @@ import pytest
 
 from parbench.config import RunConfig
 from parbench.record import build_record, first_non_finite, max_abs_diff
+from parbench.rank_result import RankResult
 
 NAN, INF = math.nan, math.inf
 
@@ -42,11 +43,9 @@ def test_first_non_finite():
 
 def _rank(losses):
     zero = {"data": 0, "parameter": 0, "intermediate": 0}
-    return {"rank": 0, "role": "worker", "step_times_s": [0.01, 0.02], "compute_times_s": [],
-            "losses": losses, "comm_bytes_per_step": zero, "comm_wire_bytes_per_step": 0, "comm_ops": {},
-            "os_write_bytes_per_step": 0, "peak_rss_bytes": 1, "mem_param_bytes": 1, "mem_grad_bytes": 1,
-            "mem_optim_bytes": 1, "mem_activation_bytes": 1, "cuda_allocated_peak_bytes": None,
-            "cuda_reserved_peak_bytes": None, "extra": {}}
+    return RankResult(rank=0, role="worker", step_times_s=[0.01, 0.02], compute_times_s=[], losses=losses,
+                      comm_bytes_per_step=zero, comm_wire_bytes_per_step=0, comm_ops={}, os_write_bytes_per_step=0,
+                      peak_rss_bytes=1, mem_param_bytes=1, mem_grad_bytes=1, mem_optim_bytes=1, mem_activation_bytes=1)
 
 
 def test_a_record_with_a_nan_loss_is_diverged_not_ok():

@@ -1,0 +1,60 @@
+"""The names every layer shares, torch-free and import-free: enums, the error type, fixed vocabularies.
+
+This module imports nothing from parbench, so anything (the configuration, the simulator, the
+dashboard) can import it without pulling in torch or forming an import circle.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message names every offending factor."""
+
+
+class Strategy(str, enum.Enum):
+    SINGLE = "single"
+    DDP = "ddp"
+    ZERO1 = "zero1"
+    ZERO2 = "zero2"
+    FSDP = "fsdp"
+    TP = "tp"
+    PIPELINE = "pipeline"
+    HYBRID = "hybrid"
+    PS = "ps"
+    EP = "ep"
+
+
+class Schedule(str, enum.Enum):
+    GPIPE = "gpipe"
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED_1F1B = "interleaved1f1b"
+
+
+class DataMode(str, enum.Enum):
+    SHARDED = "sharded"  # every rank materialises only its own shard: no data traffic
+    RANK0 = "rank0"  # rank 0 reads the global batch and scatters it: data traffic
+
+
+class Backend(str, enum.Enum):
+    GLOO = "gloo"
+    NCCL = "nccl"
+    MPI = "mpi"
+
+
+class DataParallelMode(str, enum.Enum):
+    """How the data-parallel dimension of a hybrid mesh replicates the model."""
+
+    DDP = "ddp"
+    FSDP = "fsdp"
+
+
+WORKLOAD_NAMES = ("mlp", "transformer", "hf-llama", "hf-gpt2", "moe")
+"""Built-in workloads; plugins are named ``module:factory``, ``path/file.py:factory`` or by entry point."""
+TOKEN_WORKLOADS = ("transformer", "hf-llama", "hf-gpt2", "moe")
+"""Workloads whose shape is (layers, hidden, heads, seq_len, vocab_size)."""
+PLUGIN_GROUP = "parbench.workloads"
+"""The entry-point group installed plugins register their factories in."""
+DATASETS = ("synthetic", "digits", "mnist")
+FAULTS = ("raise", "hang", "crash")
