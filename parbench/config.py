@@ -17,6 +17,7 @@ from typing import Any
 
 from parbench.names import (DATASETS, FAULTS, PLUGIN_GROUP, TOKEN_WORKLOADS, WORKLOAD_NAMES, Backend,  # noqa: F401
                             ConfigError, DataMode, DataParallelMode, Schedule, Strategy)
+from parbench.layout import ParallelLayout
 from parbench.validation import validate_run
 
 DEFAULT_LAYERS = {"mlp": 1, "transformer": 4, "hf-llama": 2, "hf-gpt2": 2, "moe": 4}
@@ -171,9 +172,18 @@ MOE_KEYS = ("experts", "top_k", "capacity_factor", "moe_every", "router", "aux_l
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunConfig:
-    """One measurement: a strategy on a workload at a world size."""
+class RunConfig(ParallelLayout):
+    """One measurement: a strategy on a workload at a world size. The mesh and micro-batching
+    fields, and their rules, are ``ParallelLayout``'s; a single strategy derives its degrees."""
 
+    dp: int = 0
+    """Data-parallel degree for ``hybrid`` (0 = derive from the strategy)."""
+    tp: int = 0
+    """Tensor-parallel degree for ``hybrid`` (0 = derive from the strategy)."""
+    pp: int = 0
+    """Pipeline degree for ``hybrid`` (0 = derive from the strategy)."""
+    global_batch_size: int = 64
+    """Samples per optimizer step, over all replicas."""
     strategy: Strategy = Strategy.SINGLE
     world_size: int = 1
     backend: Backend = Backend.GLOO
@@ -183,16 +193,6 @@ class RunConfig:
     """``fp32``; ``tf32`` (fp32 tensors, TF32 tensor-core matmuls: cuda only); ``bf16`` (autocast
     compute on fp32 master weights, bf16 gradient all-reduce / FSDP traffic: half the bytes)."""
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
-    global_batch_size: int = 64
-    micro_batches: int = 1
-    """Micro-batches per step (pipeline schedules)."""
-    schedule: Schedule = Schedule.ONE_F_ONE_B
-    virtual_stages: int = 1
-    """Model chunks per pipeline rank (interleaved 1F1B only)."""
-    dp: int = 0
-    tp: int = 0
-    pp: int = 0
-    """Mesh degrees for ``hybrid`` (0 = derive from the strategy)."""
     ep: int = 0
     """Expert-parallel degree (``ep``: experts sharded over groups of ep consecutive ranks, inside
     the data-parallel dimension; 0 = world_size for ``ep``, 1 otherwise)."""
@@ -238,44 +238,29 @@ class RunConfig:
         if isinstance(self.workload, dict):
             set_(self, "workload", WorkloadConfig(**self.workload))
         set_(self, "lr", self.lr or DEFAULT_LR[self.workload.name])
-        set_(self, "dp", self.dp or self._derived_degrees()[0])
-        set_(self, "tp", self.tp or self._derived_degrees()[1])
-        set_(self, "pp", self.pp or self._derived_degrees()[2])
+        derived = self.derived_degrees()
+        for degree in self.DEGREES:
+            set_(self, degree, getattr(self, degree) or derived[degree])
         set_(self, "ep", self.ep or (self.world_size if self.strategy is Strategy.EP else 1))
-        self._validate()
+        validate_run(self)
         if self.inject_fault is not None:
             kind, _, rank = self.inject_fault.partition(":")
             if kind not in FAULTS or not rank.isdigit() or int(rank) >= self.world_size:
                 raise ConfigError(f"inject_fault={self.inject_fault!r}: expected one of "
                                   f"{', '.join(f + ':<rank>' for f in FAULTS)} with rank < world_size={self.world_size}")
 
-    def _derived_degrees(self) -> tuple[int, int, int]:
-        """(dp, tp, pp) implied by a single strategy; hybrid takes them from the user."""
-        w = self.world_size
-        return {
-            Strategy.TP: (1, w, 1),
-            Strategy.PIPELINE: (1, 1, w),
-            Strategy.PS: (max(w - self.servers, 1), 1, 1),
-            Strategy.HYBRID: (self.dp or 1, self.tp or 1, self.pp or 1),
-        }.get(self.strategy, (w, 1, 1))
-
-    def _validate(self) -> None:
-        validate_run(self)
-
-    # --- derived quantities -------------------------------------------------------------
+    def derived_degrees(self) -> dict[str, int]:
+        """The degrees a single strategy implies: its one degree spans the world (ps: the workers),
+        the others are 1; hybrid takes them from the user (unset ones are 1)."""
+        if self.strategy is Strategy.HYBRID:
+            return {d: getattr(self, d) or 1 for d in self.DEGREES}
+        spans = {Strategy.TP: "tp", Strategy.PIPELINE: "pp"}.get(self.strategy, "dp")
+        size = max(self.world_size - self.servers, 1) if self.strategy is Strategy.PS else self.world_size
+        return {d: size if d == spans else 1 for d in self.DEGREES}
 
     @property
     def uses_pipeline(self) -> bool:
         return self.pp > 1 or self.strategy is Strategy.PIPELINE
-
-    @property
-    def per_replica_batch(self) -> int:
-        """Samples one data-parallel replica processes per step."""
-        return self.global_batch_size // self.dp
-
-    @property
-    def micro_batch_size(self) -> int:
-        return self.per_replica_batch // self.micro_batches
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form (enums as their values)."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from parbench.names import TOKEN_WORKLOADS, ConfigError, DataParallelMode, Schedule, Strategy
+from parbench.layout import ParallelLayout, tp_misfit
+from parbench.names import TOKEN_WORKLOADS, ConfigError, DataParallelMode, Strategy
 
 if TYPE_CHECKING:
     from parbench.config import RunConfig
@@ -20,15 +21,13 @@ SEED_LIMIT = 2**63
 
 def validate_run(c: "RunConfig") -> None:
     """Raise ConfigError for the first rule ``c`` breaks."""
-    for rule in (_positive, _single, _degrees, _batch, _pipeline, _tensor_parallel, _servers, _gloo_cuda,
-                 _experts, _loader):
+    for rule in (_positive, _single, _degrees, ParallelLayout.check_layout, _pipeline, _tensor_parallel, _servers,
+                 _gloo_cuda, _experts, _loader):
         rule(c)
 
 
 def _positive(c: "RunConfig") -> None:
-    for key, low in (("world_size", 1), ("global_batch_size", 1), ("micro_batches", 1),
-                     ("steps", 1), ("warmup_steps", 2), ("threads", 1), ("virtual_stages", 1),
-                     ("servers", 1)):
+    for key, low in (("world_size", 1), ("steps", 1), ("warmup_steps", 2), ("threads", 1), ("servers", 1)):
         if getattr(c, key) < low:
             raise ConfigError(f"{key}={getattr(c, key)} must be >= {low}")
     for key in ("timeout_s", "lr"):  # `not x > 0` also catches NaN, which compares false with anything
@@ -53,22 +52,12 @@ def _single(c: "RunConfig") -> None:
 def _degrees(c: "RunConfig") -> None:
     if c.strategy is Strategy.PS:
         return
-    if c.dp * c.tp * c.pp != c.world_size:
-        raise ConfigError(f"dp*tp*pp={c.dp}*{c.tp}*{c.pp}={c.dp * c.tp * c.pp} != world_size={c.world_size}")
-    derived = c._derived_degrees()
-    if c.strategy is not Strategy.HYBRID and (c.dp, c.tp, c.pp) != derived:
-        raise ConfigError(
-            f"strategy={c.strategy.value} at world_size={c.world_size} sets dp={derived[0]}, tp={derived[1]}, "
-            f"pp={derived[2]} itself; got dp={c.dp}, tp={c.tp}, pp={c.pp} (explicit degrees need strategy=hybrid)")
-
-
-def _batch(c: "RunConfig") -> None:
-    per_step = c.dp * c.micro_batches
-    if c.global_batch_size % per_step:
-        raise ConfigError(
-            f"global_batch_size={c.global_batch_size} is not divisible by "
-            f"data-parallel replicas x micro_batches = {c.dp} x {c.micro_batches} = {per_step}"
-        )
+    c.check_mesh_size(c.world_size)
+    derived, got = c.derived_degrees(), {d: getattr(c, d) for d in c.DEGREES}
+    if c.strategy is not Strategy.HYBRID and got != derived:
+        show = lambda degrees: ", ".join(f"{d}={v}" for d, v in degrees.items())  # noqa: E731
+        raise ConfigError(f"strategy={c.strategy.value} at world_size={c.world_size} sets {show(derived)} itself; "
+                          f"got {show(got)} (explicit degrees need strategy=hybrid)")
 
 
 def _pipeline(c: "RunConfig") -> None:
@@ -77,20 +66,11 @@ def _pipeline(c: "RunConfig") -> None:
             raise ConfigError(f"micro_batches={c.micro_batches} applies to pipeline schedules only (pp={c.pp})")
         return
     units = c.workload.pipeline_units  # None for a plugin: parbench.workloads.check counts its units
-    interleaved = c.schedule is Schedule.INTERLEAVED_1F1B
-    chunks = c.pp * (c.virtual_stages if interleaved else 1)
-    if units is not None and chunks > units:
+    if units is not None and c.chunks > units:
         raise ConfigError(
-            f"pipeline needs {chunks} stages (pp={c.pp} x virtual_stages="
-            f"{c.virtual_stages if interleaved else 1}) but the {c.workload.name} has only {units} "
-            f"splittable layers (layers={c.workload.layers})"
+            f"pipeline needs {c.chunks} stages (pp={c.pp} x virtual_stages={c.v}) but the {c.workload.name} "
+            f"has only {units} splittable layers (layers={c.workload.layers})"
         )
-    if interleaved and c.virtual_stages < 2:
-        raise ConfigError("schedule=interleaved1f1b needs virtual_stages >= 2")
-    if not interleaved and c.virtual_stages != 1:
-        raise ConfigError(f"virtual_stages={c.virtual_stages} applies to schedule=interleaved1f1b only")
-    if interleaved and c.micro_batches % c.pp:
-        raise ConfigError(f"interleaved1f1b needs micro_batches={c.micro_batches} divisible by pp={c.pp}")
 
 
 def _tensor_parallel(c: "RunConfig") -> None:
@@ -99,10 +79,9 @@ def _tensor_parallel(c: "RunConfig") -> None:
     w = c.workload
     if w.is_plugin:
         return  # a plugin's shape is its own: parbench.workloads.check asks it for a tp plan
-    if w.hidden % c.tp:
-        raise ConfigError(f"tp={c.tp} does not divide hidden={w.hidden}")
-    if w.name in TOKEN_WORKLOADS and w.heads % c.tp:
-        raise ConfigError(f"tp={c.tp} does not divide heads={w.heads}")
+    misfit = tp_misfit(c.tp, hidden=w.hidden, heads=w.heads if w.name in TOKEN_WORKLOADS else None)
+    if misfit:
+        raise ConfigError(misfit)
 
 
 def _servers(c: "RunConfig") -> None:

@@ -148,21 +148,19 @@ def _layout(a: argparse.Namespace, cluster):
     if a.gpus % (tp * pp * cp):
         raise ConfigError(f"tp x pp x cp = {tp} x {pp} x {cp} does not divide gpus={a.gpus}")
     dp = a.dp or a.gpus // (tp * pp * cp)
-    if dp * tp * pp * cp != a.gpus:
-        raise ConfigError(f"dp*tp*pp*cp={dp}*{tp}*{pp}*{cp}={dp * tp * pp * cp} != gpus={a.gpus}")
     gb = a.global_batch or dp * mb
-    if gb % (dp * mb):
+    if gb % (dp * mb):  # the micro-batch count is gb / (dp x micro-batch size)
         raise ConfigError(f"global batch {gb} is not divisible by dp x micro-batch = {dp} x {mb}")
-    try:
-        return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, replicate=a.replicate or 1, global_batch_size=gb,
-                      micro_batches=gb // (dp * mb), schedule=Schedule(a.schedule or "1f1b"),
-                      virtual_stages=a.virtual_stages or 1, zero=a.zero or 0,
-                      recompute=Recompute(a.recompute or "none"), recompute_every=a.recompute_every or 1,
-                      sequence_parallel=bool(a.sequence_parallel), precision=PRECISIONS[a.precision],
-                      attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather,
-                      tp_comm_overlap=a.tp_comm_overlap, ep=a.ep or 1, moe_imbalance=a.moe_imbalance)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    layout = Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, replicate=a.replicate or 1,
+                    global_batch_size=gb, micro_batches=gb // (dp * mb), schedule=Schedule(a.schedule or "1f1b"),
+                    virtual_stages=a.virtual_stages or 1, zero=a.zero or 0,
+                    recompute=Recompute(a.recompute or "none"), recompute_every=a.recompute_every or 1,
+                    sequence_parallel=bool(a.sequence_parallel), precision=PRECISIONS[a.precision],
+                    attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather,
+                    tp_comm_overlap=a.tp_comm_overlap, ep=a.ep or 1,
+                    moe_imbalance=a.moe_imbalance)  # ConfigError: a rule of the layout
+    layout.check_mesh_size(a.gpus)
+    return layout
 
 
 def _attention(a: argparse.Namespace, cluster) -> str:

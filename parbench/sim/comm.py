@@ -135,10 +135,6 @@ def _ddp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     n = layout.shard_group
     buckets = ddp_buckets_cached(*key, rank, pb)
     ops = [CommOp("all_reduce", "parameter", b, n, "dp", phase="grad") for b in buckets]
-    if layout.ddp_rebuild_in_step:  # Reducer::sync_bucket_indices: int32 count, then indices + bucket sizes
-        tensors = len(stage_local_numels(*key)[rank])
-        ops += [CommOp("broadcast", "parameter", 4, n, "dp", root=True),
-                CommOp("broadcast", "parameter", 4 * (tensors + len(buckets)), n, "dp", root=True)]
     if key[0].buffer_bytes:  # DDP(broadcast_buffers=True): rank 0's buffers before the forward
         ops.append(CommOp("broadcast", "parameter", key[0].buffer_bytes, n, "dp", root=True))
     if layout.zero == 1:  # ZeroRedundancyOptimizer: the owner of each whole tensor broadcasts it after its step

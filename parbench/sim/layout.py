@@ -1,7 +1,8 @@
 """A parallel layout to simulate: mesh degrees, micro-batching, schedule, ZeRO stage, recompute, dtypes.
 
-Pure data with validation in ``__post_init__`` (every factor named), convertible from a ``RunConfig``
-so that validation predicts exactly what the runner ran.
+Pure data with validation in ``__post_init__`` (every factor named; the mesh and batch rules are
+``parbench.layout``'s, shared with ``RunConfig``), convertible from a ``RunConfig`` so that
+validation predicts exactly what the runner ran.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from parbench.config import DataMode, DataParallelMode, RunConfig, Schedule, Strategy
+from parbench.config import RunConfig
+from parbench.layout import ParallelLayout
+from parbench.names import ConfigError, DataMode, DataParallelMode, Schedule, Strategy
 
 
 class Recompute(str, enum.Enum):
@@ -54,7 +57,7 @@ class Precision:
     def __post_init__(self) -> None:
         for k in ("param_bytes", "grad_bytes", "moment_bytes", "activation_bytes"):
             if getattr(self, k) not in (1, 2, 4, 8):
-                raise ValueError(f"{k}={getattr(self, k)} must be 1, 2, 4 or 8 bytes")
+                raise ConfigError(f"{k}={getattr(self, k)} must be 1, 2, 4 or 8 bytes")
 
 
 PRECISIONS = {
@@ -70,17 +73,12 @@ ZERO_STAGE = {Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.FSDP: 3}
 
 
 @dataclass(frozen=True, kw_only=True)
-class Layout:
-    """Where every rank sits and what it holds; world_size = dp x tp x pp (+ servers for ps)."""
+class Layout(ParallelLayout):
+    """Where every rank sits and what it holds: the mesh and micro-batching (``ParallelLayout``, its
+    rules included) plus what the simulator varies; world_size = dp x tp x pp x cp (+ servers for ps)."""
 
+    DEGREES = (*ParallelLayout.DEGREES, "cp")
     strategy: Strategy = Strategy.SINGLE
-    dp: int = 1
-    tp: int = 1
-    pp: int = 1
-    global_batch_size: int = 1
-    micro_batches: int = 1
-    schedule: Schedule = Schedule.ONE_F_ONE_B
-    virtual_stages: int = 1
     zero: int = 0
     """0: replicated optimizer (DDP); 1: optimizer state sharded; 2: + gradients; 3: + parameters (FSDP)."""
     recompute: Recompute = Recompute.NONE
@@ -110,7 +108,6 @@ class Layout:
     fsdp2: bool = False
     """torch FSDP2 semantics (what the runner uses for zero2/fsdp): parameters sharded at rest even at
     zero=2, each parameter's dim 0 padded to a multiple of dp. False: the ZeRO paper's textbook."""
-
     ep: int = 1
     """Expert parallelism: each MoE layer's experts sharded over groups of ep ranks inside the dp
     dimension (ep consecutive dp ranks; ranks holding the same experts all-reduce their gradients)."""
@@ -120,42 +117,34 @@ class Layout:
     flat_grad_allreduce: bool = False
     """Gradients all-reduced as one flat buffer per stage (the runner's hybrid dp x pp: DDP cannot wrap a
     pipeline stage in torch 2.13) instead of DDP's buckets."""
-    ddp_rebuild_in_step: bool = False
-    """The measured step is DDP's second iteration, when the reducer rebuilds its buckets and rank 0
-    broadcasts the new bucket assignment (the runner's probe step with warmup_steps=1)."""
 
     def __post_init__(self) -> None:
-        for k in ("dp", "tp", "pp", "cp", "replicate", "recompute_every", "global_batch_size", "micro_batches",
-                  "virtual_stages"):
+        self.check_layout()
+        for k in ("replicate", "recompute_every"):
             if getattr(self, k) < 1:
-                raise ValueError(f"{k}={getattr(self, k)} must be >= 1")
+                raise ConfigError(f"{k}={getattr(self, k)} must be >= 1")
         if self.zero not in (0, 1, 2, 3):
-            raise ValueError(f"zero={self.zero} must be 0, 1, 2 or 3")
-        if self.global_batch_size % (self.dp * self.micro_batches):
-            raise ValueError(f"global_batch_size={self.global_batch_size} is not divisible by dp x micro_batches "
-                             f"= {self.dp} x {self.micro_batches}")
-        if self.schedule is Schedule.INTERLEAVED_1F1B and self.micro_batches % self.pp:
-            raise ValueError(f"interleaved1f1b needs micro_batches={self.micro_batches} divisible by pp={self.pp}")
+            raise ConfigError(f"zero={self.zero} must be 0, 1, 2 or 3")
         if self.sequence_parallel and self.tp == 1:
-            raise ValueError("sequence_parallel needs tp > 1")
+            raise ConfigError("sequence_parallel needs tp > 1")
         if self.tp_comm_overlap and self.tp == 1:
-            raise ValueError("tp_comm_overlap needs tp > 1")
+            raise ConfigError("tp_comm_overlap needs tp > 1")
         if self.attention not in ATTENTION_KINDS:
-            raise ValueError(f"attention={self.attention!r}; valid: {', '.join(ATTENTION_KINDS)}")
+            raise ConfigError(f"attention={self.attention!r}; valid: {', '.join(ATTENTION_KINDS)}")
         if self.replicate > 1 and (self.zero != 3 or (self.dp * self.cp) % self.replicate):
-            raise ValueError(f"replicate={self.replicate} needs zero=3 and to divide dp x cp = {self.dp} x {self.cp}")
+            raise ConfigError(f"replicate={self.replicate} needs zero=3 and to divide dp x cp = {self.dp} x {self.cp}")
         if self.recompute_every > 1 and self.recompute is not Recompute.FULL:
-            raise ValueError(f"recompute_every={self.recompute_every} applies to recompute=full only")
+            raise ConfigError(f"recompute_every={self.recompute_every} applies to recompute=full only")
         if self.ep < 1 or self.dp % self.ep:
-            raise ValueError(f"ep={self.ep} does not divide dp={self.dp} (expert parallelism runs inside data parallelism)")
+            raise ConfigError(f"ep={self.ep} does not divide dp={self.dp} (expert parallelism runs inside data parallelism)")
         if self.moe_imbalance < 1:
-            raise ValueError(f"moe_imbalance={self.moe_imbalance} must be >= 1 (max/mean tokens per expert rank)")
+            raise ConfigError(f"moe_imbalance={self.moe_imbalance} must be >= 1 (max/mean tokens per expert rank)")
         if self.fp8_all_gather and (self.precision.gemm_dtype != "fp8" or self.zero != 3):
-            raise ValueError("fp8_all_gather needs precision fp8 and zero=3")
+            raise ConfigError("fp8_all_gather needs precision fp8 and zero=3")
 
     @property
     def world_size(self) -> int:
-        return self.dp * self.tp * self.pp * self.cp + (self.servers if self.strategy is Strategy.PS else 0)
+        return self.mesh_size + (self.servers if self.strategy is Strategy.PS else 0)
 
     @property
     def shard_group(self) -> int:
@@ -167,22 +156,6 @@ class Layout:
         """Share of the layers whose forward runs again in backward (full recomputation)."""
         return 1.0 / self.recompute_every if self.recompute is Recompute.FULL else 0.0
 
-    @property
-    def chunks(self) -> int:
-        """Model chunks in the pipeline (pp x virtual stages for interleaved 1F1B)."""
-        return self.pp * self.v
-
-    @property
-    def v(self) -> int:
-        return self.virtual_stages if self.schedule is Schedule.INTERLEAVED_1F1B else 1
-
-    @property
-    def micro_batch_size(self) -> int:
-        return self.global_batch_size // self.dp // self.micro_batches
-
-    @property
-    def per_replica_batch(self) -> int:
-        return self.global_batch_size // self.dp
 
 
 def layout_from_run(cfg: RunConfig) -> Layout:
@@ -193,8 +166,8 @@ def layout_from_run(cfg: RunConfig) -> Layout:
     uses_pipeline = cfg.uses_pipeline
     # ep all-reduces its gradients by hand, as flat buffers (parbench.strategies.expert_parallel)
     flat = (cfg.strategy is Strategy.HYBRID and cfg.pp > 1 and zero == 0) or cfg.strategy is Strategy.EP or cfg.ep > 1
-    ddp = zero <= 1 and cfg.dp > 1 and cfg.strategy is not Strategy.PS and not flat
-    return Layout(fsdp2=True, flat_grad_allreduce=flat, ddp_rebuild_in_step=ddp and cfg.warmup_steps == 1, strategy=cfg.strategy, dp=cfg.dp, tp=cfg.tp, pp=cfg.pp, global_batch_size=cfg.global_batch_size,
+    return Layout(fsdp2=True, flat_grad_allreduce=flat, strategy=cfg.strategy, dp=cfg.dp, tp=cfg.tp, pp=cfg.pp,
+                  global_batch_size=cfg.global_batch_size,
                   micro_batches=cfg.micro_batches, schedule=cfg.schedule if uses_pipeline else Schedule.ONE_F_ONE_B,
                   virtual_stages=cfg.virtual_stages if uses_pipeline else 1, zero=zero,
                   servers=cfg.servers if cfg.strategy is Strategy.PS else 0, data_mode=cfg.data_mode,

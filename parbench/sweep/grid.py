@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 from parbench.config import ConfigError, RunConfig, Schedule, Strategy, WorkloadConfig
+from parbench.layout import ParallelLayout, meshes
 from parbench.sweep.spec import SweepSpec
 
 # Which spec axes multiply which strategy's points (plain data; the rest use RunConfig defaults).
@@ -163,9 +165,8 @@ def _variants(spec: SweepSpec, strategy: Strategy, ws: int) -> Iterator[dict[str
     elif strategy is Strategy.PIPELINE:
         yield from _pipeline_variants(spec)
     elif strategy is Strategy.HYBRID:
-        for (dp, tp, pp), mode in itertools.product(_meshes(spec, ws), spec.dp_modes):
-            mesh = {"dp": dp, "tp": tp, "pp": pp, "dp_mode": mode}
-            yield from ((mesh | v) for v in (_pipeline_variants(spec) if pp > 1 else [{}]))
+        for mesh, mode in itertools.product(_meshes(spec, ws), spec.dp_modes):
+            yield from ((mesh | {"dp_mode": mode} | v) for v in (_pipeline_variants(spec) if mesh["pp"] > 1 else [{}]))
     else:
         yield {}
 
@@ -177,14 +178,12 @@ def _pipeline_variants(spec: SweepSpec) -> Iterator[dict[str, Any]]:
             yield {"micro_batches": mb, "schedule": schedule, "virtual_stages": vs}
 
 
-def _meshes(spec: SweepSpec, ws: int) -> list[tuple[int, int, int]]:
-    """The spec's meshes of this world size, or every (dp, tp, pp) with dp*tp*pp = ws and at
-    least two degrees > 1 (a mesh with one is a single strategy, measured as that strategy)."""
+def _meshes(spec: SweepSpec, ws: int) -> list[dict[str, int]]:
+    """The spec's meshes of this world size, or every mesh of ws ranks with at least two
+    degrees > 1 (a mesh with one is a single strategy, measured as that strategy)."""
     if spec.meshes:
-        return [tuple(m) for m in spec.meshes if m[0] * m[1] * m[2] == ws]
-    divisors = [d for d in range(1, ws + 1) if ws % d == 0]
-    return [(dp, tp, ws // (dp * tp)) for dp in divisors for tp in divisors
-            if ws % (dp * tp) == 0 and sum(x > 1 for x in (dp, tp, ws // (dp * tp))) >= 2]
+        return [m for m in (dict(zip(ParallelLayout.DEGREES, m)) for m in spec.meshes) if math.prod(m.values()) == ws]
+    return [m for m in meshes(ws) if sum(d > 1 for d in m.values()) >= 2]
 
 
 def _label(base: dict[str, Any], extra: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from parbench.config import WORKLOAD_NAMES, ConfigError, Schedule, WorkloadConfig, installed_plugins
+from parbench.config import WORKLOAD_NAMES, ConfigError, WorkloadConfig, installed_plugins
 from parbench.splits import contiguous_splits
 from parbench.workloads import hf, mlp, moe, plugins, transformer
 from parbench.workloads.base import StagedModel, Workload
@@ -134,7 +134,7 @@ def _check_pipeline(workload: Workload, model: StagedModel, cfg: "RunConfig", na
     if not cfg.uses_pipeline:
         return
     n = len(model.units)
-    chunks = cfg.pp * (cfg.virtual_stages if cfg.schedule is Schedule.INTERLEAVED_1F1B else 1)
+    chunks = cfg.chunks
     allowed = workload.stage_starts(n)
     bad = [p for p in allowed if not 1 <= p < n]
     if bad:

@@ -22,7 +22,7 @@ GPT = {"name": "transformer"}
     ({"strategy": "fsdp", "world_size": 2, "dp_mode": "fsdp"}, "dp_mode=fsdp applies to strategy=hybrid only"),
     ({"strategy": "zero1", "world_size": 2, "servers": 2}, "servers=2 applies to strategy=ps only"),
     ({"strategy": "ps", "world_size": 4, "servers": 4}, "ps needs at least one worker: servers=4 >= world_size=4"),
-    ({"strategy": "ps", "world_size": 4, "servers": 1}, "data-parallel replicas x micro_batches = 3 x 1 = 3"),
+    ({"strategy": "ps", "world_size": 4, "servers": 1}, "dp x micro_batches = 3 x 1 = 3"),
     ({"strategy": "hybrid", "world_size": 4, "dp": 2, "tp": 2, "micro_batches": 2, "workload": GPT},
      "micro_batches=2 applies to pipeline schedules only (pp=1)"),
     ({"strategy": "pipeline", "world_size": 2, "schedule": "interleaved1f1b", "virtual_stages": 2,
