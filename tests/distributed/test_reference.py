@@ -3,7 +3,6 @@ the run's timeout; when it cannot run, the record keeps the reason instead of a 
 
 from __future__ import annotations
 
-from parbench.distributed import Outcome
 from parbench import launch
 from parbench.config import RunConfig
 from parbench.distributed import Outcome
