@@ -93,6 +93,7 @@ class WorkloadConfig:
     """mlp data: ``synthetic`` (seeded, in-process), ``digits`` (scikit-learn's 8x8 digits, upsampled
     to 28x28), or ``mnist`` (an IDX directory given by ``dataset_path``)."""
     dataset_path: str | None = None
+    """The MNIST IDX directory for ``dataset=mnist``."""
     experts: int = 4
     """moe: experts per MoE layer (each the transformer's MLP, hidden -> 4 hidden -> hidden)."""
     top_k: int = 2
@@ -185,8 +186,11 @@ class RunConfig(ParallelLayout):
     global_batch_size: int = 64
     """Samples per optimizer step, over all replicas."""
     strategy: Strategy = Strategy.SINGLE
+    """The parallelism strategy (``parbench.strategies.BUILDERS``)."""
     world_size: int = 1
+    """Rank processes of the run."""
     backend: Backend = Backend.GLOO
+    """torch.distributed process-group backend; nccl needs device=cuda."""
     device: str = "cpu"
     """``cpu`` or ``cuda``; nccl needs cuda."""
     precision: str = "fp32"
@@ -197,17 +201,22 @@ class RunConfig(ParallelLayout):
     """Expert-parallel degree (``ep``: experts sharded over groups of ep consecutive ranks, inside
     the data-parallel dimension; 0 = world_size for ``ep``, 1 otherwise)."""
     dp_mode: DataParallelMode = DataParallelMode.DDP
+    """How hybrid's data-parallel dimension replicates the model: ddp, or fsdp (sharded)."""
     servers: int = 1
     """Parameter-server ranks (``ps`` only); the other ranks are workers."""
     steps: int = 10
+    """Timed steps."""
     warmup_steps: int = 2
     """Untimed steps first (>= 2: the first step infers pipeline shapes and allocates DDP's
     buckets, the second rebuilds them in gradient order and broadcasts the new assignment; the
     probe step after them must see steady-state traffic only)."""
     seed: int = 0
+    """Seed of the model's initialisation and of the data."""
     threads: int = 1
     """Intra-op threads per rank (torch.set_num_threads)."""
     data_mode: DataMode = DataMode.SHARDED
+    """How ranks get their batch: sharded (each makes its own slice: no data traffic) or rank0
+    (rank 0 reads the global batch and scatters it: data traffic)."""
     data_in_step: bool = False
     """Prepare each step's input inside the timed step (end-to-end numbers) instead of just before
     it (the default: data off the critical path, as a loader's workers would have it ready).

@@ -7,7 +7,7 @@ Layout of a results directory::
     <dir>/<anything>/runs/<run_id>.json  e.g. the committed reference sweep in results/reference/
 
 Records are flat JSON objects: config columns beside metric columns, units in field names
-(STYLE habit 7). Nested values (per-rank lists, per-op breakdowns, loss and step-time
+(nothing is parsed back out of a file name). Nested values (per-rank lists, per-op breakdowns, loss and step-time
 series) stay nested; ``load`` keeps them as Python objects in object columns.
 """
 
@@ -354,6 +354,14 @@ def read_records(results_dir: str | Path, *, warn: bool = True) -> tuple[list[di
     return records, problems
 
 
+def recorded_ok(results_dir: str | Path, sweep_id: str) -> set[tuple[str, int]]:
+    """(point_key, repeat) of the sweep's ok records directly in ``<dir>/runs/`` (what a resumed sweep
+    skips); records of other sources under the directory (a committed reference sweep) do not count."""
+    records, _ = read_records(results_dir, warn=False)
+    return {(r.get("point_key"), r.get("repeat")) for r in records
+            if r["source"] == "." and r.get("sweep_id") == sweep_id and r["status"] == "ok"}
+
+
 def load(path: str | Path = "results") -> "pandas.DataFrame":  # noqa: F821
     """One row per run, columns as in ``SCHEMA`` (plus ``source``: the folder the record came from).
 
@@ -390,7 +398,7 @@ def export(frame: "pandas.DataFrame", out: str | Path) -> Path:  # noqa: F821
 
 
 def provenance() -> dict[str, Any]:
-    """Where and with what a record was measured (STYLE habit 9)."""
+    """Where and with what a record was measured: parbench version, git commit, torch, host, date."""
     from parbench import __version__
 
     return {

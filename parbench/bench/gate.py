@@ -1,7 +1,7 @@
 """The CI gates in one command (``parbench bench gate``), for a noisy 2-core machine.
 
-1. **golden**: ``tests/benchmarks/test_golden.py`` compares every strategy's deterministic figures
-   with the committed golden file, exactly (it also runs in the default test run);
+1. **golden**: the suite's golden test compares every strategy's deterministic figures with the
+   committed golden file, exactly (it also runs in the default test run);
 2. **overhead**: the runner's timed loop vs the strategy's bare loop on prebuilt inputs (ddp: plain
    torch DDP on one prebuilt batch), the same processes:
    ``1 + loop cost / fastest bare step <= TIMED_BOUND`` for every strategy (``overhead.py``); a
@@ -9,10 +9,10 @@
 3. **timing**: pytest-benchmark's ``--benchmark-compare-fail=median:THRESHOLD`` against the newest
    saved run **from this machine** (same host and CPU model). A fresh CI machine has none: the run
    is saved and becomes the baseline, and nothing is compared (a baseline from another machine
-   would trip or hide regressions by itself; FIELD_NOTES).
+   would trip or hide regressions by itself).
 
-All three run in one pytest invocation of ``tests/benchmarks`` with benchmarks enabled; the run is
-saved under ``results/benchmarks/`` with pytest-benchmark's machine and commit info.
+All three run in one pytest invocation of the benchmark suite (``--suite``) with benchmarks enabled;
+the run is saved under the storage directory with pytest-benchmark's machine and commit info.
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ from typing import Any
 from parbench.bench import history
 from parbench.bench.overhead import TIMED_BOUND
 
-ROOT = Path(__file__).resolve().parents[2]
 # Above the run-to-run noise measured here (5 runs of unchanged code, load average 9-18: consecutive
 # medians changed by up to 212%; README, "Benchmarks and regression gates"; `parbench bench noise`).
 THRESHOLD = "median:300%"
 
 
-def pytest_command(storage: Path, baseline: Path | None, threshold: str, target: str = "tests/benchmarks") -> list[str]:
+def pytest_command(storage: Path, baseline: Path | None, threshold: str, target: str) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", "-q", target, "--benchmark-enable",
            f"--benchmark-storage=file://{storage}", "--benchmark-autosave",
            "--benchmark-columns=median,iqr,min,max,rounds", "--benchmark-sort=fullname"]
@@ -60,14 +59,15 @@ def overhead_table(doc: dict[str, Any]) -> list[str]:
             f"median of rounds {e['overhead_ratio_median']:.4f}" for e in (b["extra_info"] for b in rows)]
 
 
-def run(storage: str | Path = history.HISTORY_DIR, *, bound: float = TIMED_BOUND, threshold: str = THRESHOLD) -> int:
-    """Run the gates; 0 if all pass. Saves the benchmark run under ``storage``."""
-    storage = (ROOT / storage) if not Path(storage).is_absolute() else Path(storage)
+def run(storage: str | Path, *, suite: str | Path, bound: float = TIMED_BOUND, threshold: str = THRESHOLD) -> int:
+    """Run the gates over the benchmark suite ``suite``; 0 if all pass. Saves the run under ``storage``
+    (both relative to the working directory)."""
+    storage = Path(storage).resolve()
     baseline = history.latest_baseline(storage)
     print(f"timing gate: baseline {baseline}" if baseline else
           "timing gate: no saved run from this machine; this run becomes the baseline, nothing compared")
     before = set(history.run_files(storage))
-    rc = subprocess.call(pytest_command(storage, baseline, threshold), cwd=ROOT)
+    rc = subprocess.call(pytest_command(storage, baseline, threshold, target=str(suite)))
     saved = sorted(set(history.run_files(storage)) - before)
     if not saved:
         print("gate: pytest saved no benchmark run")

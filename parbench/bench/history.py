@@ -1,6 +1,6 @@
 """Saved benchmark runs: pytest-benchmark JSON files under ``results/benchmarks/`` (torch-free).
 
-Each file is one run of ``tests/benchmarks`` with ``--benchmark-save`` or ``--benchmark-json``;
+Each file is one run of the benchmark suite with ``--benchmark-save`` or ``--benchmark-json``;
 pytest-benchmark stores the machine (``machine_info``: host, CPU) and the commit (``commit_info``)
 beside every benchmark's stats and ``extra_info``. ``load_history`` flattens them to one row per
 benchmark per run, the shape a dashboard view plots (median over commits, one line per benchmark).
@@ -72,7 +72,7 @@ def load_history(directory: str | Path = HISTORY_DIR) -> "pandas.DataFrame":  # 
 
 def latest_baseline(directory: str | Path = HISTORY_DIR, machine: tuple[str, str] | None = None) -> Path | None:
     """The newest saved run made on ``machine`` (default: this one), or None: timings from another
-    machine are no baseline (FIELD_NOTES: a busier or quieter machine trips or hides regressions)."""
+    machine are no baseline (a busier or quieter machine trips or hides regressions)."""
     machine = machine or this_machine()
     runs = [(doc.get("datetime", ""), p) for p in run_files(directory)
             if (doc := read_run(p)) and machine_key(doc["machine_info"]) == machine]

@@ -7,7 +7,7 @@ Every node runs the same ``parbench run|sweep ...`` plus its node options, insid
                            --master-addr 10.77.0.1 --master-port 29500
 
 ``unshare --pid --kill-child`` puts each agent and its workers in a pid namespace that dies with
-it (a killed agent otherwise orphans its workers: FIELD_NOTES). ``GLOO_SOCKET_IFNAME`` makes gloo
+it (a killed torchrun agent otherwise leaves its workers running). ``GLOO_SOCKET_IFNAME`` makes gloo
 use the node's veth: the host name resolves to 127.0.0.1, and gloo would bind loopback.
 """
 

@@ -7,7 +7,7 @@ clean-up can tell a dead cluster from a live one)::
     N > 2:     pbc<pid>-nK [pbeth0 10.77.0.K+1] <--veth--> [pbpK] br0 in pbc<pid>-sw
 
 Nothing is created in the root namespace, and nothing in the root namespace ever connects to
-these addresses: the root namespace would route them off this machine (FIELD_NOTES).
+these addresses: the root namespace would route them off this machine.
 A shaped link gets a ``tbf`` qdisc on both ends of every veth, so each direction of every
 node's link is limited to the rate (netem is not available on these machines).
 """
@@ -26,7 +26,7 @@ NODE_IF = "pbeth0"
 SUBNET = "10.77.0"
 TBF_LATENCY = "50ms"
 MIN_BURST_BYTES = 256 * 1024
-"""FIELD_NOTES: at >= 1 Gbit/s a 64 kb burst ran 59% slow; >= 256 kb kept tbf within 1-5% of the rate."""
+"""Measured: at >= 1 Gbit/s a 64 kb burst ran 59% slow; >= 256 kb kept tbf within 1-5% of the rate."""
 _NAME = re.compile(rf"^{PREFIX}(\d+)-(n\d+|sw)$")
 _UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
 
@@ -139,7 +139,7 @@ def _link(cluster: Cluster) -> None:
 
 
 def burst_bytes(rate_bit_per_s: int) -> int:
-    """tbf bucket: >= 256 KiB (FIELD_NOTES), and >= 1 ms of traffic at the rate (kernel timer slack)."""
+    """tbf bucket: >= 256 KiB (MIN_BURST_BYTES), and >= 1 ms of traffic at the rate (kernel timer slack)."""
     return max(MIN_BURST_BYTES, rate_bit_per_s // 8 // 1000)
 
 
@@ -170,7 +170,7 @@ def teardown(tag: str) -> None:
 
 
 def _remove(ns: str) -> None:
-    # `ip netns del` alone leaves a namespace alive while processes are inside (FIELD_NOTES)
+    # `ip netns del` alone leaves a namespace alive while processes are inside
     for _ in range(20):
         pids = [int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split()]
         if not pids:

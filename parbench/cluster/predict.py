@@ -3,7 +3,7 @@
 A shaped veth is the one place on this machine where the simulator's network term can be checked
 against reality: ``parbench.sim.hardware.collective_time_s`` (alpha-beta per algorithm; ring
 all-reduce 2(n-1)/n S / B) with B = the tbf rate / 8 per direction. In gloo's ring over a
-node-major rank order, each direction of the link carries one rank's ring traffic (FIELD_NOTES),
+node-major rank order, each direction of the link carries one rank's ring traffic (measured on the veths),
 so the per-rank bandwidth of the model is the link's rate.
 """
 

@@ -11,7 +11,7 @@ def add_parser(sub) -> None:
     g = actions.add_parser("golden", help="compare every strategy's deterministic figures with the golden file")
     g.add_argument("--update", action="store_true", help="write the measured figures to the golden file")
     g.add_argument("--reason", default="", help="why the figures changed (required with --update)")
-    g.add_argument("--path", default=None, help="golden file (default tests/benchmarks/golden.json)")
+    g.add_argument("--path", required=True, help="the golden file (a checkout keeps it beside its benchmark tests)")
     g.set_defaults(handler=handle_golden)
     o = actions.add_parser("overhead", help="instrumented vs bare step time of each strategy")
     o.add_argument("--strategy", action="append", help="repeatable; default every implemented strategy")
@@ -22,6 +22,7 @@ def add_parser(sub) -> None:
     o.add_argument("--global-batch-size", type=int, default=None, help="default: the benchmark's 16")
     o.set_defaults(handler=handle_overhead)
     c = actions.add_parser("gate", help="the CI gates: golden, overhead, timing vs a same-machine baseline")
+    c.add_argument("--suite", required=True, help="the benchmark test directory (pytest runs it with benchmarks on)")
     c.add_argument("--storage", default="results/benchmarks", help="pytest-benchmark storage directory")
     c.add_argument("--threshold", default=None, help="pytest-benchmark compare-fail expression (default median:300%%)")
     c.set_defaults(handler=handle_gate)
@@ -33,7 +34,7 @@ def add_parser(sub) -> None:
 def handle_golden(a: argparse.Namespace) -> int:
     from parbench.bench import golden
 
-    path = a.path or golden.GOLDEN_PATH
+    path = a.path
     measured = golden.measure_all()
     if a.update:
         changed = golden.update(measured, a.reason, path)  # GoldenError (a ValueError) without a reason
@@ -68,7 +69,7 @@ def handle_overhead(a: argparse.Namespace) -> int:
 def handle_gate(a: argparse.Namespace) -> int:
     from parbench.bench import gate
 
-    return gate.run(a.storage, threshold=a.threshold or gate.THRESHOLD)
+    return gate.run(a.storage, suite=a.suite, threshold=a.threshold or gate.THRESHOLD)
 
 
 def handle_noise(a: argparse.Namespace) -> int:

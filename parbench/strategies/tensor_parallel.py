@@ -7,7 +7,7 @@ operators): one all-reduce of each row-wise layer's output in forward, and one o
 layer's input gradient in backward (none for a layer fed by the data itself, the mlp's first);
 each sends 2(t-1)/t x S with S = rows x features x 4 bytes (rows = B, or B x T tokens). The
 transformer's separate q/k/v projections cost three backward all-reduces per block where a
-fused qkv would cost one (FIELD_NOTES): 6 per block in all.
+fused qkv would cost one (counted with the meter): 6 per block in all.
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ def gpt2_model(cfg: WorkloadConfig, seed: int) -> StagedModel:
 
 
 def _style(style: str):
-    """HF tp style -> torch ParallelStyle (FIELD_NOTES: loss identical to tp=1 at tp=2)."""
+    """HF tp style -> torch ParallelStyle (measured: loss identical to tp=1 at tp=2)."""
     from torch.distributed.tensor import Replicate
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 

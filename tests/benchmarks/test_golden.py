@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
 from parbench.bench import golden, harness
 
-UPDATE_HINT = 'if the change is intended: parbench bench golden --update --reason "why"'
+GOLDEN = Path(__file__).with_name("golden.json")
+UPDATE_HINT = ('if the change is intended: parbench bench golden --path tests/benchmarks/golden.json '
+               '--update --reason "why"')
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +21,7 @@ def measured(launched) -> dict:
 
 
 def test_figures_match_golden_file(measured):
-    problems = golden.check(measured)
+    problems = golden.check(measured, GOLDEN)
     assert not problems, "\n".join(problems[:40] + [UPDATE_HINT])
 
 

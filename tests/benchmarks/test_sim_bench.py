@@ -1,4 +1,4 @@
-"""Simulator speed (issue 7): one evaluation of a 4096-GPU layout well under 20 ms, a full 4096-GPU
+"""Simulator speed: one evaluation of a 4096-GPU layout well under 20 ms, a full 4096-GPU
 layout search under a minute on 2 cores. Deterministic figures ride along in extra_info."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import pytest
 from parbench.config import ConfigError
 from parbench.multinode import NodeLayout
 from parbench.sweep import Plan, load_spec, plan
-from parbench.sweep.execute import for_layout, run_layout, share_plan
+from parbench.sweep.nodes import for_layout, run_layout, share_plan
 
 SWEEP = """
 name = "{name}"

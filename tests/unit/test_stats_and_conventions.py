@@ -31,3 +31,17 @@ def test_quantiles_exact():
 ])
 def test_sent_bytes_conventions(kind, payload, n, root, expected):
     assert sent_bytes(kind, payload, n, is_root=root) == expected
+
+
+def test_ranks_average_ties():
+    assert stats.ranks([10.0, 20.0, 20.0, 30.0]) == [1.0, 2.5, 2.5, 4.0]
+    assert stats.ranks([3.0, 1.0, 2.0]) == [3.0, 1.0, 2.0]
+
+
+def test_spearman_exact():
+    # no ties: rho = 1 - 6 sum d^2 / (n (n^2 - 1)) = 1 - 6 * 4 / 120 = 0.8 (Spearman 1904)
+    assert stats.spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]) == pytest.approx(0.8, abs=1e-15)
+    # ties: Pearson of the ranks [1..5] and [1, 2, 3.5, 5, 3.5]: cov 8, variances 10 and 9.5
+    assert stats.spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]) == pytest.approx(8 / math.sqrt(95), abs=1e-15)
+    assert stats.spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0, abs=1e-15)
+    assert math.isnan(stats.spearman([1, 2], [3, 3])) and math.isnan(stats.spearman([1], [1]))
