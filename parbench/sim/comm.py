@@ -19,7 +19,6 @@ from functools import lru_cache
 from parbench.config import DataMode, Strategy
 from parbench.metrics.categories import CATEGORIES
 from parbench.metrics.conventions import sent_bytes
-from parbench.metrics.categories import CATEGORIES
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.model import INT64_BYTES, ModelSpec, Tensor
 from parbench.sim.stages import Stage, stages

@@ -16,7 +16,6 @@ from parbench.config import ConfigError, RunConfig
 from parbench.metrics.categories import CATEGORIES
 from parbench.metrics import stats
 from parbench.results import read_records
-from parbench.metrics.categories import CATEGORIES
 from parbench.sim.hardware import Cluster, load_cluster
 from parbench.sim.layout import layout_from_run
 from parbench.sim.model import model_spec
