@@ -56,5 +56,8 @@ TOKEN_WORKLOADS = ("transformer", "hf-llama", "hf-gpt2", "moe")
 """Workloads whose shape is (layers, hidden, heads, seq_len, vocab_size)."""
 PLUGIN_GROUP = "parbench.workloads"
 """The entry-point group installed plugins register their factories in."""
+DEVICES = ("cpu", "cuda")
+RUN_PRECISIONS = ("fp32", "tf32", "bf16")
+"""Precisions the runner trains in (the simulator's presets add fp8)."""
 DATASETS = ("synthetic", "digits", "mnist")
 FAULTS = ("raise", "hang", "crash")

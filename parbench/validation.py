@@ -10,7 +10,7 @@ import math
 from typing import TYPE_CHECKING
 
 from parbench.layout import ParallelLayout, tp_misfit
-from parbench.names import TOKEN_WORKLOADS, ConfigError, DataParallelMode, Strategy
+from parbench.names import DEVICES, RUN_PRECISIONS, TOKEN_WORKLOADS, ConfigError, DataParallelMode, Strategy
 
 if TYPE_CHECKING:
     from parbench.config import RunConfig
@@ -26,19 +26,27 @@ def validate_run(c: "RunConfig") -> None:
         rule(c)
 
 
+MINIMUMS = {"world_size": 1, "steps": 1, "warmup_steps": 2, "threads": 1, "servers": 1, "seed": 0,
+            "loader_workers": 0, "prefetch_factor": 1, "ep": 0, "global_batch_size": 1, "micro_batches": 1,
+            "virtual_stages": 1}
+"""The least value of each integer field (the sweep's keys take their bounds from here too)."""
+CHOICES = {"device": DEVICES, "precision": RUN_PRECISIONS}
+"""The values of the string fields that are not enums."""
+
+
 def _positive(c: "RunConfig") -> None:
-    for key, low in (("world_size", 1), ("steps", 1), ("warmup_steps", 2), ("threads", 1), ("servers", 1)):
-        if getattr(c, key) < low:
-            raise ConfigError(f"{key}={getattr(c, key)} must be >= {low}")
+    for key in ("world_size", "steps", "warmup_steps", "threads", "servers"):
+        if getattr(c, key) < MINIMUMS[key]:
+            raise ConfigError(f"{key}={getattr(c, key)} must be >= {MINIMUMS[key]}")
     for key in ("timeout_s", "lr"):  # `not x > 0` also catches NaN, which compares false with anything
         value = getattr(c, key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not value > 0:
             raise ConfigError(f"{key}={value!r} must be a finite number > 0")
     if isinstance(c.seed, bool) or not isinstance(c.seed, int) or not 0 <= c.seed < SEED_LIMIT:
         raise ConfigError(f"seed={c.seed!r} must be an integer in [0, 2**63) (torch.manual_seed's int64 range)")
-    if c.device not in ("cpu", "cuda"):
+    if c.device not in DEVICES:
         raise ConfigError(f"unknown device {c.device!r}; valid: cpu, cuda")
-    if c.precision not in ("fp32", "tf32", "bf16"):
+    if c.precision not in RUN_PRECISIONS:
         raise ConfigError(f"unknown precision {c.precision!r}; valid: fp32, tf32, bf16")
     if c.precision == "tf32" and c.device != "cuda":
         raise ConfigError("precision=tf32 is a CUDA tensor-core mode; on device=cpu use fp32 or bf16")

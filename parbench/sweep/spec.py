@@ -16,8 +16,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-from parbench.config import (DATASETS, ROUTERS, Backend, ConfigError, DataMode, DataParallelMode,
-                             Schedule, Strategy)
+from parbench.config import DATASETS, ROUTERS, ConfigError, RunConfig, Strategy
+from parbench.options import options
+from parbench.validation import CHOICES, MINIMUMS
 
 
 def _names(enum_type) -> tuple[str, ...]:
@@ -34,39 +35,44 @@ class Key:
     choices: tuple[str, ...] = ()
 
 
+def run_key(field: str, *, axis: bool = False, default: Any = None, low: int | None = None, note: str = "") -> Key:
+    """The key of a RunConfig field: its type, bound (``validation.MINIMUMS``), default and docstring
+    come from the configuration; a grid axis takes a list of values (default: [the field's default])."""
+    o = next(o for o in options(RunConfig, hidden=()) if o.field == field)
+    choices = o.choices or CHOICES.get(field, ())
+    low = MINIMUMS.get(field, 0) if low is None else low
+    kind = ("bool" if o.kind is bool else "number>0" if o.kind is float else "enum" if choices
+            else f"int>={low}" if o.kind is int else "str")
+    if axis:
+        kind, default = f"list[{'enum' if choices else kind}]", [o.default] if default is None else default
+    return Key(kind, o.default if default is None else default, f"{note}{o.help}", choices)
+
+
 # The schema is plain data; README's table is generated from it (tests check they agree).
 TOP_KEYS: dict[str, Key] = {
     "name": Key("str", None, "sweep name (default: the file's stem); part of the sweep identity"),
     "description": Key("str", "", "free text, kept in the manifest"),
     "repeats": Key("int>=1", 1, "runs per grid point; every repeat is a record"),
-    "steps": Key("int>=1", 5, "timed steps per run"),
-    "warmup_steps": Key("int>=2", 2, "untimed steps before the probe step (>= 2: DDP rebuilds its buckets in the second)"),
-    "timeout_s": Key("number>0", 120.0, "wall-clock limit per run; every rank is killed when it passes"),
-    "seed": Key("int>=0", 0, "seed of model init and data"),
-    "threads": Key("int>=1", 1, "intra-op threads per rank"),
-    "data_in_step": Key("bool", False, "make each step's input inside the timed step (end-to-end); "
-                                       "false: just before it, timed apart as time_data_s"),
-    "loader_workers": Key("int>=0", 0, "DataLoader worker processes per rank (dataset workloads; 0 = in the rank)"),
+    **{f: run_key(f) for f in ("steps", "warmup_steps", "timeout_s", "seed", "threads", "data_in_step",
+                               "loader_workers")},
     "strategies": Key("strategies", "all", '"all" (every implemented strategy) or a list of names',
                       _names(Strategy)),
-    "world_sizes": Key("list[int>=1]", [1, 2, 4], "ranks per run; `single` runs only at 1, the others only at >= 2"),
-    "backends": Key("list[enum]", ["gloo"], "process-group backends", _names(Backend)),
-    "devices": Key("list[enum]", ["cpu"], "cpu or cuda (one GPU per rank); nccl points run on cuda only",
-                   ("cpu", "cuda")),
-    "precisions": Key("list[enum]", ["fp32"], "fp32, tf32 (cuda only) or bf16 (autocast, bf16 gradient traffic)",
-                      ("fp32", "tf32", "bf16")),
-    "global_batch_sizes": Key("list[int>=1]", [64], "samples per optimizer step, all ranks together"),
-    "data_modes": Key("list[enum]", ["sharded"], "how ranks get their batch", _names(DataMode)),
-    "micro_batches": Key("list[int>=1]", [4], "pipeline points only (pipeline, hybrid with pp > 1)"),
-    "schedules": Key("list[enum]", ["1f1b"], "pipeline points only", _names(Schedule)),
-    "virtual_stages": Key("list[int>=2]", [2], "interleaved1f1b points only: model chunks per rank"),
+    "world_sizes": run_key("world_size", axis=True, default=[1, 2, 4],
+                           note="`single` runs only at 1, the others only at >= 2. "),
+    "backends": run_key("backend", axis=True),
+    "devices": run_key("device", axis=True),
+    "precisions": run_key("precision", axis=True),
+    "global_batch_sizes": run_key("global_batch_size", axis=True),
+    "data_modes": run_key("data_mode", axis=True),
+    "micro_batches": run_key("micro_batches", axis=True, default=[4],
+                             note="Pipeline points only (pipeline, hybrid with pp > 1). "),
+    "schedules": run_key("schedule", axis=True, note="Pipeline points only. "),
+    "virtual_stages": run_key("virtual_stages", axis=True, default=[2], low=2),
     "meshes": Key("list[mesh]", [], "hybrid only: [dp, tp, pp] triples; [] = every mesh of the world "
                                     "size with two or more degrees > 1"),
-    "dp_modes": Key("list[enum]", ["ddp"], "hybrid only: how the dp dimension replicates",
-                    _names(DataParallelMode)),
-    "servers": Key("list[int>=1]", [1], "ps only: parameter-server ranks"),
-    "eps": Key("list[int>=0]", [0], "ep only: expert-parallel degrees (0 = the world size; smaller: ep groups "
-                                    "inside data parallelism)"),
+    "dp_modes": run_key("dp_mode", axis=True),
+    "servers": run_key("servers", axis=True),
+    "eps": run_key("ep", axis=True),
     "workloads": Key("workloads", [{"name": "mlp"}], "array of [[workloads]] tables (keys below)"),
 }
 
@@ -270,6 +276,6 @@ def schema_markdown() -> str:
         for key, spec in keys.items():
             kind = spec.kind + (f" ({', '.join(spec.choices)})" if spec.choices else "")
             default = "-" if spec.default is None else json.dumps(spec.default)
-            rows.append(f"| `{prefix}{key}` | {kind} | `{default}` | {spec.doc} |")
+            rows.append(f"| `{prefix}{key}` | {kind} | `{default}` | {spec.doc.replace('``', '`')} |")
     return "\n".join(rows)
 
