@@ -26,6 +26,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from parbench import layout_key as lk
+from parbench import time_charts
+from parbench.figure_basics import empty_figure, ok_runs  # noqa: F401 - part of this module's interface
 
 MIB = 2**20
 
@@ -197,23 +199,12 @@ def newest_source(df: pd.DataFrame) -> str | None:
     return str(df.groupby("source")["created_at"].max().sort_values().index[-1])
 
 
-def ok_runs(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == "ok"] if not df.empty else df
-
-
 def newest(df: pd.DataFrame, n: int = MAX_RUNS_PER_CHART) -> pd.DataFrame:
     """The n newest runs, kept in the frame's (strategy) order."""
     if len(df) <= n:
         return df
     keep = df.sort_values("created_at").index[-n:]
     return df.loc[df.index.isin(keep)]
-
-
-def empty_figure(title: str, message: str) -> go.Figure:
-    fig = go.Figure()
-    fig.update_layout(title=title, xaxis_visible=False, yaxis_visible=False,
-                      annotations=[dict(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")])
-    return fig
 
 
 def workloads(df: pd.DataFrame) -> list[str]:
@@ -885,20 +876,13 @@ def compare_ratios(df: pd.DataFrame, by: str = "run_label") -> go.Figure:
 
 # Charts per section, in the order ``parbench report`` writes them (the dashboard views call the
 # same functions). A new section: add a (title, charts) line here.
-def _time_charts():
-    """``parbench.time_charts`` (it draws on this module: imported when a report is written)."""
-    from parbench import time_charts
-
-    return time_charts
-
-
 REPORT_SECTIONS: tuple[tuple[str, tuple[Callable[[pd.DataFrame], go.Figure], ...]], ...] = (
     ("Which layout?", (pareto_chart,)),
     ("Scaling", (scaling_throughput, scaling_efficiency)),
     ("Memory", (memory_stacked,)),
     ("Communication", (comm_stacked, comm_ops_breakdown, comm_modeled_vs_os)),
     ("Step time", (step_time_box,)),
-    ("Where the time goes", (lambda df: _time_charts().time_figure(df),)),
+    ("Where the time goes", (lambda df: time_charts.time_figure(df),)),
     ("Compare layouts", (lambda df: compare_ratios(df, by="config_label"),)),
     ("Correctness", (loss_curves, loss_diff)),
 )

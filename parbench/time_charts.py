@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from parbench import charts
+from parbench.figure_basics import empty_figure, ok_runs
 from parbench.metrics.breakdown import TERMS
 
 PRED = "pred_"
@@ -29,7 +29,7 @@ TERM_STYLE: dict[str, tuple[str, str]] = {  # term -> (legend name, colour)
 
 def breakdown_groups(df: pd.DataFrame) -> pd.DataFrame:
     """Median of every term (and predicted term, when present) per layout, over ok runs with a breakdown."""
-    ok = charts.ok_runs(df)
+    ok = ok_runs(df)
     if ok.empty or "time_compute_s" not in ok.columns:
         return pd.DataFrame()
     ok = ok[pd.to_numeric(ok["time_compute_s"], errors="coerce").notna()]
@@ -52,7 +52,7 @@ def time_figure(df: pd.DataFrame) -> go.Figure:
     """Stacked bars in ms per layout; a 'predicted' bar beside each 'measured' one when predicted."""
     groups = breakdown_groups(df)
     if groups.empty:
-        return charts.empty_figure("Where the step time goes", "no run with a step-time breakdown")
+        return empty_figure("Where the step time goes", "no run with a step-time breakdown")
     kinds = [("measured", "")] + ([("predicted", PRED)] if has_predictions(groups) else [])
     fig = go.Figure()
     for term, (name, color) in TERM_STYLE.items():
@@ -114,7 +114,7 @@ def timeline_figure(trace: dict[str, Any], step: int | None = None, *, in_flight
     step = trace.get("otherData", {}).get("chosen_traced_step", 0) if step is None else step
     spans = step_spans(trace, step)
     if spans.empty:
-        return charts.empty_figure("Timeline", "this trace has no spans for that step")
+        return empty_figure("Timeline", "this trace has no spans for that step")
     if not in_flight:
         spans = spans[spans["lane"] == 0]
     spans = spans.assign(row=[f"rank {r}" if lane == 0 else f"rank {r} · in flight {lane}"

@@ -8,11 +8,13 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from parbench import data
 from parbench.config import DataMode, RunConfig
 from parbench.data import Feed
 from parbench.metrics.comm import Category, CommMeter
+from parbench.metrics.memory import local_tensor
 from parbench.workloads.base import Batch, Workload
 
 
@@ -101,3 +103,21 @@ def templates(ctx: RankContext, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     x, y = ctx.workload.sample(1)
     return (torch.empty((n, *x.shape[1:]), dtype=x.dtype, device=ctx.device),
             torch.empty((n, *y.shape[1:]), dtype=y.dtype, device=ctx.device))
+
+
+def allreduce_grads(params: list[nn.Parameter], group: dist.ProcessGroup, dp: int,
+                    dtype: torch.dtype = torch.float32) -> Callable[[], None]:
+    """DDP's job done by hand under a pipeline: one flat all-reduce of the stage's gradients per
+    step (DDP with one bucket), 2(dp-1)/dp x Psi_stage bytes (in ``dtype``: bf16 halves them).
+    DDP itself cannot wrap a stage here: its reducer sees one backward per micro-batch and its
+    bucket rebuild asserts (torch 2.13)."""
+
+    def sync() -> None:
+        grads = [local_tensor(p.grad) for p in params]  # tp-sharded grads: this rank's shard
+        flat = _flatten_dense_tensors(grads).to(dtype)
+        dist.all_reduce(flat, group=group)  # synchronises the replicas: every one waits for the sum
+        flat.div_(dp)
+        for g, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
+            g.copy_(synced)
+
+    return sync

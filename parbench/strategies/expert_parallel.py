@@ -31,9 +31,8 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from parbench.metrics.comm import Category
-from parbench.strategies.base import RankContext, Trainer, moe_fields, replica_input
+from parbench.strategies.base import RankContext, Trainer, allreduce_grads, moe_fields, replica_input
 from parbench.strategies.data_parallel import sgd_step
-from parbench.strategies.hybrid import allreduce_grads
 from parbench.workloads import moe
 
 EXPERT_GRAD, NON_EXPERT_GRAD = "moe_expert_grad", "moe_non_expert_grad"

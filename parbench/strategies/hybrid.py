@@ -11,15 +11,12 @@ from __future__ import annotations
 from typing import Callable
 
 import torch
-import torch.distributed as dist
 from torch import nn
-from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from parbench.config import DataParallelMode
 from parbench.metrics.comm import Category
-from parbench.metrics.memory import local_tensor
-from parbench.strategies.base import RankContext, Trainer, moe_fields, replica_input
+from parbench.strategies.base import RankContext, Trainer, allreduce_grads, moe_fields, replica_input
 from parbench.strategies.data_parallel import sgd_step, wrap_ddp
 from parbench.strategies.pipeline import build_stages, make_schedule, pipeline_step
 from parbench.strategies.sharded import shard_model
@@ -48,24 +45,6 @@ def data_parallel_wrap(ctx: RankContext, mesh: DeviceMesh) -> Callable[[nn.Modul
             return module
         return fsdp
     return lambda module: wrap_ddp(ctx, module, mesh=mesh["dp"])
-
-
-def allreduce_grads(params: list[nn.Parameter], group: dist.ProcessGroup, dp: int,
-                    dtype: torch.dtype = torch.float32) -> Callable[[], None]:
-    """DDP's job done by hand under a pipeline: one flat all-reduce of the stage's gradients per
-    step (DDP with one bucket), 2(dp-1)/dp x Psi_stage bytes (in ``dtype``: bf16 halves them).
-    DDP itself cannot wrap a stage here: its reducer sees one backward per micro-batch and its
-    bucket rebuild asserts (torch 2.13)."""
-
-    def sync() -> None:
-        grads = [local_tensor(p.grad) for p in params]  # tp-sharded grads: this rank's shard
-        flat = _flatten_dense_tensors(grads).to(dtype)
-        dist.all_reduce(flat, group=group)  # synchronises the replicas: every one waits for the sum
-        flat.div_(dp)
-        for g, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
-            g.copy_(synced)
-
-    return sync
 
 
 def build_hybrid(*, ctx: RankContext) -> Trainer:

@@ -21,8 +21,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # 4: launching runs (one host, many nodes, benchmarks)
     ("parbench.launch", "parbench.multinode", "parbench.bench", "parbench.summary"),
     # 5: what is built on runs and records
-    ("parbench.sweep", "parbench.cluster", "parbench.sim", "parbench.charts", "parbench.report", "parbench.slurm",
-     "parbench.doctor"),
+    ("parbench.sweep", "parbench.cluster", "parbench.sim", "parbench.charts", "parbench.time_charts",
+     "parbench.figure_basics", "parbench.report", "parbench.slurm", "parbench.doctor"),
     # 6: the user's entry points
     ("parbench.commands", "parbench.cli", "parbench.__main__", "parbench.sweeps", "dashboard"),
 )
