@@ -174,29 +174,24 @@ def test_shipped_moe_sweep_plans_ep_ddp_and_fsdp_at_2_and_4_ranks():
     assert not the_plan.skipped
 
 
-def _gradients_rank(rank: int, world: int, port: int, kw: dict, out: str) -> None:
+def _gradients_rank(kw: dict, info) -> dict:
     """One rank of the gradient check: forward, backward and the gradient averaging of ep on this
-    rank's shard of the batch; saves {parameter name in the full model: gradient}."""
-    import torch
-    import torch.distributed as dist
-
+    rank's shard of the batch; {parameter name in the full model: gradient}."""
     from parbench.metrics.comm import CommMeter
     from parbench.strategies.base import RankContext
     from parbench.strategies.expert_parallel import sharded_model
     from parbench.workloads import make
 
-    cfg = RunConfig(**kw)
-    store = dist.TCPStore("127.0.0.1", port, world, is_master=rank == 0)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    cfg, rank, world = RunConfig(**kw), info.rank, info.world_size
     workload = make(cfg.workload, cfg.seed)
-    ctx = RankContext(config=cfg, rank=rank, world_size=world, device=torch.device("cpu"), workload=workload,
+    ctx = RankContext(config=cfg, rank=rank, world_size=world, device=info.device, workload=workload,
                       meter=CommMeter(rank=rank))
     mesh, model, sync = sharded_model(ctx)
     n = cfg.global_batch_size // world
     x, y = workload.rows(0, cfg.global_batch_size, rank * n, (rank + 1) * n)
     workload.loss(model(x), y).backward()
     sync()
-    per, first = cfg.workload.experts // cfg.ep, mesh.get_local_rank("ep") * (cfg.workload.experts // cfg.ep)
+    first = mesh.get_local_rank("ep") * (cfg.workload.experts // cfg.ep)
     grads = {}
     for name, p in model.named_parameters():
         if ".experts." in name:  # local index -> the expert's index in the full model
@@ -204,38 +199,31 @@ def _gradients_rank(rank: int, world: int, port: int, kw: dict, out: str) -> Non
             local, _, rest = tail.partition(".")
             name = f"{head}.experts.{first + int(local)}.{rest}"
         grads[name] = p.grad
-    torch.save(grads, f"{out}/rank{rank}.pt")
-    dist.barrier()
-    dist.destroy_process_group()
+    return grads
 
 
-@pytest.mark.slow  # spawned ranks import torch afresh: ~50 s (2 ranks) and ~80 s (4) on the loaded 2-core machine
+@pytest.mark.slow
 @pytest.mark.parametrize("world, ep", [(2, 2), (4, 2)])
 def test_ep_gradients_equal_the_single_process_gradients(tmp_path, world, ep):
     """Adam's update hardly depends on a gradient's scale, so equal losses cannot catch a wrongly
     averaged gradient: compare every gradient after ep's averaging with the full model's on the
     whole batch (learned router, capacity 1.0: drops included)."""
-    import socket
-
     import torch
-    import torch.multiprocessing as mp
 
+    from parbench.distributed import spawn
     from parbench.workloads import make
 
     w = {**BASE, "experts": 4, "top_k": 2, "capacity_factor": 1.0}
     kw = dict(strategy="ep", world_size=world, ep=ep, workload=w, global_batch_size=8)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.start_processes(_gradients_rank, args=(world, port, kw, str(tmp_path)), nprocs=world, start_method="spawn")
+    outcome = spawn(world, _gradients_rank, kw, timeout_s=300)
+    assert outcome.status == "ok", outcome.error
     cfg = RunConfig(**kw)
     workload = make(cfg.workload, cfg.seed)
     model = workload.build(cfg.seed)
     x, y = workload.rows(0, cfg.global_batch_size, 0, cfg.global_batch_size)
     workload.loss(model(x), y).backward()
     reference = dict(model.named_parameters())
-    for rank in range(world):
-        grads = torch.load(tmp_path / f"rank{rank}.pt")
+    for rank, grads in enumerate(outcome.results):
         assert grads, rank
         for name, g in grads.items():
             torch.testing.assert_close(g, reference[name].grad, rtol=1e-5, atol=1e-6, msg=f"rank {rank} {name}")
