@@ -15,6 +15,7 @@ from typing import Any, Callable
 from parbench.config import ConfigError
 from parbench.multinode import NodeLayout, add_node_options
 from parbench.multinode.layout import wants_nodes
+from parbench.sweep.spec import TOP_KEYS, Key
 
 
 def _csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
@@ -26,23 +27,26 @@ def _csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
     return parse
 
 
-# option -> (spec key, parser); values are validated by the sweep schema like the file's.
-OVERRIDES = {
-    "strategies": ("strategies", _csv(str), "e.g. ddp,pipeline (or all)"),
-    "world_sizes": ("world_sizes", _csv(int), "e.g. 1,2,4"),
-    "backends": ("backends", _csv(str), "e.g. gloo"),
-    "devices": ("devices", _csv(str), "e.g. cpu,cuda"),
-    "precisions": ("precisions", _csv(str), "e.g. fp32,bf16"),
-    "global_batch_sizes": ("global_batch_sizes", _csv(int), "e.g. 32,64"),
-    "micro_batches": ("micro_batches", _csv(int), "pipeline points, e.g. 2,4"),
-    "schedules": ("schedules", _csv(str), "pipeline points, e.g. gpipe,1f1b"),
-    "repeats": ("repeats", int, "runs per point"),
-    "steps": ("steps", int, "timed steps per run"),
-    "timeout": ("timeout_s", float, "seconds per run before its ranks are killed"),
-    "name": ("name", str, "sweep name (part of its identity)"),
-    "data_in_step": ("data_in_step", None, "make each step's input inside the timed step (end-to-end)"),
-    "loader_workers": ("loader_workers", int, "DataLoader workers per rank (dataset workloads)"),
-}
+FLAG_NAMES = {"timeout_s": "timeout"}
+"""Keys whose option is not ``--<key>`` (kept as users know them)."""
+FILE_ONLY = ("description", "meshes", "workloads")
+"""Keys a sweep file sets, with no command-line override."""
+
+
+def _parser(key: Key) -> Callable[[str], Any] | None:
+    """How an override's text becomes the key's value (None: a switch); the schema then checks it."""
+    if key.kind == "bool":
+        return None
+    if key.kind.startswith("list[int"):
+        return _csv(int)
+    if key.kind.startswith("list") or key.kind == "strategies":
+        return _csv(str)
+    return {"str": str, "number>0": float}.get(key.kind, int)
+
+
+# option -> (spec key, parser, help), one per key of the sweep schema: overrides are validated like the file's
+OVERRIDES = {FLAG_NAMES.get(k, k): (k, _parser(key), ("comma-separated: " if key.kind.startswith("list") else "") + key.doc)
+             for k, key in TOP_KEYS.items() if k not in FILE_ONLY}
 
 
 def add_parser(sub) -> None:
