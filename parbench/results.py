@@ -357,9 +357,15 @@ def read_records(results_dir: str | Path, *, warn: bool = True) -> tuple[list[di
 def recorded_ok(results_dir: str | Path, sweep_id: str) -> set[tuple[str, int]]:
     """(point_key, repeat) of the sweep's ok records directly in ``<dir>/runs/`` (what a resumed sweep
     skips); records of other sources under the directory (a committed reference sweep) do not count."""
-    records, _ = read_records(results_dir, warn=False)
-    return {(r.get("point_key"), r.get("repeat")) for r in records
-            if r["source"] == "." and r.get("sweep_id") == sweep_id and r["status"] == "ok"}
+    done = set()
+    for path in (Path(results_dir) / "runs").glob("*.json"):
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # a corrupt file is no record (parbench results reports it)
+        if isinstance(rec, dict) and rec.get("sweep_id") == sweep_id and rec.get("status") == "ok":
+            done.add((rec.get("point_key"), rec.get("repeat")))
+    return done
 
 
 def load(path: str | Path = "results") -> "pandas.DataFrame":  # noqa: F821

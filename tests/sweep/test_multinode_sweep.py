@@ -138,8 +138,7 @@ def test_a_node_with_another_grid_stops_both_nodes(two_rank_plan, tmp_path):
 
 
 def test_a_missing_node_0_is_a_clear_error_not_a_hang(two_rank_plan, tmp_path, monkeypatch):
-    monkeypatch.setattr(sys.modules["parbench.sweep.execute"], "PLAN_TIMEOUT_S", 1.0)  # the package's
-    # attribute ``execute`` is the function, so the module is taken from sys.modules
+    monkeypatch.setattr(sys.modules["parbench.sweep.nodes"], "PLAN_TIMEOUT_S", 1.0)
     port = _free_port()  # nobody listens: node 0 never started
     with pytest.raises(ConfigError, match=f"plan exchange on 127.0.0.1:{port} failed"):
         share_plan(two_rank_plan, _layout(1, port), tmp_path, force=False)
