@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -143,5 +144,5 @@ def test_a_trace_that_cannot_be_written_never_costs_the_record(tmp_path, monkeyp
     monkeypatch.setattr(parbench.trace, "write_trace", full)
     record = {"run_id": "abc", "status": "ok"}
     with pytest.warns(UserWarning, match="trace of run abc not written"):
-        save(tmp_path, record, [{"rank": 0}])
+        save(tmp_path, record, [SimpleNamespace(role="single", trace={})])  # a rank result's two fields it reads
     assert json.loads((tmp_path / "runs" / "abc.json").read_text())["trace_file"] is None
