@@ -18,8 +18,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if (not action.option_strings or action.default in (None, False, argparse.SUPPRESS)
-                or "default" in text or "%(default)" in text):
+        if (not action.option_strings or any(action.default is v for v in (None, False, argparse.SUPPRESS))
+                or "default" in text or "%(default)" in text):  # identity: a default of 0 is still shown
             return text
         return text + " (default: %(default)s)"
 

@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("run", help="one real training run", description=__doc__)
     add_run_options(p)
     add_node_options(p)
-    p.add_argument("--results-dir", default="results")
+    p.add_argument("--results-dir", default="results", help="where the record goes (runs/<run_id>.json)")
     p.add_argument("--no-save", action="store_true", help="print the summary, write no record")
     p.set_defaults(handler=handle)
 

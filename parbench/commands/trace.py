@@ -9,7 +9,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("trace", help="a run's trace file (Perfetto / chrome://tracing) and its step-time breakdown",
                        description=__doc__)
     p.add_argument("run_id", metavar="RUN_ID", help="run id, or a unique prefix of one")
-    p.add_argument("--results-dir", default="results")
+    p.add_argument("--results-dir", default="results", help="results directory holding the run and its trace")
     p.set_defaults(handler=handle)
 
 

@@ -64,7 +64,8 @@ def add_node_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--node-rank", type=int, default=0, help="this node's index (static rendezvous)")
     g.add_argument("--nproc-per-node", type=int, default=0, help="ranks per node (default: world size / nnodes)")
     g.add_argument("--master-addr", default="127.0.0.1", help="static rendezvous: node 0's address")
-    g.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT)
+    g.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT,
+                   help="rendezvous port on --master-addr (every node passes the same)")
     g.add_argument("--rdzv-endpoint", default=None, help="host:port of a c10d rendezvous (instead of master-addr)")
     g.add_argument("--rdzv-id", default="parbench", help="c10d rendezvous job id")
 

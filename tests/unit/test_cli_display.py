@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from parbench.cli import main
+from parbench.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "dashboard" / "fixtures" / "results"
@@ -25,6 +25,19 @@ def parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("parbench"
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 yield from parsers(sub, (*path, name))
+
+
+def test_every_option_has_help_and_shows_its_default():
+    for path, parser in parsers(build_parser()):
+        text = parser.format_help()
+        assert "``" not in text, (path, text)
+        for action in parser._actions:
+            if action.help is argparse.SUPPRESS or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+                continue
+            assert action.help, (path, action.option_strings or action.dest)
+            if action.option_strings and not any(action.default is v for v in (None, False, argparse.SUPPRESS)):
+                line = parser._get_formatter()._expand_help(action)
+                assert "default" in line, (path, action.option_strings, line)
 
 
 def results_table(capsys, columns: int, *args: str) -> list[str]:
