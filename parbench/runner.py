@@ -29,7 +29,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from parbench import strategies, workloads
+from parbench import progress, strategies, workloads
 from parbench.config import RunConfig
 from parbench.data import Feed
 from parbench.distributed import RankInfo
@@ -84,12 +84,17 @@ def _with_fault(trainer: Trainer, fault: str, rank: int) -> Trainer:
 
 def measure(ctx: RankContext, trainer: Trainer) -> RankResult:
     cfg, device = ctx.config, ctx.device
+    # rank 0 names each phase on the terminal's status line (when `parbench run` asked for it);
+    # every write happens between phases, never inside a timed window or its OS byte count
+    say = progress.for_rank(ctx.rank, f"parbench run (rank 0 of {ctx.world_size})").phase
+    say(f"warm-up: {cfg.warmup_steps} steps")
     losses = [trainer.step(i) for i in range(cfg.warmup_steps)]
 
     tracker = memory.ActivationTracker()
     tracker.exclude_params(trainer.params)
     if trainer.feed is not None:
         trainer.feed.prepare(cfg.warmup_steps)  # the probe meters the step, not the making of its input
+    say("probe step (every meter on)")
     with ctx.meter.counting(), tracker.tracking():
         losses.append(trainer.step(cfg.warmup_steps))
     probe = len(losses) - 1
@@ -102,14 +107,17 @@ def measure(ctx: RankContext, trainer: Trainer) -> RankResult:
     }
 
     first_timed = probe + 1
+    say(f"timed steps: {cfg.steps}")
     step_times, timed_losses, io_bytes = timed_steps(ctx, trainer.step, first_timed, cfg.steps, trainer.feed)
     losses += timed_losses
     barrier_io = _barrier_bytes(cfg.steps)
     compute_times: list[float] = []
     if trainer.compute_only_step is not None:
         n = min(cfg.steps, COMPUTE_ONLY_STEPS)
+        say(f"compute-only steps (no gradient communication): {n}")
         compute_times, _, _ = timed_steps(ctx, trainer.compute_only_step, first_timed + cfg.steps, n, trainer.feed)
     ahead = trainer.feed is not None and not cfg.data_in_step
+    say(f"traced steps (step-time breakdown): {TRACED_STEPS}")
     trace = traced_steps(step=trainer.step, meter=ctx.meter, device=device, world_size=ctx.world_size,
                          start=first_timed + cfg.steps + len(compute_times), n=TRACED_STEPS,
                          prepare=trainer.feed.prepare if ahead else None)

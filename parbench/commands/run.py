@@ -29,7 +29,7 @@ def handle(a: argparse.Namespace) -> int:
         check_writable(a.results_dir)  # a measurement must never be lost to an unwritable directory
     if layout is not None:
         return node_command(cfg, layout, results_dir=None if a.no_save else a.results_dir)
-    record, ranks = measure_run(cfg)
+    record, ranks = measure_with_status(cfg, measure_run)
     if not a.no_save:
         try:
             save(a.results_dir, record, ranks)
@@ -42,3 +42,20 @@ def handle(a: argparse.Namespace) -> int:
             return 1
     print_run(record, None if a.no_save else a.results_dir)
     return 0 if record["status"] == "ok" else 1
+
+
+def measure_with_status(cfg, measure_run):
+    """``measure_run(cfg)`` with a status line on a terminal: this process names the launch, rank 0
+    (of the run, then of the single-process reference) each of its phases, on the same line."""
+    import os
+
+    from parbench import progress
+
+    status = progress.Status("parbench run")
+    if status.on:
+        os.environ[progress.ENV] = "1"  # the rank processes start after this and inherit it
+    status.phase(f"launching {cfg.world_size} rank(s): {cfg.strategy.value} on {cfg.workload.name}")
+    try:
+        return measure_run(cfg)
+    finally:
+        status.done()

@@ -80,3 +80,23 @@ def test_progress_env_switch(flag, monkeypatch):
 
     monkeypatch.setenv(progress.ENV, flag)
     assert progress.enabled() is (flag == "1")
+
+
+@pytest.mark.slow  # a real 2-rank run: ~10-30 s on a loaded 2-core machine
+def test_run_names_its_phases_on_the_status_line(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PARBENCH_PROGRESS="1")
+    done = subprocess.run([sys.executable, "-m", "parbench", "run", "--strategy", "ddp", "--world-size", "2",
+                           "--steps", "3", "--global-batch-size", "16", "--no-save"],
+                          capture_output=True, env=env, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    err = done.stderr.decode()
+    phases = ["launching 2 rank(s): ddp on mlp", "warm-up: 2 steps", "probe step", "timed steps: 3",
+              "compute-only steps", "traced steps"]
+    at = [err.index(p) for p in phases]
+    assert at == sorted(at), err
+    assert err.rstrip("\n").endswith("\r\033[K") or "\r\033[K" in err.splitlines()[-1]
+    assert "throughput" in done.stdout.decode()  # the summary follows on stdout, the status line is gone
+    quiet = subprocess.run([sys.executable, "-m", "parbench", "run", "--steps", "2", "--global-batch-size", "16",
+                            "--no-save"], capture_output=True, env=dict(env, PARBENCH_PROGRESS="0"), timeout=300,
+                           cwd=tmp_path)
+    assert quiet.returncode == 0 and b"warm-up" not in quiet.stderr
