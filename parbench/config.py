@@ -198,8 +198,8 @@ class RunConfig(ParallelLayout):
     compute on fp32 master weights, bf16 gradient all-reduce / FSDP traffic: half the bytes)."""
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     ep: int = 0
-    """Expert-parallel degree (``ep``: experts sharded over groups of ep consecutive ranks, inside
-    the data-parallel dimension; 0 = world_size for ``ep``, 1 otherwise)."""
+    """Expert-parallel degree (strategy ``ep``, or ``hybrid`` with tp = 1): experts sharded over groups
+    of ep consecutive data-parallel ranks; 0 = world_size for ``ep``, 1 otherwise."""
     dp_mode: DataParallelMode = DataParallelMode.DDP
     """How hybrid's data-parallel dimension replicates the model: ddp, or fsdp (sharded)."""
     servers: int = 1

@@ -36,6 +36,9 @@ class ParallelLayout:
     """Pipeline schedule: gpipe, 1f1b or interleaved1f1b."""
     virtual_stages: int = 1
     """Model chunks per pipeline rank (interleaved 1F1B only)."""
+    ep: int = 1
+    """Expert-parallel degree: each MoE layer's experts sharded over groups of ep consecutive dp ranks.
+    A degree inside dp, not a mesh dimension of its own (so not in ``DEGREES``): ep divides dp."""
 
     def __post_init__(self) -> None:
         self.check_layout()
@@ -45,6 +48,9 @@ class ParallelLayout:
         for key in (*self.DEGREES, "global_batch_size", "micro_batches", "virtual_stages"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{key}={getattr(self, key)} must be >= 1")
+        if self.ep < 1 or self.dp % self.ep:
+            raise ConfigError(f"ep={self.ep} does not divide dp={self.dp} (expert parallelism runs inside data "
+                              "parallelism: ep groups of ep consecutive data-parallel ranks)")
         per_step = self.dp * self.micro_batches
         if self.global_batch_size % per_step:
             raise ConfigError(f"global_batch_size={self.global_batch_size} is not divisible by dp x micro_batches "

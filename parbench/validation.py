@@ -140,9 +140,6 @@ def _experts(c: "RunConfig") -> None:
         return
     if w.name != "moe":
         raise ConfigError(f"ep shards experts: it needs workload=moe, got workload={w.name}")
-    if c.ep < 1 or c.dp % c.ep:
-        raise ConfigError(f"ep={c.ep} does not divide {'dp' if c.strategy is Strategy.HYBRID else 'world_size'}="
-                          f"{c.dp} (ep groups of ep ranks inside {c.dp} data-parallel ranks)")
     if w.experts % c.ep:
         raise ConfigError(f"ep={c.ep} does not divide experts={w.experts}: every rank of an ep group "
                           "must hold the same number of experts")

@@ -108,9 +108,6 @@ class Layout(ParallelLayout):
     fsdp2: bool = False
     """torch FSDP2 semantics (what the runner uses for zero2/fsdp): parameters sharded at rest even at
     zero=2, each parameter's dim 0 padded to a multiple of dp. False: the ZeRO paper's textbook."""
-    ep: int = 1
-    """Expert parallelism: each MoE layer's experts sharded over groups of ep ranks inside the dp
-    dimension (ep consecutive dp ranks; ranks holding the same experts all-reduce their gradients)."""
     moe_imbalance: float = 1.0
     """Tokens the busiest expert rank exchanges relative to balanced routing (max/mean >= 1): scales
     its all-to-all bytes and time. 1 = balanced (bytes then equal the runner's balanced router's)."""
@@ -135,8 +132,6 @@ class Layout(ParallelLayout):
             raise ConfigError(f"replicate={self.replicate} needs zero=3 and to divide dp x cp = {self.dp} x {self.cp}")
         if self.recompute_every > 1 and self.recompute is not Recompute.FULL:
             raise ConfigError(f"recompute_every={self.recompute_every} applies to recompute=full only")
-        if self.ep < 1 or self.dp % self.ep:
-            raise ConfigError(f"ep={self.ep} does not divide dp={self.dp} (expert parallelism runs inside data parallelism)")
         if self.moe_imbalance < 1:
             raise ConfigError(f"moe_imbalance={self.moe_imbalance} must be >= 1 (max/mean tokens per expert rank)")
         if self.fp8_all_gather and (self.precision.gemm_dtype != "fp8" or self.zero != 3):

@@ -123,7 +123,7 @@ def test_bad_shape_is_refused_before_spawning(tmp_path):
 
 @pytest.mark.parametrize("kw, message", [
     ({"workload": {**BASE, "top_k": 5}}, "top_k=5 > experts=4"),
-    ({"ep": 3}, "ep=3 does not divide world_size=2"),
+    ({"ep": 3}, "ep=3 does not divide dp=2"),
     ({"workload": {**BASE, "experts": 6}, "ep": 4, "world_size": 4}, "ep=4 does not divide experts=6"),
     ({"workload": {"name": "transformer"}}, "needs workload=moe"),
     ({"strategy": "hybrid", "world_size": 4, "dp": 2, "tp": 2, "pp": 1, "ep": 2}, "hybrid ep=2 composes with dp"),

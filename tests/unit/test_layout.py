@@ -28,6 +28,7 @@ def test_derived_sizes():
      "interleaved1f1b needs micro_batches=3 divisible by pp=2"),
     ({"pp": 2, "schedule": Schedule.INTERLEAVED_1F1B, "global_batch_size": 2}, "needs virtual_stages >= 2"),
     ({"pp": 2, "virtual_stages": 2, "global_batch_size": 2}, "virtual_stages=2 applies to schedule=interleaved1f1b"),
+    ({"dp": 4, "ep": 3, "global_batch_size": 4}, r"ep=3 does not divide dp=4 \(expert parallelism runs inside"),
 ])
 def test_one_rule_set_for_runner_and_simulator(kwargs, message):
     """The same rule fails the same way in the core, in the simulator's Layout and in a RunConfig."""
@@ -49,13 +50,13 @@ def test_mesh_size_rule_names_every_degree():
 
 def test_adding_a_degree_is_a_field_and_its_name():
     @dataclass(frozen=True, kw_only=True)
-    class WithEp(ParallelLayout):
-        DEGREES = (*ParallelLayout.DEGREES, "ep")
-        ep: int = 1
+    class WithCp(ParallelLayout):  # as sim.Layout adds context parallelism
+        DEGREES = (*ParallelLayout.DEGREES, "cp")
+        cp: int = 1
 
-    assert WithEp(dp=2, ep=3, global_batch_size=2).mesh_size == 6
-    with pytest.raises(ConfigError, match="ep=0 must be >= 1"):
-        WithEp(ep=0)
+    assert WithCp(dp=2, cp=3, global_batch_size=2).mesh_size == 6
+    with pytest.raises(ConfigError, match="cp=0 must be >= 1"):
+        WithCp(cp=0)
 
 
 def test_meshes_are_every_factorisation_in_order():
