@@ -49,7 +49,6 @@ FILTERS: tuple[FilterSpec, ...] = (
     FilterSpec(column="data_mode", label="data mode", min_options=2),
     FilterSpec(column="status", label="status"),
 )
-FILTER_COLUMNS: dict[str, str] = {f.column: f.label for f in FILTERS}
 
 
 def default_results_dir() -> str:
@@ -87,10 +86,6 @@ def directory_state(results_dir: str) -> str:
     if not path.exists():
         return "missing"
     return "ok" if path.is_dir() else "not-a-directory"
-
-
-def results_dir_exists(results_dir: str) -> bool:
-    return Path(results_dir).is_dir()
 
 
 def filter_options(df: pd.DataFrame, col: str) -> list:
