@@ -21,18 +21,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
-import socket
 import statistics
-import tempfile
-from pathlib import Path
 
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from parbench import runner, strategies, workloads
+from parbench.distributed import RankInfo, spawn
 from parbench.config import RunConfig
 from parbench.metrics.comm import CommMeter
 from parbench.strategies.base import RankContext
@@ -63,10 +58,10 @@ def trainers(rank: int) -> dict:
     return out
 
 
-def rank_main(rank: int, port: int, pairs: int, steps: int, out: str) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    built = trainers(rank)
+def rank_blocks(plan: tuple[int, int], info: RankInfo) -> dict | None:
+    """The rank function (one thread per rank, gloo): every round's block medians; rank 0 returns them."""
+    pairs, steps = plan
+    built = trainers(info.rank)
     for ctx, trainer in built.values():
         for i in range(3):
             trainer.step(i)  # warm-up: DDP allocates its buckets in step 1 and rebuilds them in step 2
@@ -79,10 +74,7 @@ def rank_main(rank: int, port: int, pairs: int, steps: int, out: str) -> None:
             medians[mode].append(statistics.median(times))
         start += steps
     making = {m: statistics.median(list(built[m][1].feed.seconds.values())[3:]) for m in MODES}
-    if rank == 0:
-        Path(out).write_text(json.dumps({"medians": medians, "making_s": making}))
-    dist.barrier()  # rank 0 has written the figures
-    os._exit(0)  # skip destroy_process_group: a gloo rank can hang or abort in it (the runner does the same)
+    return {"medians": medians, "making_s": making} if info.rank == 0 else None
 
 
 def main() -> None:
@@ -90,14 +82,11 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=15, help="rounds (each runs one block of every mode)")
     p.add_argument("--steps", type=int, default=10, help="steps per block")
     a = p.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     print(f"load average at start: {os.getloadavg()}", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "medians.json")
-        mp.spawn(rank_main, args=(port, a.pairs, a.steps, out), nprocs=2)
-        result = json.loads(Path(out).read_text())
+    outcome = spawn(2, rank_blocks, (a.pairs, a.steps), timeout_s=3600)
+    if outcome.status != "ok":
+        raise SystemExit(f"{outcome.status}: {outcome.error}")
+    result = outcome.results[0]
     medians = result["medians"]
     for r in range(a.pairs):
         print(f"round {r}: " + ", ".join(f"{m} {medians[m][r] * 1e3:.2f} ms" for m in MODES))
