@@ -1,5 +1,7 @@
 """Plugins that are wrong in one way each: the bad-input tests load them by path."""
 
+import time
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -53,6 +55,23 @@ def bad_tp_plan(cfg, seed):
     from torch.distributed.tensor.parallel import ColwiseParallel
 
     return _workload(tp_plan=lambda model: {"units.7.fc": ColwiseParallel()})
+
+
+class _HangsWithGradients(nn.Module):
+    """Fine without gradients (the pre-spawn check), never returns in a training step."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(784, 784)
+
+    def forward(self, x):
+        if torch.is_grad_enabled():
+            time.sleep(10**6)
+        return self.fc(x)
+
+
+def hangs_in_training(cfg, seed):
+    return _workload(build=lambda s: StagedModel(None, [_HangsWithGradients(), _head()], None))
 
 
 def _head() -> nn.Module:

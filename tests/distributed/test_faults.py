@@ -1,0 +1,48 @@
+"""Faults from README's "What happens when things go wrong", in real processes (gloo, CPU): each
+test shares one run across its assertions."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+from parbench.cli import main
+
+PLUGINS = Path(__file__).resolve().parents[1] / "workloads" / "plugins" / "bad_plugins.py"
+
+
+def _records(results: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((results / "runs").glob("*.json"))]
+
+
+def test_a_diverging_run_is_recorded_diverged(tmp_path, capsys):
+    """A learning rate of 1e20 makes the mlp's loss NaN by the second step (finite lr, so accepted)."""
+    results = tmp_path / "results"
+    rc = main(["run", "--strategy", "ddp", "--world-size", "2", "--hidden", "16", "--steps", "2", "--lr", "1e20",
+               "--results-dir", str(results)])
+    assert rc == 1
+    [rec] = _records(results)
+    assert rec["status"] == "diverged"
+    assert not math.isfinite(rec["loss_max_abs_diff_vs_reference"])  # NaN or inf, never a number
+    bad = next(i for i, v in enumerate(rec["losses"]) if not math.isfinite(v))
+    assert math.isfinite(rec["losses"][0]) and rec["error"].startswith(f"loss became {rec['losses'][bad]} at step {bad}")
+    assert "diverged" in capsys.readouterr().out
+
+
+def test_a_hanging_workload_in_a_sweep_is_a_timeout_record(tmp_path, capsys):
+    """The plugin passes the pre-spawn check (no gradients there) and hangs in its first training
+    step: the sweep records a timeout within timeout + 10 s and ends (exit 1)."""
+    timeout_s = 6
+    path = tmp_path / "hang.toml"
+    path.write_text(f'strategies = ["ddp"]\nworld_sizes = [2]\nsteps = 1\ntimeout_s = {timeout_s}\n'
+                    f'global_batch_sizes = [16]\n[[workloads]]\nname = "{PLUGINS}:hangs_in_training"\n')
+    results = tmp_path / "results"
+    t0 = time.monotonic()
+    assert main(["sweep", str(path), "--results-dir", str(results)]) == 1
+    elapsed = time.monotonic() - t0
+    [rec] = _records(results)
+    assert rec["status"] == "timeout" and f"timed out after {timeout_s} s" in rec["error"]
+    assert rec["wall_time_s"] <= timeout_s + 10
+    assert elapsed <= timeout_s + 10 + 60  # + planning and the process server's start on a loaded machine
