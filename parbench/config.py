@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from parbench.names import (DATASETS, FAULTS, PLUGIN_GROUP, TOKEN_WORKLOADS, WORKLOAD_NAMES, Backend,  # noqa: F401
+from parbench.names import (DATASETS, FAULTS, PLUGIN_GROUP, Fault, TOKEN_WORKLOADS, WORKLOAD_NAMES, Backend,  # noqa: F401
                             ConfigError, DataMode, DataParallelMode, Schedule, Strategy)
 from parbench.layout import ParallelLayout
 from parbench.validation import validate_run
@@ -233,9 +233,10 @@ class RunConfig(ParallelLayout):
     timeout_s: float = 300.0
     """Wall-clock limit for the whole run; every rank is killed when it passes."""
     inject_fault: str | None = None
-    """Test hook: ``raise:R``, ``hang:R`` or ``crash:R`` makes rank R raise, hang or die (SIGKILL)
-    after its first step. Carried in the config because ranks fork from a server that does not
-    see the launching process's environment."""
+    """Testing aid: ``RANK:KIND:STEP`` makes rank RANK ``raise``, ``hang``, ``crash`` (SIGKILL) or
+    produce a ``nan`` loss at step STEP, to show the failure paths (``--inject-fault 1:hang:3``).
+    Carried in the config because ranks fork from a server that does not see the launching
+    process's environment."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise strings into enums once, here
@@ -253,10 +254,15 @@ class RunConfig(ParallelLayout):
         set_(self, "ep", self.ep or (self.world_size if self.strategy is Strategy.EP else 1))
         validate_run(self)
         if self.inject_fault is not None:
-            kind, _, rank = self.inject_fault.partition(":")
-            if kind not in FAULTS or not rank.isdigit() or int(rank) >= self.world_size:
-                raise ConfigError(f"inject_fault={self.inject_fault!r}: expected one of "
-                                  f"{', '.join(f + ':<rank>' for f in FAULTS)} with rank < world_size={self.world_size}")
+            self._check_fault(Fault.parse(self.inject_fault))
+
+    def _check_fault(self, fault: Fault) -> None:
+        last = self.warmup_steps + self.steps  # warm-up, probe and timed steps: 0..last
+        if fault.rank >= self.world_size:
+            raise ConfigError(f"inject_fault={self.inject_fault!r}: rank {fault.rank} >= world_size={self.world_size}")
+        if fault.step > last:
+            raise ConfigError(f"inject_fault={self.inject_fault!r}: step {fault.step} is never reached (the run "
+                              f"takes steps 0..{last}: {self.warmup_steps} warm-up, 1 probe, {self.steps} timed)")
 
     def derived_degrees(self) -> dict[str, int]:
         """The degrees a single strategy implies: its one degree spans the world (ps: the workers),

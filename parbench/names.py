@@ -7,6 +7,7 @@ dashboard) can import it without pulling in torch or forming an import circle.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 
 class ConfigError(ValueError):
@@ -60,4 +61,24 @@ DEVICES = ("cpu", "cuda")
 RUN_PRECISIONS = ("fp32", "tf32", "bf16")
 """Precisions the runner trains in (the simulator's presets add fp8)."""
 DATASETS = ("synthetic", "digits", "mnist")
-FAULTS = ("raise", "hang", "crash")
+FAULTS = ("raise", "hang", "crash", "nan")
+"""What ``inject_fault`` can make a rank do: raise an exception, hang, die by SIGKILL, or poison its
+parameters with NaN (the loss turns non-finite on every rank that shares them)."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """``RANK:KIND:STEP``: rank RANK does KIND at step STEP (steps counted from 0 over warm-up,
+    probe and timed steps)."""
+
+    rank: int
+    kind: str
+    step: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Fault":
+        parts = text.split(":")
+        if len(parts) != 3 or not parts[0].isdigit() or not parts[2].isdigit() or parts[1] not in FAULTS:
+            raise ConfigError(f"inject_fault={text!r}: expected RANK:KIND:STEP with KIND one of "
+                              f"{', '.join(FAULTS)} (e.g. 1:hang:3)")
+        return cls(rank=int(parts[0]), kind=parts[1], step=int(parts[2]))

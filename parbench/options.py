@@ -20,8 +20,8 @@ from typing import Any
 
 from parbench.config import RunConfig, WorkloadConfig
 
-HIDDEN = ("workload", "inject_fault")
-"""RunConfig fields with no option: the workload has its own group, the fault hook is for tests."""
+HIDDEN = ("workload",)
+"""RunConfig fields with no option: the workload has its own group."""
 FLAGS = {"timeout_s": "--timeout", "name": "--workload"}
 """Fields whose option is not ``--<field-name>`` (kept as users know them)."""
 

@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 from parbench import progress, strategies, workloads
 from parbench.config import RunConfig
+from parbench.names import Fault
 from parbench.data import Feed
 from parbench.distributed import RankInfo
 from parbench.metrics import memory
@@ -62,20 +63,24 @@ def prepare(cfg: RunConfig, info: RankInfo, *, meter_factory: MeterFactory = Com
     return ctx, trainer
 
 
-def _with_fault(trainer: Trainer, fault: str, rank: int) -> Trainer:
-    """Wrap the step so that rank R fails after its first step (tests of failure handling)."""
-    kind, _, target = fault.partition(":")
-    if int(target) != rank:
+def _with_fault(trainer: Trainer, text: str, rank: int) -> Trainer:
+    """Wrap the step so that the fault's rank fails at the fault's step (a testing aid)."""
+    fault = Fault.parse(text)
+    if fault.rank != rank:
         return trainer
     inner = trainer.step
 
     def step(i: int):
-        if i >= 1:
-            if kind == "raise":
+        if i == fault.step:
+            if fault.kind == "raise":
                 raise RuntimeError(f"injected fault on rank {rank} at step {i}")
-            if kind == "crash":
+            if fault.kind == "crash":
                 os.kill(os.getpid(), signal.SIGKILL)
-            time.sleep(10**6)  # hang
+            if fault.kind == "hang":
+                time.sleep(10**6)
+            with torch.no_grad():  # nan: the gradient exchange carries it to the other ranks
+                for p in trainer.params:
+                    p.detach().fill_(float("nan"))
         return inner(i)
 
     trainer.step = step

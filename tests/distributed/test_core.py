@@ -98,9 +98,9 @@ def _children() -> set[int]:
 
 
 @pytest.mark.parametrize("fault, status, text", [
-    ("raise:1", "failed", "rank 1: RuntimeError: injected fault on rank 1"),
-    ("crash:0", "failed", "rank 0 died with exit code -9 (SIGKILL)"),
-    ("hang:1", "timeout", "timed out after 8 s; ranks without a result: [0, 1]"),
+    ("1:raise:1", "failed", "rank 1: RuntimeError: injected fault on rank 1"),
+    ("0:crash:1", "failed", "rank 0 died with exit code -9 (SIGKILL)"),
+    ("1:hang:1", "timeout", "timed out after 8 s; ranks without a result: [0, 1]"),
 ])
 def test_failing_or_hanging_rank_ends_the_run_cleanly(tmp_path, fault, status, text):
     from parbench.results import load

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from parbench.cli import main
 from parbench.sweep import Plan, execute, load_spec, plan
+from tests.ranks import RankWatch
 
 TINY = """
 name = "{name}"
@@ -51,9 +53,6 @@ def ok_keys(recs: list[dict]) -> Counter:
     return Counter((r["sweep_id"], r["point_key"], r["repeat"]) for r in recs if r["status"] == "ok")
 
 
-def _children() -> set[int]:
-    return {p.pid for p in psutil.Process(os.getpid()).children(recursive=True)
-            if p.status() != psutil.STATUS_ZOMBIE and "from multiprocessing" not in " ".join(p.cmdline())}  # forkserver, resource tracker
 
 
 def test_tiny_sweep_end_to_end_then_resume_then_results(tmp_path, capsys):
@@ -95,14 +94,15 @@ def test_crashing_and_hanging_points_are_recorded_and_the_rest_run(tmp_path):
     the_plan = plan(load_spec(sweep_file(tmp_path)))
     ddp = next(p for p in the_plan.points if p.config.strategy.value == "ddp")
     bad = [dataclasses.replace(ddp, config=dataclasses.replace(ddp.config, inject_fault=f, timeout_s=4),
-                               label=f"{ddp.label} {f}") for f in ("crash:1", "hang:0")]
+                               label=f"{ddp.label} {f}") for f in ("1:crash:1", "0:hang:1")]
     faulty = Plan(spec=the_plan.spec, points=(bad[0], bad[1], *the_plan.points), skipped=(), strategies=())
-    before = _children()
-    outcome = execute(faulty, tmp_path / "results")
+    with RankWatch() as watch:
+        outcome = execute(faulty, tmp_path / "results")
     assert [r["status"] for r in outcome.records] == ["failed", "timeout", "ok", "ok", "ok"]
     assert "rank 1 died with exit code -9 (SIGKILL)" in outcome.records[0]["error"]
     assert "timed out after 4 s" in outcome.records[1]["error"]
-    assert _children() <= before  # every rank of the failed points is gone
+    assert len(watch.seen) >= 2 + 2 + 1 + 2 + 2  # the faulty points' ranks, the ok points' and the references
+    assert watch.survivors() == []  # every rank this sweep started is gone
     # a rerun retries only the failed points
     rerun = execute(faulty, tmp_path / "results")
     assert rerun.resumed == 3 and len(rerun.records) == 2
@@ -115,24 +115,54 @@ def test_exit_status_is_1_when_a_point_fails(tmp_path, capsys):
     assert [r["status"] for r in records(tmp_path / "r")] == ["timeout"]
 
 
-def _spawn(path: Path, results: Path) -> subprocess.Popen:
+def _spawn(path: Path, results: Path, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "parbench", "sweep", str(path), "--results-dir", str(results)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
 
-def test_resume_after_kill_9_mid_sweep(tmp_path):
+def _mid_run(proc: subprocess.Popen, results: Path, min_records: int) -> list[psutil.Process]:
+    """Wait until ``min_records`` records exist and ranks run; every process the sweep has started
+    (process server, ranks, janitor, ...): the ranks are the process server's children."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        ranks = [p for p in tree if p.ppid() != proc.pid]
+        if len(list((results / "runs").glob("*.json"))) >= min_records and ranks:
+            return tree
+        time.sleep(0.02)
+    raise AssertionError("the sweep never reached a run with ranks")
+
+
+def _scratch(pid: int) -> list[Path]:
+    return list(Path(tempfile.gettempdir()).glob(f"parbench-{pid}-*"))
+
+
+def _all_gone(tree: list[psutil.Process], pid: int) -> None:
+    """Every process the sweep started ends, and its scratch directory goes, within 15 s."""
+    _, alive = psutil.wait_procs(tree, timeout=15)
+    assert alive == [], [(p.pid, p.cmdline()) for p in alive]
+    deadline = time.monotonic() + 5
+    while _scratch(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _scratch(pid) == []
+
+
+def test_resume_after_kill_9_mid_sweep(tmp_path, capsys):
     results = tmp_path / "results"
     path = sweep_file(tmp_path, repeats=2)  # 3 points x 2 = 6 runs
     proc = _spawn(path, results)
-    deadline = time.monotonic() + 120
-    while len(list((results / "runs").glob("*.json"))) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    tree = _mid_run(proc, results, min_records=2)
+    assert _scratch(proc.pid)  # the scratch directory exists while it runs: its removal below means something
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    _all_gone(tree, proc.pid)  # ranks die with the process server (PR_SET_PDEATHSIG), the janitor cleans up
     first = records(results)  # every file parses: no half record
     assert 2 <= len(first) < 6
     assert not list((results / "runs").glob("*.tmp"))
-    time.sleep(0.5)  # ranks die with their parent (PR_SET_PDEATHSIG)
+    manifest = results / "sweeps" / load_spec(path).sweep_id / "manifest.json"
+    assert json.loads(manifest.read_text())["status"] == "running"  # nobody could rewrite it...
+    assert main(["results", "--results-dir", str(results)]) == 0
+    assert "interrupted" in capsys.readouterr().out  # ...but results sees that its process is gone
     rerun = _spawn(path, results)
     out, _ = rerun.communicate(timeout=240)
     assert rerun.returncode == 0, out
@@ -140,6 +170,25 @@ def test_resume_after_kill_9_mid_sweep(tmp_path):
     keys = ok_keys(recs)
     assert len(keys) == 6 and max(keys.values()) == 1  # every run once, none twice
     assert f"{len(first)} already recorded" in out or f"{len(first) - 1} already recorded" in out
+    earlier = [json.loads(p.read_text()) for p in manifest.parent.glob("manifest-*.json")]
+    assert sorted(m["status"] for m in earlier) == ["finished", "interrupted"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_sweep_ends_it_interrupted(tmp_path):
+    """SIGINT to the whole process group, as a terminal's Ctrl-C sends it."""
+    results = tmp_path / "results"
+    path = sweep_file(tmp_path, repeats=2)
+    proc = _spawn(path, results, start_new_session=True)
+    tree = _mid_run(proc, results, min_records=1)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "interrupted" in out and "Traceback" not in out
+    _all_gone(tree, proc.pid)
+    manifest = json.loads((results / "sweeps" / load_spec(path).sweep_id / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    assert all(r["status"] in ("ok", "failed") for r in records(results))
 
 
 def test_two_concurrent_sweeps_into_one_directory_lose_and_corrupt_nothing(tmp_path):
