@@ -3,15 +3,13 @@ communication bytes, OS-measured bytes, and failures that end cleanly."""
 
 from __future__ import annotations
 
-import os
-
-import psutil
 import pytest
 
 from parbench.config import RunConfig
 from parbench.launch import run
 from parbench.workloads import make
 from tests.distributed.test_breakdown import assert_breakdown
+from tests.ranks import RankWatch
 
 MLP = {"name": "mlp"}
 GPT = {"name": "transformer"}
@@ -92,23 +90,36 @@ def test_rank0_data_mode_counts_scatter_and_labels_as_data(res_dir):
     assert_breakdown(pipe, res_dir)
 
 
-def _children() -> set[int]:
-    return {p.pid for p in psutil.Process(os.getpid()).children(recursive=True)
-            if p.status() != psutil.STATUS_ZOMBIE and "forkserver" not in " ".join(p.cmdline())}
-
-
-@pytest.mark.parametrize("fault, status, text", [
-    ("1:raise:1", "failed", "rank 1: RuntimeError: injected fault on rank 1"),
-    ("0:crash:1", "failed", "rank 0 died with exit code -9 (SIGKILL)"),
-    ("1:hang:1", "timeout", "timed out after 8 s; ranks without a result: [0, 1]"),
+@pytest.mark.parametrize("fault, status, failed_rank, text", [
+    ("1:raise:1", "failed", 1, "rank 1: RuntimeError: injected fault on rank 1 at step 1"),
+    ("0:crash:1", "failed", 0, "rank 0 died with exit code -9 (SIGKILL)"),
 ])
-def test_failing_or_hanging_rank_ends_the_run_cleanly(tmp_path, fault, status, text):
+def test_failing_or_hanging_rank_ends_the_run_cleanly(tmp_path, fault, status, failed_rank, text):
+    """(A hanging rank: tests/distributed/test_faults.py, which also lists the listening sockets.)"""
     from parbench.results import load
 
-    before = _children()
-    rec = _run(tmp_path, strategy="ddp", world_size=2, inject_fault=fault, timeout_s=8)
-    assert (rec["status"], rec["failed_rank"] is not None) == (status, True)
+    with RankWatch() as watch:
+        rec = _run(tmp_path, strategy="ddp", world_size=2, inject_fault=fault, timeout_s=60)
+    assert (rec["status"], rec["failed_rank"]) == (status, failed_rank)
     assert text in rec["error"]
-    assert _children() <= before  # every rank process is gone
+    assert len(watch.seen) == 2 and watch.survivors(wait_s=5) == []  # both ranks were there; none is now
     frame = load(tmp_path)
     assert list(frame["status"]) == [status]
+
+
+def test_a_rank_left_alive_is_caught(tmp_path, monkeypatch):
+    """The check above has teeth: with the launcher's kill step switched off for rank 1, which hangs,
+    RankWatch reports rank 1 alive after the run."""
+    import parbench.launch as launcher
+
+    real = launcher._kill_all
+    monkeypatch.setattr(launcher, "_kill_all", lambda procs: real(procs[:1]))
+    with RankWatch() as watch:
+        rec = _run(tmp_path, strategy="ddp", world_size=2, inject_fault="1:hang:1", timeout_s=4,
+                   workload={"name": "mlp", "hidden": 16})
+    survivors = watch.survivors()
+    try:
+        assert rec["status"] == "timeout" and len(survivors) == 1
+    finally:
+        for p in survivors:
+            p.kill()

@@ -1,0 +1,87 @@
+"""Which rank a hang is waiting for: every rank's Python stack, taken just before the kill.
+
+Each rank registers ``faulthandler`` on SIGUSR1 (it writes the stacks from a C signal handler, so
+it works while the rank is blocked inside a collective). At the deadline the launcher signals the
+ranks that did not finish, reads their stacks, and names the rank that is *not* inside
+torch.distributed or the autograd engine (where a rank waits for its peers): that rank did not
+reach the collective the others wait in.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+STACK_SIGNAL = signal.SIGUSR1
+WAITING_IN = ("/torch/distributed/", "/torch/autograd/", "/torch/nn/parallel/", "/torch/_tensor.py")
+"""Code a rank sits in while it waits for its peers: collectives, DDP's reducer (inside backward)."""
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+
+
+def stack_path(out_dir: Path, rank: int) -> Path:
+    return out_dir / f"rank{rank}.stack"
+
+
+def arm(out_dir: Path, rank: int) -> None:
+    """In the rank: dump every thread's stack into ``rank<R>.stack`` on SIGUSR1."""
+    f = open(stack_path(out_dir, rank), "w")  # noqa: SIM115 - faulthandler keeps it for the process's life
+    faulthandler.register(STACK_SIGNAL, file=f, all_threads=True)
+
+
+def collect(pids: dict[int, int], out_dir: Path, grace_s: float = 1.0) -> dict[int, list[tuple[str, int, str]]]:
+    """Signal each rank (rank -> pid) and read its frames, innermost first ({} for one that gave none)."""
+    for pid in pids.values():
+        try:
+            os.kill(pid, STACK_SIGNAL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and not all(_size(stack_path(out_dir, r)) for r in pids):
+        time.sleep(0.02)
+    time.sleep(0.05)  # let the last lines land
+    return {r: frames(_read(stack_path(out_dir, r))) for r in pids}
+
+
+def frames(text: str) -> list[tuple[str, int, str]]:
+    """(file, line, function) of the first thread with Python frames, innermost first."""
+    out: list[tuple[str, int, str]] = []
+    for line in text.splitlines():
+        m = _FRAME.match(line)
+        if m:
+            out.append((m["file"], int(m["line"]), m["func"]))
+        elif out:
+            break  # the next thread's block
+    return out
+
+
+def waiting(stack: list[tuple[str, int, str]]) -> bool:
+    return any(marker in file for file, _, _ in stack for marker in WAITING_IN)
+
+
+def culprit(stacks: dict[int, list[tuple[str, int, str]]]) -> tuple[int | None, str]:
+    """(the rank the others wait for, or None when the stacks cannot tell; a sentence saying why)."""
+    stuck = [r for r, s in stacks.items() if s and not waiting(s)]
+    waiters = [r for r, s in stacks.items() if s and waiting(s)]
+    if len(stuck) != 1:
+        return None, ""
+    file, line, func = stacks[stuck[0]][0]
+    return stuck[0], (f"rank {stuck[0]} did not reach the collective its peers wait in (it was in {func} at "
+                      f"{Path(file).name}:{line}); ranks {waiters} were waiting in torch.distributed")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
