@@ -13,6 +13,7 @@ import faulthandler
 import os
 import re
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -29,6 +30,8 @@ def stack_path(out_dir: Path, rank: int) -> Path:
 def arm(out_dir: Path, rank: int) -> None:
     """In the rank: dump every thread's stack into ``rank<R>.stack`` on SIGUSR1."""
     f = open(stack_path(out_dir, rank), "w")  # noqa: SIM115 - faulthandler keeps it for the process's life
+    f.write(f"main thread 0x{threading.main_thread().ident:016x}\n")  # the one frames() reads
+    f.flush()
     faulthandler.register(STACK_SIGNAL, file=f, all_threads=True)
 
 
@@ -47,14 +50,19 @@ def collect(pids: dict[int, int], out_dir: Path, grace_s: float = 1.0) -> dict[i
 
 
 def frames(text: str) -> list[tuple[str, int, str]]:
-    """(file, line, function) of the first thread with Python frames, innermost first."""
+    """(file, line, function) of the main thread's frames, innermost first (other threads, such as
+    the lifeline's, are skipped)."""
+    lines = text.splitlines()
+    main = lines[0].split()[-1] if lines and lines[0].startswith("main thread ") else None
     out: list[tuple[str, int, str]] = []
-    for line in text.splitlines():
-        m = _FRAME.match(line)
-        if m:
+    inside = False
+    for line in lines[1:]:
+        if "(most recent call first)" in line:
+            if inside:
+                break
+            inside = main is None or main in line
+        elif inside and (m := _FRAME.match(line)):
             out.append((m["file"], int(m["line"]), m["func"]))
-        elif out:
-            break  # the next thread's block
     return out
 
 
@@ -66,11 +74,19 @@ def culprit(stacks: dict[int, list[tuple[str, int, str]]]) -> tuple[int | None, 
     """(the rank the others wait for, or None when the stacks cannot tell; a sentence saying why)."""
     stuck = [r for r, s in stacks.items() if s and not waiting(s)]
     waiters = [r for r, s in stacks.items() if s and waiting(s)]
-    if len(stuck) != 1:
-        return None, ""
-    file, line, func = stacks[stuck[0]][0]
-    return stuck[0], (f"rank {stuck[0]} did not reach the collective its peers wait in (it was in {func} at "
-                      f"{Path(file).name}:{line}); ranks {waiters} were waiting in torch.distributed")
+    if len(stuck) == 1 and waiters:
+        return stuck[0], (f"rank {stuck[0]} did not reach the collective its peers wait in (it was in "
+                          f"{where(stacks[stuck[0]])}); ranks {waiters} were waiting in torch.distributed")
+    if stuck and not waiters:
+        return stuck[0], (f"every rank was outside torch.distributed, so the workload itself hangs (rank "
+                          f"{stuck[0]} in {where(stacks[stuck[0]])})")
+    return None, "; ".join(f"rank {r}: {where(s) if s else 'no stack'}" for r, s in sorted(stacks.items()))
+
+
+def where(stack: list[tuple[str, int, str]]) -> str:
+    """The innermost frame, as ``func at file.py:line``."""
+    file, line, func = stack[0]
+    return f"{func} at {Path(file).name}:{line}"
 
 
 def _size(path: Path) -> int:

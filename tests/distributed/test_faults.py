@@ -50,6 +50,8 @@ def test_a_hanging_workload_in_a_sweep_is_a_timeout_record(tmp_path, capsys):
     elapsed = time.monotonic() - t0
     [rec] = _records(results)
     assert rec["status"] == "timeout" and f"timed out after {timeout_s} s" in rec["error"]
+    assert "every rank was outside torch.distributed, so the workload itself hangs" in rec["error"]
+    assert "in forward at bad_plugins.py" in rec["error"]
     assert rec["wall_time_s"] <= timeout_s + 10
     assert elapsed <= timeout_s + 10 + 60  # + planning and the process server's start on a loaded machine
 
@@ -87,7 +89,7 @@ def test_a_hanging_rank_is_named_and_the_run_listens_on_loopback_only(tmp_path):
     assert set(watch.seen) & set(seen) == set(watch.seen)  # every rank was seen listening (gloo)
     assert os.getpid() in seen  # and the launcher (the store)
     assert {a for addrs in seen.values() for a in addrs} <= {"127.0.0.1", "::1"}, seen
-    assert (rec["status"], rec["failed_rank"]) == ("timeout", 1)
+    assert (rec["status"], rec["failed_rank"]) == ("timeout", 1), rec["error"]
     assert "rank 1 did not reach the collective its peers wait in (it was in step at runner.py" in rec["error"]
     assert "ranks [0] were waiting in torch.distributed" in rec["error"]
     assert len(watch.seen) == 2 and watch.survivors(wait_s=5) == []
