@@ -3,8 +3,8 @@
 Each rank registers ``faulthandler`` on SIGUSR1 (it writes the stacks from a C signal handler, so
 it works while the rank is blocked inside a collective). At the deadline the launcher signals the
 ranks that did not finish, reads their stacks, and names the rank that is *not* inside
-torch.distributed or the autograd engine (where a rank waits for its peers): that rank did not
-reach the collective the others wait in.
+torch.distributed or the autograd engine at its innermost frame (where a rank waits for its
+peers): that rank did not reach the collective the others wait in.
 """
 
 from __future__ import annotations
@@ -37,13 +37,14 @@ def arm(out_dir: Path, rank: int) -> None:
 
 def collect(pids: dict[int, int], out_dir: Path, grace_s: float = 1.0) -> dict[int, list[tuple[str, int, str]]]:
     """Signal each rank (rank -> pid) and read its frames, innermost first ({} for one that gave none)."""
+    before = {r: _size(stack_path(out_dir, r)) for r in pids}  # the header line arm() wrote
     for pid in pids.values():
         try:
             os.kill(pid, STACK_SIGNAL)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and not all(_size(stack_path(out_dir, r)) for r in pids):
+    while time.monotonic() < deadline and not all(_size(stack_path(out_dir, r)) > before[r] for r in pids):
         time.sleep(0.02)
     time.sleep(0.05)  # let the last lines land
     return {r: frames(_read(stack_path(out_dir, r))) for r in pids}
@@ -67,7 +68,9 @@ def frames(text: str) -> list[tuple[str, int, str]]:
 
 
 def waiting(stack: list[tuple[str, int, str]]) -> bool:
-    return any(marker in file for file, _, _ in stack for marker in WAITING_IN)
+    """The innermost frame is torch's own (a collective, the autograd engine waiting for DDP's
+    all-reduce): frames further out say nothing (DDP's forward wraps a workload that hangs)."""
+    return bool(stack) and any(marker in stack[0][0] for marker in WAITING_IN)
 
 
 def culprit(stacks: dict[int, list[tuple[str, int, str]]]) -> tuple[int | None, str]:
