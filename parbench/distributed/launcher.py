@@ -1,8 +1,10 @@
 """Start ``world_size`` rank processes on this host, watch them, and hand back their results.
 
-The parent owns the rendezvous (a TCPStore on 127.0.0.1, port chosen by the kernel, so two
-launches never race for a port), a deadline, and the rank processes: a rank that fails or hangs
-ends the launch, and every rank process is killed and reaped before ``spawn`` returns.
+The parent owns the rendezvous (a TCPStore listening on 127.0.0.1 only, port chosen by the kernel,
+so two launches never race for a port: ``store``), a deadline, and the rank processes: a rank that
+fails or hangs ends the launch (a hang is traced to the rank the others wait for: ``stacks``), and
+every rank process is killed and reaped before ``spawn`` returns. Ranks also die with this process
+if it is killed (``lifeline``), and their files live in a directory removed even then (``scratch``).
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ import datetime
 import functools
 import json
 import multiprocessing
+import os
 import pickle
 import shutil
 import signal
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,9 @@ from typing import Any
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from parbench.distributed import scratch, stacks
+from parbench.distributed.lifeline import die_with
+from parbench.distributed.store import loopback_interface, master_store
 from parbench.distributed.rank import Group, RankFn, error_path, rank_main, result_path
 
 POLL_S = 0.02
@@ -51,6 +56,7 @@ def prestart(*modules: str) -> None:
     from multiprocessing import forkserver
 
     _preload(modules)
+    scratch.session_dir()  # first: the server's own socket directory goes inside it
     forkserver.ensure_running()
 
 
@@ -69,10 +75,11 @@ def spawn(world_size: int, rank_fn: RankFn, payload: Any, *, timeout_s: float, b
     pickled, are ``Outcome.results`` in rank order."""
     _preload((rank_fn.__module__,))
     group = Group(backend=backend, device=device, threads=threads, timeout_s=timeout_s)
-    out_dir = Path(tempfile.mkdtemp(prefix="parbench-ranks-"))
-    store = dist.TCPStore("127.0.0.1", 0, world_size + 1, is_master=True, wait_for_workers=False)
+    out_dir = scratch.launch_dir()  # removed with its session directory, even after kill -9
+    store = master_store(world_size + 1, timeout_s=timeout_s)  # listens on 127.0.0.1 only
     t0 = time.perf_counter()
-    context = mp.start_processes(_entry, args=(world_size, store.port, rank_fn, payload, group, str(out_dir)),
+    context = mp.start_processes(_entry, args=(world_size, store.port, rank_fn, payload, group, str(out_dir),
+                                               os.getpid()),
                                  nprocs=world_size, join=False, start_method="forkserver")
     try:
         outcome = _watch(context.processes, out_dir, timeout_s)
@@ -84,7 +91,13 @@ def spawn(world_size: int, rank_fn: RankFn, payload: Any, *, timeout_s: float, b
     return dataclasses.replace(outcome, wall_s=wall)
 
 
-def _entry(rank: int, world_size: int, port: int, rank_fn: RankFn, payload: Any, group: Group, out_dir: str) -> None:
+def _entry(rank: int, world_size: int, port: int, rank_fn: RankFn, payload: Any, group: Group, out_dir: str,
+           launcher_pid: int) -> None:
+    die_with(launcher_pid)  # not only with the process server: see parbench.distributed.lifeline
+    stacks.arm(Path(out_dir), rank)  # the launcher asks for this rank's stack if it hangs
+    lo = loopback_interface()
+    if lo:  # every rank is on this host: gloo's connections stay on loopback too
+        os.environ["GLOO_SOCKET_IFNAME"] = lo
     connect = functools.partial(dist.TCPStore, "127.0.0.1", port, world_size, is_master=False,
                                 timeout=datetime.timedelta(seconds=group.timeout_s))
     rank_main(rank_fn, payload, rank=rank, world_size=world_size, connect=connect, out_dir=Path(out_dir), group=group)
@@ -99,13 +112,40 @@ def _watch(procs, out_dir: Path, timeout_s: float) -> Outcome:
             return Outcome(results=[pickle.loads(p.read_bytes()) for p in done])
         dead = [r for r, proc in enumerate(procs) if proc.exitcode is not None and not done[r].exists()]
         if dead or list(out_dir.glob(error_path(out_dir, "*").name)):
-            time.sleep(ERROR_GRACE_S)  # let the other ranks' errors land: the first one is the cause
-            return failure(out_dir, [procs[r].exitcode for r in range(len(procs))], dead)
+            time.sleep(ERROR_GRACE_S)  # let the other ranks' errors land (and deaths show): the first one is the cause
+            dead = [r for r, proc in enumerate(procs) if _ended(proc) and not done[r].exists()]
+            return failure(out_dir, [_exit_code(p) if r in dead else p.exitcode for r, p in enumerate(procs)], dead)
         if time.monotonic() > deadline:
-            missing = [r for r in range(len(procs)) if not done[r].exists()]
-            return Outcome(status="timeout", failed_rank=missing[0] if missing else None,
-                           error=f"timed out after {timeout_s:g} s; ranks without a result: {missing}")
+            return _timeout(procs, out_dir, [r for r in range(len(procs)) if not done[r].exists()], timeout_s)
         time.sleep(POLL_S)
+
+
+def _timeout(procs, out_dir: Path, missing: list[int], timeout_s: float) -> Outcome:
+    """The rank the others wait for, from the stacks of the ranks without a result."""
+    found = stacks.collect({r: procs[r].pid for r in missing if procs[r].is_alive()}, out_dir)
+    rank, why = stacks.culprit(found)
+    error = f"timed out after {timeout_s:g} s; ranks without a result: {missing}"
+    return Outcome(status="timeout", failed_rank=rank if rank is not None else (missing[0] if missing else None),
+                   error=f"{error}; {why}" if why else error)
+
+
+def _ended(proc) -> bool:
+    """The rank has exited, even if the process server has not reaped it and reported its exit code
+    yet (under load that can come after a peer's report of the broken connection)."""
+    if proc.exitcode is not None:
+        return True
+    try:
+        state = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def _exit_code(proc, wait_s: float = 2.0) -> int | None:
+    deadline = time.monotonic() + wait_s
+    while proc.exitcode is None and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    return proc.exitcode
 
 
 def failure(out_dir: Path, exitcodes: list[int | None], dead: list[int]) -> Outcome:

@@ -110,10 +110,10 @@ def test_failing_or_hanging_rank_ends_the_run_cleanly(tmp_path, fault, status, f
 def test_a_rank_left_alive_is_caught(tmp_path, monkeypatch):
     """The check above has teeth: with the launcher's kill step switched off for rank 1, which hangs,
     RankWatch reports rank 1 alive after the run."""
-    import parbench.launch as launcher
+    from parbench.distributed import launcher
 
-    real = launcher._kill_all
-    monkeypatch.setattr(launcher, "_kill_all", lambda procs: real(procs[:1]))
+    real = launcher.kill_all
+    monkeypatch.setattr(launcher, "kill_all", lambda procs: real(procs[:1]))
     with RankWatch() as watch:
         rec = _run(tmp_path, strategy="ddp", world_size=2, inject_fault="1:hang:1", timeout_s=4,
                    workload={"name": "mlp", "hidden": 16})
