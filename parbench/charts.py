@@ -317,6 +317,9 @@ OVERVIEW_COLUMNS: dict[str, str] = {  # column -> header; configuration (the lay
     "step_time_ms_median": "step ms (median)",
     "mem_total_MiB": "tensors MiB/rank",
     "peak_rss_MiB": "peak RSS MiB",
+    "mfu_pct": "MFU %",
+    "gpu_peak_MiB": "GPU alloc peak MiB",
+    "gpu_used_pct": "GPU used % of device",
     "comm_MiB_per_step": "comm MiB/step/rank",
     "loss_max_abs_diff_vs_reference": "max |loss diff|",
     "error": "error",
@@ -332,12 +335,25 @@ def overview_table(df: pd.DataFrame) -> pd.DataFrame:
         step_time_ms_median=pd.to_numeric(df["step_time_s_median"], errors="coerce") * 1e3,
         mem_total_MiB=sum(pd.to_numeric(df[c], errors="coerce") for c in MEMORY_PARTS) / MIB,
         peak_rss_MiB=pd.to_numeric(df["peak_rss_bytes"], errors="coerce") / MIB,
+        mfu_pct=_numeric(df, "mfu") * 100,
+        gpu_peak_MiB=_numeric(df, "cuda_allocated_peak_bytes") / MIB,
+        gpu_used_pct=_numeric(df, "cuda_device_used_bytes") / _numeric(df, "cuda_device_total_bytes") * 100,
         comm_MiB_per_step=pd.to_numeric(df["comm_total_bytes_per_step"], errors="coerce") / MIB,
         source=df["source"].map(source_name))
     cols = [c for c in OVERVIEW_COLUMNS if c in out.columns]
     out = out.assign(**{c: out[c].fillna("") for c in cols if c.startswith("key.") or c == "error"})
     shown = out[cols].rename(columns=OVERVIEW_COLUMNS)
-    return shown.drop(columns=[OVERVIEW_COLUMNS[c] for c in cols if c.startswith("key.") and (out[c] == "").all()])
+    empty = [c for c in cols if (c.startswith("key.") and (out[c] == "").all())
+             or (c in GPU_COLUMNS and out[c].isna().all())]  # CPU-only runs: no MFU, no GPU memory
+    return shown.drop(columns=[OVERVIEW_COLUMNS[c] for c in empty])
+
+
+GPU_COLUMNS = ("mfu_pct", "gpu_peak_MiB", "gpu_used_pct")
+
+
+def _numeric(df: pd.DataFrame, col: str) -> pd.Series:
+    """A numeric column, NaN where the record has none (older records, CPU runs)."""
+    return pd.to_numeric(df[col], errors="coerce") if col in df.columns else pd.Series(float("nan"), index=df.index)
 
 
 GROUP_BY_CHOICES: dict[str, str] = {  # Overview "group by": column -> label

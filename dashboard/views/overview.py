@@ -18,6 +18,7 @@ NO_GROUP = "(one row per run)"
 
 COLUMN_FORMATS = {  # header -> printf-style format of st.column_config.NumberColumn
     "samples/s": "%.1f", "step ms (median)": "%.2f", "tensors MiB/rank": "%.3f", "peak RSS MiB": "%.0f",
+    "MFU %": "%.1f", "GPU alloc peak MiB": "%.0f", "GPU used % of device": "%.0f",
     "comm MiB/step/rank": "%.3f", "max |loss diff|": "%.1e",
 }
 

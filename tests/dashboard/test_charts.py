@@ -303,3 +303,12 @@ def test_dashboard_and_report_never_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=FIXTURE_RESULTS.parents[3])
     assert out.stdout.strip() == "False"
+
+
+def test_runs_table_shows_mfu_and_gpu_memory_only_where_measured(everything):
+    assert not {"MFU %", "GPU alloc peak MiB", "GPU used % of device"} & set(charts.overview_table(everything).columns)
+    gpu = everything.head(2).assign(mfu=[0.4, None], cuda_allocated_peak_bytes=[3 * 2**20, None],
+                                    cuda_device_used_bytes=[20 * 2**30, None], cuda_device_total_bytes=[80 * 2**30, None])
+    table = charts.overview_table(gpu)
+    assert table["MFU %"].iloc[0] == pytest.approx(40.0) and table["GPU alloc peak MiB"].iloc[0] == 3
+    assert table["GPU used % of device"].iloc[0] == pytest.approx(25.0) and pd.isna(table["MFU %"].iloc[1])
