@@ -156,13 +156,23 @@ def _read(store, layout: NodeLayout, mine: dict[str, Any]) -> list[int]:
 
 
 def _plan_store(layout: NodeLayout):
-    """Node 0 hosts it on the base port (its torchrun runs use the ports above); the others connect."""
+    """Node 0 hosts it on the base port (its torchrun runs use the ports above), listening on
+    ``--master-addr`` only (a plain TCPStore would listen on every interface); the others connect."""
     import datetime
 
     import torch.distributed as dist
 
-    return dist.TCPStore(layout.master_addr, layout.master_port, is_master=layout.node_rank == 0,
-                         wait_for_workers=False, timeout=datetime.timedelta(seconds=PLAN_TIMEOUT_S))
+    from parbench.distributed.store import master_store
+
+    if layout.node_rank == 0:
+        try:
+            return master_store(layout.nnodes, host=layout.master_addr, port=layout.master_port,
+                                timeout_s=PLAN_TIMEOUT_S)
+        except OSError as exc:
+            raise ConfigError(f"multi-node sweep: node 0 cannot listen on --master-addr {layout.master_addr}:"
+                              f"{layout.master_port}: {exc.strerror} (it must be an address of node 0)") from None
+    return dist.TCPStore(layout.master_addr, layout.master_port, is_master=False,
+                         timeout=datetime.timedelta(seconds=PLAN_TIMEOUT_S))
 
 
 def _plan_error(detail: str) -> None:

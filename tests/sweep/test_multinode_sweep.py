@@ -142,3 +142,23 @@ def test_a_missing_node_0_is_a_clear_error_not_a_hang(two_rank_plan, tmp_path, m
     port = _free_port()  # nobody listens: node 0 never started
     with pytest.raises(ConfigError, match=f"plan exchange on 127.0.0.1:{port} failed"):
         share_plan(two_rank_plan, _layout(1, port), tmp_path, force=False)
+
+
+def test_the_plan_store_listens_on_the_master_address_only():
+    """Node 0's plan store binds --master-addr (a plain TCPStore listens on every interface)."""
+    import os
+
+    import psutil
+
+    from parbench.sweep.nodes import _plan_store
+
+    port = _free_port()
+    store = _plan_store(NodeLayout(nnodes=2, nproc_per_node=1, master_addr="127.0.0.1", master_port=port))
+    client = _plan_store(NodeLayout(nnodes=2, nproc_per_node=1, node_rank=1, master_addr="127.0.0.1", master_port=port))
+    client.set("k", "v")
+    assert store.get("k") == b"v"
+    listening = {c.laddr.ip for c in psutil.net_connections(kind="tcp")
+                 if c.status == psutil.CONN_LISTEN and c.pid == os.getpid() and c.laddr.port == port}
+    assert listening == {"127.0.0.1"}
+    with pytest.raises(ConfigError, match="node 0 cannot listen on --master-addr 192.0.2.1"):
+        _plan_store(NodeLayout(nnodes=2, nproc_per_node=1, master_addr="192.0.2.1", master_port=_free_port()))
