@@ -35,6 +35,12 @@ def test_a_diverging_run_is_recorded_diverged(tmp_path, capsys):
     bad = next(i for i, v in enumerate(rec["losses"]) if not math.isfinite(v))
     assert math.isfinite(rec["losses"][0]) and rec["error"].startswith(f"loss became {rec['losses'][bad]} at step {bad}")
     assert "diverged" in capsys.readouterr().out
+    # the same path from the command line's testing aid: rank 1 poisons its parameters at step 2
+    rc = main(["run", "--strategy", "ddp", "--world-size", "2", "--hidden", "16", "--steps", "1",
+               "--inject-fault", "1:nan:2", "--results-dir", str(results)])
+    assert rc == 1
+    nan_rec = next(r for r in _records(results) if r["run_id"] != rec["run_id"])
+    assert nan_rec["status"] == "diverged" and nan_rec["error"].startswith("loss became nan at step 2")
 
 
 def test_a_hanging_workload_in_a_sweep_is_a_timeout_record(tmp_path, capsys):
