@@ -16,14 +16,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from parbench import preflight
 from parbench.config import ConfigError, RunConfig
-from parbench.distributed import Outcome
+from parbench.distributed import Outcome, scratch
 from parbench.launch import References, save
 from parbench.multinode.layout import NodeLayout
 from parbench.multinode.record import add_node_fields
@@ -51,7 +50,7 @@ def run_node(cfg: RunConfig, layout: NodeLayout, *, results_dir: str | Path | No
         raise ConfigError(f"world_size={cfg.world_size} != nnodes x nproc_per_node = "
                           f"{layout.nnodes} x {layout.nproc_per_node}")
     preflight.check(cfg, ranks_here=layout.nproc_per_node)  # backend, GPUs and memory per node, the workload
-    out = Path(tempfile.mkdtemp(prefix="parbench-node-"))
+    out = scratch.launch_dir("node-")  # removed with the session directory, even after kill -9
     try:
         (out / "config.json").write_text(json.dumps(cfg.to_dict()))
         t0 = time.perf_counter()
