@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from torch.utils.data import TensorDataset
@@ -55,11 +60,23 @@ def test_loader_reshuffles_per_epoch_and_restarts_out_of_order():
     assert source(2)[1].tolist() == first_epoch[2]  # asked out of order: epoch 0 again, same batch
 
 
+WORKER_CHECK = """
+import torch
+from tests.unit.test_data import LoaderSource, _cfg, _dataset
+plain = LoaderSource(_dataset(), _cfg(), dp_rank=1, dp_size=2)
+workers = LoaderSource(_dataset(), _cfg(loader_workers=1, prefetch_factor=2), dp_rank=1, dp_size=2)
+print(all(torch.equal(plain(step)[1], workers(step)[1]) for step in range(8)))
+"""
+
+
 def test_loader_workers_give_the_same_batches():
-    plain = LoaderSource(_dataset(), _cfg(), dp_rank=1, dp_size=2)
-    workers = LoaderSource(_dataset(), _cfg(loader_workers=1, prefetch_factor=2), dp_rank=1, dp_size=2)
-    for step in range(8):
-        assert torch.equal(plain(step)[1], workers(step)[1])
+    """In a fresh process, as in a rank: loader workers fork from the process that reads, and a fork
+    from this long-lived test process (its threads and queues from earlier tests) once hung for the
+    whole test timeout, with the worker waiting for indices that never came."""
+    root = Path(__file__).parents[2]
+    out = subprocess.run([sys.executable, "-c", WORKER_CHECK], capture_output=True, text=True, timeout=120,
+                         cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-2000:]
 
 
 def test_replica_source_makes_only_its_slice():
