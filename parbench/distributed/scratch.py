@@ -7,17 +7,24 @@ has (the descriptor is close-on-exec, so neither the process server nor the rank
 However this process ends (exit, exception, SIGKILL), the kernel closes the pipe; the janitor then
 removes the directory and exits. It runs in a session of its own, so a Ctrl-C or a kill of the
 process group does not end it before its work. A normal exit removes the directory at once.
+
+While the process lives it holds an exclusive ``flock`` on ``<dir>/lock``; a directory is stale
+only when that lock can be taken. A process id alone cannot tell: a process in another PID
+namespace (a node of ``parbench cluster`` runs under ``unshare --pid``) sees no ``/proc`` entry for
+a live parbench outside it, and would delete that parbench's directory under its running launches.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import multiprocessing.process
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 PREFIX = "parbench-"
@@ -40,11 +47,13 @@ def session_dir() -> Path:
     if "dir" not in _session:
         remove_stale()
         path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+        lock = os.open(path / "lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held until this process ends: the directory is in use
         (path / "mp").mkdir()
         janitor = subprocess.Popen([sys.executable, "-S", "-c", JANITOR, str(path)], stdin=subprocess.PIPE,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         multiprocessing.process.current_process()._config.setdefault("tempdir", str(path / "mp"))
-        _session.update(dir=path, janitor=janitor)
+        _session.update(dir=path, janitor=janitor, lock=lock)
         atexit.register(_cleanup)
     return _session["dir"]  # type: ignore[return-value]
 
@@ -70,7 +79,26 @@ def remove_stale() -> list[Path]:
     removed = []
     for path in Path(tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
         pid = path.name[len(PREFIX):].split("-", 1)[0]
-        if path.is_dir() and pid.isdigit() and not Path(f"/proc/{pid}").exists():
+        if path.is_dir() and pid.isdigit() and not in_use(path):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
+
+
+def in_use(path: Path, grace_s: float = 60.0) -> bool:
+    """Whether the process that made ``path`` still holds its lock. A directory without a lock file
+    yet (being created this instant) counts as in use for ``grace_s``."""
+    try:
+        fd = os.open(path / "lock", os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        try:
+            return time.time() - path.stat().st_mtime < grace_s
+        except FileNotFoundError:
+            return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
