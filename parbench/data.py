@@ -6,7 +6,7 @@ batch ready. parbench does the same, so that a step's time is the cost of the pa
 - **its own slice only**: a data-parallel replica makes samples lo..hi-1 of each step's global
   batch (``Workload.rows``; a workload without ``batch_slice`` makes the whole batch and keeps its
   rows), or reads them from a Dataset through a ``DataLoader`` with a ``DistributedSampler``;
-- **off the timed step**: the runner calls ``Feed.prepare(i)`` before step i's start barrier and the
+- **off the timed step**: the runner calls ``Feed.prepare(i)`` before the timed chunk holding step i starts and the
   step takes the batch ready (``Feed.take``). With ``data_in_step`` it does not, so ``take`` makes it
   inside the timed step. Either way every preparation is timed on its own (``Feed.seconds``): the
   record's ``time_data_s``.

@@ -15,7 +15,7 @@ class RankResult:
     role: str
     """The rank's part in the strategy (``replica``, ``stage1``, ``server``, ...)."""
     step_times_s: list[float]
-    """Wall seconds of every timed step, each between two barriers."""
+    """Wall seconds of every timed step on this rank's clock, steps back to back."""
     data_times_s: list[float] | None = None
     """Seconds each timed step's input took to make on this rank (None: the strategy reads none)."""
     compute_times_s: list[float]

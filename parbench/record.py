@@ -95,7 +95,7 @@ def _diverged_error(losses: Sequence[float], step: int) -> str:
 def build_record(cfg: RunConfig, ranks: list[RankResult], wall: float, *,
                  reference_losses: list[float] | None = None, reference_error: str | None = None) -> dict[str, Any]:
     rec = {**_base(cfg, wall), "status": "ok", "error": None, "failed_rank": None}
-    times = ranks[0].step_times_s  # barriers end every step together: rank 0's clock is the run's
+    times = slowest_rank(ranks, "step_times_s")
     timed = sum(times)
     rec.update(stats.summary(times, "step_time_s"))
     rec["step_times_s"] = times
@@ -126,11 +126,17 @@ def build_record(cfg: RunConfig, ranks: list[RankResult], wall: float, *,
     return rec
 
 
+def slowest_rank(ranks: list[RankResult], field: str) -> list[float]:
+    """Seconds of every step of ``field`` (``step_times_s``, ``compute_times_s``): the slowest rank's
+    clock for that step. Each rank clocks its steps back to back; the strategy's collectives keep the
+    ranks within a step of each other."""
+    return [max(per_rank) for per_rank in zip(*(getattr(r, field) for r in ranks))]
+
+
 def _compute_split(ranks, step_median: float) -> dict[str, Any]:
-    compute = ranks[0].compute_times_s
-    if not compute:
+    if not ranks[0].compute_times_s:
         return {"compute_time_s_median": None, "exposed_comm_time_s": None}
-    c = stats.median(compute)
+    c = stats.median(slowest_rank(ranks, "compute_times_s"))
     return {"compute_time_s_median": c, "exposed_comm_time_s": step_median - c}
 
 

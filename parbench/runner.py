@@ -5,17 +5,18 @@ Order of a run on every rank::
     warm-up steps   untimed, >= 2: the first infers pipeline shapes and allocates DDP buckets,
                     the second rebuilds the buckets (two extra broadcasts)
     probe step      untimed, every meter on: c10d ops by category, saved activations
-    timed steps     each between two barriers; only a clock and the OS write counter run
+    timed steps     back to back, a barrier before and after each chunk of 16; only a clock and the
+                    OS write counter run
     compute-only    ddp: a few steps under no_sync, for the exposed-communication estimate
     traced steps    untimed, under torch.profiler and the comm meter's timer: the step-time
                     breakdown and the trace (parbench.metrics.tracing)
 
-Each step's input is made before its start barrier (``Trainer.feed.prepare``), as a loader's
+Each step's input is made before its chunk starts (``Trainer.feed.prepare``), as a loader's
 workers would have it ready, and timed on its own (``data_times_s``); with ``data_in_step`` the
 step makes it inside the timed window instead (``parbench.data``).
 
-The meters stay off during timed steps, so measuring costs the timed loop nothing but its
-barriers; the byte counts of the probe step hold for every step because the strategies'
+The meters stay off during timed steps, so measuring costs the timed loop nothing but a clock
+read per step; the byte counts of the probe step hold for every step because the strategies'
 traffic is deterministic (the OS counter over the timed steps cross-checks it).
 """
 
@@ -115,12 +116,11 @@ def measure(ctx: RankContext, trainer: Trainer) -> RankResult:
     say(f"timed steps: {cfg.steps}")
     step_times, timed_losses, io_bytes = timed_steps(ctx, trainer.step, first_timed, cfg.steps, trainer.feed)
     losses += timed_losses
-    barrier_io = _barrier_bytes(cfg.steps)
     compute_times: list[float] = []
     if trainer.compute_only_step is not None:
         n = min(cfg.steps, COMPUTE_ONLY_STEPS)
         say(f"compute-only steps (no gradient communication): {n}")
-        compute_times, _, _ = timed_steps(ctx, trainer.compute_only_step, first_timed + cfg.steps, n, trainer.feed)
+        compute_times, *_ = timed_steps(ctx, trainer.compute_only_step, first_timed + cfg.steps, n, trainer.feed)
     ahead = trainer.feed is not None and not cfg.data_in_step
     say(f"traced steps (step-time breakdown): {TRACED_STEPS}")
     trace = traced_steps(step=trainer.step, meter=ctx.meter, device=device, world_size=ctx.world_size,
@@ -140,7 +140,7 @@ def measure(ctx: RankContext, trainer: Trainer) -> RankResult:
         # NVLink, shared memory or InfiniBand without write syscalls: neither figure holds there
         comm_wire_bytes_per_step=None if nccl else ctx.meter.wire_total(),
         comm_ops=ctx.meter.breakdown(),
-        os_write_bytes_per_step=None if nccl else max(io_bytes - barrier_io, 0) / cfg.steps,
+        os_write_bytes_per_step=None if nccl else io_bytes / cfg.steps,
         device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         comm_bytes_by_label=dict(ctx.meter.labels),
         moe_routing=trainer.routing()[:probe + 1 + cfg.steps] if trainer.routing else None,
@@ -160,25 +160,38 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if hasattr(t, "to_local") else t
 
 
+PREBUILT_STEPS = 16
+"""Timed steps whose inputs are made ahead at once: a chunk of the timed loop (memory: 16 batches)."""
+
+
 def timed_steps(ctx: RankContext, step: Callable[[int], Any], start: int, n: int, feed: Feed | None = None):
-    """n steps, each between barriers: all ranks start together, and a step ends with the slowest rank.
-    Step i's input is made before its start barrier, unless the run asks for it inside the step."""
-    times, losses = [], []
+    """n steps back to back, as a training loop runs them: no barrier inside the loop.
+
+    The loop runs in chunks of ``PREBUILT_STEPS``. Each chunk's inputs are made before it (as a loader's
+    workers would have them ready; with ``data_in_step`` the step makes its own), then a barrier starts the
+    chunk on every rank together and one ends it. Inside, each step is clocked from the end of the one
+    before it on this rank, so this rank's times add up to its chunk; the strategy's own collectives keep
+    the ranks in step. Returns (this rank's seconds per step, losses, OS bytes the steps wrote: the
+    counter is read inside the barriers, so theirs are not in it)."""
+    times, losses, io_bytes = [], [], 0
     ahead = feed is not None and not ctx.config.data_in_step
-    dist.barrier()
-    io0 = os_write_bytes()
-    for i in range(start, start + n):
-        if ahead:
-            feed.prepare(i)  # off the timed window, as a DataLoader's workers would have it ready
-        dist.barrier()  # synchronise the start of the step
+    for lo in range(start, start + n, PREBUILT_STEPS):
+        chunk = range(lo, min(lo + PREBUILT_STEPS, start + n))
+        for i in chunk if ahead else ():
+            feed.prepare(i)  # off the timed window
+        dist.barrier()  # every rank starts the chunk together
+        io0 = os_write_bytes()
         t0 = time.perf_counter()
-        losses.append(step(i))
-        if ctx.device.type == "cuda":
-            torch.cuda.synchronize(ctx.device)  # kernels are asynchronous: wait for them
-        dist.barrier()  # the step is over only when every rank is done
-        times.append(time.perf_counter() - t0)
-    io1 = os_write_bytes()
-    return times, losses, io1 - io0
+        for i in chunk:
+            losses.append(step(i))
+            if ctx.device.type == "cuda":
+                torch.cuda.synchronize(ctx.device)  # kernels are asynchronous: wait for them
+            t1 = time.perf_counter()
+            times.append(t1 - t0)
+            t0 = t1
+        io_bytes += os_write_bytes() - io0
+        dist.barrier()  # the chunk is over when every rank is done (not clocked: a training loop has no such wait)
+    return times, losses, io_bytes
 
 
 def _data_times(feed: Feed | None, start: int, n: int) -> list[float] | None:
@@ -186,12 +199,3 @@ def _data_times(feed: Feed | None, start: int, n: int) -> list[float] | None:
     if feed is None:
         return None
     return [feed.seconds.get(i, 0.0) for i in range(start, start + n)]
-
-
-def _barrier_bytes(steps: int) -> int:
-    """OS bytes of the barriers the timed loop adds (2 per step + 1), measured the same way."""
-    dist.barrier()
-    io0 = os_write_bytes()
-    for _ in range(2 * steps):
-        dist.barrier()
-    return os_write_bytes() - io0

@@ -13,8 +13,8 @@ and hand the timings back. Each rank, in one launch:
                 ``DistributedDataParallel`` of the model, zero_grad / forward / loss / backward /
                 step on one prebuilt batch: nothing of parbench); for the other strategies their
                 step with every input of the block made before the block starts
-   ``timed``    ``runner.timed_steps``: exactly the runner's timed loop (each input made before the
-                step's start barrier, a barrier either side of every step, a clock, the OS write counter)
+   ``timed``    ``runner.timed_steps``: exactly the runner's timed loop (the chunk's inputs made before
+                it, a barrier either side of the chunk, a clock per step, the OS write counter)
    ``metered``  every step under the probe's meters (CommMeter's dispatch mode + ActivationTracker)
 
 ``inject_delay_s`` sleeps inside every step of the two instrumented modes: the test hook that
@@ -171,7 +171,7 @@ def _rounds(ctx, trainer, spec: BenchSpec, first: int, bare: tuple[Callable[[int
 
 def _loop_cost(ctx, noop: Callable[[int], Any], chunks: int = LOOP_COST_CHUNKS, n: int = LOOP_COST_STEPS) -> list[float]:
     """Seconds per step the runner's timed loop adds around a step: its loop run on an empty step
-    (both barriers, the clock, /proc/self/io), wall time per step of each chunk. Many short
+    (the clock, /proc/self/io, a chunk's two barriers), wall time per step of each chunk. Many short
     repetitions make this small cost resolvable where a step-vs-step difference is lost in noise."""
     out = []
     for _ in range(chunks):
@@ -198,7 +198,7 @@ def _plain_block(step: Callable[[int], Any], start: int, n: int, feed=None) -> t
 
 def _timed_block(ctx, step: Callable[[int], Any], start: int, n: int, feed=None) -> tuple[float, list[float]]:
     """The runner's timed loop itself; its per-step figure is what a record reports (their mean here)."""
-    times, _, _ = runner.timed_steps(ctx, step, start, n, feed)
+    times, *_ = runner.timed_steps(ctx, step, start, n, feed)
     return sum(times) / n, times
 
 

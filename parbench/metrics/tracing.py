@@ -38,7 +38,7 @@ _OPTIMIZER = ("Optimizer.step#", "Optimizer.zero_grad#")
 def traced_steps(*, step: Callable[[int], Any], meter, device: torch.device, start: int, n: int,
                  world_size: int, prepare: Callable[[int], Any] | None = None) -> dict[str, Any]:
     """Run steps start..start+n-1 traced; returns this rank's windows, operators and comm events.
-    ``prepare(i)``: makes step i's input before its start barrier, as the timed loop does."""
+    ``prepare(i)``: makes step i's input before its start barrier, off the step, as the timed loop does."""
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # read when the profiler first starts: silences its stage lines
     windows = []
     with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -208,19 +208,16 @@ def _data_samples(layout: Layout) -> int:
 
 def step_terms(cluster: Cluster, layout: Layout, times: list[StageTime], extra_parameter_s: float = 0.0) -> dict[str, float]:
     """The ``TERMS`` of one step: the slowest stage sets the beat (compute, intermediate, bubble), the stage
-    with the longest tail sets the rest; the runner's closing barrier counts as bubble (its wait for peers). Then no link may
+    with the longest tail sets the rest (the runner's timed steps run back to back: no barrier). Then no link may
     carry more than its bandwidth: a shortfall against the busiest link is exposed communication."""
     m, p, v = layout.micro_batches, layout.pp, layout.v
     beat = max(times, key=lambda t: t.beat)
     last = max(times, key=lambda t: t.tail)
-    barrier = (collective_time_s(cluster, "barrier", 0, layout.world_size, inter_node=False)
-               if "barrier" in cluster.collectives else 0.0)
     terms = {"time_compute_s": m * beat.chunk.total,
              "time_comm_exposed_data_s": last.exposed_tail["data"],
              "time_comm_exposed_parameter_s": last.exposed_tail["parameter"] + extra_parameter_s,
              "time_comm_exposed_intermediate_s": m * beat.exposed_mb + last.exposed_tail["intermediate"],
-             # the barrier that closes every runner step is waiting for peers: the runner's breakdown counts it as bubble
-             "time_bubble_s": (p - 1) / v * beat.beat + barrier,
+             "time_bubble_s": (p - 1) / v * beat.beat,
              "time_optimizer_s": last.optimizer, "time_other_s": last.other}
     busiest = max(max(t.link.values()) for t in times) + extra_parameter_s
     shortfall = busiest - sum(terms.values())

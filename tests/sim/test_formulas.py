@@ -190,12 +190,13 @@ def test_compute_slowdown_interpolates_calibrated_group_sizes():
     assert oversubscription(PRESETS["a100-80gb"], 64) == 1.0  # GPUs: one device per rank
 
 
-def test_calibrated_barrier_closes_every_step():
-    """The runner ends each timed step with a barrier: a profile that measured it adds it once per step."""
+def test_no_barrier_in_the_predicted_step():
+    """The runner's timed loop runs steps back to back (no barrier between them): a profile that
+    measured a barrier's cost leaves the predicted step unchanged."""
     from dataclasses import replace
 
     cfg = RunConfig(strategy="ddp", world_size=2, global_batch_size=8, workload=WorkloadConfig(name="mlp"))
     m, lay = model_spec(cfg.workload), layout_from_run(cfg)
     base = replace(PRESETS["a100-80gb"], collectives={"all_reduce": {2: (1e-4, 1e-9)}})
     with_barrier = replace(base, collectives={**base.collectives, "barrier": {2: (1e-3, 0.0)}})
-    assert predict(m, lay, with_barrier).step_time_s - predict(m, lay, base).step_time_s == pytest.approx(1e-3)
+    assert predict(m, lay, with_barrier).step_time_s == predict(m, lay, base).step_time_s
