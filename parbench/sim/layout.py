@@ -86,6 +86,11 @@ class Layout(ParallelLayout):
     data_in_step: bool = False
     """The step's input is prepared inside the timed step (the runner's ``data_in_step``); False: ahead of
     it, off the critical path, as a loader's workers have it ready."""
+    sp_saves_gathered_input: bool = False
+    """Sequence parallelism keeps, for each column-parallel linear's weight gradient, its all-gathered input
+    (e s b h per rank, not / tp): what autograd saves under torch DTensor's ``ColwiseParallel`` after the
+    redistribute from ``Shard(1)`` (torchtitan). False: Megatron-LM's way, which keeps the sequence shard and
+    all-gathers it again in backward (Korthikanti et al. 2022, sec. 4.2.2)."""
     tp_comm_overlap: bool = False
     """Tensor-parallel collectives decomposed and overlapped with their GEMMs (Megatron-Core's
     ``--tp-comm-overlap``; Wang et al., ASPLOS 2023); False: exposed on the critical path."""
@@ -124,6 +129,8 @@ class Layout(ParallelLayout):
             raise ConfigError(f"zero={self.zero} must be 0, 1, 2 or 3")
         if self.sequence_parallel and self.tp == 1:
             raise ConfigError("sequence_parallel needs tp > 1")
+        if self.sp_saves_gathered_input and not self.sequence_parallel:
+            raise ConfigError("sp_saves_gathered_input needs sequence_parallel")
         if self.tp_comm_overlap and self.tp == 1:
             raise ConfigError("tp_comm_overlap needs tp > 1")
         if self.attention not in ATTENTION_KINDS:

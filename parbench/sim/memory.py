@@ -27,6 +27,8 @@ from parbench.sim.stages import Stage, stages
 
 STEP_TENSOR_BYTES = 4  # torch AdamW keeps a float32 ``step`` tensor per parameter
 FP32_BYTES = 4
+LOSS_FP32_BUFFERS = 3
+LOSS_PARALLEL_FP32_BUFFERS = 4
 MASK_BYTES = 1  # a dropout mask keeps one byte per element (Korthikanti et al. 2022, sec. 4.1)
 
 
@@ -81,13 +83,16 @@ def state_numels(model: ModelSpec, layout: Layout, stage: Stage) -> tuple[int, i
 
 
 def in_flight_micro_batches(layout: Layout, stage_rank: int) -> float:
-    """Micro-batches whose activations a stage holds at its peak: GPipe m; 1F1B min(p - s, m)
-    (Narayanan et al. 2021); interleaved p(1 + (p-1)/(p v)) on the first stage (Korthikanti et al. 2022)."""
-    p, m = layout.pp, layout.micro_batches
+    """Micro-batches of the whole stage (all its chunks) whose activations stage ``s`` holds at its peak:
+    GPipe m; 1F1B min(p - s, m) (Narayanan et al. 2021); interleaved: the warm-up forwards plus the first
+    steady-state one, (v-1)p + 2(p-1-s) + 1 chunk forwards (Megatron-LM's and torch.distributed.pipelining's
+    ScheduleInterleaved1F1B warm-up count), each 1/v of the stage: p(1 + (p-1)/(pv)) on the first stage
+    (Korthikanti et al. 2022, sec. 4.2.3), capped at m."""
+    p, m, v = layout.pp, layout.micro_batches, layout.v
     if layout.schedule is Schedule.GPIPE:
         return m
     if layout.schedule is Schedule.INTERLEAVED_1F1B and p > 1:
-        return min(m, (p - stage_rank) * (1 + (p - 1) / (p * layout.v)))
+        return min(m, ((v - 1) * p + 2 * (p - 1 - stage_rank) + 1) / v)
     return min(p - stage_rank, m)
 
 
@@ -97,7 +102,9 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
     activation bytes, f the MLP width, k the k/v width, h_q = h):
 
     - replicated over t unless sequence parallel: both norms' inputs, the qkv and MLP inputs: 4 e sbh,
-      plus two 1-byte dropout masks 2 sbh (with dropout);
+      plus two 1-byte dropout masks 2 sbh (with dropout); under sequence parallelism the qkv and MLP
+      inputs stay whole (2 e sbh) where the framework saves them all-gathered
+      (``Layout.sp_saves_gathered_input``);
     - split over t: q, k, v e sb(h + 2k); the attention output e sbh; the MLP e sbf x (2: activation
       input and down input; 4 gated: gate, up, activation output, down input); the attention core:
       eager a s^2 b (e for the softmax output, + 1 + e for dropout's mask and output), flash only its
@@ -118,26 +125,35 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
         gemm_outputs = 3 * h + 2 * k + (2 if arch.gated_mlp else 1) * f
         kept = layer_input + (e * sb * gemm_outputs / 2 + e * sb * h + FP32_BYTES * a * sb) / t
     else:
-        replicated = 4 * e * sb * h + (2 * MASK_BYTES * sb * h if arch.dropout else 0)
+        # the norms' inputs and dropout masks, then the norms' outputs: the inputs of qkv and of the MLP
+        replicated = 2 * e * sb * h + (2 * MASK_BYTES * sb * h if arch.dropout else 0)
+        gemm_inputs = 2 * e * sb * h
         split = e * sb * (h + 2 * k) + e * sb * h + e * sb * f * (4 if arch.gated_mlp else 2)
         if layout.attention == "flash":
             split += FP32_BYTES * a * sb
         elif layout.recompute is not Recompute.SELECTIVE:
             split += a * s * model.seq_len * b * (e + (MASK_BYTES + e if arch.dropout else 0))
-        kept = (replicated + split) / t if sp else replicated + split / t
+        if not sp:
+            kept = replicated + gemm_inputs + split / t
+        else:
+            kept = (replicated + split) / t + gemm_inputs / (1 if layout.sp_saves_gathered_input else t)
     r = layout.recomputed_fraction
     return r * layer_input + (1 - r) * kept
 
 
 def loss_bytes(model: ModelSpec, layout: Layout) -> float:
-    """The loss's logits on the last stage, per micro-batch: the e-byte logits, their fp32 copy and fp32
-    log-softmax (torch's cross_entropy saves log_softmax's output; backward holds its gradient beside it):
-    (e + 8) s b V / t for a vocabulary-parallel head (Korthikanti et al. 2022, eq. 4, counts the fp32 4sbV/t)."""
+    """The loss's peak on the last stage, per micro-batch, in fp32 buffers of the rank's logits (4 s b V / t for
+    a vocabulary-parallel head; the e-byte logits are freed once cast to fp32). torch's cross_entropy
+    (log_softmax + nll_loss kernels) peaks in backward with three: the saved log-softmax, nll_loss's gradient
+    and log_softmax's gradient. Vocabulary-parallel (torch.distributed.tensor.parallel.loss_parallel, its
+    ``_nll_loss_and_log_softmax_backward``) holds four: the saved log-softmax, the zeroed grad_input,
+    exp(log-softmax) and their sum, beside which the product is written."""
     if model.arch is None:
         return 0.0
     vocab_split = layout.tp if model.post.gemms[0].tp_sharded else 1
+    buffers = LOSS_PARALLEL_FP32_BUFFERS if vocab_split > 1 else LOSS_FP32_BUFFERS
     s = model.seq_len / layout.cp
-    return (layout.precision.activation_bytes + 2 * FP32_BYTES) * s * layout.micro_batch_size * model.vocab / vocab_split
+    return buffers * FP32_BYTES * s * layout.micro_batch_size * model.vocab / vocab_split
 
 
 def unsharded_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> int:
@@ -177,6 +193,31 @@ def process_groups(layout: Layout) -> int:
     return sum(1 for d in dims if d > 1)
 
 
+def kept_activation_bytes(model: ModelSpec, layout: Layout, stage: Stage, layers: int) -> float:
+    """What the stage's layers keep for backward over the micro-batches in flight (``in_flight`` counts
+    micro-batches of the whole stage, all its chunks: Korthikanti et al. 2022, sec. 4.2.3, L/p layers x
+    p(1 + (p-1)/(pv)) under interleaving), plus the embedding output on the first stage and the head's
+    input on the last."""
+    acts = activation_bytes_per_layer(model, layout) * layers * in_flight_micro_batches(layout, stage.rank)
+    if model.arch is None:
+        return acts
+    sbh = layout.precision.activation_bytes * model.seq_len / layout.cp * layout.micro_batch_size * model.hidden
+    if stage.chunks[0].first:
+        acts += sbh
+    if stage.chunks[-1].last:  # the head's input, saved for its weight gradient (sharded only as a layer's gemm inputs are)
+        acts += sbh / (layout.tp if layout.sequence_parallel and not layout.sp_saves_gathered_input else 1)
+    return acts
+
+
+def recompute_bytes(model: ModelSpec, layout: Layout) -> float:
+    """Full or op-level recomputation: the layer whose forward runs again in backward holds, for that
+    moment, all a layer without recomputation keeps, beyond the checkpoint it already counts."""
+    if layout.recompute not in (Recompute.FULL, Recompute.OPS):
+        return 0.0
+    whole = activation_bytes_per_layer(model, replace(layout, recompute=Recompute.NONE, recompute_every=1))
+    return whole - activation_bytes_per_layer(model, layout)
+
+
 def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluster | None = None) -> Memory:
     """The worst rank of a pipeline stage."""
     pr = layout.precision
@@ -186,13 +227,11 @@ def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluste
     else:
         optim_bytes = optim * pr.master_bytes  # plain SGD keeps no state
     layers = sum(c.hi - c.lo for c in stage.chunks)
-    per_layer = activation_bytes_per_layer(model, layout)
-    acts = per_layer * layers / layout.v * in_flight_micro_batches(layout, stage.rank) if layers else 0
-    if layers and layout.recompute in (Recompute.FULL, Recompute.OPS):  # the layer being recomputed in backward
-        acts += activation_bytes_per_layer(model, replace(layout, recompute=Recompute.NONE, recompute_every=1)) - per_layer
-    if stage.chunks[0].first and model.arch is not None:  # the embedding output (input of the first layer)
-        acts += layout.precision.activation_bytes * model.seq_len / layout.cp * layout.micro_batch_size * model.hidden
     loss = loss_bytes(model, layout) if stage.chunks[-1].last else 0.0
+    acts = kept_activation_bytes(model, layout, stage, layers)
+    # backward runs the loss first and frees its buffers before any layer's recomputation starts, so the
+    # recomputed layer adds to the peak only by what it holds beyond them
+    acts += max(0.0, recompute_bytes(model, layout) - loss) if layers else 0.0
     buckets = 2 * DDP_BUCKET_BYTES if layout.zero in (1, 2) and layout.shard_group > 1 and not layout.fsdp2 else 0
     mem = Memory(param_bytes=params * pr.param_bytes, grad_bytes=grads * pr.grad_bytes, optim_bytes=int(optim_bytes),
                  activation_bytes=int(acts), unsharded_bytes=unsharded_bytes(model, layout, stage),

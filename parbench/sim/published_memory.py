@@ -80,8 +80,17 @@ def _fsdp(*, gpus: int, local: int, micro: int = 0, tp: int = 1, pp: int = 1, cp
     micro = micro or local
     return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=local * dp,
                   micro_batches=local // micro, zero=3, recompute=Recompute(recompute), recompute_every=every,
-                  sequence_parallel=tp > 1, precision=PRECISIONS[precision], attention="flash", schedule=schedule,
+                  sequence_parallel=tp > 1, sp_saves_gathered_input=tp > 1, precision=PRECISIONS[precision], attention="flash", schedule=schedule,
                   virtual_stages=v)
+
+
+def _tt_micro(local: int, *, pp: int, v: int) -> int:
+    """torchtitan's micro-batch size when the run sets no ``pipeline_parallel_microbatches``: the local batch
+    split into one micro-batch per pipeline stage, pp x stages per rank, with 2 stages per rank for looped
+    (interleaved) schedules and 1 otherwise (``torchtitan/parallelisms/pipelining_utils.py`` of late 2024:
+    ``build_pipeline_schedule``, ``n_microbatches = num_total_stages``; ``generate_split_points``,
+    ``num_stages_per_rank = 2``). The tables name no micro-batch count, so the default is what ran."""
+    return local // (pp * v)
 
 
 def _torchtitan_h100() -> list[Run]:
@@ -111,16 +120,17 @@ def _torchtitan_h100() -> list[Run]:
     for sched, v, tps, mem in ((Schedule.ONE_F_ONE_B, 1, 100, 82.5), (Schedule.INTERLEAVED_1F1B, 2, 128, 72.7)):
         rows.append(Run(source=TT_H100, table="Table 5", name=f"Llama 3.1 405B FSDP 8 TP 8 PP 8 {sched.value}",
                         arch=_llama3("llama3-405b"), cluster="h100-96gb", memory_gib=mem,
-                        layout=_fsdp(gpus=512, local=32, micro=1, tp=8, pp=8, recompute="full", precision="fp8",
-                                     schedule=sched, v=v),
+                        layout=_fsdp(gpus=512, local=32, micro=_tt_micro(32, pp=8, v=v), tp=8, pp=8, recompute="full",
+                                     precision="fp8", schedule=sched, v=v),
                         metric="tps_per_gpu", value=tps,
-                        notes=("torch.compile", "micro-batch 1 (torchtitan's default)",
-                               "interleaved: 2 stages per rank assumed" if v > 1 else "")))
+                        notes=("torch.compile", f"{8 * v} micro-batches of {_tt_micro(32, pp=8, v=v)} (torchtitan's default)",
+                               "interleaved: 2 stages per rank (torchtitan's default split)" if v > 1 else "")))
     for cp, seq, tps, mem in ((1, 32768, 76, 75.3), (2, 65536, 47, 75.9), (4, 131072, 31, 77.1), (8, 262144, 16, 84.9)):
         rows.append(Run(source=TT_H100, table="Table 6", name=f"Llama 3.1 405B FSDP {8 // cp} CP {cp} TP 8 PP 8 seq {seq}",
                         arch=_llama3("llama3-405b", seq), cluster="h100-96gb", memory_gib=mem,
-                        layout=_fsdp(gpus=512, local=8, micro=1, tp=8, pp=8, cp=cp, recompute="full", precision="fp8"),
-                        metric="tps_per_gpu", value=tps, notes=("torch.compile", "micro-batch 1 assumed")))
+                        layout=_fsdp(gpus=512, local=8, micro=_tt_micro(8, pp=8, v=1), tp=8, pp=8, cp=cp, recompute="full",
+                                     precision="fp8"),
+                        metric="tps_per_gpu", value=tps, notes=("torch.compile", "8 micro-batches of 1 (torchtitan's default)")))
     return rows
 
 
@@ -243,7 +253,7 @@ def compare_runs() -> list[dict]:
         model = architecture_spec(run.arch, megatron=True)
         p = predict(model, run.layout, PRESETS[run.cluster])
         metric = _metric(p, run)
-        mem = p.memory.allocator_bytes / 2**30
+        mem = (p.peak_memory_bytes - p.memory.context_bytes) / 2**30  # the worst rank's allocator peak
         out.append({"source": run.source, "table": run.table, "name": run.name, "cluster": run.cluster,
                     "gpus": run.layout.world_size, "series": run.series,
                     "ran": run.ran, "predicted_fits": p.feasible, "peak_gib_predicted": p.peak_memory_bytes / 2**30,

@@ -1,0 +1,127 @@
+"""The memory model's schedule, loss and tensor-parallel terms against independent counts: torch's own
+pipeline schedules, the tensors torch's cross-entropy code allocates, and the layer arithmetic by hand."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from unittest import mock
+
+import pytest
+
+from parbench.config import Schedule, Strategy
+from parbench.sim import PRECISIONS, PRESETS, Layout
+from parbench.sim.architecture import Architecture
+from parbench.sim.layout import Recompute
+from parbench.sim.memory import activation_bytes_per_layer, in_flight_micro_batches, loss_bytes, stage_memory
+from parbench.sim.model import architecture_spec
+from parbench.sim.stages import stages
+
+BF16 = PRECISIONS["bf16"]
+ARCH = Architecture(layers=8, hidden=256, heads=4, kv_heads=2, ffn_hidden=512, gated_mlp=True, vocab=1000, seq_len=64)
+
+
+def _torch_peak_chunks_in_flight(schedule_class, p: int, v: int, m: int) -> list[int]:
+    """Per pipeline rank, the most chunk forwards whose backward has not yet run, walking the action
+    order torch.distributed.pipelining builds for the schedule (stages mocked, nothing runs)."""
+    from torch.distributed.pipelining import PipelineStage
+    from torch.distributed.pipelining.schedules import _ComputationType
+
+    stage = mock.create_autospec(PipelineStage, instance=True)
+    stage.group_rank, stage.group_size, stage.submod, stage.num_stages = 0, p, None, p * v
+    order = schedule_class([stage] * v, m).pipeline_order
+    peaks = []
+    for rank in range(p):
+        live = peak = 0
+        for action in filter(None, order[rank]):
+            live += {_ComputationType.FORWARD: 1, _ComputationType.FULL_BACKWARD: -1}.get(action.computation_type, 0)
+            peak = max(peak, live)
+        peaks.append(peak)
+    return peaks
+
+
+@pytest.mark.parametrize("p, v, m", [(4, 2, 8), (4, 3, 8), (2, 2, 4)])
+def test_interleaved_in_flight_equals_torchs_schedule(p, v, m):
+    from torch.distributed.pipelining.schedules import ScheduleInterleaved1F1B
+
+    lay = Layout(pp=p, global_batch_size=m, micro_batches=m, schedule=Schedule.INTERLEAVED_1F1B, virtual_stages=v)
+    peaks = _torch_peak_chunks_in_flight(ScheduleInterleaved1F1B, p, v, m)
+    assert [in_flight_micro_batches(lay, s) * v for s in range(p)] == pytest.approx(peaks)
+
+
+def test_stage_activations_count_every_chunk_of_the_stage():
+    """Interleaved, p=4, v=2 chunks of one layer each: rank 1 (chunks 1 and 5, neither holding the embedding
+    nor the head) keeps one layer's activations per chunk forward in flight in torch's schedule."""
+    from torch.distributed.pipelining.schedules import ScheduleInterleaved1F1B
+
+    m = architecture_spec(ARCH)
+    lay = Layout(strategy=Strategy.HYBRID, pp=4, global_batch_size=8, micro_batches=8, precision=BF16,
+                 attention="flash", schedule=Schedule.INTERLEAVED_1F1B, virtual_stages=2)
+    first = stages(m, 4, 2)[1]
+    per_layer = activation_bytes_per_layer(m, lay)
+    chunk_forwards = _torch_peak_chunks_in_flight(ScheduleInterleaved1F1B, 4, 2, 8)[1]
+    assert stage_memory(m, lay, first).activation_bytes == int(per_layer * chunk_forwards)
+
+
+def test_loss_holds_three_fp32_logit_buffers_or_four_vocab_parallel():
+    """torch's cross_entropy backward: saved log-softmax, nll_loss's gradient, log_softmax's gradient;
+    loss_parallel's fused backward adds exp(x) beside grad_input and their sum (fp32, s b V / t each)."""
+    m = architecture_spec(ARCH, megatron=True)
+    s, b, vocab = 64, 2, 1000
+    plain = Layout(strategy=Strategy.HYBRID, global_batch_size=b, precision=BF16)
+    assert loss_bytes(m, plain) == 3 * 4 * s * b * vocab
+    tp = replace(plain, tp=4)
+    assert loss_bytes(m, tp) == 4 * 4 * s * b * vocab / 4
+
+
+def test_recomputed_layer_adds_only_beyond_the_loss_buffers():
+    """The loss's buffers are freed before backward recomputes a layer: the stage peaks at the larger."""
+    m = architecture_spec(ARCH, megatron=True)
+    full = Layout(strategy=Strategy.HYBRID, global_batch_size=1, precision=BF16, attention="flash",
+                  recompute=Recompute.FULL)
+    whole = activation_bytes_per_layer(m, replace(full, recompute=Recompute.NONE))
+    kept = activation_bytes_per_layer(m, full)
+    sbh = 2 * 64 * 256
+    (only,) = stages(m, 1, 1)
+    big_loss = stage_memory(m, full, only)
+    assert loss_bytes(m, full) > whole - kept
+    assert big_loss.activation_bytes == int(8 * kept + 2 * sbh)  # checkpoints, embedding output, head input
+    long_vocab = architecture_spec(replace(ARCH, vocab=10))
+    small_loss = stage_memory(long_vocab, full, stages(long_vocab, 1, 1)[0])
+    assert small_loss.activation_bytes == int(8 * kept + 2 * sbh + (whole - kept) - loss_bytes(long_vocab, full))
+
+
+def test_sequence_parallel_saving_gathered_inputs_keeps_qkv_and_mlp_inputs_whole():
+    """DTensor's ColwiseParallel saves the all-gathered norm outputs: 2 e s b h per layer instead of / t."""
+    m = architecture_spec(ARCH, megatron=True)
+    t, e, sbh = 4, 2, 64 * 1 * 256
+    sp = Layout(strategy=Strategy.HYBRID, tp=t, global_batch_size=1, precision=BF16, attention="flash",
+                sequence_parallel=True)
+    gathered = replace(sp, sp_saves_gathered_input=True)
+    assert activation_bytes_per_layer(m, gathered) - activation_bytes_per_layer(m, sp) == pytest.approx(
+        2 * e * sbh * (1 - 1 / t))
+    with pytest.raises(ValueError, match="sp_saves_gathered_input needs sequence_parallel"):
+        Layout(tp=2, global_batch_size=1, sp_saves_gathered_input=True)
+
+
+def test_torchtitan_pipeline_rows_use_torchtitans_default_micro_batches():
+    """Tables 5-6 name no micro-batch count: torchtitan then splits the local batch into pp x stages-per-rank."""
+    from parbench.sim.published_memory import runs
+
+    pp_rows = {r.name: r.layout for r in runs() if r.memory_gib and r.layout.pp > 1}
+    sizes = {name: (lay.micro_batches, lay.micro_batch_size) for name, lay in pp_rows.items()}
+    assert sizes["Llama 3.1 405B FSDP 8 TP 8 PP 8 1f1b"] == (8, 4)
+    assert sizes["Llama 3.1 405B FSDP 8 TP 8 PP 8 interleaved1f1b"] == (16, 2)
+    assert all(v == (8, 1) for k, v in sizes.items() if "seq" in k)
+
+
+def test_published_memory_is_the_worst_ranks_allocator_peak():
+    """torchtitan reports each GPU's peak reserved memory and takes the maximum across GPUs (its footnote 1):
+    the prediction compared with it is the worst stage's total less the context, not a sum of per-kind maxima."""
+    from parbench.sim.published_memory import compare_runs, runs
+
+    run = next(r for r in runs() if r.memory_gib and r.layout.pp > 1)
+    model = architecture_spec(run.arch, megatron=True)
+    cluster = PRESETS[run.cluster]
+    worst = max(stage_memory(model, run.layout, st, cluster).allocator_bytes for st in stages(model, 8, run.layout.v))
+    row = next(r for r in compare_runs() if r["name"] == run.name)
+    assert row["allocator_gib_predicted"] == pytest.approx(worst / 2**30)
