@@ -165,7 +165,7 @@ GPU_MEMORY_SOURCES = {
                          "x 2 directions x 16 channels (assumed) = 128 MiB per communicator",
     "fragmentation": "caching-allocator reserve beyond what tensors use, as a share of it: 0.10, one value fitted for "
                      "all rows to torchtitan's reserved-memory figures (docs/performance.md, H100 Tables 1-6: "
-                     "14 of 18 within 10% at 0.10, 11 at 0.05, 12 at 0.15)",
+                     "18 of 18 within 10% at 0.10, 15 at 0.05, 18 at 0.15, where 6 runs that trained no longer fit)",
 }
 GPU_FIXED = dict(context_bytes=723 * MIB, comm_buffer_bytes=128 * MIB, fragmentation=0.10)
 A100_SOURCES = {

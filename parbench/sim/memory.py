@@ -3,10 +3,13 @@
 peak = parameters + gradients + optimizer state (ZeRO stages: Rajbhandari et al., SC 2020, sec. 5)
      + activations in flight (per layer: Korthikanti et al., "Reducing Activation Recomputation in
        Large Transformer Models", MLSys 2023, sec. 4, generalised to GQA, gated MLPs and flash
-       attention; times the micro-batches the schedule keeps alive)
+       attention; times the micro-batches the schedule keeps alive, counted as torch's and Megatron-LM's
+       schedules do)
+     + the larger of two backward transients that never coexist: the loss's fp32 logit buffers and
+       the layer being recomputed
      + transient buffers: FSDP's unsharded units (Zhao et al., "PyTorch FSDP", VLDB 2023, sec. 3.3:
        the current unit, one prefetched, the root kept between forward and backward, and an unsharded
-       gradient being reduce-scattered), the fp32 logits of the loss, gradient communication buckets
+       gradient being reduce-scattered), gradient communication buckets
      + the cluster's fixed costs: CUDA context and communicator buffers per process group
      + allocator fragmentation, a fraction of what the caching allocator holds.
 The fixed terms are properties of the cluster (``Cluster.context_bytes``, ``comm_buffer_bytes``,
@@ -43,7 +46,7 @@ class Memory:
     unsharded_bytes: int = 0
     """FSDP (zero=3): parameters all-gathered for compute and an unsharded gradient before its reduce-scatter."""
     loss_bytes: int = 0
-    """The last stage's logits and their fp32 log-softmax (or its gradient) at the loss."""
+    """The last stage's fp32 logit buffers at the loss's backward (``loss_bytes``)."""
     buffer_bytes: int = 0
     """Gradient communication buckets outside the gradients themselves."""
     context_bytes: int = 0
