@@ -10,7 +10,7 @@ import math
 from typing import TYPE_CHECKING
 
 from parbench.layout import ParallelLayout, tp_misfit
-from parbench.names import DEVICES, RUN_PRECISIONS, TOKEN_WORKLOADS, ConfigError, DataParallelMode, Strategy
+from parbench.names import DEVICES, RUN_PRECISIONS, TOKEN_WORKLOADS, ConfigError, DataParallelMode, Schedule, Strategy
 
 if TYPE_CHECKING:
     from parbench.config import RunConfig
@@ -79,6 +79,10 @@ def _pipeline(c: "RunConfig") -> None:
             f"pipeline needs {c.chunks} stages (pp={c.pp} x virtual_stages={c.v}) but the {c.workload.name} "
             f"has only {units} splittable layers (layers={c.workload.layers})"
         )
+    if c.schedule is Schedule.ONE_F_ONE_B and c.micro_batches < c.pp:
+        # torch.distributed.pipelining.Schedule1F1B refuses fewer micro-batches than stages
+        raise ConfigError(f"schedule=1f1b needs micro_batches >= pp, got micro_batches={c.micro_batches} and "
+                          f"pp={c.pp} (use more micro-batches, or schedule=gpipe)")
 
 
 def _tensor_parallel(c: "RunConfig") -> None:

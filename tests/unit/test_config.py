@@ -23,6 +23,8 @@ TRANSFORMER = {"name": "transformer"}
      "pipeline needs 4 stages (pp=4 x virtual_stages=1) but the mlp has only 2 splittable layers (layers=1)"),
     ({"strategy": "pipeline", "world_size": 8, "workload": TRANSFORMER},
      "pipeline needs 8 stages (pp=8 x virtual_stages=1) but the transformer has only 4 splittable layers"),
+    ({"strategy": "pipeline", "world_size": 4, "micro_batches": 2, "global_batch_size": 32, "workload": TRANSFORMER},
+     "schedule=1f1b needs micro_batches >= pp, got micro_batches=2 and pp=4"),
     ({"strategy": "tp", "world_size": 3, "global_batch_size": 63, "workload": {"name": "transformer", "hidden": 48, "heads": 4}},
      "tp=3 does not divide heads=4"),
     ({"strategy": "hybrid", "world_size": 4, "dp": 2, "tp": 2, "pp": 2}, "dp*tp*pp=2*2*2=8 != world_size=4"),
