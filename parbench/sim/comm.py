@@ -194,15 +194,17 @@ def _fsdp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     """Per FSDP unit: all-gather the parameters (ZeRO-2: once; ZeRO-3: forward and backward), reduce-scatter
     the gradients. Under torch's pipeline schedules FSDP2 re-gathers for every micro-batch's forward and once
     for backward (the stage stays unsharded until its last backward): m + 1 gathers, as measured."""
-    n = layout.shard_group
-    gathers = 2 if layout.zero == 3 else 1
+    n, m = layout.shard_group, layout.micro_batches
+    gathers, scatters = (2 if layout.zero == 3 else 1), 1
     if layout.zero == 3 and layout.pp > 1:
-        gathers = layout.micro_batches + 1
+        gathers = m + 1
+    elif layout.pp == 1:  # gradient accumulation: every micro-batch gathers and reduce-scatters again
+        gathers, scatters = gathers * m, m
     gather_bytes = 1 if layout.fp8_all_gather else pb  # FP8 all-gather: the cast weights travel (1 byte each)
     ops = []
     for numel in fsdp_group_numels(*key, n, rank, layout.fsdp2):
         ops.append(CommOp("all_gather", "parameter", numel * gather_bytes, n, "dp", count=gathers, phase="gather"))
-        ops.append(CommOp("reduce_scatter", "parameter", numel * pb, n, "dp", phase="grad"))
+        ops.append(CommOp("reduce_scatter", "parameter", numel * pb, n, "dp", count=scatters, phase="grad"))
     return ops
 
 

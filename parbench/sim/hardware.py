@@ -46,6 +46,11 @@ class Cluster:
     """Dense FP8 FLOP/s (0: the device has no FP8 tensor cores; ``--precision fp8`` is refused)."""
     gemm_efficiency: float
     """Fraction of peak a large GEMM reaches; small GEMMs pay ``gemm_overhead_s`` on top."""
+    attention_efficiency: float = 0.0
+    """Fraction of the training dtype's peak a fused (flash) attention kernel reaches on the FLOPs it
+    executes (causal: the lower triangle), forward and backward; 0 = ``gemm_efficiency``. Attention
+    kernels keep softmax, masking and rescaling between their two matrix products, so they run below a
+    plain GEMM: on an H100, FlashAttention-2 reaches 35% of peak where cuBLAS GEMMs reach 60-70%."""
     gemm_overhead_s: float
     """Fixed cost of one GEMM (launch, tile quantisation): t = overhead + flops / (peak x efficiency)."""
     op_overhead_s: float
@@ -89,6 +94,8 @@ class Cluster:
             raise ValueError(f"gpus_per_node={self.gpus_per_node} must be >= 1")
         if not 0 < self.gemm_efficiency <= 1:
             raise ValueError(f"gemm_efficiency={self.gemm_efficiency} must be in (0, 1]")
+        if not 0 <= self.attention_efficiency <= 1:
+            raise ValueError(f"attention_efficiency={self.attention_efficiency} must be in [0, 1] (0: the GEMM efficiency)")
         if not 0 <= self.overlap <= 1:
             raise ValueError(f"overlap={self.overlap} must be in [0, 1]")
         if self.peak_flops <= 0 or self.memory_bandwidth_bytes_per_s <= 0 or self.memory_bytes <= 0:
@@ -179,6 +186,9 @@ A100_SOURCES = {
     "gemm_efficiency": "0.70: fitted (the one constant minimising mean |error|, parbench.sim.published.fit_gemm_efficiency) "
                        "to the 10 rows of Narayanan et al. SC21 Table 1 (Megatron-LM GPT 1.7B-1T on 32-3072 A100); "
                        "SC21 Table 2 and MT-NLG held out (parbench validate --published)",
+    "attention_efficiency": "0.50: FlashAttention-2 reaches 50-73% of the A100's peak forward (Dao, \"FlashAttention-2\", "
+                            "arXiv 2307.08691, 2023, abstract); its backward, 2.5x the forward's FLOPs, runs at the low end: "
+                            "0.50 for forward + backward (assumed, not fitted; torch SDPA's flash backend is FlashAttention-2)",
     "latency": "assumed ~5 us per NVLink step, ~8 us per InfiniBand step (typical nccl-tests small-message latencies)",
 }
 H100_SOURCES = {
@@ -189,9 +199,15 @@ H100_SOURCES = {
     "intra": "H100 datasheet: NVLink 4 900 GB/s total = 450 GB/s per direction; x0.8 busbw (assumed)",
     "inter": "DGX H100 user guide: 8x ConnectX-7 NDR 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
     "gpus_per_node": "DGX H100: 8 GPUs per node",
-    "gemm_efficiency": "0.52: fitted (the one constant minimising mean |error|, "
-                       "parbench.sim.published_memory.fit_gemm_efficiency(FOUNDRY, ('h100-sxm',))) to llm-foundry's "
-                       "H100 rows (11, MPT 1B-70B); the Megatron-LM Mixtral row held out (parbench validate --published)",
+    "gemm_efficiency": "0.60: fitted jointly with attention_efficiency (the pair minimising mean |error|, "
+                       "parbench.sim.published.fit_h100_efficiencies()) to llm-foundry's H100 rows (11, MPT 1B-70B, "
+                       "2K-65K tokens); torchtitan's H100 tables (18 rows, the h100-96gb preset) and the Megatron-LM "
+                       "Mixtral row held out (parbench validate --published)",
+    "attention_efficiency": "0.19: fitted with gemm_efficiency on the same 11 rows (their 16K-65K-token rows are "
+                            "mostly attention). FlashAttention-2 reaches 35% of the H100's BF16 peak in its forward "
+                            "pass (Shah et al., \"FlashAttention-3\", arXiv 2407.08608, 2024, abstract) and less in "
+                            "its backward (2.5x the forward's FLOPs); the held-out torchtitan 8B rows at 32K-262K "
+                            "tokens imply 0.18-0.22 by hand (tokens/s x FLOPs per token, less the GEMM time)",
     "latency": "assumed ~4 us per NVLink step, ~8 us per InfiniBand step",
 }
 H100_96_SOURCES = {
@@ -201,14 +217,17 @@ H100_96_SOURCES = {
     "memory_bandwidth_bytes_per_s": "torchtitan docs/performance.md: 2.4 TB/s peak; x0.8 achievable (assumed)",
     "inter": "torchtitan docs/performance.md: 400 Gb/s RDMA per GPU = 50 GB/s; x0.9 (assumed)",
     "peak_flops": "the H100 SXM datasheet's 989 TFLOP/s (torchtitan: the 500 W part's exact peak is unpublished)",
-    "gemm_efficiency": "0.48: fitted (parbench.sim.published_memory.fit_gemm_efficiency()) to torchtitan's H100 tables "
-                       "(18 rows, Llama 3.1 8B-405B) run at a 500 W power limit, below the 700 W parts' 0.52",
+    "gemm_efficiency": "the H100 SXM's 0.60 (same tensor cores; fitted on llm-foundry); these rows are held out. "
+                       "Before attention had its own efficiency, fitting them alone gave 0.48 (read then as the 500 W "
+                       "power limit); it was the slower attention kernel",
+    "attention_efficiency": "the H100 SXM's 0.19 (fitted on llm-foundry)",
 }
 
-_A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.70, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
+_A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.70, attention_efficiency=0.50, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
              memory_bandwidth_bytes_per_s=0.8 * 2039e9, intra=Link(latency_s=5e-6, bandwidth_bytes_per_s=0.8 * 300e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, **GPU_FIXED)
-_H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, gemm_efficiency=0.52, gemm_overhead_s=5e-6,
+_H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, gemm_efficiency=0.60, attention_efficiency=0.19,
+             gemm_overhead_s=5e-6,
              op_overhead_s=3e-6, memory_bandwidth_bytes_per_s=0.8 * 3350e9,
              intra=Link(latency_s=4e-6, bandwidth_bytes_per_s=0.8 * 450e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 50e9), overlap=1.0, **GPU_FIXED)
@@ -221,7 +240,7 @@ H200_SOURCES = {
     "memory_bandwidth_bytes_per_s": "H200 datasheet: 4.8 TB/s; x0.8 achievable (assumed)",
     "intra": "H200 datasheet: NVLink 900 GB/s total = 450 GB/s per direction; x0.8 busbw (assumed)",
     "inter": "DGX H200: 8x ConnectX-7 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
-    "gemm_efficiency": "the H100 SXM's fitted 0.52 (same tensor cores and power; assumed until "
+    "gemm_efficiency": "the H100 SXM's fitted 0.60 and attention 0.19 (same tensor cores and power; assumed until "
                        "scripts/gpu_compute_check.py measures it)",
 }
 PRESETS: dict[str, Cluster] = {
@@ -230,7 +249,7 @@ PRESETS: dict[str, Cluster] = {
     "h200-sxm": Cluster(name="h200-sxm", memory_bytes=143771 * MIB, sources=H200_SOURCES,
                         **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 4800e9}),
     "h100-96gb": Cluster(name="h100-96gb", memory_bytes=96 * GIB - (81920 - 81559) * MIB, sources=H100_96_SOURCES,
-                         **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 2400e9, "gemm_efficiency": 0.48}),
+                         **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 2400e9}),
 }
 
 

@@ -17,10 +17,12 @@ SGD_BYTES_PER_ELEMENT = 12
 SGD_OPS_PER_TENSOR = 1.5  # counted: add_ per tensor plus the param-group bookkeeping
 
 
-def gemm_time_s(c: Cluster, flops: float, bytes_moved: float = 0.0, gemm_dtype: str = "") -> float:
+def gemm_time_s(c: Cluster, flops: float, bytes_moved: float = 0.0, gemm_dtype: str = "",
+                efficiency: float = 0.0) -> float:
     """overhead + max(compute, memory) seconds of one GEMM reading A and B and writing C once; FP8 GEMMs
-    run at the device's FP8 peak (``Cluster.gemm_peak_flops``)."""
-    peak = c.gemm_peak_flops(gemm_dtype) * c.gemm_efficiency
+    run at the device's FP8 peak (``Cluster.gemm_peak_flops``). ``efficiency``: the kernel's fraction of
+    peak (default: the cluster's GEMM efficiency)."""
+    peak = c.gemm_peak_flops(gemm_dtype) * (efficiency or c.gemm_efficiency)
     return c.gemm_overhead_s + max(flops / peak, bytes_moved / c.memory_bandwidth_bytes_per_s)
 
 
@@ -73,11 +75,17 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
     for g in u.gemms:
         share = (tp if g.tp_sharded else 1) * cp
         flops, moved = mb * g.flops / share, gemm_bytes(g, mb, act_bytes) / share
+        dtype, eff = gemm_dtype, 0.0
+        if g.batched > 1:  # the attention core runs in the activations' dtype: FP8 recipes cast only the Linears
+            dtype = ""
         if flash and g.batched > 1:
             # causal flash attention skips the key blocks above the diagonal (half of QK^T and of AV;
-            # Dao, "FlashAttention-2", 2023, sec. 3.1) and keeps the scores on chip: it reads Q, K, V only
-            flops, moved = flops / 2, mb * g.batched * (g.m * g.k + g.k * g.n) * act_bytes / share
-        t = gemm_time_s(c, flops, moved, gemm_dtype)
+            # Dao, "FlashAttention-2", 2023, sec. 3.1) and keeps the s x s scores on chip: QK^T reads Q and K,
+            # AV reads V and writes O; neither touches the largest (s x s) operand in memory
+            sizes = (g.m * g.k, g.k * g.n, g.m * g.n)
+            flops, moved = flops / 2, mb * g.batched * (sum(sizes) - max(sizes)) * act_bytes / share
+            eff = c.attention_efficiency
+        t = gemm_time_s(c, flops, moved, dtype, eff)
         gemm += t
         if g.batched > 1:
             attn += t
