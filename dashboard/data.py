@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,10 +72,8 @@ def directory_signature(results_dir: str) -> str:
 @st.cache_data(show_spinner="Loading results ...", max_entries=8)
 def load_runs(results_dir: str, signature: str) -> tuple[pd.DataFrame, list[str]]:
     """(prepared runs frame, problems); ``signature`` is only the cache key."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        frame = load(results_dir)
-    problems = [str(w.message) for w in caught if "corrupt result record" in str(w.message)]
+    problems: list[str] = []
+    frame = load(results_dir, problems=problems)
     return charts.prepare(frame), problems
 
 

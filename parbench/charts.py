@@ -28,6 +28,8 @@ from plotly.subplots import make_subplots
 from parbench import layout_key as lk
 from parbench import time_charts
 from parbench.figure_basics import empty_figure, ok_runs  # noqa: F401 - part of this module's interface
+from parbench.metrics.breakdown import TERMS
+from parbench.metrics.categories import CATEGORIES
 
 MIB = 2**20
 
@@ -60,13 +62,8 @@ MEMORY_PARTS = {  # column -> legend name
 }
 MEMORY_PATTERNS = {"mem_param_bytes": "", "mem_grad_bytes": "/", "mem_optim_bytes": "x", "mem_activation_bytes": "."}
 
-COMM_PARTS = {
-    "comm_data_bytes_per_step": "data",
-    "comm_parameter_bytes_per_step": "parameter",
-    "comm_intermediate_bytes_per_step": "intermediate",
-}
-COMM_PATTERNS = {"comm_data_bytes_per_step": ".", "comm_parameter_bytes_per_step": "",
-                 "comm_intermediate_bytes_per_step": "/"}
+COMM_PARTS = {f"comm_{c}_bytes_per_step": c for c in CATEGORIES}  # column -> legend name
+COMM_PATTERNS = dict(zip(COMM_PARTS, (".", "", "/")))
 OP_PATTERNS = ("", "/", "x", ".", "\\", "-", "|", "+")
 
 # A multi-rank run agrees with the single-process reference when every step's loss is within this.
@@ -82,33 +79,21 @@ HEADLINE_METRICS: dict[str, tuple[str, float, bool]] = {
     "step_time_s_median": ("step time median (ms)", 1e3, True),
     "step_time_s_iqr": ("step time IQR (ms)", 1e3, True),
     "exposed_comm_time_s": ("exposed comm time (ms)", 1e3, True),
-    # the step-time breakdown of the traced steps (busiest rank)
+    # the step-time breakdown of the traced steps (busiest rank): compute, exposed comm: data, ...
     "traced_step_time_s": ("traced step (ms)", 1e3, True),
-    "time_compute_s": ("compute (ms/step)", 1e3, True),
-    "time_comm_exposed_data_s": ("exposed comm: data (ms/step)", 1e3, True),
-    "time_comm_exposed_parameter_s": ("exposed comm: parameter (ms/step)", 1e3, True),
-    "time_comm_exposed_intermediate_s": ("exposed comm: intermediate (ms/step)", 1e3, True),
-    "time_bubble_s": ("bubble (ms/step)", 1e3, True),
-    "time_optimizer_s": ("optimizer (ms/step)", 1e3, True),
-    "time_other_s": ("other (ms/step)", 1e3, True),
+    **{t: (f"{t[5:-2].replace('comm_exposed_', 'exposed comm: ')} (ms/step)", 1e3, True) for t in TERMS},
     "bubble_fraction": ("bubble fraction (mean over ranks)", 1.0, True),
     "achieved_flops_per_s_per_rank": ("achieved (GFLOP/s per rank)", 1e-9, False),
     "peak_rss_bytes": ("peak RSS (MiB)", 1 / MIB, True),
-    "mem_param_bytes": ("parameters (MiB)", 1 / MIB, True),
-    "mem_grad_bytes": ("gradients (MiB)", 1 / MIB, True),
-    "mem_optim_bytes": ("optimizer state (MiB)", 1 / MIB, True),
-    "mem_activation_bytes": ("activations (MiB)", 1 / MIB, True),
-    "comm_data_bytes_per_step": ("comm data (MiB/step)", 1 / MIB, True),
-    "comm_parameter_bytes_per_step": ("comm parameter (MiB/step)", 1 / MIB, True),
-    "comm_intermediate_bytes_per_step": ("comm intermediate (MiB/step)", 1 / MIB, True),
+    **{c: (f"{name} (MiB)", 1 / MIB, True) for c, name in MEMORY_PARTS.items()},
+    **{c: (f"comm {name} (MiB/step)", 1 / MIB, True) for c, name in COMM_PARTS.items()},
     "comm_total_bytes_per_step": ("comm total (MiB/step)", 1 / MIB, True),
     "comm_wire_bytes_per_step": ("comm wire (MiB/step)", 1 / MIB, True),
     "os_write_bytes_per_step": ("OS-measured sent (MiB/step)", 1 / MIB, True),
     "loss_max_abs_diff_vs_reference": ("max |loss diff| vs single", 1.0, True),
 }
 
-LABEL_COLUMNS = ("workload_label", "layout_label", "group_label", "config_label", "run_label", "series_label",
-                 "short_id")
+LABEL_COLUMNS = ("workload_label", "layout_label", "config_label", "run_label", "series_label", "short_id")
 
 
 def strategy_color(strategy: str) -> str:
@@ -164,11 +149,6 @@ def _series_parts(df: pd.DataFrame, layout: pd.DataFrame) -> pd.DataFrame:
     return series
 
 
-def _source_suffix(df: pd.DataFrame) -> pd.Series:
-    many = df["source"].nunique() > 1
-    return (" [" + df["source"].map(source_name) + "]") if many else pd.Series("", index=df.index)
-
-
 def source_name(source: str) -> str:
     """A results-directory source for people: '.' is the directory itself."""
     return "this directory" if source == "." else str(source)
@@ -181,10 +161,10 @@ def relabel(df: pd.DataFrame) -> pd.DataFrame:
     layout = df[[f"key.{p.name}" for p in lk.LAYOUT_PARTS]].set_axis([p.name for p in lk.LAYOUT_PARTS], axis=1)
     series_spec = tuple(p for p in lk.LAYOUT_PARTS if p.name != "world_size")
     series = df[[f"series.{p.name}" for p in series_spec]].set_axis([p.name for p in series_spec], axis=1)
-    suffix = _source_suffix(df)
+    many = df["source"].nunique() > 1  # name the source only when several are shown
+    suffix = (" [" + df["source"].map(source_name) + "]") if many else pd.Series("", index=df.index)
     out = df.copy()
     out["layout_label"] = lk.labels(layout, lk.LAYOUT_PARTS) + suffix
-    out["group_label"] = out["layout_label"]  # older name of the same label
     out["series_label"] = lk.labels(series, series_spec) + suffix
     out["config_label"] = out["layout_label"] + " · " + out["workload_label"]
     out["short_id"] = lk.short_id(out["run_id"])
@@ -567,17 +547,12 @@ def stacked_groups(df: pd.DataFrame, parts: dict[str, str], extra: tuple[str, ..
     return firsts.join(med).reset_index()
 
 
-def _bar_height(rows: int, facets: int) -> int:
-    """Figure height that grows with the bars: 26 px per bar, 110 px per facet (axis, title), margins."""
-    return max(320, 26 * rows + 110 * facets + 170)
-
-
 def _stacked_bars(groups: pd.DataFrame, parts: dict[str, str], patterns: dict[str, str], *, title: str,
                   xaxis: str, label: str = "layout_label") -> tuple[go.Figure, dict]:
     """Horizontal bars, one per layout (its colour), stacked by part (pattern), a facet per workload.
     Every part has a legend entry (a grey swatch with its pattern), even a part that is zero."""
     sizes = groups.groupby("workload_label", sort=False).size()
-    height = _bar_height(len(groups), len(sizes))
+    height = max(320, 26 * len(groups) + 110 * len(sizes) + 170)  # 26 px a bar, 110 a facet (axis, title)
     fig, cells = _facets(groups, title=title, rows_per_facet=[int(sizes[w]) for w in workloads(groups)],
                          horizontal=True, height=height)
     colors = layout_colors(groups)

@@ -58,15 +58,11 @@ def _normalise_workload_name(name: str) -> str:
     return name
 
 
-def _choices(enum_type: type[enum.Enum]) -> str:
-    return ", ".join(m.value for m in enum_type)
-
-
 def _parse_enum(enum_type: type[enum.Enum], value: Any, what: str) -> enum.Enum:
     try:
         return enum_type(value)
     except ValueError:
-        raise ConfigError(f"unknown {what} {value!r}; valid: {_choices(enum_type)}") from None
+        raise ConfigError(f"unknown {what} {value!r}; valid: {', '.join(m.value for m in enum_type)}") from None
 
 
 @dataclass(frozen=True, kw_only=True)

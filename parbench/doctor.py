@@ -1,6 +1,6 @@
 """What this machine offers a run, found before a sweep: GPUs with their datasheet peaks, the
 process-group backends and NCCL, GPU peer access, ranks per GPU for a world size, and the
-launcher variables torchrun sets. ``check`` runs the same pre-spawn checks as ``parbench run``.
+launcher variables torchrun sets. ``diagnose`` runs the same pre-spawn checks as ``parbench run``.
 """
 
 from __future__ import annotations
@@ -91,30 +91,21 @@ def layout_findings(report: Report, ranks_here: int, gpus: int, device: str) -> 
                "none set (parbench starts its own ranks; under torchrun use --nnodes/--nproc-per-node)")
 
 
-def check(cfg, *, ranks_here: int | None = None) -> str | None:
-    """The pre-spawn checks of ``parbench run`` for ``cfg``; the reason it cannot run, or None."""
+def diagnose(cfg, *, ranks_here: int | None = None) -> Report:
+    """The findings, and ``error``: the pre-spawn checks of ``parbench run`` for ``cfg``."""
+    import torch
+
     from parbench.config import ConfigError
     from parbench.preflight import check_environment
 
-    try:
-        check_environment(cfg, ranks_here=ranks_here)
-    except ConfigError as exc:
-        return str(exc)
-    return None
-
-
-def diagnose(cfg, *, ranks_here: int | None = None) -> Report:
     report = Report()
     gpus = devices.list_gpus()
     gpu_findings(report, gpus)
     torch_findings(report)
     here = cfg.world_size if ranks_here is None else ranks_here
-    layout_findings(report, here, _gpu_count(gpus), cfg.device)
-    report.error = check(cfg, ranks_here=ranks_here)
+    layout_findings(report, here, len(gpus) or torch.cuda.device_count(), cfg.device)
+    try:
+        check_environment(cfg, ranks_here=ranks_here)
+    except ConfigError as exc:
+        report.error = str(exc)
     return report
-
-
-def _gpu_count(gpus: list[devices.Gpu]) -> int:
-    import torch
-
-    return len(gpus) or torch.cuda.device_count()

@@ -56,7 +56,8 @@ def save(results_dir: str | Path, record: dict[str, Any], ranks: list[RankResult
 
     if ranks:
         try:
-            record["trace_file"] = trace.write_trace(results_dir, record, [trace_of(r) for r in ranks])
+            traces = [{"role": r.role, "trace": r.trace} for r in ranks]
+            record["trace_file"] = trace.write_trace(results_dir, record, traces)
         except OSError as exc:
             record["trace_file"] = None
             warnings.warn(f"trace of run {record['run_id']} not written: {exc}", stacklevel=2)
@@ -93,7 +94,3 @@ def reference_losses(ref: RunConfig) -> tuple[list[float] | None, str | None]:
         return None, f"reference {outcome.status}: {outcome.error}"
     return [float(v) for v in outcome.results[0].losses], None
 
-
-def trace_of(rank: RankResult) -> dict[str, Any]:
-    """What ``parbench.trace.write_trace`` reads of a rank: its role and its traced steps."""
-    return {"role": rank.role, "trace": rank.trace}

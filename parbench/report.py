@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import html
-import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -134,10 +133,8 @@ def build_html(runs: pd.DataFrame, problems: list[str], results_dir: str, source
 
 def write_report(results_dir: str | Path, out: str | Path, source: str | None = None) -> tuple[Path, int, list[str]]:
     """Write the report; returns (path, number of runs shown, corrupt-record problems)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        runs = load(results_dir)
-    problems = [str(w.message) for w in caught if "corrupt result record" in str(w.message)]
+    problems: list[str] = []
+    runs = load(results_dir, problems=problems)
     sources = set(map(str, runs["source"].unique())) if not runs.empty else set()
     if source not in (None, "all") and source not in sources:
         from parbench.config import ConfigError

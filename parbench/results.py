@@ -354,29 +354,35 @@ def read_records(results_dir: str | Path, *, warn: bool = True) -> tuple[list[di
     return records, problems
 
 
-def recorded_ok(results_dir: str | Path, sweep_id: str) -> set[tuple[str, int]]:
-    """(point_key, repeat) of the sweep's ok records directly in ``<dir>/runs/`` (what a resumed sweep
-    skips); records of other sources under the directory (a committed reference sweep) do not count."""
-    done = set()
+def own_records(results_dir: str | Path) -> Iterator[dict[str, Any]]:
+    """The readable records directly in ``<dir>/runs/``, not those of other sources under the
+    directory (a committed reference sweep); a corrupt file is no record (``parbench results`` names it)."""
     for path in (Path(results_dir) / "runs").glob("*.json"):
         try:
             rec = json.loads(path.read_text())
         except (OSError, ValueError):
-            continue  # a corrupt file is no record (parbench results reports it)
-        if isinstance(rec, dict) and rec.get("sweep_id") == sweep_id and rec.get("status") == "ok":
-            done.add((rec.get("point_key"), rec.get("repeat")))
-    return done
+            continue
+        if isinstance(rec, dict):
+            yield rec
 
 
-def load(path: str | Path = "results") -> "pandas.DataFrame":  # noqa: F821
+def recorded_ok(results_dir: str | Path, sweep_id: str) -> set[tuple[str, int]]:
+    """(point_key, repeat) of the sweep's ok records in ``<dir>/runs/``: what a resumed sweep skips."""
+    return {(rec.get("point_key"), rec.get("repeat")) for rec in own_records(results_dir)
+            if rec.get("sweep_id") == sweep_id and rec.get("status") == "ok"}
+
+
+def load(path: str | Path = "results", *, problems: list[str] | None = None) -> "pandas.DataFrame":  # noqa: F821
     """One row per run, columns as in ``SCHEMA`` (plus ``source``: the folder the record came from).
 
-    Corrupt records are skipped with a warning. An empty or missing directory gives an empty
-    frame that still has every schema column.
+    Corrupt records are skipped with a warning, or listed in ``problems`` (``path: why``) when it is
+    given. An empty or missing directory gives an empty frame that still has every schema column.
     """
     import pandas as pd
 
-    records, _ = read_records(path)
+    records, found = read_records(path, warn=problems is None)
+    if problems is not None:
+        problems += found
     columns = list(SCHEMA) + ["source"]
     frame = pd.DataFrame.from_records(records)
     missing = [c for c in columns if c not in frame.columns]  # added at once: no fragmented frame

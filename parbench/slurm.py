@@ -89,10 +89,6 @@ def sbatch_quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _directive_lines(job: SlurmJob) -> list[str]:
-    return [f"#SBATCH --{k}={sbatch_quote(v)}" for k, v in directives(job).items()]
-
-
 def node_options(job: SlurmJob) -> str:
     """The node options, evaluated inside each srun task (SLURM_NODEID differs per node)."""
     common = f'--nnodes "$SLURM_JOB_NUM_NODES" --nproc-per-node {job.ranks_per_node}'
@@ -109,7 +105,7 @@ def sbatch_script(job: SlurmJob, argv: list[str]) -> str:
     lines = [
         "#!/bin/bash",
         f"# parbench on {job.nodes} node(s) x {job.ranks_per_node} rank(s): written by `parbench slurm`",
-        *_directive_lines(job),
+        *(f"#SBATCH --{k}={sbatch_quote(v)}" for k, v in directives(job).items()),
         "set -euo pipefail",
         *job.setup,
         "# rendezvous from the allocation: its first host runs node 0's torchrun agent (the store)",

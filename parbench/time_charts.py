@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from parbench.figure_basics import empty_figure, ok_runs
-from parbench.metrics.breakdown import TERMS
+from parbench.metrics.breakdown import TERM_OF, TERMS
 
 PRED = "pred_"
 """Prefix of the simulator's predicted terms beside the measured ones (``pred_time_compute_s``, ...)."""
@@ -84,9 +84,6 @@ def terms_table(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-LABEL_TERM = {"compute": "time_compute_s", "optimizer": "time_optimizer_s", "bubble": "time_bubble_s",
-              "other": "time_other_s", "comm_data": "time_comm_exposed_data_s",
-              "comm_parameter": "time_comm_exposed_parameter_s", "comm_intermediate": "time_comm_exposed_intermediate_s"}
 IN_FLIGHT_COLOR = "#b07aa1"
 
 
@@ -122,7 +119,7 @@ def timeline_figure(trace: dict[str, Any], step: int | None = None, *, in_flight
     order = sorted(spans["row"].unique(), key=lambda s: (int(s.split()[1]), s))
     fig = go.Figure()
     for cat, part in spans.groupby("cat", sort=False):
-        term = LABEL_TERM.get(cat)
+        term = TERM_OF.get(cat)  # a span label of the main thread, else an op in flight
         name, color = TERM_STYLE[term] if term else (f"in flight: {cat.split('.', 1)[-1]}", IN_FLIGHT_COLOR)
         fig.add_trace(go.Bar(y=part["row"], x=part["end_ms"] - part["start_ms"], base=part["start_ms"],
                              orientation="h", name=name, marker=dict(color=color, line=dict(width=0)),

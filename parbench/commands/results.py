@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import warnings
 
 from parbench.results import STATUSES
 
@@ -41,12 +40,10 @@ def handle(a: argparse.Namespace) -> int:
         if not a.export.endswith((".csv", ".parquet")):
             raise ConfigError(f"--export {a.export}: use a .csv or .parquet file name")
         check_output_file(a.export, "--export")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        frame = load(root)
-    for w in caught:
-        if "corrupt result record" in str(w.message):  # skipped files, named; nothing else is the reader's business
-            print(f"warning: {w.message}", file=sys.stderr)
+    problems: list[str] = []
+    frame = load(root, problems=problems)
+    for p in problems:  # skipped files, named
+        print(f"warning: skipped corrupt result record {p}", file=sys.stderr)
     if a.sweep:
         known = sorted(set(frame["sweep_id"].dropna()))
         if a.sweep not in known:

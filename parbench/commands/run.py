@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from parbench.multinode import add_node_options, layout_from_args, node_command
+from parbench.multinode import add_node_options, layout_from_args
 from parbench.options import add_run_options, config_from_args  # noqa: F401 - parbench slurm parses run commands with them
 
 
@@ -28,6 +28,8 @@ def handle(a: argparse.Namespace) -> int:
     if not a.no_save:
         check_writable(a.results_dir)  # a measurement must never be lost to an unwritable directory
     if layout is not None:
+        from parbench.multinode.launch import node_command
+
         return node_command(cfg, layout, results_dir=None if a.no_save else a.results_dir)
     record, ranks = measure_with_status(cfg, measure_run)
     if not a.no_save:

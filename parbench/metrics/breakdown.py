@@ -53,8 +53,9 @@ TERMS: tuple[str, ...] = ("time_compute_s", *(f"time_comm_exposed_{c}_s" for c i
                           "time_bubble_s", "time_optimizer_s", "time_other_s")
 """Record columns of the breakdown, seconds per step; they sum to ``traced_step_time_s``."""
 
-_TERM_OF = {COMPUTE: "time_compute_s", OPTIMIZER: "time_optimizer_s", BUBBLE: "time_bubble_s",
-            OTHER: "time_other_s", **{COMM_PREFIX + c: f"time_comm_exposed_{c}_s" for c in CATEGORIES}}
+TERM_OF = {COMPUTE: "time_compute_s", OPTIMIZER: "time_optimizer_s", BUBBLE: "time_bubble_s",
+           OTHER: "time_other_s", **{COMM_PREFIX + c: f"time_comm_exposed_{c}_s" for c in CATEGORIES}}
+"""Span label -> its record column."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,8 +72,8 @@ class Span:
     def __post_init__(self) -> None:
         if self.end_s < self.start_s:
             raise ValueError(f"span {self.label}: end_s={self.end_s} < start_s={self.start_s}")
-        if self.label not in _TERM_OF:
-            raise ValueError(f"span label {self.label!r}: expected one of {', '.join(_TERM_OF)}")
+        if self.label not in TERM_OF:
+            raise ValueError(f"span label {self.label!r}: expected one of {', '.join(TERM_OF)}")
 
     @property
     def duration_s(self) -> float:
@@ -197,7 +198,7 @@ def totals(spans: Iterable[Span]) -> dict[str, float]:
     """Seconds per term (every term present, zeros included)."""
     out = dict.fromkeys(TERMS, 0.0)
     for s in spans:
-        out[_TERM_OF[s.label]] += s.duration_s
+        out[TERM_OF[s.label]] += s.duration_s
     return out
 
 

@@ -199,10 +199,9 @@ class CommMeter:
         group = _group(args)
         sent = None
         if kind == "all_to_all":
-            n = group.size() if group is not None else dist.get_world_size()
-            me = dist.get_rank(group) if group is not None else dist.get_rank()
+            n, me = _place(group)
             sent = all_to_all_sent_bytes(all_to_all_shares(op, args, n), me)
-        return kind, group, payload_bytes(kind, args), _root(kind, args, group), _tree_position(kind, args, group), sent
+        return kind, group, payload_bytes(kind, args), *_rooted(kind, args, group), sent
 
     def classify(self, op: str, args) -> tuple[str, Category, int, int] | None:
         """(kind, category, sent bytes, wire bytes) of a ``c10d`` op, None if it moves no data."""
@@ -238,7 +237,7 @@ class CommMeter:
     def sizes(self, kind: str, group: dist.ProcessGroup | None, s: int, root: bool, position: int | None,
               *, sent: int | None = None) -> tuple[Category, int, int]:
         """(category, sent bytes, wire bytes) of one op."""
-        n = group.size() if group is not None else dist.get_world_size()
+        n = _place(group)[0]
         sent = sent_bytes(kind, s, n, is_root=root) if sent is None else sent
         wire = sent
         if self.backend == "gloo" and kind == "reduce_scatter":
@@ -287,28 +286,19 @@ def binomial_children(v: int, n: int) -> int:
     return children
 
 
-def _tree_position(kind: str, args, group) -> int | None:
-    """This rank's distance from the root (mod n) in a broadcast, else None."""
-    if kind != "broadcast":
-        return None
-    ints = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
-    if not ints:
-        return None
-    n = group.size() if group is not None else dist.get_world_size()
-    my = dist.get_rank(group) if group is not None else dist.get_rank()
-    return (my - ints[0]) % n
+def _place(group: dist.ProcessGroup | None) -> tuple[int, int]:
+    """(size of ``group``, this rank's index in it); None is the default group."""
+    return (group.size(), dist.get_rank(group)) if group is not None else (dist.get_world_size(), dist.get_rank())
 
 
-def _root(kind: str, args, group) -> bool:
-    """Whether this rank is the root of a rooted collective (broadcast/scatter/gather/reduce)."""
-    if kind not in ("broadcast", "scatter", "gather", "reduce"):
-        return False
+def _rooted(kind: str, args, group) -> tuple[bool, int | None]:
+    """(whether this rank is the root of a rooted collective: broadcast/scatter/gather/reduce, this
+    rank's distance from the root (mod n) in a broadcast, else None)."""
     ints = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
-    if not ints:
-        return False
-    root_in_group = ints[0]
-    my = dist.get_rank(group) if group is not None else dist.get_rank()
-    return my == root_in_group
+    if kind not in ("broadcast", "scatter", "gather", "reduce") or not ints:
+        return False, None
+    n, me = _place(group)
+    return me == ints[0], ((me - ints[0]) % n if kind == "broadcast" else None)
 
 
 class _Interceptor(TorchDispatchMode):

@@ -39,10 +39,8 @@ def grad_bytes(params: Iterable[nn.Parameter]) -> int:
 
 def optimizer_bytes(optimizer: torch.optim.Optimizer) -> int:
     """Bytes of every tensor in the optimizer state this rank holds (Adam's moments, momentum...)."""
-    total = 0
-    for state in _optimizer_states(optimizer):
-        total += sum(tensor_bytes(v) for v in state.values() if isinstance(v, torch.Tensor))
-    return total
+    return sum(tensor_bytes(v) for state in _state(optimizer).values() for v in state.values()
+               if isinstance(v, torch.Tensor))
 
 
 def expert_split(experts: list[nn.Parameter] | None, optimizer: torch.optim.Optimizer | None) -> dict[str, int | None]:
@@ -50,16 +48,15 @@ def expert_split(experts: list[nn.Parameter] | None, optimizer: torch.optim.Opti
     models; the rest of ``mem_*_bytes`` is non-expert). All None for dense models."""
     if experts is None:
         return {"mem_expert_param_bytes": None, "mem_expert_grad_bytes": None, "mem_expert_optim_bytes": None}
-    state = getattr(optimizer, "optim", optimizer).state if optimizer is not None else {}
+    state = _state(optimizer) if optimizer is not None else {}
     optim = sum(tensor_bytes(v) for p in experts for v in state.get(p, {}).values() if isinstance(v, torch.Tensor))
     return {"mem_expert_param_bytes": param_bytes(experts), "mem_expert_grad_bytes": grad_bytes(experts),
             "mem_expert_optim_bytes": optim}
 
 
-def _optimizer_states(optimizer) -> Iterator[dict]:
-    # ZeroRedundancyOptimizer keeps its shard's state in an inner optimizer
-    inner = getattr(optimizer, "optim", None)
-    yield from (inner or optimizer).state.values()
+def _state(optimizer: torch.optim.Optimizer) -> dict:
+    """Optimizer state by parameter; ZeroRedundancyOptimizer keeps its shard's in an inner optimizer."""
+    return getattr(optimizer, "optim", optimizer).state
 
 
 class _Saved:
@@ -90,9 +87,6 @@ class ActivationTracker:
     def tracking(self) -> Iterator[None]:
         with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
             yield
-
-    def reset_peak(self) -> None:
-        self.peak = self.current
 
     def _pack(self, t: torch.Tensor):
         key = _storage_key(t)

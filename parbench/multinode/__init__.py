@@ -7,24 +7,10 @@ the measurement, and the node that holds rank 0 writes the single record.
 
 Modules: ``layout`` (the node options, validated), ``meter`` (intra- vs inter-node bytes),
 ``worker`` (what a torchrun worker does), ``launch`` (one node's side of the job), ``record``
-(the node-layout fields added to a record).
+(the node-layout fields added to a record). ``launch`` and ``worker`` import torch: import them
+where a run starts, never to parse a command line.
 """
 
 from parbench.multinode.layout import NodeLayout, add_node_options, layout_from_args
 
-
-def node_command(*args, **kwargs) -> int:
-    """``parbench run`` with node options (imported lazily: the CLI must not import torch to parse)."""
-    from parbench.multinode.launch import node_command as command
-
-    return command(*args, **kwargs)
-
-
-def run_node(*args, **kwargs):
-    """``parbench.multinode.launch.run_node``: the multi-node counterpart of ``parbench.launch.run``."""
-    from parbench.multinode.launch import run_node as run
-
-    return run(*args, **kwargs)
-
-
-__all__ = ["NodeLayout", "add_node_options", "layout_from_args", "node_command", "run_node"]
+__all__ = ["NodeLayout", "add_node_options", "layout_from_args"]

@@ -56,9 +56,7 @@ def run_node(cfg: RunConfig, layout: NodeLayout, *, results_dir: str | Path | No
         t0 = time.perf_counter()
         rc = _run_agent(layout, out, cfg.timeout_s + RENDEZVOUS_GRACE_S)
         wall = time.perf_counter() - t0
-        record = _record(cfg, layout, out, rc, wall, references or References())
-        ranks_file = out / "rank0.pkl"
-        ranks = pickle.loads(ranks_file.read_bytes())["ranks"] if record is not None and ranks_file.exists() else []
+        record, ranks = _record(cfg, layout, out, rc, wall, references or References())
     finally:
         shutil.rmtree(out, ignore_errors=True)
     if record is not None:
@@ -84,16 +82,17 @@ def _run_agent(layout: NodeLayout, out: Path, timeout_s: float) -> int | None:
 
 
 def _record(cfg: RunConfig, layout: NodeLayout, out: Path, rc: int | None, wall: float,
-            references: References) -> dict[str, Any] | None:
+            references: References) -> tuple[dict[str, Any] | None, list]:
+    """(the record, the ranks' figures) on the node that writes it, else (None, [])."""
     ranks_file = out / "rank0.pkl"
     if ranks_file.exists():  # written after every rank's measurement: a later exit crash does not void it
         gathered = pickle.loads(ranks_file.read_bytes())
         losses, why = references.of(cfg)  # on the node that holds rank 0, after the job succeeded
         record = build_record(cfg, gathered["ranks"], wall, reference_losses=losses, reference_error=why)
-        return add_node_fields(record, layout, gathered)
+        return add_node_fields(record, layout, gathered), gathered["ranks"]
     if rc == 0 or layout.node_rank != 0:
-        return None  # another node held rank 0 (it writes the record), or it reports the failure
-    return add_node_fields(failed_record(cfg, _outcome(out, rc, cfg.timeout_s), wall), layout, None)
+        return None, []  # another node held rank 0 (it writes the record), or it reports the failure
+    return add_node_fields(failed_record(cfg, _outcome(out, rc, cfg.timeout_s), wall), layout, None), []
 
 
 def _outcome(out: Path, rc: int | None, timeout_s: float) -> Outcome:

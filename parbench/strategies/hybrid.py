@@ -18,7 +18,7 @@ from parbench.config import DataParallelMode
 from parbench.metrics.comm import Category
 from parbench.strategies.base import RankContext, Trainer, allreduce_grads, moe_fields, replica_input
 from parbench.strategies.data_parallel import sgd_step, wrap_ddp
-from parbench.strategies.pipeline import build_stages, make_schedule, pipeline_step
+from parbench.strategies.pipeline import pipeline_trainer
 from parbench.strategies.sharded import shard_model
 from parbench.strategies.tensor_parallel import apply_tp
 
@@ -90,21 +90,17 @@ def _shard_experts(ctx: RankContext, mesh: DeviceMesh, model: nn.Module):
 def _pipelined(ctx: RankContext, mesh: DeviceMesh, model: nn.Module,
                wrap: Callable[[nn.Module], nn.Module], dp_rank: int, experts=None) -> Trainer:
     cfg = ctx.config
-    pp_rank = mesh.get_local_rank("pp")
-    stages, modules = build_stages(ctx, pp_rank=pp_rank, pp_size=cfg.pp, group=mesh.get_group("pp"),
-                                   model=model, wrap=wrap)
-    params = [p for m in modules for p in m.parameters()]
-    optimizer = ctx.workload.optimizer(params, cfg.lr)
     manual = cfg.dp > 1 and cfg.dp_mode is DataParallelMode.DDP
     dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
-    sync = allreduce_grads(params, mesh.get_group("dp"), cfg.dp, dtype) if manual else None
-    if experts is not None:
-        sync = experts(params)
-    feed, step = pipeline_step(ctx, stages, make_schedule(ctx, stages), optimizer, pp_rank=pp_rank,
-                               pp_size=cfg.pp, dp_rank=dp_rank, dp_size=cfg.dp, ranks=mesh["pp"].mesh.tolist(),
-                               sync_grads=sync)
-    return Trainer(step=step, params=params, optimizer=optimizer, feed=feed,
-                   role=_role(mesh) + " stage " + ",".join(str(s.stage_index) for s in stages))
+
+    def sync_for(params: list[nn.Parameter]) -> Callable[[], None] | None:
+        if experts is not None:
+            return experts(params)
+        return allreduce_grads(params, mesh.get_group("dp"), cfg.dp, dtype) if manual else None
+
+    return pipeline_trainer(ctx, pp_rank=mesh.get_local_rank("pp"), group=mesh.get_group("pp"), dp_rank=dp_rank,
+                            dp_size=cfg.dp, ranks=mesh["pp"].mesh.tolist(), role=_role(mesh) + " ", sync_for=sync_for,
+                            model=model, wrap=wrap)
 
 
 def _role(mesh: DeviceMesh) -> str:

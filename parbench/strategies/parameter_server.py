@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from parbench.metrics.comm import Category
+from parbench.metrics.memory import param_bytes
 from parbench.strategies.base import RankContext, Trainer, replica_input
 from parbench.splits import contiguous_splits
 
@@ -78,7 +79,7 @@ def _worker(ctx: RankContext, model: nn.Module, bounds: list[tuple[int, int]],
         vector_to_parameters(fresh, params)
         return loss.detach()
 
-    psi = sum(p.numel() * p.element_size() for p in params)
+    psi = param_bytes(params)
     extra = {"ps_sent_bytes_per_step": psi, "ps_received_bytes_per_step": psi}
     return Trainer(step=step, params=params, optimizer=None, role=f"worker {index}", extra=extra, feed=feed)
 

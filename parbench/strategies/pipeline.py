@@ -27,12 +27,7 @@ SCHEDULES = {Schedule.GPIPE: ScheduleGPipe, Schedule.ONE_F_ONE_B: Schedule1F1B,
              Schedule.INTERLEAVED_1F1B: ScheduleInterleaved1F1B}
 
 
-def stage_module(model: StagedModel, lo: int, hi: int, *, first: bool, last: bool) -> StagedModel:
-    return StagedModel(model.pre if first else None, list(model.units[lo:hi]), model.post if last else None)
-
-
-def build_stages(ctx: RankContext, *, pp_rank: int, pp_size: int, group: dist.ProcessGroup | None,
-                 model: StagedModel | None = None,
+def build_stages(ctx: RankContext, *, pp_rank: int, group: dist.ProcessGroup | None, model: StagedModel | None = None,
                  wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
                  ) -> tuple[list[PipelineStage], list[torch.nn.Module]]:
     """This rank's PipelineStages (one per virtual stage) and their modules.
@@ -40,36 +35,45 @@ def build_stages(ctx: RankContext, *, pp_rank: int, pp_size: int, group: dist.Pr
     ``wrap`` (hybrids) turns each stage module into its data-parallel form (DDP or FSDP) before
     the stage is built; PipelineStage then syncs gradients only on the last micro-batch."""
     cfg = ctx.config
-    chunks = pp_size * (cfg.virtual_stages if cfg.schedule is Schedule.INTERLEAVED_1F1B else 1)
     model = model or ctx.workload.build(cfg.seed)
-    bounds = contiguous_splits(len(model.units), chunks)
+    bounds = contiguous_splits(len(model.units), cfg.chunks)
     stages, modules = [], []
-    for index in range(pp_rank, chunks, pp_size):
-        lo, hi = bounds[index]
-        module = stage_module(model, lo, hi, first=index == 0, last=index == chunks - 1).to(ctx.device)
+    for index in range(pp_rank, cfg.chunks, cfg.pp):
+        lo, hi = bounds[index]  # the first chunk keeps the model's pre, the last its post
+        pre, post = model.pre if index == 0 else None, model.post if index == cfg.chunks - 1 else None
+        module = StagedModel(pre, list(model.units[lo:hi]), post).to(ctx.device)
         module = wrap(module) if wrap is not None else module
-        stages.append(PipelineStage(module, index, chunks, ctx.device, group=group))
+        stages.append(PipelineStage(module, index, cfg.chunks, ctx.device, group=group))
         modules.append(module)
     return stages, modules
 
 
-def make_schedule(ctx: RankContext, stages: list[PipelineStage]):
-    cfg = ctx.config
-    loss = ctx.workload.loss
-    if cfg.schedule is Schedule.INTERLEAVED_1F1B:
-        return ScheduleInterleaved1F1B(stages, n_microbatches=cfg.micro_batches, loss_fn=loss)
-    return SCHEDULES[cfg.schedule](stages[0], n_microbatches=cfg.micro_batches, loss_fn=loss)
+def pipeline_trainer(ctx: RankContext, *, pp_rank: int, group: dist.ProcessGroup | None, dp_rank: int, dp_size: int,
+                     ranks: list[int], role: str = "", sync_for: Callable[[list], Callable[[], None] | None] | None = None,
+                     **stage_args) -> Trainer:
+    """This rank's stages (``build_stages``), their optimizer and one optimizer step through the schedule.
+    ``sync_for(params)`` (hybrid dp x pp): what averages the stages' gradients across replicas."""
+    stages, modules = build_stages(ctx, pp_rank=pp_rank, group=group, **stage_args)
+    params = [p for m in modules for p in m.parameters()]
+    optimizer = ctx.workload.optimizer(params, ctx.config.lr)
+    feed, step = pipeline_step(ctx, stages, optimizer, dp_rank=dp_rank, dp_size=dp_size, ranks=ranks,
+                               sync_grads=sync_for(params) if sync_for is not None else None)
+    return Trainer(step=step, params=params, optimizer=optimizer, feed=feed,
+                   role=role + "stage " + ",".join(str(s.stage_index) for s in stages))
 
 
-def pipeline_step(ctx: RankContext, stages, schedule, optimizer, *, pp_rank: int, pp_size: int,
-                  dp_rank: int, dp_size: int, ranks: list[int],
+def pipeline_step(ctx: RankContext, stages, optimizer, *, dp_rank: int, dp_size: int, ranks: list[int],
                   sync_grads: Callable[[], None] | None = None) -> tuple[Feed, Callable[[int], torch.Tensor | None]]:
     """(this rank's input Feed, one optimizer step through the schedule); the first stage feeds
     inputs, the last scores targets. ``sync_grads`` (hybrid dp x pp) averages gradients across
     replicas between schedule and update."""
+    cfg = ctx.config
     first = any(s.is_first for s in stages)
     last = any(s.is_last for s in stages)
     feed, stage_data = stage_input(ctx, first=first, last=last, dp_rank=dp_rank, dp_size=dp_size, ranks=ranks)
+    # interleaved 1F1B drives every virtual stage of this rank; GPipe and 1F1B drive its one stage
+    schedule = SCHEDULES[cfg.schedule](stages if cfg.interleaved else stages[0], n_microbatches=cfg.micro_batches,
+                                       loss_fn=ctx.workload.loss)
 
     def step(i: int) -> torch.Tensor | None:
         x, y = stage_data(i)
@@ -118,11 +122,4 @@ def stage_input(ctx: RankContext, *, first: bool, last: bool, dp_rank: int, dp_s
 
 def build_pipeline(*, ctx: RankContext) -> Trainer:
     ctx.meter.assign(None, Category.INTERMEDIATE)  # stage-to-stage send/recv on the world group
-    stages, modules = build_stages(ctx, pp_rank=ctx.rank, pp_size=ctx.world_size, group=None)
-    params = [p for m in modules for p in m.parameters()]
-    optimizer = ctx.workload.optimizer(params, ctx.config.lr)
-    schedule = make_schedule(ctx, stages)
-    feed, step = pipeline_step(ctx, stages, schedule, optimizer, pp_rank=ctx.rank, pp_size=ctx.world_size,
-                               dp_rank=0, dp_size=1, ranks=list(range(ctx.world_size)))
-    return Trainer(step=step, params=params, optimizer=optimizer, feed=feed,
-                   role="stage " + ",".join(str(s.stage_index) for s in stages))
+    return pipeline_trainer(ctx, pp_rank=ctx.rank, group=None, dp_rank=0, dp_size=1, ranks=list(range(ctx.world_size)))

@@ -25,6 +25,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.optim import ZeroRedundancyOptimizer
 
 from parbench.metrics.comm import Category
+from parbench.metrics.memory import param_bytes
 from parbench.strategies.base import RankContext, Trainer, replica_input, moe_fields
 from parbench.strategies import precision
 from parbench.strategies.data_parallel import sgd_step, wrap_ddp
@@ -46,7 +47,7 @@ def fsdp_bytes_per_step(params: list[nn.Parameter], n: int, *, reshard_after_for
     (n-1)/n x Psi_padded. ``modeled`` is the textbook figure on unpadded Psi; ``wire`` counts
     gloo's reduce-scatter as the all-reduce it is (2x).
     """
-    psi = sum(p.numel() * p.element_size() for p in params)
+    psi = param_bytes(params)
     padded = sum(padded_numel(tuple(p.shape), n) * p.element_size() for p in params)
     gathers = 2 if reshard_after_forward else 1
     one = lambda size: (n - 1) * size // n  # noqa: E731 - all-gather / reduce-scatter share (n-1)/n x S
@@ -78,8 +79,8 @@ def build_zero1(*, ctx: RankContext) -> Trainer:
         optimizer_class=lambda params, **_: ctx.workload.optimizer(params, cfg.lr))
     feed, batch = replica_input(ctx, dp_rank=ctx.rank, dp_size=ctx.world_size)
     params = list(model.parameters())
-    psi = _bytes(params)
-    own = _bytes([p for g in optimizer.optim.param_groups for p in g["params"]])  # this rank's shard
+    psi = param_bytes(params)
+    own = param_bytes([p for g in optimizer.optim.param_groups for p in g["params"]])  # this rank's shard
     n = ctx.world_size
     extra = {"modeled_comm_parameter_bytes_per_step": 2 * (n - 1) * psi // n,
              "zero1_broadcast_bytes_per_step": own}
@@ -107,7 +108,3 @@ def build_fsdp(*, ctx: RankContext, reshard_after_forward: bool = True) -> Train
 
 def build_zero2(*, ctx: RankContext) -> Trainer:
     return build_fsdp(ctx=ctx, reshard_after_forward=False)
-
-
-def _bytes(params) -> int:
-    return sum(p.numel() * p.element_size() for p in params)

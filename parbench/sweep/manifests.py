@@ -77,13 +77,10 @@ def mark_dead_interrupted(results_dir: str | Path) -> list[Path]:
             write_json_atomic(path, manifest)
             marked.append(path)
     for leftover in Path(results_dir).glob("sweeps/*/.reserve-*"):
-        if not _pid_alive(leftover.name.rsplit("-", 1)[-1]):
+        pid = leftover.name.rsplit("-", 1)[-1]
+        if not (pid.isdigit() and process_start_epoch(int(pid)) is not None):
             leftover.unlink(missing_ok=True)  # a killed sweep's disk-space reserve
     return marked
-
-
-def _pid_alive(text: str) -> bool:
-    return text.isdigit() and process_start_epoch(int(text)) is not None
 
 
 def sweep_rows(results_dir: str | Path) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """A multi-node sweep: ``parbench sweep FILE --nnodes N ...`` on every node: each expands the same grid
 in the same order and runs, point after point, its part of one torchrun job per run
-(``multinode.run_node``). Run i of the job list rendezvouses on port ``base + 1 + i`` (c10d:
+(``multinode.launch.run_node``). Run i of the job list rendezvouses on port ``base + 1 + i`` (c10d:
 endpoint port + 1 + i and rdzv id ``<id>-<i>``): a node that finishes run i early can never join run
 i's store, still open on a slower node, for run i + 1. Which runs to do is decided once, by node 0
 (resume from its results directory), and published through a TCPStore on the base port that the
@@ -77,7 +77,9 @@ def execute_nodes(the_plan: Plan, results_dir: str | Path, layout: NodeLayout, *
     manifest = None
     if writer:
         mark_dead_interrupted(results_dir)
-        manifest = new_manifest(the_plan, results_dir, force) | _node_fields(layout)
+        manifest = new_manifest(the_plan, results_dir, force) | {
+            "launcher": "torchrun", "nodes": layout.nnodes, "ranks_per_node": layout.nproc_per_node,
+            "rendezvous": "c10d" if layout.rdzv_endpoint else "static", "base_port": _base_port(layout)}
         write_manifest(results_dir, outcome.sweep_id, manifest)
     status = "failed"  # stays so when an error (a node with another grid) ends the sweep
     try:
@@ -101,11 +103,6 @@ def execute_nodes(the_plan: Plan, results_dir: str | Path, layout: NodeLayout, *
             manifest.update(tally(outcome), end_time=now_iso(), status=status)
             write_manifest(results_dir, outcome.sweep_id, manifest)
     return outcome
-
-
-def _node_fields(layout: NodeLayout) -> dict[str, Any]:
-    return {"launcher": "torchrun", "nodes": layout.nnodes, "ranks_per_node": layout.nproc_per_node,
-            "rendezvous": "c10d" if layout.rdzv_endpoint else "static", "base_port": _base_port(layout)}
 
 
 def share_plan(the_plan: Plan, layout: NodeLayout, results_dir: Path, force: bool) -> list[int]:
@@ -182,12 +179,12 @@ def _plan_error(detail: str) -> None:
 def _run_node(point: Point, repeat: int, results_dir: Path, sweep_id: str, references,
               layout: NodeLayout) -> dict[str, Any] | None:
     """One run's torchrun job on this node; the record where rank 0 was, else None."""
-    from parbench import multinode
+    from parbench.multinode.launch import run_node
 
     cfg = point.config
     t0 = time.perf_counter()
     try:
-        return multinode.run_node(cfg, layout, results_dir=results_dir, sweep_id=sweep_id, repeat=repeat,
+        return run_node(cfg, layout, results_dir=results_dir, sweep_id=sweep_id, repeat=repeat,
                                   references=references)
     except (KeyboardInterrupt, SystemExit):
         raise

@@ -7,7 +7,6 @@ min/max beside the median for the same reason).
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from rich.table import Table
 
 from parbench.metrics import stats
 from parbench.metrics.categories import CATEGORIES
+from parbench.results import own_records
 from parbench.summary import fmt_bytes, fmt_num
 from parbench.sweep.grid import Plan
 
@@ -24,13 +24,7 @@ from parbench.sweep.grid import Plan
 def sweep_records(results_dir: Path, sweep_id: str) -> list[dict[str, Any]]:
     """This sweep's records in ``<dir>/runs/``; for a (point, repeat) run twice, the latest ok one."""
     latest: dict[tuple[str, int], dict[str, Any]] = {}
-    for path in (results_dir / "runs").glob("*.json"):
-        try:
-            rec = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if rec.get("sweep_id") != sweep_id:
-            continue
+    for rec in (r for r in own_records(results_dir) if r.get("sweep_id") == sweep_id):
         k = (rec["point_key"], rec["repeat"])
         old = latest.get(k)
         if old is None or (rec["status"] == "ok", rec["created_at"]) > (old["status"] == "ok", old["created_at"]):

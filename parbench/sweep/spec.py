@@ -163,12 +163,9 @@ def _validate_top(raw: dict[str, Any], source: str) -> dict[str, Any]:
     unknown = sorted(set(raw) - set(TOP_KEYS))
     if unknown:
         raise ConfigError(f"{source}: unknown key {unknown[0]!r}; valid keys: {', '.join(TOP_KEYS)}")
-    return {key: _check(spec, raw[key], f"{source}: key {key!r}") if key in raw else _copy(spec.default)
+    # an absent key takes a copy of its default: the spec's values are the caller's to change
+    return {key: _check(spec, raw[key], f"{source}: key {key!r}") if key in raw else json.loads(json.dumps(spec.default))
             for key, spec in TOP_KEYS.items()}
-
-
-def _copy(value: Any) -> Any:
-    return json.loads(json.dumps(value))
 
 
 def _fail(where: str, expected: str, value: Any) -> ConfigError:
@@ -206,21 +203,13 @@ def _mesh(value: Any, where: str) -> list[int]:
     return [_int(v, 1, where) for v in value]
 
 
-def _str(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise _fail(where, "a string", value)
-    return value
-
-
 def _check(spec: Key, value: Any, where: str) -> Any:
     kind = spec.kind
-    if kind == "str":
-        return _str(value, where)
     if kind == "enum":
         return _enum(spec.choices)(value, where)
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise _fail(where, "true or false", value)
+    if kind in ("str", "bool"):
+        if not isinstance(value, str if kind == "str" else bool):
+            raise _fail(where, "a string" if kind == "str" else "true or false", value)
         return value
     if kind == "number>0":  # `not value > 0` catches NaN too; TOML has nan and inf literals
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not value > 0:

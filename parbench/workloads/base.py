@@ -95,8 +95,6 @@ class Workload:
     tokens_per_sample: int | None = None
     tp_plan: Callable[[StagedModel], dict] | None = None
     """model -> {module path: ParallelStyle} for torch's parallelize_module, or None if unsupported."""
-    shrink_for_tp: Callable[[StagedModel, int], None] | None = None
-    """(model, tp) -> None: adapt attributes that depend on local head counts after sharding."""
     split_points: tuple[int, ...] | None = None
     """Unit indices where a pipeline stage may begin (each in 1..len(units)-1); None: any unit boundary."""
     description: str = ""
@@ -110,10 +108,11 @@ class Workload:
     read through a DataLoader with a DistributedSampler (``parbench.data``)."""
 
     def __post_init__(self) -> None:
-        for key in ("build", "loss", "optimizer"):
+        given = [k for k in ("batch", "batch_slice") if getattr(self, k) is not None]
+        for key in ("build", "loss", "optimizer", *given):
             if not callable(getattr(self, key)):
                 raise ValueError(f"workload {self.name!r}: {key} must be callable, got {type(getattr(self, key)).__name__}")
-        self._check_data()
+        self._check_data(given)
         if not isinstance(self.forward_flops_per_sample, int) or self.forward_flops_per_sample < 0:
             raise ValueError(f"workload {self.name!r}: forward_flops_per_sample={self.forward_flops_per_sample!r} "
                              "must be an int >= 0 (0 = unknown)")
@@ -123,12 +122,8 @@ class Workload:
         if points is not None and (list(points) != sorted(set(points)) or any(p < 1 for p in points)):
             raise ValueError(f"workload {self.name!r}: split_points={points} must be increasing unit indices >= 1")
 
-    def _check_data(self) -> None:
-        """Exactly one source of data: a Dataset, or batch and/or batch_slice."""
-        given = [k for k in ("batch", "batch_slice") if getattr(self, k) is not None]
-        for key in given:
-            if not callable(getattr(self, key)):
-                raise ValueError(f"workload {self.name!r}: {key} must be callable, got {type(getattr(self, key)).__name__}")
+    def _check_data(self, given: list[str]) -> None:
+        """Exactly one source of data: a Dataset, or batch and/or batch_slice (``given``)."""
         if self.dataset is not None and given:
             raise ValueError(f"workload {self.name!r}: give a dataset or {' and '.join(given)}, not both")
         if self.dataset is None and not given:

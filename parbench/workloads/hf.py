@@ -138,26 +138,12 @@ def tp_plan(model: StagedModel) -> dict:
     return plan
 
 
-def forward_flops_per_sample(cfg: WorkloadConfig, *, mlp_matrices: int) -> int:
-    """Per token 2 x matmul parameters + 2 x 2 x T x d attention per layer (Kaplan et al. 2020)."""
-    d, t, L = cfg.hidden, cfg.seq_len, cfg.layers
-    matmul_params = L * (4 * d * d + mlp_matrices * MLP_RATIO * d * d) + d * cfg.vocab_size
-    return t * (2 * matmul_params + 2 * L * 2 * t * d)
-
-
 def _make(cfg: WorkloadConfig, seed: int, *, name: str, build, plan, mlp_matrices: int, what: str) -> Workload:
+    """The transformer's FLOP count (Kaplan et al. 2020) with ``mlp_matrices`` MLP matrices of 4 d^2."""
     _transformers(name)  # fail here, in the parent's check, when the extra is missing
-    return Workload(
-        name=name,
-        build=lambda s: build(cfg, s),
-        batch_slice=transformer.synthetic_slicer(cfg, seed),
-        loss=transformer.loss,  # targets are already the inputs shifted by one token
-        optimizer=lambda params, lr: torch.optim.AdamW(params, lr=lr),
-        forward_flops_per_sample=forward_flops_per_sample(cfg, mlp_matrices=mlp_matrices),
-        tokens_per_sample=cfg.seq_len,
-        tp_plan=plan,
-        description=what,
-    )
+    flops = transformer.forward_flops_per_sample(cfg, cfg.layers * mlp_matrices * MLP_RATIO * cfg.hidden ** 2)
+    return transformer.token_workload(cfg, seed, name=name, build=lambda s: build(cfg, s), tp_plan=plan,
+                                      forward_flops_per_sample=flops, description=what)
 
 
 def make_llama(cfg: WorkloadConfig, seed: int) -> Workload:

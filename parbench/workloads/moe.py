@@ -252,23 +252,14 @@ def forward_flops_per_sample(cfg: WorkloadConfig) -> int:
     """The transformer's count (Kaplan et al. 2020) on *active* parameters: an MoE block's MLP
     counts top_k experts (each 8 d^2 multiply-adds per token) plus the router (d x E); dropped
     assignments are counted as computed."""
-    d, t, L = cfg.hidden, cfg.seq_len, cfg.layers
-    moe = cfg.moe_layers
-    matmul_params = L * 4 * d * d + (L - moe) * 8 * d * d + moe * (cfg.top_k * 8 * d * d + d * cfg.experts)
-    matmul_params += d * cfg.vocab_size
-    attention = L * 2 * t * d
-    return t * (2 * matmul_params + 2 * attention)
+    d, moe = cfg.hidden, cfg.moe_layers
+    mlp = (cfg.layers - moe) * 8 * d * d + moe * (cfg.top_k * 8 * d * d + d * cfg.experts)
+    return transformer.forward_flops_per_sample(cfg, mlp)
 
 
 def make(cfg: WorkloadConfig, seed: int) -> Workload:
-    return Workload(
-        name="moe",
-        build=lambda s: build_model(cfg, s),
-        batch_slice=transformer.synthetic_slicer(cfg, seed),
-        loss=transformer.loss,
-        optimizer=lambda params, lr: torch.optim.AdamW(params, lr=lr),
+    return transformer.token_workload(
+        cfg, seed, name="moe", build=lambda s: build_model(cfg, s),
         forward_flops_per_sample=forward_flops_per_sample(cfg),
-        tokens_per_sample=cfg.seq_len,
         description=f"GPT-style decoder, {cfg.experts} experts top-{cfg.top_k} every {cfg.moe_every} block(s), "
-                    "capacity per sequence, Switch load-balancing loss; synthetic bigram tokens",
-    )
+                    "capacity per sequence, Switch load-balancing loss; synthetic bigram tokens")

@@ -79,10 +79,11 @@ def build_model(cfg: WorkloadConfig, seed: int) -> StagedModel:
     return StagedModel(Embed(cfg), [Block(cfg) for _ in range(cfg.layers)], Head(cfg))
 
 
-def forward_flops_per_sample(cfg: WorkloadConfig) -> int:
-    """Per token 2 x (matmul parameters) + attention 2 x 2 x T x d per layer (Kaplan et al. 2020, table 1)."""
+def forward_flops_per_sample(cfg: WorkloadConfig, mlp_params: int | None = None) -> int:
+    """Per token 2 x (matmul parameters) + attention 2 x 2 x T x d per layer (Kaplan et al. 2020, table 1).
+    ``mlp_params``: the MLP matmul parameters of all layers (default: up and down, 2 x 4 d^2 per layer)."""
     d, t, L = cfg.hidden, cfg.seq_len, cfg.layers
-    matmul_params = L * (4 * d * d + 2 * 4 * d * d) + d * cfg.vocab_size
+    matmul_params = L * 4 * d * d + (L * 2 * 4 * d * d if mlp_params is None else mlp_params) + d * cfg.vocab_size
     attention = L * 2 * t * d  # QK^T and AV, causal mask ignored as in the source
     return t * (2 * matmul_params + 2 * attention)
 
@@ -131,15 +132,14 @@ def synthetic_slicer(cfg: WorkloadConfig, seed: int):
     return lambda step, size, lo, hi: synthetic_rows(cfg, table, seed, step, lo, hi)
 
 
+def token_workload(cfg: WorkloadConfig, seed: int, **fields) -> Workload:
+    """A decoder on the synthetic bigram tokens: AdamW, cross-entropy on the inputs shifted by one
+    (the transformer, moe and hf-* workloads); ``fields``: its name, model, FLOPs, tp plan, description."""
+    return Workload(batch_slice=synthetic_slicer(cfg, seed), loss=loss, tokens_per_sample=cfg.seq_len,
+                    optimizer=lambda params, lr: torch.optim.AdamW(params, lr=lr), **fields)
+
+
 def make(cfg: WorkloadConfig, seed: int) -> Workload:
-    return Workload(
-        name="transformer",
-        build=lambda s: build_model(cfg, s),
-        batch_slice=synthetic_slicer(cfg, seed),
-        loss=loss,
-        optimizer=lambda params, lr: torch.optim.AdamW(params, lr=lr),
-        forward_flops_per_sample=forward_flops_per_sample(cfg),
-        tokens_per_sample=cfg.seq_len,
-        tp_plan=tp_plan,
-        description="GPT-style decoder (nanoGPT shape), Megatron tp plan, synthetic bigram tokens",
-    )
+    return token_workload(cfg, seed, name="transformer", build=lambda s: build_model(cfg, s),
+                          forward_flops_per_sample=forward_flops_per_sample(cfg), tp_plan=tp_plan,
+                          description="GPT-style decoder (nanoGPT shape), Megatron tp plan, synthetic bigram tokens")

@@ -146,9 +146,9 @@ def test_failed_job_is_recorded_by_node_zero_only(tmp_path):
     cfg = RunConfig(strategy="ddp", world_size=4)
     (tmp_path / "rank1.error.json").write_text(json.dumps({"rank": 1, "error": "RuntimeError: boom"}))
     node0 = NodeLayout(nnodes=2, nproc_per_node=2, node_rank=0)
-    rec = _record(cfg, node0, tmp_path, 1, 3.0, None)
+    rec, ranks = _record(cfg, node0, tmp_path, 1, 3.0, None)
     assert (rec["status"], rec["failed_rank"], rec["error"]) == ("failed", 1, "rank 1: RuntimeError: boom")
-    assert rec["nodes"] == 2 and rec["node_of_rank"] == [0, 0, 1, 1]
-    assert _record(cfg, NodeLayout(nnodes=2, nproc_per_node=2, node_rank=1), tmp_path, 1, 3.0, None) is None
+    assert rec["nodes"] == 2 and rec["node_of_rank"] == [0, 0, 1, 1] and ranks == []
+    assert _record(cfg, NodeLayout(nnodes=2, nproc_per_node=2, node_rank=1), tmp_path, 1, 3.0, None) == (None, [])
     (tmp_path / "rank1.error.json").unlink()
-    assert _record(cfg, node0, tmp_path, None, 3.0, None)["status"] == "timeout"
+    assert _record(cfg, node0, tmp_path, None, 3.0, None)[0]["status"] == "timeout"
