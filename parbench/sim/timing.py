@@ -15,6 +15,10 @@ ADAMW_BYTES_PER_ELEMENT = 28  # read p, g, m, v; write p, m, v: 7 x fp32 (torch'
 ADAMW_OPS_PER_TENSOR = 10  # aten ops per tensor of torch's for-loop AdamW step (counted, steady state)
 SGD_BYTES_PER_ELEMENT = 12
 SGD_OPS_PER_TENSOR = 1.5  # counted: add_ per tensor plus the param-group bookkeeping
+FP8_CAST_BYTES_PER_ELEMENT = 5
+"""Dynamic per-tensor FP8 scaling (Micikevicius et al., "FP8 Formats for Deep Learning", 2022, sec. 4;
+torchao's and Transformer Engine's "tensorwise" recipe): each operand is read once for its amax (2
+bytes), then read again and written as FP8 (2 + 1 bytes) before every FP8 GEMM that consumes it."""
 
 
 def gemm_time_s(c: Cluster, flops: float, bytes_moved: float = 0.0, gemm_dtype: str = "",
@@ -71,7 +75,7 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
     (Narayanan et al. 2021) and touches every element twice. Flash attention never writes the s x s
     scores and recomputes QK^T in backward (Dao et al., NeurIPS 2022); context parallelism gives each
     rank 1/cp of the tokens and of the attention work."""
-    gemm = attn = 0.0
+    gemm = attn = cast_forward = cast_backward = 0.0
     for g in u.gemms:
         share = (tp if g.tp_sharded else 1) * cp
         flops, moved = mb * g.flops / share, gemm_bytes(g, mb, act_bytes) / share
@@ -85,14 +89,19 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
             sizes = (g.m * g.k, g.k * g.n, g.m * g.n)
             flops, moved = flops / 2, mb * g.batched * (sum(sizes) - max(sizes)) * act_bytes / share
             eff = c.attention_efficiency
+        if dtype == "fp8":  # forward casts the input and the weight, backward the output's gradient
+            cast_forward += (mb * g.m * g.k / share + g.k * g.n / (tp if g.tp_sharded else 1)) * g.batched
+            cast_backward += mb * g.m * g.n / share * g.batched
         t = gemm_time_s(c, flops, moved, dtype, eff)
         gemm += t
         if g.batched > 1:
             attn += t
     elems = u.elementwise_elems_per_sample + (0 if flash else u.score_elems_per_sample)
     elementwise = mb * elems * act_bytes * 2 / tp / cp / c.memory_bandwidth_bytes_per_s
-    forward = gemm + elementwise + u.ops_forward * c.training_op_overhead_s
-    backward = 2 * gemm + 2 * elementwise + u.ops_backward * c.training_op_overhead_s + (attn / 2 if flash else 0.0)
+    to_s = FP8_CAST_BYTES_PER_ELEMENT / c.memory_bandwidth_bytes_per_s
+    forward = gemm + elementwise + cast_forward * to_s + u.ops_forward * c.training_op_overhead_s
+    backward = (2 * gemm + 2 * elementwise + cast_backward * to_s + u.ops_backward * c.training_op_overhead_s
+                + (attn / 2 if flash else 0.0))
     return forward, backward, attn + (0.0 if flash else elementwise / 2), gemm
 
 
@@ -106,7 +115,10 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
     kwargs = dict(mb=layout.micro_batch_size, tp=layout.tp, act_bytes=layout.precision.activation_bytes,
                   cp=layout.cp, flash=layout.attention == "flash", gemm_dtype=layout.precision.gemm_dtype)
     for u in members:
-        f, b, attn, gemm = unit_times_s(c, u, **kwargs)
+        # FP8 recipes keep the output projection (the vocabulary head) in bf16: torchtitan's float8 converter
+        # skips the module named "output", Megatron-Core's output layer is not a Transformer Engine layer
+        dtype = "" if u is model.post else layout.precision.gemm_dtype
+        f, b, attn, gemm = unit_times_s(c, u, **{**kwargs, "gemm_dtype": dtype})
         redo = f * layout.recomputed_fraction + (attn if core else 0.0) + ((gemm - attn) / 2 + (f - gemm) if ops else 0.0)
         total = total + ChunkTime(f, b, redo, 3 * gemm, 3 * attn)
     return total

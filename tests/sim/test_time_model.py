@@ -396,3 +396,28 @@ def test_simulate_prints_the_step_term_by_term(capsys):
                  "optimizer", "other"):
         assert f"\n    {name} " in out
     assert "(forward " in out and "recompute " in out and " s in all)" in out
+
+
+def test_fp8_linears_pay_their_casts_and_the_vocabulary_head_stays_bf16():
+    """Dynamic FP8 scaling reads each operand for its amax, then reads it and writes it in FP8: 5 bytes per
+    element of every Linear's input and weight (forward) and output gradient (backward), at memory speed.
+    The vocabulary head is not converted (torchtitan's float8 skips ``output``)."""
+    from parbench.sim.architecture import Architecture
+    from parbench.sim.model import architecture_spec
+    from parbench.sim.timing import chunk_times_s, unit_times_s
+
+    h100 = PRESETS["h100-sxm"]
+    u = _attention_unit()  # d = 1024, s = 8192, MLP 4d, one micro-batch of one sample
+    s, d = 8192, 1024
+    f8, b8, _, g8 = unit_times_s(h100, u, mb=1, tp=1, act_bytes=2, flash=True, gemm_dtype="fp8")
+    f16, b16, _, g16 = unit_times_s(h100, u, mb=1, tp=1, act_bytes=2, flash=True)
+    forward_cast = 5 * (s * (d + d + d + 4 * d) + (3 * d * d + d * d + 4 * d * d + 4 * d * d))
+    backward_cast = 5 * s * (3 * d + d + 4 * d + d)
+    bw = h100.memory_bandwidth_bytes_per_s
+    assert (f8 - g8) - (f16 - g16) == pytest.approx(forward_cast / bw)
+    assert (b8 - 2 * g8) - (b16 - 2 * g16) == pytest.approx(backward_cast / bw)
+    m = architecture_spec(Architecture(name="t", layers=1, hidden=1024, heads=8, vocab=32000, seq_len=2048), megatron=True)
+    lay = Layout(strategy=Strategy.HYBRID, global_batch_size=1, attention="flash")
+    head = [chunk_times_s(h100, m, replace(lay, precision=PRECISIONS[p]), (), first=False, last=True).total
+            for p in ("fp8", "bf16")]
+    assert head[0] == head[1]
