@@ -37,22 +37,16 @@ def installed_plugins() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=PLUGIN_GROUP)}
 
 
-def _is_spec(name: str) -> bool:
-    """``module.path:factory`` or ``path/to/file.py:factory``."""
-    target, sep, attr = name.rpartition(":")
-    return bool(sep and target and attr.isidentifier())
-
-
 def _normalise_workload_name(name: str) -> str:
     """A file path becomes absolute: ranks fork from a server whose working directory may differ."""
     if name in WORKLOAD_NAMES or name in installed_plugins():
         return name
-    if not _is_spec(name):
+    target, sep, attr = name.rpartition(":")  # ``module.path:factory`` or ``path/to/file.py:factory``
+    if not (sep and target and attr.isidentifier()):
         raise ConfigError(
             f"unknown workload {name!r}; valid: {', '.join(WORKLOAD_NAMES)}, an installed plugin "
             f"({', '.join(installed_plugins()) or 'none installed'}), 'package.module:factory' or "
             f"'path/to/file.py:factory'")
-    target, _, attr = name.rpartition(":")
     if target.endswith(".py"):
         return f"{os.path.abspath(target)}:{attr}"
     return name

@@ -65,11 +65,6 @@ def _mesh(df: Frame) -> pd.Series:
     return out
 
 
-def _virtual(df: Frame) -> pd.Series:
-    interleaved = _col(df, "schedule") == "interleaved1f1b"
-    return _fmt(_num(df, "virtual_stages"), "v{}", interleaved)
-
-
 def _dp_mode(df: Frame) -> pd.Series:
     return _fmt(_col(df, "dp_mode"), "dp={}", (_col(df, "strategy") == "hybrid") & (_num(df, "dp").fillna(1) > 1))
 
@@ -80,7 +75,8 @@ LAYOUT_PARTS: tuple[Part, ...] = (
     Part(name="mesh", read=_mesh),
     Part(name="schedule", read=lambda df: _fmt(_col(df, "schedule"), "{}", _pipelined(df))),
     Part(name="micro_batches", read=lambda df: _fmt(_num(df, "micro_batches"), "mb{}", _pipelined(df))),
-    Part(name="virtual_stages", read=_virtual),
+    Part(name="virtual_stages", read=lambda df: _fmt(_num(df, "virtual_stages"), "v{}",
+                                                     _col(df, "schedule") == "interleaved1f1b")),
     Part(name="dp_mode", read=_dp_mode),
     Part(name="servers", read=lambda df: _fmt(_num(df, "servers"), "servers={}", _col(df, "strategy") == "ps")),
     Part(name="ep", read=lambda df: _fmt(_num(df, "ep"), "ep{}", (_col(df, "strategy") == "ep") | (_num(df, "ep") > 1))),

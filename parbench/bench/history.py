@@ -41,12 +41,6 @@ def machine_key(machine_info: dict[str, Any]) -> tuple[str, str]:
     return str(machine_info.get("node", "")), str(cpu.get("brand_raw") or machine_info.get("processor", ""))
 
 
-def this_machine() -> tuple[str, str]:
-    from parbench.results import cpu_model
-
-    return socket.gethostname() or platform.node(), cpu_model()
-
-
 def rows(path: Path, doc: dict[str, Any]) -> list[dict[str, Any]]:
     node, cpu = machine_key(doc["machine_info"])
     commit = doc.get("commit_info") or {}
@@ -73,7 +67,9 @@ def load_history(directory: str | Path = HISTORY_DIR) -> "pandas.DataFrame":  # 
 def latest_baseline(directory: str | Path = HISTORY_DIR, machine: tuple[str, str] | None = None) -> Path | None:
     """The newest saved run made on ``machine`` (default: this one), or None: timings from another
     machine are no baseline (a busier or quieter machine trips or hides regressions)."""
-    machine = machine or this_machine()
+    from parbench.results import cpu_model
+
+    machine = machine or (socket.gethostname() or platform.node(), cpu_model())
     runs = [(doc.get("datetime", ""), p) for p in run_files(directory)
             if (doc := read_run(p)) and machine_key(doc["machine_info"]) == machine]
     return max(runs)[1] if runs else None

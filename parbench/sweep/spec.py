@@ -21,10 +21,6 @@ from parbench.options import options
 from parbench.validation import CHOICES, MINIMUMS
 
 
-def _names(enum_type) -> tuple[str, ...]:
-    return tuple(m.value for m in enum_type)
-
-
 @dataclass(frozen=True)
 class Key:
     """One key of the schema: its kind (see ``_CHECKS``), default and meaning."""
@@ -56,7 +52,7 @@ TOP_KEYS: dict[str, Key] = {
     **{f: run_key(f) for f in ("steps", "warmup_steps", "timeout_s", "seed", "threads", "data_in_step",
                                "loader_workers")},
     "strategies": Key("strategies", "all", '"all" (every implemented strategy) or a list of names',
-                      _names(Strategy)),
+                      tuple(s.value for s in Strategy)),
     "world_sizes": run_key("world_size", axis=True, default=[1, 2, 4],
                            note="`single` runs only at 1, the others only at >= 2. "),
     "backends": run_key("backend", axis=True),
