@@ -8,11 +8,11 @@ live in each rank; the rounds rotate which one runs first:
 
   before    the input as it was made until this change, inside the timed step: every rank made the
             whole global batch (``synthetic_batch`` below, the teacher included) and kept its half
-  after     the default now: the rank's own 32 samples, made before the step's start barrier
+  after     the default now: the rank's own 32 samples, made before the timed block starts
   in-step   ``--data-in-step``: the rank's own 32 samples, made inside the timed step
 
-Each block is ``--steps`` steps of the runner's own timed loop (a barrier either side of every
-step); a block's figure is its median step. Prints every round, per side the median and the fastest
+Each block is ``--steps`` steps of the runner's own timed loop (steps back to back, a barrier either
+side of the block); a block's figure is its median step. Prints every round, per side the median and the fastest
 block (interference only adds time: the fastest block is the least disturbed) and the rank's input
 making time per step, the median of the per-round ratios, and the load average at both ends.
 """

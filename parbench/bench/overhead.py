@@ -24,7 +24,7 @@ from parbench.metrics import stats
 
 # What the runner's timed loop (a clock per step, a barrier pair and /proc/self/io per chunk of
 # steps) may add to a step. Its steps run back to back, so the cost is a clock read plus a barrier
-# pair shared by the chunk's steps: 1.003-1.013 per strategy at world size 2 on 2 cores (README,
+# pair shared by the chunk's steps: 1.002-1.022 per strategy at world size 2 on 2 cores (README,
 # "Benchmarks and regression gates").
 TIMED_BOUND = 1.03
 
