@@ -186,9 +186,11 @@ A100_SOURCES = {
     "gemm_efficiency": "0.70: fitted (the one constant minimising mean |error|, parbench.sim.published.fit_gemm_efficiency) "
                        "to the 10 rows of Narayanan et al. SC21 Table 1 (Megatron-LM GPT 1.7B-1T on 32-3072 A100); "
                        "SC21 Table 2 and MT-NLG held out (parbench validate --published)",
-    "attention_efficiency": "0.50: FlashAttention-2 reaches 50-73% of the A100's peak forward (Dao, \"FlashAttention-2\", "
-                            "arXiv 2307.08691, 2023, abstract); its backward, 2.5x the forward's FLOPs, runs at the low end: "
-                            "0.50 for forward + backward (assumed, not fitted; torch SDPA's flash backend is FlashAttention-2)",
+    "attention_efficiency": "0.34: fitted (parbench.sim.published.fit_foundry_efficiencies('a100-80gb', fit_gemm=False), "
+                            "the GEMM efficiency kept) to llm-foundry's A100 rows (8, MPT 1B-70B at 2K-65K tokens), which ran "
+                            "the Triton FlashAttention kernel, of FlashAttention-1's class: 25-40% of the A100's peak (Dao, "
+                            "\"FlashAttention-2\", arXiv 2307.08691, 2023, abstract); torchtitan's A100 rows held out. "
+                            "FlashAttention-2 itself reaches 50-73% forward (same abstract), so FA2 runs are predicted slow",
     "latency": "assumed ~5 us per NVLink step, ~8 us per InfiniBand step (typical nccl-tests small-message latencies)",
 }
 H100_SOURCES = {
@@ -200,7 +202,7 @@ H100_SOURCES = {
     "inter": "DGX H100 user guide: 8x ConnectX-7 NDR 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
     "gpus_per_node": "DGX H100: 8 GPUs per node",
     "gemm_efficiency": "0.60: fitted jointly with attention_efficiency (the pair minimising mean |error|, "
-                       "parbench.sim.published.fit_h100_efficiencies()) to llm-foundry's H100 rows (11, MPT 1B-70B, "
+                       "parbench.sim.published.fit_foundry_efficiencies()) to llm-foundry's H100 rows (11, MPT 1B-70B, "
                        "2K-65K tokens); torchtitan's H100 tables (18 rows, the h100-96gb preset) and the Megatron-LM "
                        "Mixtral row held out (parbench validate --published)",
     "attention_efficiency": "0.19: fitted with gemm_efficiency on the same 11 rows (their 16K-65K-token rows are "
@@ -223,7 +225,7 @@ H100_96_SOURCES = {
     "attention_efficiency": "the H100 SXM's 0.19 (fitted on llm-foundry)",
 }
 
-_A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.70, attention_efficiency=0.50, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
+_A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.70, attention_efficiency=0.34, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
              memory_bandwidth_bytes_per_s=0.8 * 2039e9, intra=Link(latency_s=5e-6, bandwidth_bytes_per_s=0.8 * 300e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, **GPU_FIXED)
 _H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, gemm_efficiency=0.60, attention_efficiency=0.19,

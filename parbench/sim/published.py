@@ -243,16 +243,17 @@ def fit_gemm_efficiency(rows: tuple[Published, ...] = TABLE1, cluster: Cluster |
     return best_efficiency(mae)
 
 
-def fit_h100_efficiencies(rounds: int = 4) -> tuple[float, float]:
-    """(GEMM, attention) efficiencies of the H100 SXM preset: the pair minimising the mean |error| of
-    llm-foundry's H100 rows (their MFU), found by coordinate descent on the 0.01 grid of ``best_efficiency``
-    (each round fits one with the other fixed, from the preset's pair, until neither moves). torchtitan's
-    H100 tables and the Mixtral row are held out."""
+def fit_foundry_efficiencies(cluster: str = "h100-sxm", *, fit_gemm: bool = True, rounds: int = 4) -> tuple[float, float]:
+    """(GEMM, attention) efficiencies of a preset: the pair minimising the mean |error| of llm-foundry's
+    rows on ``cluster`` (their MFU), by coordinate descent on 0.01 grids (each round fits one with the
+    other fixed, from the preset's pair, until neither moves). ``fit_gemm=False`` keeps the preset's GEMM
+    efficiency (the A100's comes from SC21 Table 1) and fits the attention efficiency alone. torchtitan's
+    tables, SC21 Table 2, MT-NLG and the Mixtral row are held out."""
     from parbench.sim.model import architecture_spec
     from parbench.sim.published_memory import FOUNDRY, _metric, runs
 
-    base = PRESETS["h100-sxm"]
-    mine = [r for r in runs() if r.source == FOUNDRY and r.metric and r.cluster == "h100-sxm"]
+    base = PRESETS[cluster]
+    mine = [r for r in runs() if r.source == FOUNDRY and r.metric and r.cluster == cluster]
     specs = {id(r): architecture_spec(r.arch, megatron=True) for r in mine}
 
     def mae(gemm: float, attention: float) -> float:
@@ -261,7 +262,7 @@ def fit_h100_efficiencies(rounds: int = 4) -> tuple[float, float]:
 
     gemm, attention = base.gemm_efficiency, base.attention_efficiency
     for _ in range(rounds):
-        g = best_efficiency(lambda e: mae(e, attention))
+        g = best_efficiency(lambda e: mae(e, attention)) if fit_gemm else gemm
         a = min((round(0.10 + 0.01 * i, 2) for i in range(41)), key=lambda e: mae(g, e))
         if (g, a) == (gemm, attention):
             break

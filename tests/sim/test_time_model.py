@@ -269,14 +269,16 @@ def test_noise_floor_is_the_spread_between_repeats():
 
 
 @pytest.mark.slow
-def test_fit_h100_efficiencies_recover_the_preset():
-    """The H100's GEMM and attention efficiencies, fitted together on llm-foundry's H100 rows; the
-    torchtitan (500 W) preset shares them (its rows are held out)."""
-    from parbench.sim.published import fit_h100_efficiencies
+def test_fit_foundry_efficiencies_recover_the_presets():
+    """The H100's GEMM and attention efficiencies, fitted together on llm-foundry's H100 rows (the torchtitan
+    500 W preset shares them, its rows held out); the A100's attention efficiency on llm-foundry's A100 rows
+    with the SC21 GEMM efficiency kept."""
+    from parbench.sim.published import fit_foundry_efficiencies
 
     h100 = PRESETS["h100-sxm"]
-    assert fit_h100_efficiencies() == (h100.gemm_efficiency, h100.attention_efficiency) == (0.60, 0.19)
+    assert fit_foundry_efficiencies() == (h100.gemm_efficiency, h100.attention_efficiency) == (0.60, 0.19)
     assert (PRESETS["h100-96gb"].gemm_efficiency, PRESETS["h100-96gb"].attention_efficiency) == (0.60, 0.19)
+    assert fit_foundry_efficiencies("a100-80gb", fit_gemm=False) == (0.70, A100.attention_efficiency) == (0.70, 0.34)
 
 
 def _attention_unit():
