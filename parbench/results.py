@@ -238,13 +238,13 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def write_json_atomic(path: Path, data: Any, **dump_options: Any) -> None:
     """Write through a temporary file and rename: a reader sees the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, default=_jsonable)
+            json.dump(data, f, default=_jsonable, **dump_options)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

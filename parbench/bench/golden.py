@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from parbench.results import git_commit, now_iso
+from parbench.results import git_commit, now_iso, write_json_atomic
 
 FORMAT = 1
 SHAPE_KEYS = ("world_size", "global_batch_size", "micro_batches", "dp", "tp", "pp")
@@ -122,12 +121,5 @@ def update(measured: dict[str, Any], reason: str, path: str | Path) -> list[str]
     doc["updates"].append({"fingerprint": fingerprint(measured), "reason": reason.strip(),
                            "updated_at": now_iso(), "git_commit": git_commit(),
                            "changed": [c.split(":")[0] for c in changed][:20], "n_changed": len(changed)})
-    _write(path, doc)
+    write_json_atomic(path, doc, indent=1, sort_keys=True)  # indented and sorted: reviewable diffs
     return changed
-
-
-def _write(path: Path, doc: dict[str, Any]) -> None:
-    """Indented, sorted JSON (reviewable diffs), written through a rename (never half a file)."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)

@@ -98,10 +98,19 @@ CASES = [
     (["dashboard", "--port", "99999"], "--port 99999 is not a TCP port"),
     (RUN + ["--inject-fault", "5:hang:1"], "inject_fault='5:hang:1': rank 5 >= world_size=2"),
     (RUN + ["--inject-fault", "hang:1"], "expected RANK:KIND:STEP with KIND one of raise, hang, crash, nan"),
+    # refused in the parent: RunConfig's rules, then preflight's checks of this machine
+    (["run", "--results-dir", "{tmp}/results", "--strategy", "foo"], "unknown strategy 'foo'"),
+    (["run", "--results-dir", "{tmp}/results", "--strategy", "ddp", "--world-size", "3"],
+     "global_batch_size=64 is not divisible by dp x micro_batches = 3 x 1 = 3"),
+    (RUN + ["--results-dir", "{tmp}/results", "--backend", "nccl"], "backend=nccl"),
+    pytest.param(RUN + ["--results-dir", "{tmp}/results", "--device", "cuda"], "device=cuda",
+                 marks=pytest.mark.skipif(__import__("torch").cuda.is_available(),
+                                          reason="this machine has a GPU, so device=cuda is valid")),
 ]
 
 
-@pytest.mark.parametrize("argv, message", CASES, ids=[" ".join(c[0][:1] + c[0][-2:]) for c in CASES])
+@pytest.mark.parametrize("argv, message", CASES,
+                         ids=[" ".join(a[:1] + a[-2:]) for a in (getattr(c, "values", c)[0] for c in CASES)])
 def test_bad_input_exits_2_naming_it_and_spawns_and_writes_nothing(tmp_path, capsys, no_spawn, argv, message):
     subs = setup_files(tmp_path)
     before = tree(tmp_path)

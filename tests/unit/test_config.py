@@ -1,8 +1,5 @@
 """Every bad configuration fails in RunConfig, before anything is spawned, naming its factors."""
 
-import subprocess
-import sys
-
 import pytest
 
 from parbench.config import ConfigError, RunConfig, WorkloadConfig
@@ -86,18 +83,3 @@ def test_reference_is_single_process_same_batch_and_seed():
     assert (ref.strategy.value, ref.world_size, ref.micro_batches) == ("single", 1, 1)
     assert (ref.global_batch_size, ref.seed, ref.workload) == (32, 3, cfg.workload)
 
-
-@pytest.mark.parametrize("argv, message", [
-    (["--strategy", "foo"], "unknown strategy 'foo'"),
-    (["--strategy", "ddp", "--world-size", "3"], "not divisible"),
-    (["--backend", "nccl", "--strategy", "ddp", "--world-size", "2"], "backend=nccl"),
-    pytest.param(["--device", "cuda"], "device=cuda", marks=pytest.mark.skipif(
-        __import__("torch").cuda.is_available(), reason="this machine has a GPU, so device=cuda is valid")),
-])
-def test_cli_exits_2_before_spawning(argv, message, tmp_path):
-    """Exit code 2, the message on stderr, and nothing written to the results directory."""
-    out = subprocess.run([sys.executable, "-m", "parbench", "run", *argv, "--results-dir", str(tmp_path)],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2, out.stderr
-    assert message in out.stderr
-    assert not any(tmp_path.iterdir())

@@ -41,22 +41,35 @@ def test_load_skips_corrupt_records_with_a_warning(tmp_path):
     ("status", "great", "field 'status' is 'great', expected one of ok, failed, timeout, diverged"),
 ])
 def test_wrong_typed_fields_are_skipped_naming_file_and_field(tmp_path, capsys, field, value, why):
-    """Well-formed JSON with a wrong-typed field: results, report and load skip it with a warning."""
+    """Well-formed JSON with a wrong-typed field: load and ``parbench results`` skip it with a warning
+    (``parbench report`` reads through the same load: checked once, below)."""
     from parbench.cli import main
 
-    fixture = ROOT / "tests" / "dashboard" / "fixtures" / "results"
-    good = [json.loads(p.read_text()) for p in sorted(fixture.rglob("runs/*.json"))]
-    for rec in good:
-        results.write_record(tmp_path, rec)
-    bad = dict(good[0], run_id="f" * 32, **{field: value})
-    path = results.write_record(tmp_path, bad)
+    good, path = _fixture_with_bad_record(tmp_path, field, value)
     with pytest.warns(UserWarning, match=re.escape(f"skipped corrupt result record {path}: {why}")):
         assert sorted(results.load(tmp_path)["run_id"]) == sorted(r["run_id"] for r in good)
     assert main(["results", "--results-dir", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert f"{len(good)} runs in" in out and f"{path}: {why}" in err
+
+
+def test_report_skips_a_wrong_typed_record_naming_file_and_field(tmp_path, capsys):
+    from parbench.cli import main
+
+    good, path = _fixture_with_bad_record(tmp_path, "world_size", "two")
     assert main(["report", "--results-dir", str(tmp_path), "--out", str(tmp_path / "r.html")]) == 0
-    assert f"{path}: {why}" in capsys.readouterr().err
+    assert f"skipped corrupt result record {path}: field 'world_size' is 'two' (str), expected an integer" \
+        in capsys.readouterr().err
+    assert f"{len(good)} runs" in (tmp_path / "r.html").read_text()
+
+
+def _fixture_with_bad_record(tmp_path, field, value):
+    """The dashboard fixture's records, and one more with ``field`` set to ``value``: (good, bad path)."""
+    fixture = ROOT / "tests" / "dashboard" / "fixtures" / "results"
+    good = [json.loads(p.read_text()) for p in sorted(fixture.rglob("runs/*.json"))]
+    for rec in good:
+        results.write_record(tmp_path, rec)
+    return good, results.write_record(tmp_path, dict(good[0], run_id="f" * 32, **{field: value}))
 
 
 def test_atomic_write_leaves_old_file_on_failure(tmp_path):
