@@ -225,7 +225,8 @@ def _layout_dict(layout) -> dict:
 def _memory_lines(cluster, p) -> list[str]:
     from parbench.sim.predict import format_bytes
 
-    parts = ", ".join(f"{k.removesuffix('_bytes')} {format_bytes(v)}" for k, v in p.memory.as_dict().items() if v)
+    worst = p.peak_memory or p.memory  # the rank that sets the peak: its parts add up to it
+    parts = ", ".join(f"{k.removesuffix('_bytes')} {format_bytes(v)}" for k, v in worst.as_dict().items() if v)
     return [f"  memory per rank  {format_bytes(p.peak_memory_bytes)} of {format_bytes(cluster.memory_bytes)}: {parts}"]
 
 

@@ -52,6 +52,9 @@ class Prediction:
     """3 x forward GEMM FLOPs incl. attention scores (PaLM's model FLOPs, Chowdhery et al. 2022, app. B)."""
     mfu: float
     world_size: int
+    peak_memory: Memory | None = None
+    """The breakdown of the rank with the largest total: its kinds sum to ``peak_memory_bytes`` (``memory``'s
+    per-kind maxima can come from different pipeline stages)."""
     feasible: bool = True
     reasons: tuple[str, ...] = field(default=())
     terms: dict[str, float] = field(default_factory=dict)
@@ -61,9 +64,9 @@ class Prediction:
     comm_total_s: dict[str, float] = field(default_factory=dict)
     """Per category, all the seconds its collectives take on the critical stage, hidden or not."""
     link_time_s: dict[str, float] = field(default_factory=dict)
+    """Per link level (``intra``, ``inter``), the busiest rank's seconds of communication over it."""
     data_time_s: float = 0.0
     """Preparing a step's input on the busiest rank (the record's ``time_data_s``), in or out of the step."""
-    """Per link level (``intra``, ``inter``), the busiest rank's seconds of communication over it."""
     hardware_flops_per_step: int = 0
     """Model FLOPs plus recomputation (``hardware_flops_per_step``)."""
     hfu: float = 0.0
@@ -74,6 +77,7 @@ class Prediction:
     def as_dict(self) -> dict:
         d = dict(vars(self))
         d["memory"] = self.memory.as_dict()
+        d["peak_memory"] = self.peak_memory.as_dict() if self.peak_memory else None
         d["reasons"] = list(self.reasons)
         return d
 
@@ -258,10 +262,10 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     step = sum(terms.values())
     flops = 3 * model.forward_flops_per_sample * layout.global_batch_size
     hw_flops = hardware_flops_per_step(model, layout)
-    peak = max(mm.total_bytes for mm in mems)
+    worst = max(mems, key=lambda mm: mm.total_bytes)
+    peak = worst.total_bytes
     reasons = ()
     if peak > cluster.memory_bytes:
-        worst = max(mems, key=lambda mm: mm.total_bytes)
         reasons = (f"needs {format_bytes(peak)} per rank > {format_bytes(cluster.memory_bytes)} ("
                    + ", ".join(f"{k.removesuffix('_bytes')} {format_bytes(v)}" for k, v in worst.as_dict().items() if v)
                    + ")",)
@@ -270,7 +274,7 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     parts = {"forward": m * beat.chunk.forward, "backward": m * beat.chunk.backward, "recompute": m * beat.chunk.recompute}
     return Prediction(
         comm_bytes=comm_bytes, comm_total_bytes=sum(cats[busiest].values()),
-        comm_by_collective=by_collective(ops[busiest]), memory=memory, peak_memory_bytes=peak,
+        comm_by_collective=by_collective(ops[busiest]), memory=memory, peak_memory_bytes=peak, peak_memory=worst,
         step_time_s=step, compute_time_s=terms["time_compute_s"], bubble_time_s=terms["time_bubble_s"],
         comm_time_s=sum(terms[f"time_comm_exposed_{k}_s"] for k in CATEGORIES),
         throughput_samples_per_s=layout.global_batch_size / step,

@@ -134,3 +134,19 @@ def test_search_shows_progress_on_a_terminal(capsys, monkeypatch):
                  "--global-batch", "8", "--search", "--top", "1"]) == 0
     err = capsys.readouterr().err
     assert "layouts evaluated" in err and err.rstrip().endswith("layouts evaluated")
+
+
+def test_pipeline_memory_parts_add_up_to_the_peak(capsys):
+    """Under pp the per-kind maxima come from different stages (the first holds the most activations, the
+    last the loss buffers); the printed breakdown is the peak rank's own, so its parts add up to its total."""
+    argv = ["simulate", "--model", "llama3-405b", "--gpus", "512", "--tp", "8", "--pp", "8", "--global-batch", "512",
+            "--micro-batch", "1"]
+    main([*argv, "--format", "json"])
+    p = json.loads(capsys.readouterr().out)["prediction"]
+    assert sum(p["peak_memory"].values()) == p["peak_memory_bytes"]
+    assert sum(p["memory"].values()) > p["peak_memory_bytes"]  # the per-kind maxima over-count: the case is real
+    main(argv)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  memory per rank"))
+    total, parts = line.split(": ", 1)
+    gib = [float(part.split()[-2]) for part in parts.split(", ")]
+    assert sum(gib) == pytest.approx(float(total.split()[3]), abs=0.01 * len(gib))
