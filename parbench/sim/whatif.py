@@ -104,7 +104,7 @@ TIME_COLORS = {"compute": "#1f77b4", "pipeline bubble": "#bcbd22", "exposed comm
 
 def memory_figure(p: Prediction, cluster: Cluster) -> go.Figure:
     """The busiest rank's memory stacked by kind, against the device capacity (a vertical line)."""
-    parts = {MEMORY_KINDS[k]: v for k, v in p.memory.as_dict().items() if v}  # every term, so the bars sum to the peak
+    parts = {MEMORY_KINDS[k]: v for k, v in (p.peak_memory or p.memory).as_dict().items() if v}  # the peak rank: its bars sum to the peak
     fig = go.Figure()
     for name, value in parts.items():
         fig.add_trace(go.Bar(y=["busiest rank"], x=[value / GIB], orientation="h", name=name,

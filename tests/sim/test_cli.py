@@ -150,3 +150,14 @@ def test_pipeline_memory_parts_add_up_to_the_peak(capsys):
     total, parts = line.split(": ", 1)
     gib = [float(part.split()[-2]) for part in parts.split(", ")]
     assert sum(gib) == pytest.approx(float(total.split()[3]), abs=0.01 * len(gib))
+
+
+def test_what_if_memory_bars_add_up_to_the_peak():
+    """The dashboard's what-if memory bars stack the peak rank's own terms (not per-kind maxima over stages)."""
+    from parbench.sim import PRESETS
+    from parbench.sim.whatif import MODEL_PRESETS, WhatIf, memory_figure
+
+    cluster = PRESETS["h100-sxm"]
+    p = WhatIf(shape=MODEL_PRESETS["llama3-405b"], dp=8, tp=8, pp=8, micro_batches=8).predict(cluster)
+    bars = sum(trace.x[0] for trace in memory_figure(p, cluster).data if trace.type == "bar")
+    assert bars == pytest.approx(p.peak_memory_bytes / 2**30, rel=1e-9)
