@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -110,15 +108,6 @@ def test_ep_inside_a_hybrid_pipeline_matches_single_and_the_closed_form(tmp_path
         assert labels["moe_dispatch"] == labels["moe_combine"] == 2 * one_way  # one MoE block per stage
         assert labels["moe_counts"] == 2 * (w["experts"] // 2) * INT64  # once per micro-batch
         assert "moe_expert_grad" not in labels  # dp / ep = 1: nobody else holds these experts
-
-
-def test_bad_shape_is_refused_before_spawning(tmp_path):
-    cmd = [sys.executable, "-m", "parbench", "run", "--workload", "moe", "--strategy", "ep", "--world-size", "2",
-           "--experts", "3", "--results-dir", str(tmp_path)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    assert "ep=2 does not divide experts=3" in proc.stderr
-    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize("kw, message", [

@@ -103,6 +103,8 @@ CASES = [
     (["run", "--results-dir", "{tmp}/results", "--strategy", "ddp", "--world-size", "3"],
      "global_batch_size=64 is not divisible by dp x micro_batches = 3 x 1 = 3"),
     (RUN + ["--results-dir", "{tmp}/results", "--backend", "nccl"], "backend=nccl"),
+    (["run", "--results-dir", "{tmp}/results", "--workload", "moe", "--strategy", "ep", "--world-size", "2",
+      "--experts", "3"], "ep=2 does not divide experts=3"),
     pytest.param(RUN + ["--results-dir", "{tmp}/results", "--device", "cuda"], "device=cuda",
                  marks=pytest.mark.skipif(__import__("torch").cuda.is_available(),
                                           reason="this machine has a GPU, so device=cuda is valid")),
