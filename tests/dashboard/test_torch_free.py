@@ -1,5 +1,5 @@
-"""The dashboard and the simulator are torch-free: importing every module of ``parbench.sim`` and
-``dashboard.app``, then rendering every view over real records, leaves torch unimported. A fresh
+"""The dashboard, the report and the simulator are torch-free: importing every module of ``parbench.sim``,
+``dashboard.app`` and the report's, then rendering every view over real records, leaves torch unimported. A fresh
 interpreter, so that nothing another test imported hides an import."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ for mod in pkgutil.walk_packages(parbench.sim.__path__, "parbench.sim."):
 from streamlit.testing.v1 import AppTest
 from dashboard.views import VIEWS
 import dashboard.app
+import parbench.charts, parbench.report, parbench.commands.dashboard, parbench.commands.report
 os.environ["PARBENCH_RESULTS_DIR"] = sys.argv[2]
 at = AppTest.from_file(sys.argv[1], default_timeout=120)
 at.query_params["source"] = ["reference", "."]
