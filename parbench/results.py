@@ -194,10 +194,11 @@ _STR, _INT, _NUM = (str,), (int,), (int, float)
 FIELD_TYPES: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("run_id", "point_key", "sweep_id", "status", "error", "strategy", "backend", "device",
                      "workload", "dataset", "schedule", "dp_mode", "data_mode", "created_at", "hostname",
-                     "parbench_version", "git_commit", "torch_version"), _STR),
+                     "parbench_version", "git_commit", "torch_version", "trace_file"), _STR),
     **dict.fromkeys(("schema_version", "repeat", "failed_rank", "world_size", "layers", "hidden", "heads",
                      "seq_len", "vocab_size", "global_batch_size", "micro_batches", "virtual_stages", "dp",
-                     "tp", "pp", "servers", "steps", "warmup_steps", "seed", "threads_per_rank"), _INT),
+                     "tp", "pp", "servers", "steps", "warmup_steps", "seed", "threads_per_rank", "traced_steps",
+                     "breakdown_rank"), _INT),
     **dict.fromkeys(("wall_time_s", "overhead_s", "throughput_samples_per_s", "throughput_tokens_per_s",
                      "step_time_s_median", "step_time_s_p10", "step_time_s_p90", "step_time_s_iqr",
                      "compute_time_s_median", "exposed_comm_time_s", "model_flops_per_step",
@@ -209,8 +210,6 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
                      "time_comm_exposed_data_s", "time_comm_exposed_parameter_s", "time_comm_exposed_intermediate_s",
                      "time_bubble_s", "time_optimizer_s", "time_other_s", "time_comm_exposed_s",
                      "traced_step_time_s", "bubble_fraction"), _NUM),
-    **dict.fromkeys(("traced_steps", "breakdown_rank"), _INT),
-    **dict.fromkeys(("trace_file",), _STR),
     **dict.fromkeys(("losses", "step_times_s", "per_rank", "breakdown_per_rank"), (list,)),
     **dict.fromkeys(("config", "comm_ops"), (dict,)),
 }

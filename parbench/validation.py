@@ -35,7 +35,7 @@ CHOICES = {"device": DEVICES, "precision": RUN_PRECISIONS}
 
 
 def _positive(c: "RunConfig") -> None:
-    for key in ("world_size", "steps", "warmup_steps", "threads", "servers"):
+    for key in ("world_size", "steps", "warmup_steps", "threads", "servers", "prefetch_factor"):
         if getattr(c, key) < MINIMUMS[key]:
             raise ConfigError(f"{key}={getattr(c, key)} must be >= {MINIMUMS[key]}")
     for key in ("timeout_s", "lr"):  # `not x > 0` also catches NaN, which compares false with anything
@@ -44,10 +44,9 @@ def _positive(c: "RunConfig") -> None:
             raise ConfigError(f"{key}={value!r} must be a finite number > 0")
     if isinstance(c.seed, bool) or not isinstance(c.seed, int) or not 0 <= c.seed < SEED_LIMIT:
         raise ConfigError(f"seed={c.seed!r} must be an integer in [0, 2**63) (torch.manual_seed's int64 range)")
-    if c.device not in DEVICES:
-        raise ConfigError(f"unknown device {c.device!r}; valid: cpu, cuda")
-    if c.precision not in RUN_PRECISIONS:
-        raise ConfigError(f"unknown precision {c.precision!r}; valid: fp32, tf32, bf16")
+    for key, valid in CHOICES.items():
+        if getattr(c, key) not in valid:
+            raise ConfigError(f"unknown {key} {getattr(c, key)!r}; valid: {', '.join(valid)}")
     if c.precision == "tf32" and c.device != "cuda":
         raise ConfigError("precision=tf32 is a CUDA tensor-core mode; on device=cpu use fp32 or bf16")
 
@@ -111,8 +110,6 @@ def _servers(c: "RunConfig") -> None:
 def _loader(c: "RunConfig") -> None:
     if c.loader_workers < 0:
         raise ConfigError(f"loader_workers={c.loader_workers} must be >= 0 (0 = load in the rank's own process)")
-    if c.prefetch_factor < 1:
-        raise ConfigError(f"prefetch_factor={c.prefetch_factor} must be >= 1")
     if c.pin_memory and c.device != "cuda":
         raise ConfigError("pin_memory=True speeds copies to a GPU only; it needs device=cuda")
     for key in ("data_in_step", "pin_memory"):

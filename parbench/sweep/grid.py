@@ -201,14 +201,10 @@ def _label(base: dict[str, Any], extra: dict[str, Any]) -> str:
         parts.append(f"ep={extra['ep']}")
     if "servers" in extra:
         parts.append(f"servers={extra['servers']}")
-    if base["backend"] != "gloo":
-        parts.append(base["backend"])
-    if base["device"] != "cpu":
-        parts.append(base["device"])
-    if base["precision"] != "fp32":
-        parts.append(base["precision"])
-    if base["data_mode"] != "sharded":
-        parts.append(f"data={base['data_mode']}")
+    for key, default, shown in (("backend", "gloo", "{}"), ("device", "cpu", "{}"), ("precision", "fp32", "{}"),
+                                ("data_mode", "sharded", "data={}")):  # named where not the default
+        if base[key] != default:
+            parts.append(shown.format(base[key]))
     if base.get("data_in_step"):
         parts.append("data-in-step")
     return " ".join(parts)

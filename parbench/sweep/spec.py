@@ -225,13 +225,11 @@ def _check(spec: Key, value: Any, where: str) -> Any:
             return value
         return _list(value, where, f'strategy names ({", ".join(spec.choices)}) or the string "all"',
                      _enum(spec.choices))
-    if kind == "numbers>0":
-        return _list(value, where, "numbers > 0", lambda v, w: _check(Key("number>0", None, ""), v, w)) \
-            if isinstance(value, list) else [_check(Key("number>0", None, ""), value, where)]
-    if kind.startswith("ints>="):
-        low = int(kind[6:])
-        return _list(value, where, f"integers >= {low}", lambda v, w: _int(v, low, w)) \
-            if isinstance(value, list) else [_int(value, low, where)]
+    if kind == "numbers>0" or kind.startswith("ints>="):  # a scalar or a list of them (a list multiplies the grid)
+        one = Key(kind.replace("s", "", 1), None, "")  # numbers>0 -> number>0, ints>=1 -> int>=1
+        what = "numbers > 0" if kind == "numbers>0" else f"integers >= {kind[6:]}"
+        return _list(value, where, what, lambda v, w: _check(one, v, w)) if isinstance(value, list) \
+            else [_check(one, value, where)]
     if kind == "workloads":
         return _list(value, where, "[[workloads]] tables", _workload)
     raise AssertionError(f"schema kind {kind!r} has no check")
