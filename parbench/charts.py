@@ -336,19 +336,11 @@ def _numeric(df: pd.DataFrame, col: str) -> pd.Series:
     return pd.to_numeric(df[col], errors="coerce") if col in df.columns else pd.Series(float("nan"), index=df.index)
 
 
-GROUP_BY_CHOICES: dict[str, str] = {  # Overview "group by": column -> label
+GROUP_BY_CHOICES: dict[str, str] = {  # Overview "group by": column -> label (the table's header, W spelled out)
     "group_key": "layout (repeats of one layout)",
-    "workload_label": "workload",
-    "strategy": "strategy",
-    "world_size": "world size",
-    "key.mesh": "mesh",
-    "key.schedule": "schedule",
-    "key.micro_batches": "micro-batches",
-    "key.dp_mode": "dp mode",
-    "backend": "backend",
-    "data_mode": "data mode",
-    "source": "source",
-    "status": "status",
+    **{c: "world size" if c == "world_size" else OVERVIEW_COLUMNS[c]
+       for c in ("workload_label", "strategy", "world_size", "key.mesh", "key.schedule", "key.micro_batches",
+                 "key.dp_mode", "backend", "data_mode", "source", "status")},
 }
 
 
