@@ -29,43 +29,24 @@ from parbench.metrics.conventions import all_to_all_sent_bytes, sent_bytes
 
 
 # c10d op name -> collective kind; the op schemas are in torch/csrc/distributed/c10d/Ops.cpp
-_OPS = {
-    "allreduce_": "all_reduce",
-    "allreduce_coalesced_": "all_reduce",
-    "allgather_": "all_gather",
-    "_allgather_base_": "all_gather",
-    "allgather_into_tensor_coalesced_": "all_gather",
-    "reduce_scatter_": "reduce_scatter",
-    "_reduce_scatter_base_": "reduce_scatter",
-    "reduce_scatter_tensor_coalesced_": "reduce_scatter",
-    "broadcast_": "broadcast",
-    "scatter_": "scatter",
-    "gather_": "gather",
-    "reduce_": "reduce",
-    "alltoall_": "all_to_all",
-    "alltoall_base_": "all_to_all",
-    "send": "send",
-    "recv_": "recv",
-    "recv_any_source_": "recv",
-    "barrier": "barrier",
-}
+_OPS = {op: kind for kind, ops in {
+    "all_reduce": ("allreduce_", "allreduce_coalesced_"),
+    "all_gather": ("allgather_", "_allgather_base_", "allgather_into_tensor_coalesced_"),
+    "reduce_scatter": ("reduce_scatter_", "_reduce_scatter_base_", "reduce_scatter_tensor_coalesced_"),
+    "broadcast": ("broadcast_",), "scatter": ("scatter_",), "gather": ("gather_",), "reduce": ("reduce_",),
+    "all_to_all": ("alltoall_", "alltoall_base_"), "send": ("send",), "recv": ("recv_", "recv_any_source_"),
+    "barrier": ("barrier",),
+}.items() for op in ops}
 
 
 # DTensor's functional collectives (torch/csrc/distributed/c10d/Functional.cpp): S is the input,
 # except for all-gather, whose full buffer is group_size x the input shard
-_FUNCTIONAL = {
-    "all_reduce": "all_reduce",
-    "all_reduce_": "all_reduce",
-    "all_reduce_coalesced": "all_reduce",
-    "all_gather_into_tensor": "all_gather",
-    "all_gather_into_tensor_out": "all_gather",
-    "all_gather_into_tensor_coalesced": "all_gather",
-    "reduce_scatter_tensor": "reduce_scatter",
-    "reduce_scatter_tensor_coalesced": "reduce_scatter",
-    "all_to_all_single": "all_to_all",
-    "broadcast": "broadcast",
-    "broadcast_": "broadcast",
-}
+_FUNCTIONAL = {op: kind for kind, ops in {
+    "all_reduce": ("all_reduce", "all_reduce_", "all_reduce_coalesced"),
+    "all_gather": ("all_gather_into_tensor", "all_gather_into_tensor_out", "all_gather_into_tensor_coalesced"),
+    "reduce_scatter": ("reduce_scatter_tensor", "reduce_scatter_tensor_coalesced"),
+    "all_to_all": ("all_to_all_single",), "broadcast": ("broadcast", "broadcast_"),
+}.items() for op in ops}
 
 
 def _tensors(obj) -> list[torch.Tensor]:
