@@ -3,19 +3,6 @@
 Order here is the order of ``parbench --help``.
 """
 
-COMMAND_MODULES = (
-    "parbench.commands.run",
-    "parbench.commands.sweep",
-    "parbench.commands.doctor",
-    "parbench.commands.results",
-    "parbench.commands.trace",
-    "parbench.commands.dashboard",
-    "parbench.commands.report",
-    "parbench.commands.workloads",
-    "parbench.commands.cluster",
-    "parbench.commands.slurm",
-    "parbench.commands.bench",
-    "parbench.commands.simulate",
-    "parbench.commands.calibrate",
-    "parbench.commands.validate",
-)
+COMMAND_MODULES = tuple(f"parbench.commands.{name}" for name in (
+    "run", "sweep", "doctor", "results", "trace", "dashboard", "report", "workloads", "cluster", "slurm", "bench",
+    "simulate", "calibrate", "validate"))
