@@ -35,19 +35,10 @@ MIB = 2**20
 
 STRATEGY_ORDER = ("single", "ddp", "zero1", "zero2", "fsdp", "tp", "pipeline", "hybrid", "ps")
 
-# plotly's D3 palette with grey for the single-process reference; fixed so a strategy keeps
-# its colour whichever subset of strategies a filter leaves.
-STRATEGY_COLORS: dict[str, str] = {
-    "single": "#7f7f7f",
-    "ddp": "#1f77b4",
-    "zero1": "#ff7f0e",
-    "zero2": "#2ca02c",
-    "fsdp": "#d62728",
-    "tp": "#9467bd",
-    "pipeline": "#8c564b",
-    "hybrid": "#e377c2",
-    "ps": "#17becf",
-}
+# plotly's D3 palette in STRATEGY_ORDER, grey for the single-process reference; fixed so a strategy
+# keeps its colour whichever subset of strategies a filter leaves.
+STRATEGY_COLORS: dict[str, str] = dict(zip(STRATEGY_ORDER, ("#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                                            "#9467bd", "#8c564b", "#e377c2", "#17becf")))
 UNKNOWN_COLOR = "#bcbd22"
 # Shades of a strategy's colour for its 2nd, 3rd ... layout: + lighter (towards white), - darker.
 SHADES = (0.0, -0.35, 0.45, -0.6, 0.7, -0.15, 0.25)
