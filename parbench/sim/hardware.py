@@ -183,10 +183,10 @@ A100_SOURCES = {
     "intra": "A100 datasheet: NVLink 3 600 GB/s total = 300 GB/s per direction; x0.8 nccl-tests-style busbw (assumed)",
     "inter": "DGX A100 user guide: 8x ConnectX-6 HDR 200 Gb/s per node = 25 GB/s per GPU; x0.9 (assumed)",
     "gpus_per_node": "DGX A100: 8 GPUs per node",
-    "gemm_efficiency": "0.70: fitted (the one constant minimising mean |error|, parbench.sim.published.fit_gemm_efficiency) "
+    "gemm_efficiency": "0.70: fitted (the one constant minimising mean |error|, parbench.sim.efficiency_fits.fit_gemm_efficiency) "
                        "to the 10 rows of Narayanan et al. SC21 Table 1 (Megatron-LM GPT 1.7B-1T on 32-3072 A100); "
                        "SC21 Table 2 and MT-NLG held out (parbench validate --published)",
-    "attention_efficiency": "0.34: fitted (parbench.sim.published.fit_foundry_efficiencies('a100-80gb', fit_gemm=False), "
+    "attention_efficiency": "0.34: fitted (parbench.sim.efficiency_fits.fit_foundry_efficiencies('a100-80gb', fit_gemm=False), "
                             "the GEMM efficiency kept) to llm-foundry's A100 rows (8, MPT 1B-70B at 2K-65K tokens), which ran "
                             "the Triton FlashAttention kernel, of FlashAttention-1's class: 25-40% of the A100's peak (Dao, "
                             "\"FlashAttention-2\", arXiv 2307.08691, 2023, abstract); torchtitan's A100 rows held out. "
@@ -202,7 +202,7 @@ H100_SOURCES = {
     "inter": "DGX H100 user guide: 8x ConnectX-7 NDR 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
     "gpus_per_node": "DGX H100: 8 GPUs per node",
     "gemm_efficiency": "0.60: fitted jointly with attention_efficiency (the pair minimising mean |error|, "
-                       "parbench.sim.published.fit_foundry_efficiencies()) to llm-foundry's H100 rows (11, MPT 1B-70B, "
+                       "parbench.sim.efficiency_fits.fit_foundry_efficiencies()) to llm-foundry's H100 rows (11, MPT 1B-70B, "
                        "2K-65K tokens); torchtitan's H100 tables (18 rows, the h100-96gb preset) and the Megatron-LM "
                        "Mixtral row held out (parbench validate --published)",
     "attention_efficiency": "0.19: fitted with gemm_efficiency on the same 11 rows (their 16K-65K-token rows are "

@@ -36,7 +36,7 @@ Mixture of experts (H100 80GB SXM, 8 per node, 8 x 400 Gbit/s InfiniBand):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from parbench.config import Schedule, Strategy
 from parbench.sim.hardware import PRESETS, Cluster
@@ -224,50 +224,6 @@ def per_source(rows: list[dict]) -> list[dict]:
                     "max_abs_error_pct": max(errs),
                     "series": trends([r for r in as_metric if r["source"] == source])})
     return out
-
-
-def best_efficiency(mae) -> float:
-    """The GEMM efficiency on a 0.01 grid from 0.40 to 0.95 that minimises ``mae(efficiency)``."""
-    return min((round(0.40 + 0.01 * i, 2) for i in range(56)), key=mae)
-
-
-def fit_gemm_efficiency(rows: tuple[Published, ...] = TABLE1, cluster: Cluster | None = None) -> float:
-    """The device's GEMM efficiency (a physical constant every row shares) minimising the mean |error| over
-    ``rows``: how the A100 preset's figure was obtained from SC21 Table 1, with Table 2 and MT-NLG held out."""
-    base = cluster or PRESETS["a100-80gb"]
-
-    def mae(e: float) -> float:
-        errs = [abs(r["error_pct"]) for r in compare_published(replace(base, gemm_efficiency=e), rows)]
-        return sum(errs) / len(errs)
-
-    return best_efficiency(mae)
-
-
-def fit_foundry_efficiencies(cluster: str = "h100-sxm", *, fit_gemm: bool = True, rounds: int = 4) -> tuple[float, float]:
-    """(GEMM, attention) efficiencies of a preset: the pair minimising the mean |error| of llm-foundry's
-    rows on ``cluster`` (their MFU), by coordinate descent on 0.01 grids (each round fits one with the
-    other fixed, from the preset's pair, until neither moves). ``fit_gemm=False`` keeps the preset's GEMM
-    efficiency (the A100's comes from SC21 Table 1) and fits the attention efficiency alone. torchtitan's
-    tables, SC21 Table 2, MT-NLG and the Mixtral row are held out."""
-    from parbench.sim.model import architecture_spec
-    from parbench.sim.published_memory import FOUNDRY, _metric, runs
-
-    base = PRESETS[cluster]
-    mine = [r for r in runs() if r.source == FOUNDRY and r.metric and r.cluster == cluster]
-    specs = {id(r): architecture_spec(r.arch, megatron=True) for r in mine}
-
-    def mae(gemm: float, attention: float) -> float:
-        c = replace(base, gemm_efficiency=gemm, attention_efficiency=attention)
-        return sum(abs(_metric(predict(specs[id(r)], r.layout, c), r) / r.value - 1) for r in mine) / len(mine)
-
-    gemm, attention = base.gemm_efficiency, base.attention_efficiency
-    for _ in range(rounds):
-        g = best_efficiency(lambda e: mae(e, attention)) if fit_gemm else gemm
-        a = min((round(0.10 + 0.01 * i, 2) for i in range(41)), key=lambda e: mae(g, e))
-        if (g, a) == (gemm, attention):
-            break
-        gemm, attention = g, a
-    return gemm, attention
 
 
 def _sign(x: float) -> int:

@@ -227,25 +227,6 @@ def _metric(p: Prediction, run: Run) -> float | None:
     return None
 
 
-def fit_gemm_efficiency(source: str = TT_H100, clusters: tuple[str, ...] = ("h100-96gb",)) -> float:
-    """The GEMM efficiency minimising the mean |error| of ``source``'s published metric over its runs on
-    ``clusters``: how the H100 presets' figures were obtained (``h100-96gb``: torchtitan's H100 tables, run
-    at 500 W; ``h100-sxm``: llm-foundry's H100 rows, with the Megatron-LM Mixtral row held out)."""
-    from dataclasses import replace
-
-    from parbench.sim.published import best_efficiency
-
-    mine = [r for r in runs() if r.source == source and r.metric and r.cluster in clusters]
-    specs = {id(r): architecture_spec(r.arch, megatron=True) for r in mine}
-
-    def mae(e: float) -> float:
-        errs = [abs(_metric(predict(specs[id(r)], r.layout, replace(PRESETS[r.cluster], gemm_efficiency=e)), r) / r.value - 1)
-                for r in mine]
-        return sum(errs) / len(errs)
-
-    return best_efficiency(mae)
-
-
 def compare_runs() -> list[dict]:
     """Each run beside its prediction: fits?, predicted peak (allocator) memory, the metric and errors in %."""
     out = []

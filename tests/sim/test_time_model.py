@@ -222,7 +222,7 @@ def test_the_a100_gemm_efficiency_is_the_sc21_table1_optimum():
 
 @pytest.mark.slow
 def test_fit_gemm_efficiency_recovers_the_preset():
-    from parbench.sim.published import fit_gemm_efficiency
+    from parbench.sim.efficiency_fits import fit_gemm_efficiency
 
     assert fit_gemm_efficiency() == A100.gemm_efficiency
 
@@ -279,7 +279,7 @@ def test_fit_foundry_efficiencies_recover_the_presets():
     """The H100's GEMM and attention efficiencies, fitted together on llm-foundry's H100 rows (the torchtitan
     500 W preset shares them, its rows held out); the A100's attention efficiency on llm-foundry's A100 rows
     with the SC21 GEMM efficiency kept."""
-    from parbench.sim.published import fit_foundry_efficiencies
+    from parbench.sim.efficiency_fits import fit_foundry_efficiencies
 
     h100 = PRESETS["h100-sxm"]
     assert fit_foundry_efficiencies() == (h100.gemm_efficiency, h100.attention_efficiency) == (0.60, 0.19)

@@ -73,7 +73,7 @@ def test_nccl_without_cuda_is_refused():
         check_environment(RunConfig(strategy="ddp", world_size=2, backend="nccl"))
 
 
-@pytest.mark.parametrize("kw", [dict(strategy="pipeline", world_size=2),
+@pytest.mark.parametrize("kw", [dict(strategy="pipeline", world_size=2, micro_batches=2),
                                 dict(strategy="ps", world_size=2),
                                 dict(strategy="hybrid", world_size=4, dp=2, pp=2, micro_batches=2)])
 def test_gloo_point_to_point_with_cuda_tensors_is_refused(kw):

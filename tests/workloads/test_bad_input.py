@@ -17,6 +17,8 @@ MNIST = f"{PLUGINS / 'mnist_plugin.py'}:make"
 
 def _check(name: str, **run) -> str:
     run.setdefault("world_size", 2 if run.get("strategy", "single") != "single" else 1)
+    if run.get("strategy") == "pipeline":
+        run.setdefault("micro_batches", run["world_size"])  # 1F1B needs a micro-batch per stage at least
     with pytest.raises(ConfigError) as info:
         workloads.check(RunConfig(workload=WorkloadConfig(name=name, hidden=16), global_batch_size=8, **run))
     return str(info.value)
@@ -83,7 +85,8 @@ def test_the_cli_exits_2_before_spawning(capsys):
 
 def test_a_good_plugin_passes_every_check():
     for strategy, world in (("single", 1), ("ddp", 2), ("pipeline", 2)):
-        workloads.check(RunConfig(strategy=strategy, world_size=world, workload=WorkloadConfig(name=MNIST)))
+        workloads.check(RunConfig(strategy=strategy, world_size=world, workload=WorkloadConfig(name=MNIST),
+                                  micro_batches=2 if strategy == "pipeline" else 1))
 
 
 def test_a_relative_plugin_path_becomes_absolute(monkeypatch):
