@@ -19,8 +19,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-CALIBRATION_DIR = Path("results") / "calibration"
-
 
 @dataclass(frozen=True, kw_only=True)
 class Link:

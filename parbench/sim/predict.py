@@ -28,8 +28,6 @@ from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s
 from parbench.sim.stages import Stage, stages
 from parbench.sim.timing import ZERO_TIME, ChunkTime, chunk_times_s, data_time_s, optimizer_time_s, oversubscription
 
-COMPUTE_PARTS = ("forward", "backward", "recompute")
-
 
 @dataclass(frozen=True)
 class Prediction:

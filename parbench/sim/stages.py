@@ -51,8 +51,3 @@ def stages(model: ModelSpec, pp: int, v: int) -> tuple[Stage, ...]:
                         *(model.post.params if c.last else ()), *copy]
         out.append(Stage(rank, tuple(chunks), tuple(modules), tuple(tensors)))
     return tuple(out)
-
-
-def boundary_elems(model: ModelSpec, unit_index: int) -> int:
-    """Elements per sample leaving unit ``unit_index`` (a pipeline boundary after it)."""
-    return model.units[unit_index].out_elems_per_sample
