@@ -137,9 +137,17 @@ def _ddp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     if key[0].buffer_bytes:  # DDP(broadcast_buffers=True): rank 0's buffers before the forward
         ops.append(CommOp("broadcast", "parameter", key[0].buffer_bytes, n, "dp", root=True))
     if layout.zero == 1:  # ZeroRedundancyOptimizer: the owner of each whole tensor broadcasts it after its step
-        own = max(sum(sh) for sh in zero1_shards(stage_local_numels(*key)[rank], n)) * pb
-        ops.append(CommOp("broadcast", "parameter", own, n, "dp", root=True))
+        ops += _zero1_broadcasts(zero1_shards(stage_local_numels(*key)[rank], n), n, pb)
     return ops
+
+
+def _zero1_broadcasts(shards: list[list[int]], n: int, pb: int) -> list[CommOp]:
+    """One broadcast per parameter tensor, from the rank that owns it (torch's ZeroRedundancyOptimizer
+    syncs tensor by tensor): every rank takes part in all of them, and the rank owning the most bytes
+    sends its own. The bytes are that rank's shard; the time is a latency per tensor."""
+    busiest = max(range(len(shards)), key=lambda r: sum(shards[r]))
+    return [CommOp("broadcast", "parameter", numel * pb, n, "dp", root=r == busiest)
+            for r, shard in enumerate(shards) for numel in shard]
 
 
 def _ep_grad_ops(layout: Layout, stage: Stage, pb: int) -> list[CommOp]:
