@@ -35,7 +35,14 @@ def _alive(pid_dir: Path) -> list[int]:
     """Rank processes (by the pids they wrote) that still exist and are not zombies."""
     pids = [int(p.read_text()) for p in pid_dir.glob("*.pid")]
     assert pids  # ranks that reached the rank function (on a loaded machine one may not have, by the deadline)
-    return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    return [pid for pid in pids if _running(pid)]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # it ended between the listing and the look
+        return False
 
 
 def test_results_come_back_in_rank_order():

@@ -120,13 +120,21 @@ def _spawn(path: Path, results: Path, **kw) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
 
+def _ppid(p: psutil.Process) -> int | None:
+    """The parent's pid, or None when the process ended after it was listed (a short-lived helper)."""
+    try:
+        return p.ppid()
+    except psutil.NoSuchProcess:
+        return None
+
+
 def _mid_run(proc: subprocess.Popen, results: Path, min_records: int) -> list[psutil.Process]:
     """Wait until ``min_records`` records exist and ranks run; every process the sweep has started
     (process server, ranks, janitor, ...): the ranks are the process server's children."""
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         tree = psutil.Process(proc.pid).children(recursive=True)
-        ranks = [p for p in tree if p.ppid() != proc.pid]
+        ranks = [p for p in tree if _ppid(p) not in (proc.pid, None)]
         if len(list((results / "runs").glob("*.json"))) >= min_records and ranks:
             return tree
         time.sleep(0.02)
