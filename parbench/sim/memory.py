@@ -164,14 +164,18 @@ def unsharded_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> int:
     at most two units are gathered at once (the one computing and the one prefetched: FSDP's rate
     limiter, Zhao et al. 2023, sec. 3.3); one unit's full gradient waits for its reduce-scatter.
     Parameters gather in their dtype (1 byte with FP8 all-gather). Under a pipeline the whole stage
-    stays gathered, its unsharded gradients accumulating over the micro-batches."""
-    if layout.zero != 3 or layout.shard_group == 1:
+    stays gathered, its unsharded gradients accumulating over the micro-batches. ZeRO-2 (zero=2) under a
+    pipeline accumulates the same full gradients: a stage reduce-scatters once, after its last backward
+    (comm.py), so until then each gradient is whole; its parameters are whole anyway."""
+    if layout.zero < 2 or layout.shard_group == 1:
         return 0
     full, root, top2, biggest = _gathered_numels(model, layout.pp, layout.v, layout.tp, stage.rank)
     if layout.pp > 1:  # under a pipeline schedule the stage stays gathered and accumulates full gradients
         # until its last backward (m + 1 gathers, comm.py), in FSDP2's reduce dtype (fp32 under mixed precision)
         reduce_bytes = FP32_BYTES if layout.precision.master_bytes else layout.precision.grad_bytes
-        return full * (layout.precision.param_bytes + reduce_bytes)
+        return full * (reduce_bytes + (layout.precision.param_bytes if layout.zero == 3 else 0))
+    if layout.zero == 2:
+        return 0
     pb = 1 if layout.fp8_all_gather else layout.precision.param_bytes
     fp8_casts = 2 * biggest if layout.precision.gemm_dtype == "fp8" and not layout.fp8_all_gather else 0
     return (root + top2) * pb + max(biggest, root) * layout.precision.grad_bytes + fp8_casts

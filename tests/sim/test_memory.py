@@ -125,3 +125,16 @@ def test_published_memory_is_the_worst_ranks_allocator_peak():
     worst = max(stage_memory(model, run.layout, st, cluster).allocator_bytes for st in stages(model, 8, run.layout.v))
     row = next(r for r in compare_runs() if r["name"] == run.name)
     assert row["allocator_gib_predicted"] == pytest.approx(worst / 2**30)
+
+
+def test_zero2_under_a_pipeline_holds_whole_fp32_gradients_until_the_stage_reduce_scatters():
+    """A stage reduce-scatters once, after its last micro-batch's backward: until then each gradient of
+    the stage is whole, in the reduce dtype (fp32 under bf16 mixed precision). Without a pipeline, ZeRO-2
+    reduce-scatters every micro-batch and holds no whole gradient beyond the one in flight."""
+    m = architecture_spec(ARCH)
+    lay = Layout(strategy=Strategy.HYBRID, dp=4, pp=2, zero=2, global_batch_size=16, micro_batches=4, precision=BF16,
+                 attention="flash", schedule=Schedule.ONE_F_ONE_B)
+    st = stages(m, 2, 1)[0]
+    numel = sum(t.local_numel(1) for t in st.tensors)
+    assert stage_memory(m, lay, st).unsharded_bytes == numel * 4
+    assert stage_memory(m, replace(lay, pp=1, dp=8, global_batch_size=32), stages(m, 1, 1)[0]).unsharded_bytes == 0
