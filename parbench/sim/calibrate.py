@@ -3,6 +3,8 @@
 What is measured (threads per process as the runner's ranks: 1):
 - GEMM time at a range of square sizes -> t = gemm_overhead + flops / peak (fit, held-out error);
 - elementwise add at a range of sizes -> t = op_overhead + bytes / memory bandwidth;
+- the host cost of torch's DTensor tensor parallelism, FSDP2 and DTensor optimizer steps, on the runner's
+  workloads in a one-rank process group (``measure_framework``, ``parbench.sim.framework``);
 - each collective the strategies use (all_reduce, all_gather, reduce_scatter, broadcast, scatter, send)
   over gloo with real rank processes at group sizes 2 and 4 -> alpha + beta x payload per (kind, n).
 The payload is the full buffer S, as in parbench.metrics.conventions (nccl-tests' size).
@@ -209,6 +211,87 @@ def measure_collectives(n: int, sizes: list[int], reps: int, kinds: tuple[str, .
     return out_rows
 
 
+FRAMEWORK_PROBES = (("mlp", {"layers": 2, "hidden": 256}),
+                    ("transformer", {"layers": 2, "hidden": 96, "heads": 4, "seq_len": 32, "vocab_size": 256}))
+"""Shapes for ``measure_framework``, unlike the simulator check's (docs/simulator.md), so that check is held out."""
+FRAMEWORK_BATCH = 8
+
+
+FRAMEWORK_FIELDS = ("tp_linear_overhead_s", "fsdp_unit_overhead_s", "fsdp_param_overhead_s", "dtensor_op_overhead_s")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrameworkPlan:
+    reps: int
+
+
+def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
+    """On a one-rank process group: per probe workload, forward + backward and the optimizer step, plain,
+    under ``parallelize_module`` and under ``fully_shard``, timed in alternation; the medians of the
+    differences and what the simulator counts for them."""
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    from parbench import workloads
+    from parbench.config import WorkloadConfig
+    from parbench.sim.framework import fsdp_units, tp_linears
+    from parbench.sim.model import model_spec
+    from parbench.sim.stages import stages
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    mesh = init_device_mesh("cpu", (1,))
+    rows = []
+    for name, shape in FRAMEWORK_PROBES:
+        cfg = WorkloadConfig(name=name, **shape)
+        w = workloads.make(cfg, 0)
+        x, y = w.rows(0, FRAMEWORK_BATCH, 0, FRAMEWORK_BATCH)
+        tp, fsdp = w.build(0), w.build(0)
+        parallelize_module(tp, mesh, w.tp_plan(tp))
+        for unit in fsdp.units:
+            fully_shard(unit, mesh=mesh)
+        fully_shard(fsdp, mesh=mesh)
+        steps = {}
+        for label, model in (("plain", w.build(0)), ("tp", tp), ("fsdp", fsdp)):
+            opt = w.optimizer(list(model.parameters()), 1e-3)
+            steps[label] = (lambda m=model: w.loss(m(x), y).backward(), opt.step)
+        times = {k: ([], []) for k in steps}
+        for _ in range(plan.reps):
+            for label, (train, opt_step) in steps.items():
+                times[label][0].append(_time_median(train, 1, window_s=0.1))
+                times[label][1].append(_time_median(opt_step, 1, window_s=0.05))
+        diff = lambda a, b, i: stats.median([p - q for p, q in zip(times[a][i], times[b][i])])  # noqa: E731
+        spec = model_spec(cfg)
+        stage = stages(spec, 1, 1)[0]
+        rows.append({"workload": name, "tp_s": diff("tp", "plain", 0), "fsdp_s": diff("fsdp", "plain", 0),
+                     "optimizer_s": diff("fsdp", "plain", 1), "tp_linears": tp_linears(stage),
+                     "fsdp_units": fsdp_units(stage), "params": len(stage.tensors), "optimizer": spec.optimizer})
+    return {"rows": rows}
+
+
+def measure_framework(reps: int) -> dict[str, Any]:
+    """Fit the host costs of torch's wrappers (``parbench.sim.framework``) from ``framework_rank``'s rows:
+    per parallelised Linear (median over the probes), per FSDP2 unit and parameter (the two probes'
+    equations solved; a negative share falls back to all of it per parameter), per DTensor optimizer op."""
+    from parbench.distributed import spawn
+    from parbench.sim.timing import ADAMW_OPS_PER_TENSOR, SGD_OPS_PER_TENSOR
+
+    outcome = spawn(1, framework_rank, FrameworkPlan(reps=reps), timeout_s=600)
+    if outcome.status != "ok":
+        raise RuntimeError(f"framework calibration produced no result: {outcome.error}")
+    rows = outcome.results[0]["rows"]
+    tp = stats.median([max(r["tp_s"], 0.0) / r["tp_linears"] for r in rows])
+    (u1, p1, d1), (u2, p2, d2) = [(r["fsdp_units"], r["params"], max(r["fsdp_s"], 0.0)) for r in rows]
+    det = u1 * p2 - u2 * p1
+    unit, param = (d1 * p2 - d2 * p1) / det, (u1 * d2 - u2 * d1) / det
+    if unit < 0 or param < 0:
+        unit, param = 0.0, (d1 + d2) / (p1 + p2)
+    ops = [r["params"] * (ADAMW_OPS_PER_TENSOR if r["optimizer"] == "adamw" else SGD_OPS_PER_TENSOR) for r in rows]
+    op = max(sum(r["optimizer_s"] for r in rows), 0.0) / sum(ops)
+    return dict(zip(FRAMEWORK_FIELDS, (tp, unit, param, op)), rows=rows)
+
+
 REFERENCE_STEPS = (("mlp", 64), ("transformer", 16))
 
 
@@ -286,6 +369,8 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         for kind, rows in rows_by_kind.items():
             used, fits[f"{kind}@{n}"] = checked_fit([s for s, _ in rows], [t for _, t in rows], max_rate=memory_bw)
             collectives.setdefault(kind, {})[n] = used
+    framework = measure_framework(reps)
+    fits["framework"] = framework
     send = collectives["send"][2]
     cluster = Cluster(
         name=f"local:{socket.gethostname()}", gpus_per_node=max(cores, 64), peak_flops=1 / gemm_b,
@@ -294,6 +379,7 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         memory_bytes=_host_memory_bytes(), intra=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]),
         inter=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]), overlap=0.0, cores=cores,
         compute_slowdown=slowdown,
+        **{k: framework[k] for k in FRAMEWORK_FIELDS},
         collectives=collectives,
         sources={"all": f"parbench calibrate{' --quick' if quick else ''} on {socket.gethostname()}"})
     scale, ratios = step_scale(cluster, reps)

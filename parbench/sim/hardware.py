@@ -76,6 +76,15 @@ class Cluster:
     step_scale: float = 1.0
     """Calibrated CPU profiles: a measured reference training step (the runner's own workloads, one
     process) / the op-level prediction of it; multiplies every compute term (1 = trust the op model)."""
+    tp_linear_overhead_s: float = 0.0
+    """Host seconds torch's DTensor tensor parallelism adds to one parallelised Linear's forward + backward
+    (``parbench.sim.framework``; 0 on GPUs, where the host runs ahead of the device)."""
+    fsdp_unit_overhead_s: float = 0.0
+    """Host seconds FSDP2's hooks add per ``fully_shard`` unit and micro-batch (forward + backward)."""
+    fsdp_param_overhead_s: float = 0.0
+    """Host seconds FSDP2 adds per parameter tensor of a unit and micro-batch (forward + backward)."""
+    dtensor_op_overhead_s: float = 0.0
+    """Host seconds an optimizer operator on a DTensor parameter costs beyond one on a plain tensor."""
     compute_slowdown: dict[int, float] = field(default_factory=dict)
     """Calibrated CPU profiles: per-rank compute time with n ranks computing at once / alone (n -> factor):
     cores shared with each other, with the calibration's own collectives threads and with other jobs."""
@@ -100,6 +109,9 @@ class Cluster:
             raise ValueError("peak_flops, memory_bandwidth_bytes_per_s and memory_bytes must be > 0")
         if self.peak_flops_fp8 < 0 or self.context_bytes < 0 or self.comm_buffer_bytes < 0:
             raise ValueError("peak_flops_fp8, context_bytes and comm_buffer_bytes must be >= 0")
+        overheads = ("tp_linear_overhead_s", "fsdp_unit_overhead_s", "fsdp_param_overhead_s", "dtensor_op_overhead_s")
+        if any(getattr(self, k) < 0 for k in overheads):
+            raise ValueError(f"{', '.join(overheads)} must be >= 0")
         if not 0 <= self.fragmentation < 1:
             raise ValueError(f"fragmentation={self.fragmentation} must be in [0, 1)")
 

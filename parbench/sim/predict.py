@@ -19,6 +19,7 @@ from parbench.config import Strategy
 from parbench.metrics.breakdown import TERMS  # the runner's breakdown columns: predicted with the same names
 from parbench.metrics.categories import CATEGORIES
 from parbench.sim.comm import CommOp, by_collective, bytes_by_category, rank_ops
+from parbench.sim.framework import micro_batch_overhead_s, optimizer_overhead_s
 from parbench.sim.hardware import Cluster, collective_time_s
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.memory import Memory, ps_memory, stage_memory, state_numels
@@ -186,7 +187,9 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: li
     chunk = ZERO_TIME
     for ch, units in zip(st.chunks, st.modules):
         chunk = chunk + chunk_times_s(c, model, layout, units, first=ch.first, last=ch.last)
-    chunk = chunk.scaled(slow)
+    over = oversubscription(c, layout.world_size)  # host work slows as compute does when cores are shared
+    host = micro_batch_overhead_s(c, layout, st) * over
+    chunk = chunk.scaled(slow) + ChunkTime(host / 3, 2 * host / 3, 0.0, 0.0, 0.0)  # as the compute it wraps
     tail = dict.fromkeys(CATEGORIES, 0.0)
     tail["parameter"] = _parameter_exposed(c, layout, ops, chunk, ps=ps)
     for op in ops:
@@ -197,7 +200,8 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: li
     data = data_time_s(c, model, _data_samples(layout)) * slow if (st.chunks[0].first or st.chunks[-1].last) else 0.0
     other = data if layout.data_in_step else 0.0  # else prepared ahead of the step, off its critical path
     return StageTime(chunk=chunk, exposed_mb=_micro_batch_exposed(c, layout, ops, chunk), exposed_tail=tail,
-                     optimizer=optimizer_time_s(c, model, optim, tensors, grads) * slow, other=other, data=data,
+                     optimizer=optimizer_time_s(c, model, optim, tensors, grads) * slow
+                     + optimizer_overhead_s(c, model, layout, st) * over, other=other, data=data,
                      comm_total=totals, link=_links(c, layout, ops))
 
 

@@ -1,0 +1,76 @@
+"""Host work of torch's distributed wrappers, per micro-batch and per optimizer step.
+
+torch's tensor parallelism and FSDP2 hold parameters as DTensors; every operator on a DTensor goes
+through DTensor's Python dispatch (sharding propagation, wrapping and unwrapping the local tensor), and
+FSDP2 runs Python hooks around each unit (copying parameters into and out of the flat all-gather
+buffer, one DTensor per parameter). On a CPU this host time adds to the step; on a GPU the host queues
+kernels ahead of the device, so it hides unless the host is the bottleneck, and the GPU presets leave
+these costs at 0.
+
+Measured on this machine by ``parbench calibrate`` (``parbench.sim.calibrate.measure_framework``) on the
+runner's own workloads in a one-rank process group, as differences against the same model without the
+wrapper, so compute and communication (both modelled elsewhere) cancel:
+
+- ``tp_linear_overhead_s``: one forward + backward of a Linear parallelised by ``parallelize_module``;
+- ``fsdp_unit_overhead_s`` and ``fsdp_param_overhead_s``: FSDP2's hooks for one micro-batch's forward +
+  backward, per ``fully_shard`` unit and per parameter tensor in it;
+- ``dtensor_op_overhead_s``: one optimizer operator on a DTensor parameter beyond the plain tensor's.
+"""
+
+from __future__ import annotations
+
+from parbench.sim.hardware import Cluster
+from parbench.sim.layout import Layout
+from parbench.sim.model import ModelSpec
+from parbench.sim.stages import Stage
+from parbench.sim.timing import ADAMW_OPS_PER_TENSOR, SGD_OPS_PER_TENSOR
+
+
+def wraps_with_torch(layout: Layout) -> tuple[bool, bool]:
+    """(torch tensor parallelism, torch FSDP2) on this layout: the runner's layouts use both."""
+    return layout.fsdp2 and layout.tp > 1, layout.fsdp2 and layout.zero >= 2 and layout.shard_group > 1
+
+
+def _wrapped_linears(stage: Stage) -> set[str]:
+    """Module names of the Linears ``parallelize_module`` wraps in the stage: one sharded weight each."""
+    return {t.name.removesuffix(".weight") for t in stage.tensors if t.tp_split != "none"
+            and t.name.endswith(".weight") and not t.name.startswith(("pre.", "post."))}
+
+
+def tp_linears(stage: Stage) -> int:
+    """Linears torch's tensor parallelism wraps in the stage (column- or row-wise)."""
+    return len(_wrapped_linears(stage))
+
+
+def dtensor_params(layout: Layout, stage: Stage) -> int:
+    """Parameter tensors of the stage that are DTensors: all under FSDP2; under torch tensor parallelism
+    the parallelised Linears' weights and biases (a row-wise Linear's bias too, as a replicated DTensor)."""
+    tp, fsdp = wraps_with_torch(layout)
+    if fsdp:
+        return len(stage.tensors)
+    if not tp:
+        return 0
+    wrapped = _wrapped_linears(stage)
+    return sum(1 for t in stage.tensors if t.name.rsplit(".", 1)[0] in wrapped)
+
+
+def fsdp_units(stage: Stage) -> int:
+    """``fully_shard`` units of the stage: one per layer, and one root per model chunk (embeddings, final
+    norm, head, where the chunk holds them)."""
+    return sum(len(units) for units in stage.modules) + len(stage.chunks)
+
+
+def micro_batch_overhead_s(c: Cluster, layout: Layout, stage: Stage) -> float:
+    """Host seconds the wrappers add to one micro-batch's forward + backward on a rank of ``stage``."""
+    tp, fsdp = wraps_with_torch(layout)
+    s = tp_linears(stage) * c.tp_linear_overhead_s if tp else 0.0
+    if fsdp:
+        s += fsdp_units(stage) * c.fsdp_unit_overhead_s + len(stage.tensors) * c.fsdp_param_overhead_s
+    return s
+
+
+def optimizer_overhead_s(c: Cluster, model: ModelSpec, layout: Layout, stage: Stage) -> float:
+    """Host seconds the optimizer step spends dispatching its operators on DTensor parameters (the same
+    operators per tensor as ``parbench.sim.timing.optimizer_time_s`` counts)."""
+    ops = ADAMW_OPS_PER_TENSOR if model.optimizer == "adamw" else SGD_OPS_PER_TENSOR
+    return dtensor_params(layout, stage) * ops * c.dtensor_op_overhead_s

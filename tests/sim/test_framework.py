@@ -1,0 +1,64 @@
+"""Host cost of torch's wrappers in the simulator: what it counts matches what torch wraps, and it adds
+exactly count x calibrated cost to the step."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from parbench.config import RunConfig, Strategy, WorkloadConfig
+from parbench.sim import PRESETS, layout_from_run, model_spec, predict
+from parbench.sim.framework import dtensor_params, fsdp_units, micro_batch_overhead_s, tp_linears
+from parbench.sim.stages import stages
+from parbench import workloads
+
+SHAPES = {"mlp": WorkloadConfig(name="mlp", layers=3, hidden=512),
+          "transformer": WorkloadConfig(name="transformer", layers=4, hidden=128, heads=4, seq_len=64, vocab_size=512)}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_counts_match_what_torch_wraps(name):
+    """The workload's own tensor-parallel plan and modules, built with torch, against the simulator's counts."""
+    cfg = SHAPES[name]
+    w = workloads.make(cfg, 0)
+    model = w.build(0)
+    plan = w.tp_plan(model)
+    stage = stages(model_spec(cfg), 1, 1)[0]
+    assert tp_linears(stage) == len(plan)
+    wrapped = sum(len(list(model.get_submodule(k).parameters())) for k in plan)
+    tp = layout_from_run(RunConfig(workload=cfg, strategy=Strategy.TP, world_size=2, global_batch_size=32))
+    assert dtensor_params(tp, stage) == wrapped
+    fsdp = layout_from_run(RunConfig(workload=cfg, strategy=Strategy.FSDP, world_size=2, global_batch_size=32))
+    assert fsdp_units(stage) == len(model.units) + 1  # each unit, and the root
+    assert dtensor_params(fsdp, stage) == len(list(model.parameters()))
+    ddp = layout_from_run(RunConfig(workload=cfg, strategy=Strategy.DDP, world_size=2, global_batch_size=32))
+    assert dtensor_params(ddp, stage) == 0 and micro_batch_overhead_s(replace(PRESETS["a100-80gb"], tp_linear_overhead_s=1.0,
+                                                                              fsdp_unit_overhead_s=1.0), ddp, stage) == 0
+
+
+def test_overheads_add_count_times_cost_to_the_step():
+    """1 ms per tensor-parallel Linear, 2 ms per FSDP unit, 0.5 ms per FSDP parameter, 10 us per optimizer
+    op on a DTensor: the mlp (3 hidden layers: 4 Linears, 8 parameters, SGD's 1.5 ops per tensor) under
+    tp x2 and fsdp x2 (one micro-batch: the runner's non-pipeline runs); a GPU preset (the cores do not bound it: no oversubscription)."""
+    base = PRESETS["a100-80gb"]
+    costly = replace(base, tp_linear_overhead_s=1e-3, fsdp_unit_overhead_s=2e-3, fsdp_param_overhead_s=5e-4,
+                     dtensor_op_overhead_s=1e-5)
+    m = model_spec(SHAPES["mlp"])
+    for strategy, per_micro_batch, dtensors in ((Strategy.TP, 4 * 1e-3, 8), (Strategy.FSDP, 5 * 2e-3 + 8 * 5e-4, 8)):
+        lay = layout_from_run(RunConfig(workload=SHAPES["mlp"], strategy=strategy, world_size=2, global_batch_size=32))
+        extra = per_micro_batch + dtensors * 1.5 * 1e-5
+        a, b = predict(m, lay, base), predict(m, lay, costly)
+        assert b.terms["time_optimizer_s"] - a.terms["time_optimizer_s"] == pytest.approx(dtensors * 1.5 * 1e-5)
+        assert b.step_time_s - a.step_time_s == pytest.approx(extra, rel=1e-9)
+
+
+def test_framework_calibration_measures_positive_costs_on_a_one_rank_group():
+    """The real measurement: a one-rank gloo process, the probe workloads plain and wrapped."""
+    from parbench.sim.calibrate import FRAMEWORK_FIELDS, measure_framework
+
+    got = measure_framework(reps=1)
+    assert all(got[k] >= 0 for k in FRAMEWORK_FIELDS)
+    assert got["tp_linear_overhead_s"] > 0 and got["dtensor_op_overhead_s"] > 0
+    assert [r["workload"] for r in got["rows"]] == ["mlp", "transformer"]
