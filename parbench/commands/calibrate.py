@@ -63,6 +63,7 @@ def report_lines(profile: dict) -> list[str]:
                      f"FSDP2 {fw['fsdp_unit_overhead_s'] * 1e6:.0f} us per unit + {fw['fsdp_param_overhead_s'] * 1e6:.0f} us "
                      f"per parameter (forward + backward of a micro-batch), {fw['dtensor_op_overhead_s'] * 1e6:.1f} us "
                      "per optimizer op on a DTensor")
+        lines.append(f"optimizer step + zero_grad: {fw['optimizer_op_overhead_s'] * 1e6:.1f} us per op")
     ratios = ", ".join(f"{k.split('_')[-1]} {v:.2f}" for k, v in fits["step_scale"].items() if k != "alpha")
     lines.append(f"reference training steps, measured / op-level prediction: {ratios} -> step_scale {c['step_scale']:.2f}")
     bad = [k for k, f in fits.items() if f.get("status") == "unphysical"]

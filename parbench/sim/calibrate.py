@@ -217,7 +217,7 @@ FRAMEWORK_PROBES = (("mlp", {"layers": 2, "hidden": 256}),
 FRAMEWORK_BATCH = 8
 
 
-FRAMEWORK_FIELDS = ("tp_linear_overhead_s", "fsdp_unit_overhead_s", "fsdp_param_overhead_s", "dtensor_op_overhead_s")
+FRAMEWORK_FIELDS = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "fsdp_unit_overhead_s", "fsdp_param_overhead_s", "dtensor_op_overhead_s")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -255,7 +255,8 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
         steps = {}
         for label, model in (("plain", w.build(0)), ("tp", tp), ("fsdp", fsdp)):
             opt = w.optimizer(list(model.parameters()), 1e-3)
-            steps[label] = (lambda m=model: w.loss(m(x), y).backward(), opt.step)
+            steps[label] = (lambda m=model: w.loss(m(x), y).backward(),
+                            lambda o=opt: (o.step(), o.zero_grad(set_to_none=False)))
         times = {k: ([], []) for k in steps}
         for _ in range(plan.reps):
             for label, (train, opt_step) in steps.items():
@@ -264,18 +265,22 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
         diff = lambda a, b, i: stats.median([p - q for p, q in zip(times[a][i], times[b][i])])  # noqa: E731
         spec = model_spec(cfg)
         stage = stages(spec, 1, 1)[0]
-        rows.append({"workload": name, "tp_s": diff("tp", "plain", 0), "fsdp_s": diff("fsdp", "plain", 0),
+        rows.append({"workload": name, "optimizer_plain_s": stats.median(times["plain"][1]),
+                     "param_elements": spec.param_numel,
+                     "tp_s": diff("tp", "plain", 0), "fsdp_s": diff("fsdp", "plain", 0),
                      "optimizer_s": diff("fsdp", "plain", 1), "tp_linears": tp_linears(stage),
                      "fsdp_units": fsdp_units(stage), "params": len(stage.tensors), "optimizer": spec.optimizer})
     return {"rows": rows}
 
 
-def measure_framework(reps: int) -> dict[str, Any]:
+def measure_framework(reps: int, memory_bandwidth_bytes_per_s: float) -> dict[str, Any]:
     """Fit the host costs of torch's wrappers (``parbench.sim.framework``) from ``framework_rank``'s rows:
     per parallelised Linear (median over the probes), per FSDP2 unit and parameter (the two probes'
-    equations solved; a negative share falls back to all of it per parameter), per DTensor optimizer op."""
+    equations solved; a negative share falls back to all of it per parameter), per DTensor optimizer op;
+    and per operator of a plain optimizer step + zero_grad (its memory traffic taken out, as
+    ``parbench.sim.timing.optimizer_time_s`` adds it back)."""
     from parbench.distributed import spawn
-    from parbench.sim.timing import ADAMW_OPS_PER_TENSOR, SGD_OPS_PER_TENSOR
+    from parbench.sim.timing import ADAMW_BYTES_PER_ELEMENT, ADAMW_OPS_PER_TENSOR, SGD_BYTES_PER_ELEMENT, SGD_OPS_PER_TENSOR
 
     outcome = spawn(1, framework_rank, FrameworkPlan(reps=reps), timeout_s=600)
     if outcome.status != "ok":
@@ -289,7 +294,10 @@ def measure_framework(reps: int) -> dict[str, Any]:
         unit, param = 0.0, (d1 + d2) / (p1 + p2)
     ops = [r["params"] * (ADAMW_OPS_PER_TENSOR if r["optimizer"] == "adamw" else SGD_OPS_PER_TENSOR) for r in rows]
     op = max(sum(r["optimizer_s"] for r in rows), 0.0) / sum(ops)
-    return dict(zip(FRAMEWORK_FIELDS, (tp, unit, param, op)), rows=rows)
+    per_el = {"adamw": ADAMW_BYTES_PER_ELEMENT + 4, "sgd": SGD_BYTES_PER_ELEMENT + 4}  # update + zero_grad
+    plain = stats.median([max(r["optimizer_plain_s"] - r["param_elements"] * per_el[r["optimizer"]] / memory_bandwidth_bytes_per_s,
+                              0.0) / (n + r["params"]) for r, n in zip(rows, ops)])
+    return dict(zip(FRAMEWORK_FIELDS, (plain, tp, unit, param, op)), rows=rows)
 
 
 REFERENCE_STEPS = (("mlp", 64), ("transformer", 16))
@@ -369,7 +377,7 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         for kind, rows in rows_by_kind.items():
             used, fits[f"{kind}@{n}"] = checked_fit([s for s, _ in rows], [t for _, t in rows], max_rate=memory_bw)
             collectives.setdefault(kind, {})[n] = used
-    framework = measure_framework(reps)
+    framework = measure_framework(reps, memory_bw)
     fits["framework"] = framework
     send = collectives["send"][2]
     cluster = Cluster(

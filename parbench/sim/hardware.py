@@ -76,6 +76,9 @@ class Cluster:
     step_scale: float = 1.0
     """Calibrated CPU profiles: a measured reference training step (the runner's own workloads, one
     process) / the op-level prediction of it; multiplies every compute term (1 = trust the op model)."""
+    optimizer_op_overhead_s: float = 0.0
+    """Fixed cost of one operator of an eager optimizer step or zero_grad (Python loop over the tensors,
+    dispatch, launch); 0 = ``op_overhead_s``. Calibrated CPU profiles measure it on a real step."""
     tp_linear_overhead_s: float = 0.0
     """Host seconds torch's DTensor tensor parallelism adds to one parallelised Linear's forward + backward
     (``parbench.sim.framework``; 0 on GPUs, where the host runs ahead of the device)."""
@@ -96,6 +99,10 @@ class Cluster:
     def training_op_overhead_s(self) -> float:
         return self.autograd_op_overhead_s or self.op_overhead_s
 
+    @property
+    def optimizer_op_s(self) -> float:
+        return self.optimizer_op_overhead_s or self.op_overhead_s
+
     def __post_init__(self) -> None:
         if self.gpus_per_node < 1:
             raise ValueError(f"gpus_per_node={self.gpus_per_node} must be >= 1")
@@ -109,7 +116,7 @@ class Cluster:
             raise ValueError("peak_flops, memory_bandwidth_bytes_per_s and memory_bytes must be > 0")
         if self.peak_flops_fp8 < 0 or self.context_bytes < 0 or self.comm_buffer_bytes < 0:
             raise ValueError("peak_flops_fp8, context_bytes and comm_buffer_bytes must be >= 0")
-        overheads = ("tp_linear_overhead_s", "fsdp_unit_overhead_s", "fsdp_param_overhead_s", "dtensor_op_overhead_s")
+        overheads = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "fsdp_unit_overhead_s", "fsdp_param_overhead_s", "dtensor_op_overhead_s")
         if any(getattr(self, k) < 0 for k in overheads):
             raise ValueError(f"{', '.join(overheads)} must be >= 0")
         if not 0 <= self.fragmentation < 1:

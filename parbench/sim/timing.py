@@ -125,11 +125,12 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
 
 
 def optimizer_time_s(c: Cluster, model: ModelSpec, elements: int, tensors: int, grad_elements: int) -> float:
-    """zero_grad (write the gradients) + the optimizer's update: memory-bound, one op per tensor and pass."""
+    """zero_grad (write the gradients) + the optimizer's update: memory-bound, ``ops`` operators per tensor
+    for the update and one for zero_grad, each costing the cluster's optimizer-op overhead."""
     per_el, ops = ((ADAMW_BYTES_PER_ELEMENT, ADAMW_OPS_PER_TENSOR) if model.optimizer == "adamw"
                    else (SGD_BYTES_PER_ELEMENT, SGD_OPS_PER_TENSOR))
-    update = elements * per_el / c.memory_bandwidth_bytes_per_s + tensors * ops * c.op_overhead_s
-    zero = grad_elements * 4 / c.memory_bandwidth_bytes_per_s + tensors * c.op_overhead_s
+    update = elements * per_el / c.memory_bandwidth_bytes_per_s + tensors * ops * c.optimizer_op_s
+    zero = grad_elements * 4 / c.memory_bandwidth_bytes_per_s + tensors * c.optimizer_op_s
     return update + zero
 
 
