@@ -49,6 +49,9 @@ class Cluster:
     executes (causal: the lower triangle), forward and backward; 0 = ``gemm_efficiency``. Attention
     kernels keep softmax, masking and rescaling between their two matrix products, so they run below a
     plain GEMM: on an H100, FlashAttention-2 reaches 35% of peak where cuBLAS GEMMs reach 60-70%."""
+    attention_kernels: dict[str, float] = field(default_factory=dict)
+    """Fraction of peak of named flash kernels where a published kernel benchmark gives it (a layout's
+    ``attention_kernel``); a kernel without a figure here runs at ``attention_efficiency``."""
     gemm_overhead_s: float
     """Fixed cost of one GEMM (launch, tile quantisation): t = overhead + flops / (peak x efficiency)."""
     op_overhead_s: float
@@ -110,6 +113,8 @@ class Cluster:
             raise ValueError(f"gemm_efficiency={self.gemm_efficiency} must be in (0, 1]")
         if not 0 <= self.attention_efficiency <= 1:
             raise ValueError(f"attention_efficiency={self.attention_efficiency} must be in [0, 1] (0: the GEMM efficiency)")
+        if any(not 0 < e <= 1 for e in self.attention_kernels.values()):
+            raise ValueError(f"attention_kernels={self.attention_kernels} must map kernel names to (0, 1]")
         if not 0 <= self.overlap <= 1:
             raise ValueError(f"overlap={self.overlap} must be in [0, 1]")
         if self.peak_flops <= 0 or self.memory_bandwidth_bytes_per_s <= 0 or self.memory_bytes <= 0:
@@ -121,6 +126,10 @@ class Cluster:
             raise ValueError(f"{', '.join(overheads)} must be >= 0")
         if not 0 <= self.fragmentation < 1:
             raise ValueError(f"fragmentation={self.fragmentation} must be in [0, 1)")
+
+    def attention_efficiency_for(self, kernel: str = "") -> float:
+        """The flash attention kernel's fraction of peak: the named kernel's figure, else the device default."""
+        return self.attention_kernels.get(kernel, 0.0) or self.attention_efficiency
 
     def gemm_peak_flops(self, gemm_dtype: str = "") -> float:
         """The tensor-core peak a matrix multiply runs at: FP8 where asked, else the training dtype's."""
@@ -207,7 +216,11 @@ A100_SOURCES = {
                             "the GEMM efficiency kept) to llm-foundry's A100 rows (8, MPT 1B-70B at 2K-65K tokens), which ran "
                             "the Triton FlashAttention kernel, of FlashAttention-1's class: 25-40% of the A100's peak (Dao, "
                             "\"FlashAttention-2\", arXiv 2307.08691, 2023, abstract); torchtitan's A100 rows held out. "
-                            "FlashAttention-2 itself reaches 50-73% forward (same abstract), so FA2 runs are predicted slow",
+                            "FlashAttention-2 runs take attention_kernels['flash2']",
+    "attention_kernels": "flash2 0.50: FlashAttention-2 reaches 50-73% of the A100's peak (Dao, \"FlashAttention-2\", "
+                         "arXiv 2307.08691, 2023, abstract), its backward (2.5x the forward's FLOPs) below its forward "
+                         "(sec. 4.1), so forward + backward at the range's low end; not fitted. torch's "
+                         "scaled_dot_product_attention runs this kernel since torch 2.2 (release notes)",
     "latency": "assumed ~5 us per NVLink step, ~8 us per InfiniBand step (typical nccl-tests small-message latencies)",
 }
 H100_SOURCES = {
@@ -227,6 +240,8 @@ H100_SOURCES = {
                             "pass (Shah et al., \"FlashAttention-3\", arXiv 2407.08608, 2024, abstract) and less in "
                             "its backward (2.5x the forward's FLOPs); the held-out torchtitan 8B rows at 32K-262K "
                             "tokens imply 0.18-0.22 by hand (tokens/s x FLOPs per token, less the GEMM time)",
+    "attention_kernels": "none: the fitted 0.19 serves FlashAttention-2 too (torchtitan's rows, which ran it through "
+                         "torch's scaled_dot_product_attention, imply 0.18-0.22)",
     "latency": "assumed ~4 us per NVLink step, ~8 us per InfiniBand step",
 }
 H100_96_SOURCES = {
@@ -242,7 +257,8 @@ H100_96_SOURCES = {
     "attention_efficiency": "the H100 SXM's 0.19 (fitted on llm-foundry)",
 }
 
-_A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.70, attention_efficiency=0.34, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
+_A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.70, attention_efficiency=0.34,
+             attention_kernels={"flash2": 0.50}, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
              memory_bandwidth_bytes_per_s=0.8 * 2039e9, intra=Link(latency_s=5e-6, bandwidth_bytes_per_s=0.8 * 300e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, **GPU_FIXED)
 _H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, gemm_efficiency=0.60, attention_efficiency=0.19,

@@ -106,6 +106,10 @@ class Layout(ParallelLayout):
     recompute_every: int = 1
     """With full recomputation: checkpoint every k-th layer only (1/k of the layers recomputed)."""
     attention: str = "eager"
+    attention_kernel: str = ""
+    """Which flash kernel ran, where the source states it: a key of ``Cluster.attention_kernels`` (e.g.
+    ``flash2``: FlashAttention-2, which torch's scaled_dot_product_attention runs since torch 2.2); '' =
+    the device's default flash kernel (``Cluster.attention_efficiency``)."""
     fp8_all_gather: bool = False
     """FSDP all-gathers FP8 weights (1 byte each) instead of the parameters' dtype (fp8 precision only)."""
     data_mode: DataMode = DataMode.SHARDED
@@ -135,6 +139,8 @@ class Layout(ParallelLayout):
             raise ConfigError("tp_comm_overlap needs tp > 1")
         if self.attention not in ATTENTION_KINDS:
             raise ConfigError(f"attention={self.attention!r}; valid: {', '.join(ATTENTION_KINDS)}")
+        if self.attention_kernel and self.attention != "flash":
+            raise ConfigError(f"attention_kernel={self.attention_kernel!r} needs attention='flash'")
         if self.replicate > 1 and (self.zero != 3 or (self.dp * self.cp) % self.replicate):
             raise ConfigError(f"replicate={self.replicate} needs zero=3 and to divide dp x cp = {self.dp} x {self.cp}")
         if self.recompute_every > 1 and self.recompute is not Recompute.FULL:

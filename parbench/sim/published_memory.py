@@ -57,6 +57,11 @@ class Run:
     notes: tuple[str, ...] = field(default=())
 
 
+SDPA = "flash2"
+"""torchtitan's Llama calls torch's ``scaled_dot_product_attention`` (``torchtitan/models/llama/model.py``),
+whose flash backend is FlashAttention-2 since torch 2.2 (release notes); both tables postdate it."""
+
+
 def _llama3(name: str, seq: int = 8192) -> Architecture:
     from dataclasses import replace
 
@@ -73,15 +78,16 @@ def _mpt(size: str, seq: int) -> Architecture:
 
 
 def _fsdp(*, gpus: int, local: int, micro: int = 0, tp: int = 1, pp: int = 1, cp: int = 1, recompute: str = "none",
-          every: int = 1, precision: str = "bf16", schedule: Schedule = Schedule.ONE_F_ONE_B, v: int = 1) -> Layout:
+          every: int = 1, precision: str = "bf16", schedule: Schedule = Schedule.ONE_F_ONE_B, v: int = 1,
+          kernel: str = "") -> Layout:
     """FSDP (ZeRO-3, flash attention) over the ranks gpus / (tp pp cp); ``local`` samples per data-parallel
-    rank per step in micro-batches of ``micro`` (default: all at once)."""
+    rank per step in micro-batches of ``micro`` (default: all at once); ``kernel``: the flash kernel that ran."""
     dp = gpus // (tp * pp * cp)
     micro = micro or local
     return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=local * dp,
                   micro_batches=local // micro, zero=3, recompute=Recompute(recompute), recompute_every=every,
                   sequence_parallel=tp > 1, sp_saves_gathered_input=tp > 1, precision=PRECISIONS[precision], attention="flash", schedule=schedule,
-                  virtual_stages=v)
+                  virtual_stages=v, attention_kernel=kernel)
 
 
 def _tt_micro(local: int, *, pp: int, v: int) -> int:
@@ -104,23 +110,23 @@ def _torchtitan_h100() -> list[Run]:
             rows.append(Run(source=TT_H100, table=table, name=f"Llama 3.1 8B FSDP {gpus} {prec} {note}".strip(),
                             arch=_llama3("llama3-8b"), cluster="h100-96gb", memory_gib=mem,
                             series=f"torchtitan Llama 3.1 8B FSDP {prec} {note}".strip(),
-                            layout=_fsdp(gpus=gpus, local=2, recompute="ops", precision=prec),
+                            layout=_fsdp(kernel=SDPA, gpus=gpus, local=2, recompute="ops", precision=prec),
                             metric="tps_per_gpu", value=tps, notes=(note,) if note else ()))
     for cp, seq, tps, mem in ((1, 32768, 3890, 83.9), (2, 65536, 2540, 84.2), (4, 131072, 1071, 84.0),
                               (8, 262144, 548, 84.5)):
         rows.append(Run(source=TT_H100, table="Table 2", name=f"Llama 3.1 8B FSDP {8 // cp} CP {cp} seq {seq}",
                         arch=_llama3("llama3-8b", seq), cluster="h100-96gb", memory_gib=mem,
-                        layout=_fsdp(gpus=8, local=1, cp=cp, recompute="full", precision="fp8"),
+                        layout=_fsdp(kernel=SDPA, gpus=8, local=1, cp=cp, recompute="full", precision="fp8"),
                         metric="tps_per_gpu", value=tps, notes=("torch.compile",)))
     for name, tps, mem in (("2D", 829, 71.9), ("2D + AsyncTP", 876, 67.6)):
         rows.append(Run(source=TT_H100, table="Table 4", name=f"Llama 3.1 70B FSDP 32 TP 8 {name}",
                         arch=_llama3("llama3-70b"), cluster="h100-96gb", memory_gib=mem,
-                        layout=_fsdp(gpus=256, local=16, tp=8, recompute="full", precision="fp8"),
+                        layout=_fsdp(kernel=SDPA, gpus=256, local=16, tp=8, recompute="full", precision="fp8"),
                         metric="tps_per_gpu", value=tps, notes=("torch.compile",)))
     for sched, v, tps, mem in ((Schedule.ONE_F_ONE_B, 1, 100, 82.5), (Schedule.INTERLEAVED_1F1B, 2, 128, 72.7)):
         rows.append(Run(source=TT_H100, table="Table 5", name=f"Llama 3.1 405B FSDP 8 TP 8 PP 8 {sched.value}",
                         arch=_llama3("llama3-405b"), cluster="h100-96gb", memory_gib=mem,
-                        layout=_fsdp(gpus=512, local=32, micro=_tt_micro(32, pp=8, v=v), tp=8, pp=8, recompute="full",
+                        layout=_fsdp(kernel=SDPA, gpus=512, local=32, micro=_tt_micro(32, pp=8, v=v), tp=8, pp=8, recompute="full",
                                      precision="fp8", schedule=sched, v=v),
                         metric="tps_per_gpu", value=tps,
                         notes=("torch.compile", f"{8 * v} micro-batches of {_tt_micro(32, pp=8, v=v)} (torchtitan's default)",
@@ -128,7 +134,7 @@ def _torchtitan_h100() -> list[Run]:
     for cp, seq, tps, mem in ((1, 32768, 76, 75.3), (2, 65536, 47, 75.9), (4, 131072, 31, 77.1), (8, 262144, 16, 84.9)):
         rows.append(Run(source=TT_H100, table="Table 6", name=f"Llama 3.1 405B FSDP {8 // cp} CP {cp} TP 8 PP 8 seq {seq}",
                         arch=_llama3("llama3-405b", seq), cluster="h100-96gb", memory_gib=mem,
-                        layout=_fsdp(gpus=512, local=8, micro=_tt_micro(8, pp=8, v=1), tp=8, pp=8, cp=cp, recompute="full",
+                        layout=_fsdp(kernel=SDPA, gpus=512, local=8, micro=_tt_micro(8, pp=8, v=1), tp=8, pp=8, cp=cp, recompute="full",
                                      precision="fp8"),
                         metric="tps_per_gpu", value=tps, notes=("torch.compile", "8 micro-batches of 1 (torchtitan's default)")))
     return rows
@@ -152,10 +158,10 @@ def _torchtitan_a100() -> list[Run]:
         arch = _llama3(model, seq)
         rows.append(Run(source=TT_A100, table=f"{family} performance numbers", arch=arch, cluster="a100-80gb",
                         name=f"{model} FSDP 64 local batch {local} AC {policy}", metric="mfu", value=mfu,
-                        layout=_fsdp(gpus=64, local=local, recompute=recompute, every=every)))
+                        layout=_fsdp(kernel=SDPA, gpus=64, local=local, recompute=recompute, every=every)))
     rows.append(Run(source=TT_A100, table="footnote 1", name="llama2-70b FSDP 64 local batch 2 AC selective op (OOM)",
                     arch=_llama3("llama2-70b", 4096), cluster="a100-80gb", ran=False,
-                    layout=_fsdp(gpus=64, local=2, recompute="ops")))
+                    layout=_fsdp(kernel=SDPA, gpus=64, local=2, recompute="ops")))
     return rows
 
 

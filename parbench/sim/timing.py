@@ -69,12 +69,13 @@ ZERO_TIME = ChunkTime(0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: int = 1, flash: bool = False,
-                 gemm_dtype: str = "") -> tuple[float, float, float, float]:
+                 gemm_dtype: str = "", kernel: str = "") -> tuple[float, float, float, float]:
     """(forward, backward, attention-core forward, GEMM forward) seconds of one unit on one micro-batch of
     ``mb`` samples. Backward computes two GEMMs (input and weight gradients) per forward GEMM
     (Narayanan et al. 2021) and touches every element twice. Flash attention never writes the s x s
     scores and recomputes QK^T in backward (Dao et al., NeurIPS 2022); context parallelism gives each
-    rank 1/cp of the tokens and of the attention work."""
+    rank 1/cp of the tokens and of the attention work. ``kernel``: the flash kernel that ran
+    (``Cluster.attention_efficiency_for``)."""
     gemm = attn = cast_forward = cast_backward = 0.0
     for g in u.gemms:
         share = (tp if g.tp_sharded else 1) * cp
@@ -88,7 +89,7 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
             # AV reads V and writes O; neither touches the largest (s x s) operand in memory
             sizes = (g.m * g.k, g.k * g.n, g.m * g.n)
             flops, moved = flops / 2, mb * g.batched * (sum(sizes) - max(sizes)) * act_bytes / share
-            eff = c.attention_efficiency
+            eff = c.attention_efficiency_for(kernel)
         if dtype == "fp8":  # forward casts the input and the weight, backward the output's gradient
             cast_forward += (mb * g.m * g.k / share + g.k * g.n / (tp if g.tp_sharded else 1)) * g.batched
             cast_backward += mb * g.m * g.n / share * g.batched
@@ -113,7 +114,8 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
     core = layout.recompute is Recompute.SELECTIVE
     ops = layout.recompute is Recompute.OPS  # every other GEMM (and the elementwise work) runs again
     kwargs = dict(mb=layout.micro_batch_size, tp=layout.tp, act_bytes=layout.precision.activation_bytes,
-                  cp=layout.cp, flash=layout.attention == "flash", gemm_dtype=layout.precision.gemm_dtype)
+                  cp=layout.cp, flash=layout.attention == "flash", gemm_dtype=layout.precision.gemm_dtype,
+                  kernel=layout.attention_kernel)
     for u in members:
         # FP8 recipes keep the output projection (the vocabulary head) in bf16: torchtitan's float8 converter
         # skips the module named "output", Megatron-Core's output layer is not a Transformer Engine layer

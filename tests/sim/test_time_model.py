@@ -429,3 +429,27 @@ def test_fp8_linears_pay_their_casts_and_the_vocabulary_head_stays_bf16():
     head = [chunk_times_s(h100, m, replace(lay, precision=PRECISIONS[p]), (), first=False, last=True).total
             for p in ("fp8", "bf16")]
     assert head[0] == head[1]
+
+
+def test_a_named_flash_kernel_runs_at_its_published_efficiency():
+    """FlashAttention-2 on an A100: 50% of peak, the low end of the 50-73% its paper reports (Dao 2023,
+    abstract), not the default kernel's 0.34; a kernel the device has no figure for runs at the default."""
+    from parbench.sim.timing import unit_times_s
+
+    u, s, d = _attention_unit(), 8192, 1024
+    for kernel, eff in (("", 0.34), ("flash2", 0.50), ("unknown", 0.34)):
+        expected = 2 * (A100.gemm_overhead_s + s * s * d / (312e12 * eff))  # QK^T and AV, causal: s^2 d each
+        _, _, attn, _ = unit_times_s(A100, u, mb=1, tp=1, act_bytes=2, flash=True, kernel=kernel)
+        assert attn == pytest.approx(expected)
+    with pytest.raises(ValueError, match="attention_kernel"):
+        Layout(global_batch_size=1, attention="eager", attention_kernel="flash2")
+    with pytest.raises(ValueError, match="attention_kernels"):
+        replace(A100, attention_kernels={"flash2": 1.5})
+
+
+def test_torchtitan_a100_rows_name_the_kernel_they_ran():
+    """torchtitan's Llama calls torch's scaled_dot_product_attention: FlashAttention-2 on every row."""
+    from parbench.sim.published_memory import TT_A100, TT_H100, runs
+
+    mine = [r for r in runs() if r.source in (TT_A100, TT_H100)]
+    assert len(mine) == 27 and {r.layout.attention_kernel for r in mine} == {"flash2"}
