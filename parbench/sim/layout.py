@@ -110,6 +110,10 @@ class Layout(ParallelLayout):
     """Which flash kernel ran, where the source states it: a key of ``Cluster.attention_kernels`` (e.g.
     ``flash2``: FlashAttention-2, which torch's scaled_dot_product_attention runs since torch 2.2); '' =
     the device's default flash kernel (``Cluster.attention_efficiency``)."""
+    fused_elementwise: bool = True
+    """Elementwise chains (norms, rotary, the gated MLP's product) run as fused kernels: torch.compile, or
+    Megatron's and Apex's fused kernels. False: eager torch, one kernel per operator, where the source
+    states the run was not compiled."""
     fp8_all_gather: bool = False
     """FSDP all-gathers FP8 weights (1 byte each) instead of the parameters' dtype (fp8 precision only)."""
     data_mode: DataMode = DataMode.SHARDED

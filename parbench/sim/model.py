@@ -75,6 +75,11 @@ class Unit:
     """Elements of this unit's output per sample (what a pipeline boundary after it sends)."""
     elementwise_elems_per_sample: int = 0
     """Elements touched by memory-bound ops (norms, activations, residual adds) per sample, forward."""
+    unfused_fp32_elems_per_sample: int = 0
+    """Eager torch (no compiler, no fused kernels): float32 elements the forward's unfused elementwise chains
+    read and write beyond ``elementwise_elems_per_sample`` (``eager_elementwise``)."""
+    unfused_act_elems_per_sample: int = 0
+    """Eager torch: activation-dtype elements those chains read and write beyond the fused count."""
     tp_row_allreduces: int = 0
     """Row-wise Linears: one forward all-reduce of their output each under tensor parallelism."""
     tp_col_inputs: tuple[int, ...] = ()
@@ -171,6 +176,36 @@ def mlp_spec(cfg: WorkloadConfig) -> ModelSpec:
                      data_elems_per_sample=MLP_IN_FEATURES * (1 + MLP_CLASSES))
 
 
+RMSNORM_EAGER = (7, 2)
+"""Eager RMSNorm as Llama's reference code writes it (``x.float()``, ``pow(2)``, ``mean(-1)``, ``x *
+rsqrt(...)``, ``type_as(x)``, ``* weight``; torchtitan's and transformers' ``RMSNorm``): per element it
+writes and reads float32 x, writes and reads x^2, reads x again, writes and reads the product (7 fp32
+touches) and reads the input, writes the cast, reads it and writes the output (4 in the activation
+dtype) where one fused kernel reads the input and writes the output (2): (fp32, activation) touches beyond
+the fused count. LayerNorm is one kernel in eager torch too (``torch.nn.LayerNorm``)."""
+ROTARY_EAGER = (4, 0)
+"""Eager rotary embedding by complex multiplication (``view_as_complex(x.float())`` x ``freqs_cis``,
+``view_as_real``, ``type_as``; Llama's and torchtitan's ``apply_rotary_emb``): the cast writes float32,
+the product reads and writes it, the cast back reads it (4 fp32 touches) beyond a fused kernel's one read
+and one write in the activation dtype, per element of q and k."""
+SWIGLU_EAGER = (0, 2)
+"""Eager SwiGLU ``silu(gate) * up``: silu reads and writes the f-wide gate, the product reads both and
+writes one (5 touches) where one fused kernel reads two and writes one (3), per hidden element."""
+
+
+def eager_elementwise(arch: Architecture) -> tuple[int, int]:
+    """(fp32, activation-dtype) elements per token the unfused elementwise chains of one block touch
+    beyond the fused count: two norms, rotary on q and k, the gated MLP's product."""
+    terms = []
+    if arch.norm == "rmsnorm":
+        terms.append((RMSNORM_EAGER, 2 * arch.hidden))
+    if arch.positions == "rotary":
+        terms.append((ROTARY_EAGER, arch.hidden + arch.kv_width))
+    if arch.gated_mlp:
+        terms.append((SWIGLU_EAGER, arch.ffn))
+    return sum(k[0] * n for k, n in terms), sum(k[1] * n for k, n in terms)
+
+
 def _norm(name: str, d: int, arch: Architecture) -> tuple[Tensor, ...]:
     weight = Tensor(name=f"{name}.weight", shape=(d,))
     return (weight,) if arch.norm == "rmsnorm" else (weight, Tensor(name=f"{name}.bias", shape=(d,)))
@@ -197,10 +232,12 @@ def block_unit(i: int, arch: Architecture, *, megatron: bool = False) -> Unit:
     gemms = (Gemm(m=t, k=d, n=d + 2 * kv), Gemm(m=t, k=d, n=d),  # qkv, proj
              Gemm(m=t, k=hd, n=t, batched=heads), Gemm(m=t, k=t, n=hd, batched=heads),  # QK^T, AV
              Gemm(m=t, k=d, n=up), Gemm(m=t, k=f, n=d))  # mlp
+    fp32, act = eager_elementwise(arch)
     col_inputs = (d,) * (2 if megatron else 4 + arch.gated_mlp)  # q, k, v (or one qkv), up (and gate) read the stream
     return Unit(params=params, gemms=gemms, out_elems_per_sample=t * d,
                 elementwise_elems_per_sample=t * (4 * d + (3 if arch.gated_mlp else 2) * f),
                 score_elems_per_sample=heads * t * t,
+                unfused_fp32_elems_per_sample=t * fp32, unfused_act_elems_per_sample=t * act,
                 tp_row_allreduces=2, tp_row_out=t * d, tp_col_inputs=tuple(x * t for x in col_inputs),
                 ops_forward=39, ops_backward=92)
 
@@ -279,7 +316,10 @@ def architecture_spec(arch: Architecture, *, megatron: bool = False, vocab_paral
     head = () if arch.tie_embeddings else (Tensor(name="post.out.weight", shape=(v, d), tp_split=tok.tp_split),)
     post = Unit(params=(*_norm("post.ln", d, arch), *head),
                 gemms=(Gemm(m=t, k=d, n=v, tp_sharded=vp),), out_elems_per_sample=t * v,
-                elementwise_elems_per_sample=2 * t * d + 3 * t * v, tp_col_inputs=(t * d,) if vp else (),
+                elementwise_elems_per_sample=2 * t * d + 3 * t * v,
+                unfused_fp32_elems_per_sample=t * d * RMSNORM_EAGER[0] if arch.norm == "rmsnorm" else 0,
+                unfused_act_elems_per_sample=t * d * RMSNORM_EAGER[1] if arch.norm == "rmsnorm" else 0,
+                tp_col_inputs=(t * d,) if vp else (),
                 ops_forward=9, ops_backward=14)
     copy = Tensor(name="post.out.weight", shape=(v, d), tp_split=tok.tp_split) if arch.tie_embeddings else None
     return ModelSpec(name="transformer", pre=pre, units=units, post=post,

@@ -79,15 +79,16 @@ def _mpt(size: str, seq: int) -> Architecture:
 
 def _fsdp(*, gpus: int, local: int, micro: int = 0, tp: int = 1, pp: int = 1, cp: int = 1, recompute: str = "none",
           every: int = 1, precision: str = "bf16", schedule: Schedule = Schedule.ONE_F_ONE_B, v: int = 1,
-          kernel: str = "") -> Layout:
+          kernel: str = "", fused: bool = True) -> Layout:
     """FSDP (ZeRO-3, flash attention) over the ranks gpus / (tp pp cp); ``local`` samples per data-parallel
-    rank per step in micro-batches of ``micro`` (default: all at once); ``kernel``: the flash kernel that ran."""
+    rank per step in micro-batches of ``micro`` (default: all at once); ``kernel``: the flash kernel that ran;
+    ``fused``: False where the source states the run was eager (not compiled)."""
     dp = gpus // (tp * pp * cp)
     micro = micro or local
     return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=local * dp,
                   micro_batches=local // micro, zero=3, recompute=Recompute(recompute), recompute_every=every,
                   sequence_parallel=tp > 1, sp_saves_gathered_input=tp > 1, precision=PRECISIONS[precision], attention="flash", schedule=schedule,
-                  virtual_stages=v, attention_kernel=kernel)
+                  virtual_stages=v, attention_kernel=kernel, fused_elementwise=fused)
 
 
 def _tt_micro(local: int, *, pp: int, v: int) -> int:
@@ -110,7 +111,8 @@ def _torchtitan_h100() -> list[Run]:
             rows.append(Run(source=TT_H100, table=table, name=f"Llama 3.1 8B FSDP {gpus} {prec} {note}".strip(),
                             arch=_llama3("llama3-8b"), cluster="h100-96gb", memory_gib=mem,
                             series=f"torchtitan Llama 3.1 8B FSDP {prec} {note}".strip(),
-                            layout=_fsdp(kernel=SDPA, gpus=gpus, local=2, recompute="ops", precision=prec),
+                            layout=_fsdp(kernel=SDPA, gpus=gpus, local=2, recompute="ops", precision=prec,
+                                          fused=note == "torch.compile"),
                             metric="tps_per_gpu", value=tps, notes=(note,) if note else ()))
     for cp, seq, tps, mem in ((1, 32768, 3890, 83.9), (2, 65536, 2540, 84.2), (4, 131072, 1071, 84.0),
                               (8, 262144, 548, 84.5)):

@@ -69,13 +69,15 @@ ZERO_TIME = ChunkTime(0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: int = 1, flash: bool = False,
-                 gemm_dtype: str = "", kernel: str = "") -> tuple[float, float, float, float]:
+                 gemm_dtype: str = "", kernel: str = "", fused: bool = True) -> tuple[float, float, float, float]:
     """(forward, backward, attention-core forward, GEMM forward) seconds of one unit on one micro-batch of
     ``mb`` samples. Backward computes two GEMMs (input and weight gradients) per forward GEMM
     (Narayanan et al. 2021) and touches every element twice. Flash attention never writes the s x s
     scores and recomputes QK^T in backward (Dao et al., NeurIPS 2022); context parallelism gives each
     rank 1/cp of the tokens and of the attention work. ``kernel``: the flash kernel that ran
-    (``Cluster.attention_efficiency_for``)."""
+    (``Cluster.attention_efficiency_for``). ``fused``: elementwise chains run as fused kernels (torch.compile,
+    Megatron's and Apex's fused norms and activations); False adds what eager torch's one kernel per op
+    moves through memory (``parbench.sim.model.eager_elementwise``), twice over in backward."""
     gemm = attn = cast_forward = cast_backward = 0.0
     for g in u.gemms:
         share = (tp if g.tp_sharded else 1) * cp
@@ -99,9 +101,13 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
             attn += t
     elems = u.elementwise_elems_per_sample + (0 if flash else u.score_elems_per_sample)
     elementwise = mb * elems * act_bytes * 2 / tp / cp / c.memory_bandwidth_bytes_per_s
+    unfused = 0.0  # eager torch: each op of a norm, rotary or gate chain is its own kernel through memory
+    if not fused:
+        eager_bytes = u.unfused_fp32_elems_per_sample * 4 + u.unfused_act_elems_per_sample * act_bytes
+        unfused = mb * eager_bytes / tp / cp / c.memory_bandwidth_bytes_per_s
     to_s = FP8_CAST_BYTES_PER_ELEMENT / c.memory_bandwidth_bytes_per_s
-    forward = gemm + elementwise + cast_forward * to_s + u.ops_forward * c.training_op_overhead_s
-    backward = (2 * gemm + 2 * elementwise + cast_backward * to_s + u.ops_backward * c.training_op_overhead_s
+    forward = gemm + elementwise + unfused + cast_forward * to_s + u.ops_forward * c.training_op_overhead_s
+    backward = (2 * gemm + 2 * (elementwise + unfused) + cast_backward * to_s + u.ops_backward * c.training_op_overhead_s
                 + (attn / 2 if flash else 0.0))
     return forward, backward, attn + (0.0 if flash else elementwise / 2), gemm
 
@@ -115,7 +121,7 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
     ops = layout.recompute is Recompute.OPS  # every other GEMM (and the elementwise work) runs again
     kwargs = dict(mb=layout.micro_batch_size, tp=layout.tp, act_bytes=layout.precision.activation_bytes,
                   cp=layout.cp, flash=layout.attention == "flash", gemm_dtype=layout.precision.gemm_dtype,
-                  kernel=layout.attention_kernel)
+                  kernel=layout.attention_kernel, fused=layout.fused_elementwise)
     for u in members:
         # FP8 recipes keep the output projection (the vocabulary head) in bf16: torchtitan's float8 converter
         # skips the module named "output", Megatron-Core's output layer is not a Transformer Engine layer

@@ -453,3 +453,34 @@ def test_torchtitan_a100_rows_name_the_kernel_they_ran():
 
     mine = [r for r in runs() if r.source in (TT_A100, TT_H100)]
     assert len(mine) == 27 and {r.layout.attention_kernel for r in mine} == {"flash2"}
+
+
+def test_eager_elementwise_chains_move_their_unfused_bytes():
+    """Eager torch runs each op of RMSNorm (x.float(), pow, mean, x * rsqrt, type_as, * weight), of the
+    complex-multiply rotary embedding and of silu(gate) * up as its own kernel. Counted by hand for Llama 3
+    8B (d 4096, k/v width 1024, f 14336): per token, two norms of 7 fp32 + 2 bf16 extra touches per element,
+    rotary 4 fp32 per q and k element, the gate 2 bf16 per hidden element; forward once, backward twice."""
+    from parbench.sim.architecture import Architecture
+    from parbench.sim.model import architecture_spec
+    from parbench.sim.timing import unit_times_s
+
+    llama = Architecture(name="l", layers=1, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, gated_mlp=True,
+                         norm="rmsnorm", positions="rotary", bias="none", vocab=128256, seq_len=8192)
+    u = architecture_spec(llama).units[0]
+    fp32, bf16 = 2 * 4096 * 7 + (4096 + 1024) * 4, 2 * 4096 * 2 + 14336 * 2
+    assert (u.unfused_fp32_elems_per_sample, u.unfused_act_elems_per_sample) == (8192 * fp32, 8192 * bf16)
+    h100 = PRESETS["h100-sxm"]
+    extra = 2 * 8192 * (fp32 * 4 + bf16 * 2) / h100.memory_bandwidth_bytes_per_s  # mb = 2 samples, tp = 1
+    fused = unit_times_s(h100, u, mb=2, tp=1, act_bytes=2, flash=True)
+    eager = unit_times_s(h100, u, mb=2, tp=1, act_bytes=2, flash=True, fused=False)
+    assert eager[0] - fused[0] == pytest.approx(extra) and eager[1] - fused[1] == pytest.approx(2 * extra)
+    assert eager[2:] == fused[2:]  # the attention core and the GEMMs are the same kernels either way
+    gpt = architecture_spec(Architecture(name="g", layers=1, hidden=1024, heads=8, vocab=1024, seq_len=64)).units[0]
+    assert (gpt.unfused_fp32_elems_per_sample, gpt.unfused_act_elems_per_sample) == (0, 0)  # LayerNorm, GELU: one kernel
+
+
+def test_torchtitan_eager_rows_are_the_ones_without_torch_compile():
+    from parbench.sim.published_memory import TT_H100, runs
+
+    rows = [r for r in runs() if r.source == TT_H100 and r.table in ("Table 1", "Table 3")]
+    assert {(r.layout.fused_elementwise, "torch.compile" in r.notes) for r in rows} == {(True, True), (False, False)}
