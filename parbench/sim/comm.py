@@ -284,19 +284,23 @@ def _tied_embedding_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[
 
 def _pp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     """Per micro-batch: the activation forward from every chunk but the last, its gradient backward
-    from every chunk but the first (send S; the receiver's recv counts 0)."""
+    from every chunk but the first (send S; the receiver's recv counts 0 bytes). Under ``pp_blocking_p2p``
+    the receives are ops of their own too (0 bytes sent, a transfer's time on the receiver's path)."""
     if layout.pp == 1:
         return []
     mb, ab, m = layout.micro_batch_size, layout.precision.activation_bytes, layout.micro_batches
     shard = (layout.tp if layout.sequence_parallel else 1) * layout.cp  # Megatron's scatter/gather; cp's share
     ops = []
     for c in stage.chunks:
+        out = mb * model.units[c.hi - 1].out_elems_per_sample * ab // shard
+        inp = mb * model.units[c.lo - 1].out_elems_per_sample * ab // shard if not c.first else 0
         if not c.last:
-            ops.append(CommOp("send", "intermediate", mb * model.units[c.hi - 1].out_elems_per_sample * ab // shard,
-                              2, "pp", count=m, phase="forward"))
+            ops.append(CommOp("send", "intermediate", out, 2, "pp", count=m, phase="forward"))
         if not c.first:
-            ops.append(CommOp("send", "intermediate", mb * model.units[c.lo - 1].out_elems_per_sample * ab // shard,
-                              2, "pp", count=m, phase="backward"))
+            ops.append(CommOp("send", "intermediate", inp, 2, "pp", count=m, phase="backward"))
+        if layout.pp_blocking_p2p:  # the receives, blocking on their own: the input forward, the gradient back
+            ops += [CommOp("recv", "intermediate", b, 2, "pp", count=m, phase=ph)
+                    for b, ph, edge in ((inp, "forward", c.first), (out, "backward", c.last)) if not edge]
     return ops
 
 

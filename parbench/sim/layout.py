@@ -110,6 +110,13 @@ class Layout(ParallelLayout):
     """Which flash kernel ran, where the source states it: a key of ``Cluster.attention_kernels`` (e.g.
     ``flash2``: FlashAttention-2, which torch's scaled_dot_product_attention runs since torch 2.2); '' =
     the device's default flash kernel (``Cluster.attention_efficiency``)."""
+    pp_blocking_p2p: bool = False
+    """DeepSpeed's pipeline engine: every pipeline send and receive is a blocking call of its own
+    (``deepspeed/runtime/pipe/p2p.py``: ``send``/``recv`` assert ``async_op == False``), issued one after
+    another between the compute instructions of its schedule (``RecvActivation``, ``ForwardPass``,
+    ``SendActivation``, ``RecvGrad``, ``BackwardPass``, ``SendGrad``), so a micro-batch waits for its receives
+    as well as its sends. False: Megatron-LM's and torch's batched isend/irecv, each receive running
+    under the send it is paired with."""
     fused_elementwise: bool = True
     """Elementwise chains (norms, rotary, the gated MLP's product) run as fused kernels: torch.compile, or
     Megatron's and Apex's fused kernels. False: eager torch, one kernel per operator, where the source
@@ -139,6 +146,8 @@ class Layout(ParallelLayout):
             raise ConfigError("sequence_parallel needs tp > 1")
         if self.sp_saves_gathered_input and not self.sequence_parallel:
             raise ConfigError("sp_saves_gathered_input needs sequence_parallel")
+        if self.pp_blocking_p2p and self.pp == 1:
+            raise ConfigError("pp_blocking_p2p needs pp > 1")
         if self.tp_comm_overlap and self.tp == 1:
             raise ConfigError("tp_comm_overlap needs tp > 1")
         if self.attention not in ATTENTION_KINDS:

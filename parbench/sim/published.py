@@ -21,7 +21,8 @@ Sources (A100-80GB SXM, DGX A100 nodes of 8 GPUs, 8 x HDR InfiniBand per node):
   2201.11990), sec. 2.4: 530B (105 layers, hidden 20480, 128 heads, s = 2048) at tensor 8 x pipeline 35
   on 280, 350 and 420 DGX A100 nodes, global batch 1920, iteration times 60.1, 50.2 and 44.4 s
   (126, 121, 113 teraFLOP/s per GPU, which eq. (3) with V = 51200 reproduces to 0.5%). DeepSpeed's
-  pipeline engine: 1F1B, micro-batch 1 (assumed), full recomputation, gradients reduced after the flush.
+  pipeline engine: 1F1B, micro-batch 1 (assumed), full recomputation, gradients reduced after the flush,
+  blocking sends and receives issued one after another (``Layout.pp_blocking_p2p``).
 
 Mixture of experts (H100 80GB SXM, 8 per node, 8 x 400 Gbit/s InfiniBand):
 - Megatron-LM, ``megatron/core/transformer/moe/README.md`` (github.com/NVIDIA/Megatron-LM, MCore v0.9,
@@ -80,6 +81,8 @@ class Published:
     ep: int = 1
     virtual_stages: int = 1
     zero: int = 0
+    blocking_p2p: bool = False
+    """DeepSpeed's pipeline engine (MT-NLG): blocking sends and receives one after another (``Layout.pp_blocking_p2p``)."""
 
     def __post_init__(self) -> None:
         if self.gpus % (self.tp * self.pp) or self.global_batch % (self.gpus // (self.tp * self.pp) * self.micro_batch):
@@ -127,7 +130,7 @@ TABLE2 = tuple(
 MT_NLG = tuple(
     Published(name=f"MT-NLG 530B on {nodes} nodes", source=MTNLG, table="sec. 2.4", series="MT-NLG 530B",
               layers=105, hidden=20480, heads=128, tp=8, pp=35, gpus=8 * nodes, global_batch=1920, measured_s=secs,
-              printed=f"{secs} s per iteration", assumed="micro-batch 1")
+              printed=f"{secs} s per iteration", assumed="micro-batch 1", blocking_p2p=True)
     for nodes, secs in ((280, 60.1), (350, 50.2), (420, 44.4)))
 
 PUBLISHED: tuple[Published, ...] = TABLE1 + TABLE2 + MT_NLG
@@ -176,6 +179,7 @@ def layout_for(p: Published) -> Layout:
                   schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B,
                   virtual_stages=p.virtual_stages, zero=p.zero, ep=p.ep,
                   recompute=p.recompute, sequence_parallel=p.sequence_parallel, flat_grad_allreduce=True,
+                  pp_blocking_p2p=p.blocking_p2p,
                   precision=PRECISIONS["bf16"], attention="flash" if p.arch is not None else "eager")
 
 

@@ -484,3 +484,25 @@ def test_torchtitan_eager_rows_are_the_ones_without_torch_compile():
 
     rows = [r for r in runs() if r.source == TT_H100 and r.table in ("Table 1", "Table 3")]
     assert {(r.layout.fused_elementwise, "torch.compile" in r.notes) for r in rows} == {(True, True), (False, False)}
+
+
+def test_deepspeed_blocking_p2p_puts_every_receive_on_the_critical_path():
+    """DeepSpeed's engine receives with a blocking call of its own between compute instructions: each stage
+    waits for one transfer per send and one per receive, i.e. twice the transfers of batched send/recv pairs
+    (every stage of a 1F1B pipeline sends one boundary tensor and receives one per micro-batch and direction,
+    counting the first and last stages' one each way); the bytes sent are unchanged (a receive sends none)."""
+    cfg = WorkloadConfig(name="transformer", layers=6, hidden=1024, heads=8, seq_len=512, vocab_size=1024)
+    model = model_spec(cfg, megatron=True)
+    lay = Layout(strategy=Strategy.HYBRID, pp=3, global_batch_size=6, micro_batches=6, precision=PRECISIONS["bf16"])
+    blocking = replace(lay, pp_blocking_p2p=True)
+    send_s = collective_time_s(A100, "send", 512 * 1024 * 2, 2, inter_node=False)  # one boundary activation
+    for stage, ops in rank_ops(model, blocking).items():
+        recvs = [op for op in ops if op.kind == "recv"]
+        assert sum(op.count for op in recvs) == {"stage0": 6, "stage1": 12, "stage2": 6}[stage]
+        assert all(op.sent == 0 and op.payload == 512 * 1024 * 2 for op in recvs)
+    a, b = predict(model, lay, A100), predict(model, blocking, A100)
+    assert a.comm_bytes == b.comm_bytes
+    assert a.terms["time_comm_exposed_intermediate_s"] == pytest.approx(6 * send_s)  # the last stage: one send per micro-batch
+    assert b.terms["time_comm_exposed_intermediate_s"] == pytest.approx(12 * send_s)  # ... and one receive
+    with pytest.raises(ValueError, match="pp_blocking_p2p"):
+        Layout(global_batch_size=1, pp_blocking_p2p=True)
