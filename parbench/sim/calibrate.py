@@ -364,7 +364,6 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     fits: dict[str, dict[str, Any]] = {"gemm": gemm, "elementwise": elem,
                                        "framework_op_overhead_s": {"alpha": op_overhead}}
     collectives: dict[str, dict[int, tuple[float, float]]] = {}
-    points: dict[str, dict[int, tuple[tuple[int, float], ...]]] = {}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     slowdown = {1: 1.0}
     for n in GROUP_SIZES:
@@ -378,7 +377,6 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         for kind, rows in rows_by_kind.items():
             used, fits[f"{kind}@{n}"] = checked_fit([s for s, _ in rows], [t for _, t in rows], max_rate=memory_bw)
             collectives.setdefault(kind, {})[n] = used
-            points.setdefault(kind, {})[n] = tuple(sorted((int(s), t) for s, t in rows))
     framework = measure_framework(reps, memory_bw)
     fits["framework"] = framework
     send = collectives["send"][2]
@@ -390,7 +388,7 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         inter=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]), overlap=0.0, cores=cores,
         compute_slowdown=slowdown,
         **{k: framework[k] for k in FRAMEWORK_FIELDS},
-        collectives=collectives, collective_points=points,
+        collectives=collectives,
         sources={"all": f"parbench calibrate{' --quick' if quick else ''} on {socket.gethostname()}"})
     scale, ratios = step_scale(cluster, reps)
     cluster = dataclasses.replace(cluster, step_scale=scale)

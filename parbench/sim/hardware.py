@@ -96,11 +96,6 @@ class Cluster:
     cores shared with each other, with the calibration's own collectives threads and with other jobs."""
     collectives: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
     """Calibrated fits: kind -> group size -> (alpha_s, seconds per payload byte), used where present."""
-    collective_points: dict[str, dict[int, tuple[tuple[int, float], ...]]] = field(default_factory=dict)
-    """Calibrated measurements: kind -> group size -> ((payload bytes, seconds), ...) by size. Between
-    the smallest and the largest measured size a collective's time is read off them (log-log
-    interpolation), not off the fitted line: gloo switches algorithms with the size, so one line
-    misses mid sizes by up to 50%."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
@@ -164,9 +159,6 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
     the node's total NIC bandwidth; a group with one rank per node gets that rank's NIC alone)."""
     if n <= 1 or (payload <= 0 and kind != "barrier"):
         return 0.0
-    measured = _interpolated(cluster.collective_points.get(kind, {}).get(n, ()), payload)
-    if measured is not None:
-        return measured
     fitted = _fitted(cluster, kind, n)
     if fitted is not None:
         alpha, beta = fitted
@@ -177,20 +169,6 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
         bandwidth = min(bandwidth * rails, max(cluster.intra.bandwidth_bytes_per_s, bandwidth))
     steps, factor = algorithm_factors(kind, n)
     return steps * link.latency_s + factor * payload / bandwidth
-
-
-def _interpolated(points: tuple[tuple[int, float], ...], payload: int) -> float | None:
-    """Seconds at ``payload`` on the straight line in log-log space between the measured sizes around
-    it; None outside the measured range."""
-    if len(points) < 2 or not points[0][0] <= payload <= points[-1][0]:
-        return None
-    for (s0, t0), (s1, t1) in zip(points, points[1:]):
-        if s0 <= payload <= s1:
-            if s1 == s0 or payload == s0:
-                return t0
-            w = math.log(payload / s0) / math.log(s1 / s0)
-            return math.exp(math.log(t0) + w * (math.log(t1) - math.log(t0)))
-    return None
 
 
 def _fitted(cluster: Cluster, kind: str, n: int) -> tuple[float, float] | None:
@@ -323,9 +301,6 @@ def cluster_from_dict(data: dict[str, Any]) -> Cluster:
     data["compute_slowdown"] = {int(n): float(v) for n, v in (data.get("compute_slowdown") or {}).items()}
     colls = data.get("collectives") or {}
     data["collectives"] = {k: {int(n): tuple(v) for n, v in by_n.items()} for k, by_n in colls.items()}
-    points = data.get("collective_points") or {}
-    data["collective_points"] = {k: {int(n): tuple((int(x), float(t)) for x, t in rows) for n, rows in by_n.items()}
-                                 for k, by_n in points.items()}
     return Cluster(**{k: v for k, v in data.items() if k in known})
 
 
@@ -334,8 +309,6 @@ def cluster_to_dict(c: Cluster) -> dict[str, Any]:
     out["intra"], out["inter"] = vars(c.intra), vars(c.inter)
     out["collectives"] = {k: {str(n): list(v) for n, v in by_n.items()} for k, by_n in c.collectives.items()}
     out["compute_slowdown"] = {str(n): v for n, v in c.compute_slowdown.items()}
-    out["collective_points"] = {k: {str(n): [list(p) for p in rows] for n, rows in by_n.items()}
-                                for k, by_n in c.collective_points.items()}
     return out
 
 

@@ -124,20 +124,3 @@ def test_calibration_report_is_an_aligned_table_with_units():
     assert len({ln.index(" us ") if " us " in ln else ln.index(" GB/s") for ln in table if " us " in ln or " GB/s" in ln}) <= 2
     assert any(ln.startswith("send@2") and "UNPHYSICAL" in ln and "point estimates used" in ln for ln in lines)
     assert "1 unphysical fit(s) replaced by measured point estimates: send@2" in lines
-
-
-def test_measured_collective_points_are_read_between_sizes_and_the_fit_beyond():
-    """Inside the measured range the time is the log-log line between the two neighbouring points
-    (here 1 ms at 1 KiB and 4 ms at 1 MiB: at 32 KiB, halfway in log size, sqrt(1 x 4) = 2 ms); outside
-    it, the fitted alpha + beta x S."""
-    from dataclasses import replace
-
-    from parbench.sim.hardware import collective_time_s
-
-    c = replace(PRESETS["a100-80gb"], collectives={"all_reduce": {2: (1e-4, 1e-9)}},
-                collective_points={"all_reduce": {2: ((1024, 1e-3), (2**20, 4e-3))}})
-    t = lambda size: collective_time_s(c, "all_reduce", size, 2, inter_node=False)  # noqa: E731
-    assert t(1024) == pytest.approx(1e-3) and t(2**20) == pytest.approx(4e-3)
-    assert t(32 * 1024) == pytest.approx(2e-3)
-    assert t(2**22) == pytest.approx(1e-4 + 1e-9 * 2**22)  # beyond the largest measured size: the fit
-    assert cluster_from_dict(cluster_to_dict(c)) == c
