@@ -278,7 +278,7 @@ def _tied_embedding_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[
     gradient so their copies stay equal (Shoeybi et al. 2019; Megatron-LM's embedding group)."""
     if model.tied_head_copy is None or layout.chunks == 1 or not (stage.chunks[0].first or stage.chunks[-1].last):
         return []
-    size = model.tied_head_copy.local_numel(layout.tp) * layout.precision.grad_bytes
+    size = model.tied_head_copy.local_numel(layout.tp) * layout.grad_elem_bytes
     return [CommOp("all_reduce", "parameter", size, 2, "pp", phase="step")]
 
 
@@ -344,7 +344,7 @@ def _ps_ops(model: ModelSpec, layout: Layout) -> dict[str, list[CommOp]]:
 
 def rank_ops(model: ModelSpec, layout: Layout) -> dict[str, list[CommOp]]:
     """Ops per distinct rank role: ``stage{s}`` (the worst dp rank of pipeline stage s), ps ``server``."""
-    pb = layout.precision.grad_bytes
+    pb = layout.grad_elem_bytes
     if layout.strategy is Strategy.PS:
         return _ps_ops(model, layout)
     out = {}

@@ -53,6 +53,11 @@ class Precision:
     gemm_dtype: str = ""
     """``fp8``: matrix multiplies run at the device's FP8 peak (Micikevicius et al., "FP8 Formats for
     Deep Learning", 2022); '' = the parameters' dtype."""
+    fp32_grad_accumulation: bool = False
+    """bf16 training accumulates and reduces replicated gradients in float32: Megatron-LM forces it for bf16
+    (``arguments.py``: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32"), DeepSpeed's
+    ``BF16_Optimizer`` keeps fp32 gradient accumulation buffers. fp16 keeps fp16 gradients (the ZeRO paper's
+    2 + 2 + 12 bytes per parameter). See ``Layout.grad_elem_bytes``."""
 
     def __post_init__(self) -> None:
         for k in ("param_bytes", "grad_bytes", "moment_bytes", "activation_bytes"):
@@ -62,11 +67,15 @@ class Precision:
 
 PRECISIONS = {
     "fp32": Precision(),
-    # ZeRO paper (Rajbhandari et al. 2020, sec. 3.1): 2 + 2 + K bytes/param, K = 12 (fp32 master, m, v)
-    "bf16": Precision(param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, activation_bytes=2),
+    # ZeRO paper (Rajbhandari et al. 2020, sec. 3.1): 2 + 2 + K bytes/param, K = 12 (fp32 master, m, v);
+    # bf16 accumulates replicated gradients in fp32 (Precision.fp32_grad_accumulation)
+    "bf16": Precision(param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, activation_bytes=2,
+                      fp32_grad_accumulation=True),
+    "fp16": Precision(param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, activation_bytes=2),
     # FP8 GEMMs with the bf16 recipe's weights, gradients, fp32 master and moments (Transformer Engine,
     # torchao float8 training): only the matrix multiplies' inputs are cast
-    "fp8": Precision(param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, activation_bytes=2, gemm_dtype="fp8"),
+    "fp8": Precision(param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, activation_bytes=2, gemm_dtype="fp8",
+                     fp32_grad_accumulation=True),
 }
 
 ZERO_STAGE = {Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.FSDP: 3}
@@ -171,6 +180,16 @@ class Layout(ParallelLayout):
     def shard_group(self) -> int:
         """Ranks a ZeRO/FSDP shard is split over: dp x cp, divided into ``replicate`` HSDP groups."""
         return self.dp * self.cp // self.replicate
+
+    @property
+    def grad_elem_bytes(self) -> int:
+        """Bytes per gradient element as held and reduced: float32 under ``fp32_grad_accumulation`` while the
+        parameters are replicated (zero <= 2: DeepSpeed's ZeRO-2 keeps float32 gradient partitions too);
+        sharded parameters (zero=3) keep the precision's figure, the float32 shard of FSDP standing for the
+        master copy (the same 16 bytes per parameter in all)."""
+        if self.precision.fp32_grad_accumulation and self.zero <= 2:
+            return 4
+        return self.precision.grad_bytes
 
     @property
     def recomputed_fraction(self) -> float:

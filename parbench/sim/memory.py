@@ -240,7 +240,7 @@ def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluste
     # recomputed layer adds to the peak only by what it holds beyond them
     acts += max(0.0, recompute_bytes(model, layout) - loss) if layers else 0.0
     buckets = 2 * DDP_BUCKET_BYTES if layout.zero in (1, 2) and layout.shard_group > 1 and not layout.fsdp2 else 0
-    mem = Memory(param_bytes=params * pr.param_bytes, grad_bytes=grads * pr.grad_bytes, optim_bytes=int(optim_bytes),
+    mem = Memory(param_bytes=params * pr.param_bytes, grad_bytes=grads * layout.grad_elem_bytes, optim_bytes=int(optim_bytes),
                  activation_bytes=int(acts), unsharded_bytes=unsharded_bytes(model, layout, stage),
                  loss_bytes=int(loss), buffer_bytes=buckets)
     return with_cluster_terms(mem, layout, cluster)

@@ -8,7 +8,7 @@ import pytest
 
 from parbench.config import DataMode, RunConfig, Schedule, Strategy, WorkloadConfig
 from parbench.sim import PRECISIONS, PRESETS, Layout, Recompute, layout_from_run, model_spec, predict
-from parbench.sim.comm import ddp_buckets, fsdp_padded_numel, zero1_shards
+from parbench.sim.comm import bytes_by_category, ddp_buckets, fsdp_padded_numel, rank_ops, zero1_shards
 from parbench.sim.hardware import Link, algorithm_factors, collective_time_s
 from parbench.sim.memory import activation_bytes_per_layer, in_flight_micro_batches
 from parbench.sim.model import Tensor
@@ -116,21 +116,44 @@ def test_in_flight_micro_batches_by_schedule():
     assert in_flight_micro_batches(lay(Schedule.INTERLEAVED_1F1B, 2), 0) == pytest.approx(4 * (1 + 3 / 8))
 
 
-def test_zero_stages_memory_follow_the_zero_paper():
-    """Rajbhandari et al. 2020 fig. 1 (mixed-precision Adam, K=12): 16 Psi, 4 Psi + 12 Psi/N, 2 Psi + 14 Psi/N, 16 Psi/N."""
+def _zero_states(precision: str) -> tuple[int, int, dict[int, int]]:
     w = WorkloadConfig(name="transformer", layers=8, hidden=512, heads=8, seq_len=128, vocab_size=512)
     m = model_spec(w, megatron=True)
-    psi, n = m.param_numel, 8
-    step_tensors = 4 * (2 + 16 * 8 + 3)  # torch AdamW's float32 step per tensor (replicated at zero=0)
     states = {}
     for zero in range(4):
-        p = predict(m, Layout(strategy=Strategy.HYBRID, dp=n, global_batch_size=n, zero=zero,
-                              precision=PRECISIONS["bf16"]), PRESETS["a100-80gb"])
+        p = predict(m, Layout(strategy=Strategy.HYBRID, dp=8, global_batch_size=8, zero=zero,
+                              precision=PRECISIONS[precision]), PRESETS["a100-80gb"])
         states[zero] = p.memory.param_bytes + p.memory.grad_bytes + p.memory.optim_bytes
+    return m.param_numel, 8, states
+
+
+def test_zero_stages_memory_follow_the_zero_paper():
+    """Rajbhandari et al. 2020 fig. 1 (fp16 mixed-precision Adam, K=12): 16 Psi, 4 Psi + 12 Psi/N, 2 Psi + 14 Psi/N,
+    16 Psi/N."""
+    psi, n, states = _zero_states("fp16")
+    step_tensors = 4 * (2 + 16 * 8 + 3)  # torch AdamW's float32 step per tensor (replicated at zero=0)
     assert states[0] == 16 * psi + step_tensors
     assert states[1] == pytest.approx(4 * psi + 12 * psi / n, rel=1e-3)
     assert states[2] == pytest.approx(2 * psi + 14 * psi / n, rel=1e-3)
     assert states[3] == pytest.approx(16 * psi / n, rel=1e-3)
+
+
+def test_bf16_keeps_replicated_gradients_in_fp32():
+    """bf16 accumulates and reduces gradients in float32 (Megatron-LM forces it for bf16; DeepSpeed's
+    BF16_Optimizer): 2 + 4 + 12 = 18 Psi replicated, 6 Psi + 12 Psi/N under ZeRO-1, 2 Psi + 16 Psi/N under ZeRO-2;
+    ZeRO-3 as fp16 (FSDP's float32 shard is the master copy)."""
+    psi, n, states = _zero_states("bf16")
+    fp16 = _zero_states("fp16")[2]
+    assert states[0] - fp16[0] == 2 * psi and states[1] - fp16[1] == 2 * psi
+    assert states[1] == pytest.approx(6 * psi + 12 * psi / n, rel=1e-3)
+    assert states[2] == pytest.approx(2 * psi + 16 * psi / n, rel=1e-3) and states[3] == fp16[3]
+    grads = {p: bytes_by_category(rank_ops(model_spec(WorkloadConfig(name="transformer", layers=8, hidden=512, heads=8,
+                                                                      seq_len=128, vocab_size=512), megatron=True),
+                                           Layout(strategy=Strategy.HYBRID, dp=n, global_batch_size=n,
+                                                  precision=PRECISIONS[p]))["stage0"])["parameter"]
+             for p in ("bf16", "fp16")}
+    assert grads["fp16"] == pytest.approx(2 * (n - 1) / n * 2 * psi, rel=1e-6)  # ring all-reduce, 2-byte gradients
+    assert grads["bf16"] == pytest.approx(2 * grads["fp16"], rel=1e-6)  # ... of 4-byte gradients
 
 
 def test_pipeline_bubble_and_mfu():
