@@ -193,16 +193,17 @@ SWIGLU_EAGER = (0, 2)
 writes one (5 touches) where one fused kernel reads two and writes one (3), per hidden element."""
 
 
-def eager_elementwise(arch: Architecture) -> tuple[int, int]:
+def eager_elementwise(arch: Architecture, mlp_width: int = 0) -> tuple[int, int]:
     """(fp32, activation-dtype) elements per token the unfused elementwise chains of one block touch
-    beyond the fused count: two norms, rotary on q and k, the gated MLP's product."""
+    beyond the fused count: two norms, rotary on q and k, the gated MLP's product over ``mlp_width``
+    hidden elements per token (default the dense MLP's; an MoE block's top_k experts' widths)."""
     terms = []
     if arch.norm == "rmsnorm":
         terms.append((RMSNORM_EAGER, 2 * arch.hidden))
     if arch.positions == "rotary":
         terms.append((ROTARY_EAGER, arch.hidden + arch.kv_width))
     if arch.gated_mlp:
-        terms.append((SWIGLU_EAGER, arch.ffn))
+        terms.append((SWIGLU_EAGER, mlp_width or arch.ffn))
     return sum(k[0] * n for k, n in terms), sum(k[1] * n for k, n in terms)
 
 
@@ -232,7 +233,7 @@ def block_unit(i: int, arch: Architecture, *, megatron: bool = False) -> Unit:
     gemms = (Gemm(m=t, k=d, n=d + 2 * kv), Gemm(m=t, k=d, n=d),  # qkv, proj
              Gemm(m=t, k=hd, n=t, batched=heads), Gemm(m=t, k=t, n=hd, batched=heads),  # QK^T, AV
              Gemm(m=t, k=d, n=up), Gemm(m=t, k=f, n=d))  # mlp
-    fp32, act = eager_elementwise(arch)
+    fp32, act = eager_elementwise(arch, mlp_width=k * f)
     col_inputs = (d,) * (2 if megatron else 4 + arch.gated_mlp)  # q, k, v (or one qkv), up (and gate) read the stream
     return Unit(params=params, gemms=gemms, out_elems_per_sample=t * d,
                 elementwise_elems_per_sample=t * (4 * d + (3 if arch.gated_mlp else 2) * f),
@@ -267,7 +268,9 @@ def moe_block_unit(i: int, arch: Architecture) -> Unit:
     params = tuple(x for x in dense.params if ".mlp." not in x.name) + (router, *experts)
     gemms = dense.gemms[:4] + (Gemm(m=t, k=d, n=arch.experts, tp_sharded=False),
                                Gemm(m=t * k, k=d, n=2 * f if arch.gated_mlp else f), Gemm(m=t * k, k=f, n=d))
-    return replace(dense, params=params, gemms=gemms, moe_assignments_per_sample=balanced_assignments(arch))
+    fp32, act = eager_elementwise(arch, mlp_width=k * f)
+    return replace(dense, params=params, gemms=gemms, moe_assignments_per_sample=balanced_assignments(arch),
+                   unfused_fp32_elems_per_sample=t * fp32, unfused_act_elems_per_sample=t * act)
 
 
 @lru_cache(maxsize=256)

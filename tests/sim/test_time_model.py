@@ -506,3 +506,14 @@ def test_deepspeed_blocking_p2p_puts_every_receive_on_the_critical_path():
     assert b.terms["time_comm_exposed_intermediate_s"] == pytest.approx(12 * send_s)  # ... and one receive
     with pytest.raises(ValueError, match="pp_blocking_p2p"):
         Layout(global_batch_size=1, pp_blocking_p2p=True)
+
+
+def test_an_moe_block_counts_its_experts_gate_products_when_eager():
+    """An MoE block's eager silu(gate) * up runs over top_k expert widths per token, not the dense MLP's."""
+    from parbench.sim.model import RMSNORM_EAGER, ROTARY_EAGER, SWIGLU_EAGER, architecture_spec
+    from parbench.sim.published import MIXTRAL_8X7B as mx
+
+    u = architecture_spec(mx).units[0]
+    d, kv, t = mx.hidden, mx.kv_width, mx.seq_len
+    assert u.unfused_fp32_elems_per_sample == t * (2 * d * RMSNORM_EAGER[0] + (d + kv) * ROTARY_EAGER[0])
+    assert u.unfused_act_elems_per_sample == t * (2 * d * RMSNORM_EAGER[1] + 2 * 14336 * SWIGLU_EAGER[1])
