@@ -233,7 +233,7 @@ def block_unit(i: int, arch: Architecture, *, megatron: bool = False) -> Unit:
     gemms = (Gemm(m=t, k=d, n=d + 2 * kv), Gemm(m=t, k=d, n=d),  # qkv, proj
              Gemm(m=t, k=hd, n=t, batched=heads), Gemm(m=t, k=t, n=hd, batched=heads),  # QK^T, AV
              Gemm(m=t, k=d, n=up), Gemm(m=t, k=f, n=d))  # mlp
-    fp32, act = eager_elementwise(arch, mlp_width=k * f)
+    fp32, act = eager_elementwise(arch)
     col_inputs = (d,) * (2 if megatron else 4 + arch.gated_mlp)  # q, k, v (or one qkv), up (and gate) read the stream
     return Unit(params=params, gemms=gemms, out_elems_per_sample=t * d,
                 elementwise_elems_per_sample=t * (4 * d + (3 if arch.gated_mlp else 2) * f),
