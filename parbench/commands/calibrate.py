@@ -64,6 +64,10 @@ def report_lines(profile: dict) -> list[str]:
                      f"per parameter (forward + backward of a micro-batch), {fw['dtensor_op_overhead_s'] * 1e6:.1f} us "
                      "per optimizer op on a DTensor")
         lines.append(f"optimizer step + zero_grad: {fw['optimizer_op_overhead_s'] * 1e6:.1f} us per op")
+        for r in fw.get("rows", []):
+            if "iqr_s" in r:
+                spread = ", ".join(f"{k} {r[k + '_s'] * 1e3:.2f} ms (IQR {v * 1e3:.2f})" for k, v in r["iqr_s"].items())
+                lines.append(f"  {r['workload']} probe, wrapped - plain per step: {spread}")
     ratios = ", ".join(f"{k.split('_')[-1]} {v:.2f}" for k, v in fits["step_scale"].items() if k != "alpha")
     lines.append(f"reference training steps, measured / op-level prediction: {ratios} -> step_scale {c['step_scale']:.2f}")
     bad = [k for k, f in fits.items() if f.get("status") == "unphysical"]

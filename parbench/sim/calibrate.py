@@ -262,14 +262,17 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
             for label, (train, opt_step) in steps.items():
                 times[label][0].append(_time_median(train, 1, window_s=0.1))
                 times[label][1].append(_time_median(opt_step, 1, window_s=0.05))
-        diff = lambda a, b, i: stats.median([p - q for p, q in zip(times[a][i], times[b][i])])  # noqa: E731
+        diffs = lambda a, b, i: [p - q for p, q in zip(times[a][i], times[b][i])]  # noqa: E731
+        diff = lambda a, b, i: stats.median(diffs(a, b, i))  # noqa: E731
         spec = model_spec(cfg)
         stage = stages(spec, 1, 1)[0]
         rows.append({"workload": name, "optimizer_plain_s": stats.median(times["plain"][1]),
                      "param_elements": spec.param_numel,
                      "tp_s": diff("tp", "plain", 0), "fsdp_s": diff("fsdp", "plain", 0),
                      "optimizer_s": diff("fsdp", "plain", 1), "tp_linears": tp_linears(stage),
-                     "fsdp_units": fsdp_units(stage), "params": len(stage.tensors), "optimizer": spec.optimizer})
+                     "fsdp_units": fsdp_units(stage), "params": len(stage.tensors), "optimizer": spec.optimizer,
+                     "iqr_s": {"tp": stats.iqr(diffs("tp", "plain", 0)), "fsdp": stats.iqr(diffs("fsdp", "plain", 0)),
+                               "optimizer": stats.iqr(diffs("fsdp", "plain", 1))}})
     return {"rows": rows}
 
 
