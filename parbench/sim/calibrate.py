@@ -6,7 +6,8 @@ What is measured (threads per process as the runner's ranks: 1):
 - the host cost of torch's DTensor tensor parallelism, FSDP2 and DTensor optimizer steps, on the runner's
   workloads in a one-rank process group (``measure_framework``, ``parbench.sim.framework``);
 - each collective the strategies use (all_reduce, all_gather, reduce_scatter, broadcast, scatter, send)
-  over gloo with real rank processes at group sizes 2 and 4 -> alpha + beta x payload per (kind, n).
+  over gloo with real rank processes at group sizes 2 and 4, each after ~1 ms of compute as in a training
+  step -> alpha + beta x payload per (kind, n).
 The payload is the full buffer S, as in parbench.metrics.conventions (nccl-tests' size).
 """
 
@@ -158,16 +159,32 @@ def collectives_rank(plan: CollectivePlan, info) -> dict[str, Any] | None:
     warnings.filterwarnings("ignore", category=FutureWarning)
     dist.barrier()  # every rank computes at once: the contention a run with n ranks sees
     compute_s = _compute_probe()
+    burst = _compute_burst()
     dist.barrier()
-    results = {kind: [_collective_row(kind, size, info, plan.reps) for size in plan.sizes] for kind in plan.kinds}
+    burst_s = _time_median(burst, plan.reps, window_s=0.05)  # every rank at once, as in the windows below
+    dist.barrier()
+    results = {kind: [_collective_row(kind, size, info, plan.reps, burst) for size in plan.sizes] for kind in plan.kinds}
     dist.barrier()  # and once more at the end: the machine's load drifts during the calibration
     compute_s = (compute_s + _compute_probe()) / 2
     bar = _barrier_s(plan.reps * 8)
-    return {"collectives": results, "barrier_s": bar, "compute_s": compute_s} if info.rank == 0 else None
+    return ({"collectives": results, "barrier_s": bar, "compute_s": compute_s, "burst_s": burst_s}
+            if info.rank == 0 else None)
 
 
-def _collective_row(kind: str, size: int, info, reps: int) -> list[float]:
-    """[size, median seconds of a window of ``inner`` ops (barrier included), inner]."""
+def _compute_burst():
+    """About 1 ms of GEMMs: what a rank does between two collectives of a training step."""
+    import torch
+
+    torch.set_num_threads(1)
+    a = torch.randn(160, 160)
+    return lambda: [a @ a for _ in range(8)]
+
+
+def _collective_row(kind: str, size: int, info, reps: int, burst) -> list[float]:
+    """[size, median seconds of a window of ``inner`` (compute burst, op) pairs (barrier included), inner].
+    Each op follows a burst of compute, as in a training step: the ranks reach it unsynchronised, their
+    communication threads idle since the previous op (back to back, a barrier away, gloo's all-reduce
+    of 1 MiB at 2 ranks measured 1.05 ms; after 0.7 ms of compute, 2.3-3.2 ms, as in a real step)."""
     import torch.distributed as dist
 
     op = _collective(kind, size, info.rank, info.world_size)
@@ -177,6 +194,7 @@ def _collective_row(kind: str, size: int, info, reps: int) -> list[float]:
         dist.barrier()  # every rank starts the batch together
         t0 = time.perf_counter()
         for _ in range(inner):
+            burst()
             op()
         dist.barrier()  # the batch is over when the slowest rank is done
         times.append(time.perf_counter() - t0)
@@ -196,15 +214,16 @@ def _barrier_s(count: int) -> float:
 
 
 def measure_collectives(n: int, sizes: list[int], reps: int, kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
-    """Time every kind at every size over ``n`` gloo rank processes; seconds exclude one barrier."""
+    """Time every kind at every size over ``n`` gloo rank processes, each op after a compute burst;
+    seconds exclude one barrier and the burst (timed alone with every rank computing)."""
     from parbench.distributed import spawn
 
     outcome = spawn(n, collectives_rank, CollectivePlan(sizes=sizes, reps=reps, kinds=kinds), timeout_s=600)
     if outcome.status != "ok":
         raise RuntimeError(f"collective calibration at n={n} produced no result: {outcome.error}")
     data = outcome.results[0]
-    bar = data["barrier_s"]
-    out_rows: dict[str, Any] = {kind: [(s, max((t - bar) / inner, 1e-7)) for s, t, inner in rows]
+    bar, burst = data["barrier_s"], data["burst_s"]
+    out_rows: dict[str, Any] = {kind: [(s, max((t - bar) / inner - burst, 1e-7)) for s, t, inner in rows]
                                 for kind, rows in data["collectives"].items()}
     out_rows["compute_s"] = data["compute_s"]
     out_rows["barrier_s"] = bar
