@@ -57,6 +57,10 @@ def report_lines(profile: dict) -> list[str]:
     slow = ", ".join(f"{n} ranks x{v:.2f}" for n, v in c["compute_slowdown"].items())
     lines.append(f"\ncompute per rank when ranks compute at once: {slow}")
     lines.append(f"framework overhead per training-path op: {fits['framework_op_overhead_s']['alpha'] * 1e6:.1f} us")
+    if "attention_efficiency" in fits:
+        per = ", ".join(f"{'x'.join(map(str, r['shape']))} {r['efficiency']:.2f}" for r in fits["attention_efficiency"]["rows"])
+        lines.append(f"flash attention, fraction of the GEMM rate (b x h x s x d): {per} -> "
+                     f"{fits['attention_efficiency']['alpha']:.2f}")
     if "framework" in fits:
         fw = fits["framework"]
         lines.append(f"torch wrappers' host cost: {fw['tp_linear_overhead_s'] * 1e6:.0f} us per tensor-parallel Linear, "

@@ -3,6 +3,7 @@
 What is measured (threads per process as the runner's ranks: 1):
 - GEMM time at a range of square sizes -> t = gemm_overhead + flops / peak (fit, held-out error);
 - elementwise add at a range of sizes -> t = op_overhead + bytes / memory bandwidth;
+- causal flash attention (scaled_dot_product_attention) forward + backward -> its fraction of the GEMM peak;
 - the host cost of torch's DTensor tensor parallelism, FSDP2 and DTensor optimizer steps, on the runner's
   workloads in a one-rank process group (``measure_framework``, ``parbench.sim.framework``);
 - each collective the strategies use (all_reduce, all_gather, reduce_scatter, broadcast, scatter, send)
@@ -81,6 +82,30 @@ def measure_elementwise(sizes: list[int], reps: int) -> tuple[list[float], list[
         xs.append(12.0 * n)
         ys.append(t)
     return xs, ys
+
+
+ATTENTION_SHAPES = ((8, 4, 32, 24), (8, 4, 128, 32), (4, 8, 256, 64))
+"""(batch, heads, sequence, head dim) of the attention probes: unlike the simulator check's (4 heads of
+32 over 64 tokens), so that check is held out."""
+
+
+def measure_attention(reps: int, peak_flops: float, gemm_overhead_s: float) -> tuple[float, list[dict[str, float]]]:
+    """The flash attention kernel's fraction of the GEMM peak, as ``parbench.sim.timing`` charges it:
+    causal forward + backward of ``scaled_dot_product_attention`` costs 3.5 x the forward's two products
+    (backward twice, QK^T again), each 2 s^2 d FLOPs per head halved by the causal mask, plus 7 GEMM
+    overheads. Median over ``ATTENTION_SHAPES``; every probe with its own figure."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
+    rows = []
+    for b, h, seq, d in ATTENTION_SHAPES:
+        q, k, v = (torch.randn(b, h, seq, d, requires_grad=True) for _ in range(3))
+        t = _time_median(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward(), reps)
+        flops = 2 * (2 * seq * seq * d * b * h) / 2  # QK^T and AV, causal half
+        rows.append({"shape": [b, h, seq, d], "seconds": t,
+                     "efficiency": 3.5 * flops / (peak_flops * max(t - 7 * gemm_overhead_s, 1e-9))})
+    return stats.median([r["efficiency"] for r in rows]), rows
 
 
 def count_aten_ops(fn) -> int:
@@ -383,8 +408,10 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     (elem_a, elem_b), elem = checked_fit(*measure_elementwise(sizes["elementwise"], reps))
     memory_bw = 1 / elem_b
     op_overhead = measure_framework_overhead(reps)
+    attention_eff, attention_rows = measure_attention(reps, 1 / gemm_b, gemm_a)
     fits: dict[str, dict[str, Any]] = {"gemm": gemm, "elementwise": elem,
-                                       "framework_op_overhead_s": {"alpha": op_overhead}}
+                                       "framework_op_overhead_s": {"alpha": op_overhead},
+                                       "attention_efficiency": {"alpha": attention_eff, "rows": attention_rows}}
     collectives: dict[str, dict[int, tuple[float, float]]] = {}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     slowdown = {1: 1.0}
@@ -404,7 +431,7 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     send = collectives["send"][2]
     cluster = Cluster(
         name=f"local:{socket.gethostname()}", gpus_per_node=max(cores, 64), peak_flops=1 / gemm_b,
-        gemm_efficiency=1.0, gemm_overhead_s=gemm_a, op_overhead_s=elem_a, autograd_op_overhead_s=op_overhead,
+        gemm_efficiency=1.0, attention_efficiency=min(attention_eff, 1.0), gemm_overhead_s=gemm_a, op_overhead_s=elem_a, autograd_op_overhead_s=op_overhead,
         memory_bandwidth_bytes_per_s=memory_bw,
         memory_bytes=_host_memory_bytes(), intra=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]),
         inter=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]), overlap=0.0, cores=cores,

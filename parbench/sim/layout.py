@@ -211,4 +211,6 @@ def layout_from_run(cfg: RunConfig) -> Layout:
                   micro_batches=cfg.micro_batches, schedule=cfg.schedule if uses_pipeline else Schedule.ONE_F_ONE_B,
                   virtual_stages=cfg.virtual_stages if uses_pipeline else 1, zero=zero,
                   servers=cfg.servers if cfg.strategy is Strategy.PS else 0, data_mode=cfg.data_mode,
-                  ep=getattr(cfg, "ep", 1) or 1, data_in_step=cfg.data_in_step)
+                  ep=getattr(cfg, "ep", 1) or 1, data_in_step=cfg.data_in_step,
+                  # every decoder workload calls scaled_dot_product_attention(is_causal=True): torch's flash kernel
+                  attention="eager" if cfg.workload.name == "mlp" else "flash")

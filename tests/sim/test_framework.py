@@ -62,3 +62,16 @@ def test_framework_calibration_measures_positive_costs_on_a_one_rank_group():
     assert all(got[k] >= 0 for k in FRAMEWORK_FIELDS)
     assert got["tp_linear_overhead_s"] > 0 and got["dtensor_op_overhead_s"] > 0 and got["optimizer_op_overhead_s"] > 0
     assert [r["workload"] for r in got["rows"]] == ["mlp", "transformer"]
+
+
+def test_decoder_runs_are_predicted_with_flash_attention_and_the_calibrated_kernel_rate():
+    """The runner's decoders call scaled_dot_product_attention(is_causal=True) (torch's flash kernel on CPU);
+    calibrate measures that kernel's rate on shapes unlike the check's, one figure per shape."""
+    from parbench.sim.calibrate import ATTENTION_SHAPES, measure_attention
+
+    assert layout_from_run(RunConfig(workload=SHAPES["transformer"])).attention == "flash"
+    assert layout_from_run(RunConfig(workload=SHAPES["mlp"])).attention == "eager"
+    eff, rows = measure_attention(reps=1, peak_flops=1e11, gemm_overhead_s=0.0)
+    assert [r["shape"] for r in rows] == [list(s) for s in ATTENTION_SHAPES] and 0 < eff < 2
+    b, h, s, d = ATTENTION_SHAPES[0]  # 3.5 x the causal forward's 2 x 2 s^2 d b h / 2 FLOPs at 1e11 FLOP/s
+    assert rows[0]["efficiency"] == pytest.approx(3.5 * 2 * s * s * d * b * h / (1e11 * rows[0]["seconds"]))
