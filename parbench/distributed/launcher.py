@@ -20,6 +20,7 @@ import shutil
 import signal
 import time
 from dataclasses import dataclass
+from multiprocessing.connection import wait as wait_for_exit
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from parbench.distributed.store import loopback_interface, master_store
 from parbench.distributed.rank import Group, RankFn, error_path, rank_main, result_path
 
 POLL_S = 0.02
+WAKE_S = 0.25
+"""Longest the launcher sleeps between looks at its ranks' result files when no rank exits."""
 ERROR_GRACE_S = 0.5
 """After the first failure, how long the other ranks get to report theirs (the first is the cause)."""
 PRELOAD = ("torch", "torch.distributed", "parbench.runner")
@@ -117,7 +120,10 @@ def _watch(procs, out_dir: Path, timeout_s: float) -> Outcome:
             return failure(out_dir, [_exit_code(p) if r in dead else p.exitcode for r, p in enumerate(procs)], dead)
         if time.monotonic() > deadline:
             return _timeout(procs, out_dir, [r for r in range(len(procs)) if not done[r].exists()], timeout_s)
-        time.sleep(POLL_S)
+        # sleep until a rank exits (it writes its result or error first) or the deadline, at most WAKE_S: polling the
+        # files every few ms cost the launcher ~5% of a core, taken from the ranks it measures
+        wait_for_exit([p.sentinel for p in procs if p.exitcode is None],
+                      timeout=max(min(WAKE_S, deadline - time.monotonic()), 0.0))
 
 
 def _timeout(procs, out_dir: Path, missing: list[int], timeout_s: float) -> Outcome:
