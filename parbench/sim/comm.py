@@ -137,7 +137,7 @@ def _ddp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     if key[0].buffer_bytes:  # DDP(broadcast_buffers=True): rank 0's buffers before the forward
         ops.append(CommOp("broadcast", "parameter", key[0].buffer_bytes, n, "dp", root=True))
     if layout.zero == 1:  # ZeroRedundancyOptimizer: the owner of each whole tensor broadcasts it after its step
-        ops += _zero1_broadcasts(zero1_shards(stage_local_numels(*key)[rank], n), n, pb)
+        ops += _zero1_broadcasts(zero1_shards(stage_local_numels(*key)[rank], n), n, _gather_bytes(layout))
     return ops
 
 
@@ -192,10 +192,19 @@ def _ep_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
 
 def _zero1_textbook_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     """ZeRO-1 as in the paper (and Megatron's distributed optimizer): reduce-scatter the gradients,
-    all-gather the updated parameters, bucket by bucket: 2(n-1)/n x Psi in all."""
+    all-gather the updated parameters, bucket by bucket: 2(n-1)/n x Psi in all. The gather carries the
+    parameters' dtype, not the gradients' (bf16 reduces float32 gradients but gathers bf16 weights:
+    Megatron-Core's distributed optimizer gathers its parameter buffer, which holds the model's dtype)."""
     buckets, n = ddp_buckets_cached(*key, rank, pb), layout.shard_group
+    gb = _gather_bytes(layout)
     return ([CommOp("reduce_scatter", "parameter", b, n, "dp", phase="grad") for b in buckets]
-            + [CommOp("all_gather", "parameter", b, n, "dp") for b in buckets])
+            + [CommOp("all_gather", "parameter", b // pb * gb, n, "dp") for b in buckets])
+
+
+def _gather_bytes(layout: Layout) -> int:
+    """Bytes per element of a parameter all-gather or broadcast: the parameters' dtype (float32 gradient
+    accumulation leaves the weights in bf16), or 1 where FP8 weights are gathered."""
+    return 1 if layout.fp8_all_gather else layout.precision.param_bytes
 
 
 def _fsdp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
@@ -208,7 +217,7 @@ def _fsdp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
         gathers = m + 1
     elif layout.pp == 1:  # gradient accumulation: every micro-batch gathers and reduce-scatters again
         gathers, scatters = gathers * m, m
-    gather_bytes = 1 if layout.fp8_all_gather else pb  # FP8 all-gather: the cast weights travel (1 byte each)
+    gather_bytes = _gather_bytes(layout)
     ops = []
     for numel in fsdp_group_numels(*key, n, rank, layout.fsdp2):
         ops.append(CommOp("all_gather", "parameter", numel * gather_bytes, n, "dp", count=gathers, phase="gather"))

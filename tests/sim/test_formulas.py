@@ -156,6 +156,21 @@ def test_bf16_keeps_replicated_gradients_in_fp32():
     assert grads["bf16"] == pytest.approx(2 * grads["fp16"], rel=1e-6)  # ... of 4-byte gradients
 
 
+def test_bf16_distributed_optimizer_gathers_bf16_weights():
+    """ZeRO-1 / ZeRO-2 under bf16: the reduce-scatter carries float32 gradients, the all-gather the bf16
+    weights (Megatron-Core's distributed optimizer gathers its parameter buffer, in the model's dtype):
+    (n-1)/n x Psi x 4 bytes scattered, (n-1)/n x Psi x 2 bytes gathered, per rank."""
+    model = model_spec(WorkloadConfig(name="transformer", layers=8, hidden=512, heads=8, seq_len=128, vocab_size=512),
+                       megatron=True)
+    psi, n = model.param_numel, 8
+    for zero in (1, 2):
+        ops = rank_ops(model, Layout(strategy=Strategy.HYBRID, dp=n, global_batch_size=n, zero=zero,
+                                     precision=PRECISIONS["bf16"]))["stage0"]
+        sent = {k: sum(o.sent for o in ops if o.kind == k) for k in ("reduce_scatter", "all_gather")}
+        assert sent["reduce_scatter"] == pytest.approx((n - 1) / n * psi * 4, rel=1e-3)
+        assert sent["all_gather"] == pytest.approx((n - 1) / n * psi * 2, rel=1e-3)
+
+
 def test_pipeline_bubble_and_mfu():
     """Step = (m + (p-1)/v) x per-micro-batch time + tail: the bubble is (p-1)/v micro-batch slots."""
     w = WorkloadConfig(name="transformer", layers=16, hidden=1024, heads=16, seq_len=1024, vocab_size=1024)
