@@ -70,6 +70,10 @@ def add_parser(sub) -> None:
     c.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, help="Megatron sequence parallelism (needs tp > 1; default: off)")
     c.add_argument("--tp-comm-overlap", action="store_true",
                    help="tensor-parallel collectives overlapped with their GEMMs (default: exposed)")
+    c.add_argument("--deepspeed-pipeline", action="store_true",
+                   help="DeepSpeed's pipeline engine (Megatron-DeepSpeed): blocking pipeline sends and receives (pp > 1) "
+                        "and, under bf16/fp8 with zero <= 2, its bf16 optimizer's float32 gradient pass per micro-batch "
+                        "(default: Megatron-LM's and torch's pipelines)")
     c.add_argument("--precision", default="bf16", choices=tuple(PRECISIONS), help="bytes per element of weights, gradients, optimizer state, activations")
     c.add_argument("--fp8-all-gather", action="store_true", help="with --precision fp8 --zero 3: gather FP8 weights")
     c.add_argument("--attention", choices=ATTENTION_KINDS, help="default: flash on GPU clusters, eager on CPU profiles")
@@ -158,6 +162,9 @@ def _layout(a: argparse.Namespace, cluster):
                     sequence_parallel=bool(a.sequence_parallel), precision=PRECISIONS[a.precision],
                     attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather,
                     tp_comm_overlap=a.tp_comm_overlap, ep=a.ep or 1,
+                    pp_blocking_p2p=a.deepspeed_pipeline and pp > 1,
+                    fp32_grad_pass_per_micro_batch=(a.deepspeed_pipeline and (a.zero or 0) <= 2
+                                                    and PRECISIONS[a.precision].fp32_grad_accumulation),
                     moe_imbalance=a.moe_imbalance)  # ConfigError: a rule of the layout
     layout.check_mesh_size(a.gpus)
     return layout
@@ -269,6 +276,8 @@ def _search_options(a: argparse.Namespace):
     from parbench.sim.layout import PRECISIONS, Recompute
     from parbench.sim.search import SearchOptions
 
+    if a.deepspeed_pipeline:
+        raise ConfigError("--deepspeed-pipeline predicts one layout; --search ranks Megatron-LM's and torch's pipelines")
     return SearchOptions(precision=PRECISIONS[a.precision], tp=a.tp, pp=a.pp, dp=a.dp, cp=a.cp or 1,
                          micro_batch=a.micro_batch, schedule=Schedule(a.schedule) if a.schedule else None,
                          virtual_stages=a.virtual_stages, zero=a.zero,

@@ -126,6 +126,13 @@ class Layout(ParallelLayout):
     ``SendActivation``, ``RecvGrad``, ``BackwardPass``, ``SendGrad``), so a micro-batch waits for its receives
     as well as its sends. False: Megatron-LM's and torch's batched isend/irecv, each receive running
     under the send it is paired with."""
+    fp32_grad_pass_per_micro_batch: bool = False
+    """DeepSpeed's bf16 optimizer under its pipeline engine: every micro-batch's backward zeroes the bf16
+    gradients first (``clear_lp_grads``) and adds them into the float32 gradient buffer after
+    (``BF16_Optimizer.update_hp_grads``, called from ``deepspeed/runtime/pipe/engine.py``
+    ``_exec_backward_pass``): a memory-bound pass over the rank's parameters per micro-batch
+    (``timing.FP32_GRAD_PASS_BYTES_PER_ELEMENT``). False: Megatron-LM accumulates into its float32 main
+    gradients inside the weight-gradient GEMM (``gradient_accumulation_fusion``), torch's autograd in place."""
     fused_elementwise: bool = True
     """Elementwise chains (norms, rotary, the gated MLP's product) run as fused kernels: torch.compile, or
     Megatron's and Apex's fused kernels. False: eager torch, one kernel per operator, where the source
@@ -157,6 +164,9 @@ class Layout(ParallelLayout):
             raise ConfigError("sp_saves_gathered_input needs sequence_parallel")
         if self.pp_blocking_p2p and self.pp == 1:
             raise ConfigError("pp_blocking_p2p needs pp > 1")
+        if self.fp32_grad_pass_per_micro_batch and not (self.precision.fp32_grad_accumulation and self.zero <= 2):
+            raise ConfigError("fp32_grad_pass_per_micro_batch needs float32 gradient accumulation (bf16 or fp8) "
+                              "and zero <= 2")
         if self.tp_comm_overlap and self.tp == 1:
             raise ConfigError("tp_comm_overlap needs tp > 1")
         if self.attention not in ATTENTION_KINDS:

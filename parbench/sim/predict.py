@@ -27,7 +27,8 @@ from parbench.sim.model import ModelSpec, expert_local
 from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, pipeline_send_exposed_s,
                                   prefetch_exposed_s, tensor_parallel_exposed_s)
 from parbench.sim.stages import Stage, stages
-from parbench.sim.timing import ZERO_TIME, ChunkTime, chunk_times_s, data_time_s, optimizer_time_s, oversubscription
+from parbench.sim.timing import (ZERO_TIME, ChunkTime, chunk_times_s, data_time_s, fp32_grad_pass_s, optimizer_time_s,
+                                 oversubscription)
 
 
 @dataclass(frozen=True)
@@ -190,13 +191,15 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: li
     over = oversubscription(c, layout.world_size)  # host work slows as compute does when cores are shared
     host = micro_batch_overhead_s(c, layout, st) * over
     chunk = chunk.scaled(slow) + ChunkTime(host / 3, 2 * host / 3, 0.0, 0.0, 0.0)  # as the compute it wraps
+    params, grads, optim, tensors = state_numels(model, layout, st)
+    if layout.fp32_grad_pass_per_micro_batch:  # part of every micro-batch's backward
+        chunk = chunk + ChunkTime(0.0, fp32_grad_pass_s(c, params) * slow, 0.0, 0.0, 0.0)
     tail = dict.fromkeys(CATEGORIES, 0.0)
     tail["parameter"] = _parameter_exposed(c, layout, ops, chunk, ps=ps)
     for op in ops:
         if op.phase == "step":  # before or after the compute: nothing to hide under
             tail[op.category] += op_time_s(c, layout, op)
     totals = {k: _seconds(c, layout, ops, lambda op, k=k: op.category == k) for k in CATEGORIES}
-    _, grads, optim, tensors = state_numels(model, layout, st)
     data = data_time_s(c, model, _data_samples(layout)) * slow if (st.chunks[0].first or st.chunks[-1].last) else 0.0
     other = data if layout.data_in_step else 0.0  # else prepared ahead of the step, off its critical path
     return StageTime(chunk=chunk, exposed_mb=_micro_batch_exposed(c, layout, ops, chunk), exposed_tail=tail,

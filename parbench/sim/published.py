@@ -87,7 +87,9 @@ class Published:
     """Gradients reduced in buckets during the last backward (Megatron-LM's ``--overlap-grad-reduce``, set by
     the MoE README's example script); False: one flat reduction after the pipeline flush."""
     blocking_p2p: bool = False
-    """DeepSpeed's pipeline engine (MT-NLG): blocking sends and receives one after another (``Layout.pp_blocking_p2p``)."""
+    """DeepSpeed's pipeline engine (MT-NLG): blocking sends and receives one after another (``Layout.pp_blocking_p2p``),
+    and under bf16 its bf16 optimizer's float32 gradient pass after every micro-batch
+    (``Layout.fp32_grad_pass_per_micro_batch``)."""
 
     def __post_init__(self) -> None:
         if self.gpus % (self.tp * self.pp) or self.global_batch % (self.gpus // (self.tp * self.pp) * self.micro_batch):
@@ -135,7 +137,8 @@ TABLE2 = tuple(
 MT_NLG = tuple(
     Published(name=f"MT-NLG 530B on {nodes} nodes", source=MTNLG, table="sec. 2.4", series="MT-NLG 530B",
               layers=105, hidden=20480, heads=128, tp=8, pp=35, gpus=8 * nodes, global_batch=1920, measured_s=secs,
-              printed=f"{secs} s per iteration", assumed="micro-batch 1", blocking_p2p=True)
+              printed=f"{secs} s per iteration", blocking_p2p=True,
+              assumed="micro-batch 1; bf16 through DeepSpeed's bf16 optimizer (its float32 gradient pass per micro-batch)")
     for nodes, secs in ((280, 60.1), (350, 50.2), (420, 44.4)))
 
 PUBLISHED: tuple[Published, ...] = TABLE1 + TABLE2 + MT_NLG
@@ -185,6 +188,7 @@ def layout_for(p: Published) -> Layout:
                   virtual_stages=p.virtual_stages, zero=p.zero, ep=p.ep,
                   recompute=p.recompute, sequence_parallel=p.sequence_parallel, flat_grad_allreduce=not p.overlap_grad_reduce,
                   pp_blocking_p2p=p.blocking_p2p,
+                  fp32_grad_pass_per_micro_batch=p.blocking_p2p and PRECISIONS[p.precision].fp32_grad_accumulation,
                   precision=PRECISIONS[p.precision], attention="flash" if p.arch is not None else "eager")
 
 

@@ -203,7 +203,8 @@ def describe(layout: Layout) -> str:
     cp += f" ep={layout.ep}" if layout.ep > 1 else ""
     return (f"dp={layout.dp} tp={layout.tp} pp={layout.pp}{cp} mb={layout.micro_batch_size} m={layout.micro_batches} "
             f"{layout.schedule.value}{v} zero={layout.zero}{hsdp} recompute={layout.recompute.value}{every}"
-            f"{' sp' if layout.sequence_parallel else ''} {layout.attention} {_precision_name(layout)}")
+            f"{' sp' if layout.sequence_parallel else ''} {layout.attention} {_precision_name(layout)}"
+            f"{' deepspeed-pipeline' if layout.pp_blocking_p2p or layout.fp32_grad_pass_per_micro_batch else ''}")
 
 
 def _precision_name(layout: Layout) -> str:

@@ -15,6 +15,9 @@ ADAMW_BYTES_PER_ELEMENT = 28  # read p, g, m, v; write p, m, v: 7 x fp32 (torch'
 ADAMW_OPS_PER_TENSOR = 10  # aten ops per tensor of torch's for-loop AdamW step (counted, steady state)
 SGD_BYTES_PER_ELEMENT = 12
 SGD_OPS_PER_TENSOR = 1.5  # counted: add_ per tensor plus the param-group bookkeeping
+FP32_GRAD_PASS_BYTES_PER_ELEMENT = 12
+"""``Layout.fp32_grad_pass_per_micro_batch``: zero the bf16 gradient (write 2 bytes), then read it (2) and
+the float32 gradient (4) and write the sum (4)."""
 FP8_CAST_BYTES_PER_ELEMENT = 5
 """Dynamic per-tensor FP8 scaling (Micikevicius et al., "FP8 Formats for Deep Learning", 2022, sec. 4;
 torchao's and Transformer Engine's "tensorwise" recipe): each operand is read once for its amax (2
@@ -164,3 +167,8 @@ def data_time_s(c: Cluster, model: ModelSpec, samples: int) -> float:
     """Generating ``samples`` of a synthetic batch (the runner's workloads; each rank makes its own slice):
     one op per generation call (the transformer's bigram walk is one op per token) + the random draws."""
     return model.data_kernels * c.op_overhead_s + samples * model.data_elems_per_sample * RANDOM_BYTES_PER_ELEMENT / c.memory_bandwidth_bytes_per_s
+
+
+def fp32_grad_pass_s(c: Cluster, elements: int) -> float:
+    """One micro-batch's float32 gradient accumulation pass over ``elements`` parameters (memory-bound)."""
+    return 2 * c.op_overhead_s + elements * FP32_GRAD_PASS_BYTES_PER_ELEMENT / c.memory_bandwidth_bytes_per_s

@@ -161,3 +161,19 @@ def test_what_if_memory_bars_add_up_to_the_peak():
     p = WhatIf(shape=MODEL_PRESETS["llama3-405b"], dp=8, tp=8, pp=8, micro_batches=8).predict(cluster)
     bars = sum(trace.x[0] for trace in memory_figure(p, cluster).data if trace.type == "bar")
     assert bars == pytest.approx(p.peak_memory_bytes / 2**30, rel=1e-9)
+
+
+def test_deepspeed_pipeline_flag_adds_its_costs_and_refuses_search(capsys):
+    """--deepspeed-pipeline turns on DeepSpeed's blocking pipeline p2p and its bf16 float32 gradient pass:
+    the same layout predicts a longer step; under --search it is refused before anything is predicted."""
+    layout = ["simulate", "--model", "gpt3-175b", "--cluster", "a100-80gb", "--gpus", "64", "--tp", "8", "--pp", "8",
+              "--global-batch", "64", "--recompute", "full", "--format", "json"]
+    steps = []
+    for extra in ([], ["--deepspeed-pipeline"]):
+        assert main(layout + extra) == 0
+        out = json.loads(capsys.readouterr().out)
+        steps.append(out["prediction"]["step_time_s"])
+        assert out["layout"]["pp_blocking_p2p"] == out["layout"]["fp32_grad_pass_per_micro_batch"] == bool(extra)
+    assert steps[1] > steps[0]
+    assert main(["simulate", "--model", "gpt3-175b", "--gpus", "64", "--search", "--deepspeed-pipeline"]) == 2
+    assert "--deepspeed-pipeline predicts one layout" in capsys.readouterr().err

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from parbench.config import DataMode, RunConfig, Schedule, Strategy, WorkloadConfig
+from parbench.layout import ConfigError
 from parbench.sim import PRECISIONS, PRESETS, Layout, Recompute, layout_from_run, model_spec, predict
 from parbench.sim.comm import bytes_by_category, ddp_buckets, fsdp_padded_numel, rank_ops, zero1_shards
 from parbench.sim.hardware import Link, algorithm_factors, collective_time_s
@@ -169,6 +170,24 @@ def test_bf16_distributed_optimizer_gathers_bf16_weights():
         sent = {k: sum(o.sent for o in ops if o.kind == k) for k in ("reduce_scatter", "all_gather")}
         assert sent["reduce_scatter"] == pytest.approx((n - 1) / n * psi * 4, rel=1e-3)
         assert sent["all_gather"] == pytest.approx((n - 1) / n * psi * 2, rel=1e-3)
+
+
+def test_deepspeed_bf16_gradient_pass_costs_12_bytes_per_parameter_per_micro_batch():
+    """DeepSpeed's bf16 optimizer under its pipeline engine zeroes the bf16 gradients before each micro-batch's
+    backward (2 bytes written) and adds them into float32 after it (2 + 4 read, 4 written): m x 12 Psi bytes
+    at the device's memory bandwidth, on the backward's critical path; fp16 (no float32 gradients) is refused."""
+    model = model_spec(WorkloadConfig(name="transformer", layers=8, hidden=512, heads=8, seq_len=128, vocab_size=512),
+                       megatron=True)
+    c, m = PRESETS["a100-80gb"], 4
+    base = dict(strategy=Strategy.HYBRID, dp=2, global_batch_size=2 * m, micro_batches=m, zero=1,
+                precision=PRECISIONS["bf16"])
+    plain = predict(model, Layout(**base), c)
+    passes = predict(model, Layout(**base, fp32_grad_pass_per_micro_batch=True), c)
+    per_micro_batch = model.param_numel * 12 / c.memory_bandwidth_bytes_per_s + 2 * c.op_overhead_s
+    assert passes.compute_parts_s["backward"] - plain.compute_parts_s["backward"] == pytest.approx(m * per_micro_batch)
+    assert passes.step_time_s > plain.step_time_s
+    with pytest.raises(ConfigError, match="fp32_grad_pass_per_micro_batch"):
+        Layout(**{**base, "precision": PRECISIONS["fp16"]}, fp32_grad_pass_per_micro_batch=True)
 
 
 def test_pipeline_bubble_and_mfu():
