@@ -223,4 +223,5 @@ def layout_from_run(cfg: RunConfig) -> Layout:
                   servers=cfg.servers if cfg.strategy is Strategy.PS else 0, data_mode=cfg.data_mode,
                   ep=getattr(cfg, "ep", 1) or 1, data_in_step=cfg.data_in_step,
                   # every decoder workload calls scaled_dot_product_attention(is_causal=True): torch's flash kernel
-                  attention="eager" if cfg.workload.name == "mlp" else "flash")
+                  attention="eager" if cfg.workload.name == "mlp" else "flash",
+                  fused_elementwise=False)  # eager torch: one kernel per operator, nothing compiled

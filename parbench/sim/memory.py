@@ -109,7 +109,10 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
       inputs stay whole (2 e sbh) where the framework saves them all-gathered
       (``Layout.sp_saves_gathered_input``);
     - split over t: q, k, v e sb(h + 2k); the attention output e sbh; the MLP e sbf x (2: activation
-      input and down input; 4 gated: gate, up, activation output, down input); the attention core:
+      input and down input; gated: gate, up and down input, 3, when the gate runs fused (Megatron-LM's
+      ``bias_swiglu_impl`` and Transformer Engine's ``LayerNormMLP`` save only the first Linear's output
+      and recompute silu in backward, as torch.compile's partitioner does), 4 in eager torch, whose
+      ``silu(gate) * up`` also saves silu's output for the product's backward); the attention core:
       eager a s^2 b (e for the softmax output, + 1 + e for dropout's mask and output), flash only its
       fp32 log-sum-exp 4 a s b (Dao et al. 2022).
 
@@ -131,7 +134,8 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
         # the norms' inputs and dropout masks, then the norms' outputs: the inputs of qkv and of the MLP
         replicated = 2 * e * sb * h + (2 * MASK_BYTES * sb * h if arch.dropout else 0)
         gemm_inputs = 2 * e * sb * h
-        split = e * sb * (h + 2 * k) + e * sb * h + e * sb * f * (4 if arch.gated_mlp else 2)
+        mlp = (3 if layout.fused_elementwise else 4) if arch.gated_mlp else 2
+        split = e * sb * (h + 2 * k) + e * sb * h + e * sb * f * mlp
         if layout.attention == "flash":
             split += FP32_BYTES * a * sb
         elif layout.recompute is not Recompute.SELECTIVE:

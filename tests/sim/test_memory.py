@@ -138,3 +138,16 @@ def test_zero2_under_a_pipeline_holds_whole_fp32_gradients_until_the_stage_reduc
     numel = sum(t.local_numel(1) for t in st.tensors)
     assert stage_memory(m, lay, st).unsharded_bytes == numel * 4
     assert stage_memory(m, replace(lay, pp=1, dp=8, global_batch_size=32), stages(m, 1, 1)[0]).unsharded_bytes == 0
+
+
+def test_a_fused_gate_saves_three_mlp_tensors_eager_torch_four():
+    """Per layer, flash attention, no sequence parallelism, bf16 (e = 2), tp = 2: the norms' inputs and
+    outputs 4 e sbh, then / t: q, k, v e sb(h + 2k), the attention output e sbh, the log-sum-exp 4 a sb, and
+    the gated MLP's gate, up and down input (3 e sbf) when fused; eager torch keeps silu's output too."""
+    m = architecture_spec(ARCH)
+    s, b, h, k, f, a, t, e = 64, 2, 256, 128, 512, 4, 2, 2
+    fused = Layout(strategy=Strategy.HYBRID, tp=t, global_batch_size=b, precision=BF16, attention="flash")
+    by_hand = 4 * e * s * b * h + (e * s * b * (h + 2 * k) + e * s * b * h + 4 * a * s * b + 3 * e * s * b * f) / t
+    assert activation_bytes_per_layer(m, fused) == pytest.approx(by_hand)
+    eager = replace(fused, fused_elementwise=False)
+    assert activation_bytes_per_layer(m, eager) - activation_bytes_per_layer(m, fused) == pytest.approx(e * s * b * f / t)
