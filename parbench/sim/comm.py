@@ -151,14 +151,19 @@ def _zero1_broadcasts(shards: list[list[int]], n: int, pb: int) -> list[CommOp]:
 
 
 def _ep_grad_ops(layout: Layout, stage: Stage, pb: int) -> list[CommOp]:
-    """Expert parallelism: one flat all-reduce of the non-expert gradients over the dp ranks, one of the
-    rank's expert gradients over the dp/ep ranks holding the same experts."""
-    dense = sum(t.local_numel(layout.tp) for t in stage.tensors if t.expert < 0) * pb
-    experts = sum(t.local_numel(layout.tp) for t in stage.tensors if t.expert >= 0) * pb
-    ops = [CommOp("all_reduce", "parameter", dense, layout.dp, "dp", phase="grad")]
-    if layout.dp // layout.ep > 1 and experts:
-        ops.append(CommOp("all_reduce", "parameter", experts, layout.dp // layout.ep, "edp", phase="grad"))
-    return ops
+    """Expert parallelism: the non-expert gradients over the dp ranks, the rank's expert gradients over the
+    dp/ep ranks holding the same experts; each one flat all-reduce, or under Megatron's distributed optimizer
+    (zero=1) a reduce-scatter of the gradients and an all-gather of the updated weights, per group."""
+    dense = sum(t.local_numel(layout.tp) for t in stage.tensors if t.expert < 0)
+    experts = sum(t.local_numel(layout.tp) for t in stage.tensors if t.expert >= 0)
+    groups = [(dense, layout.dp, "dp")] + ([(experts, layout.dp // layout.ep, "edp")]
+                                           if layout.dp // layout.ep > 1 and experts else [])
+    if layout.zero != 1 or layout.fsdp2:
+        return [CommOp("all_reduce", "parameter", numel * pb, n, g, phase="grad") for numel, n, g in groups]
+    gb, phase = _gather_bytes(layout), "next_forward" if layout.overlap_param_gather else "step"
+    return [op for numel, n, g in groups
+            for op in (CommOp("reduce_scatter", "parameter", numel * pb, n, g, phase="grad"),
+                       CommOp("all_gather", "parameter", numel * gb, n, g, phase=phase))]
 
 
 def _ep_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
@@ -197,8 +202,9 @@ def _zero1_textbook_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[
     Megatron-Core's distributed optimizer gathers its parameter buffer, which holds the model's dtype)."""
     buckets, n = ddp_buckets_cached(*key, rank, pb), layout.shard_group
     gb = _gather_bytes(layout)
+    phase = "next_forward" if layout.overlap_param_gather else "step"
     return ([CommOp("reduce_scatter", "parameter", b, n, "dp", phase="grad") for b in buckets]
-            + [CommOp("all_gather", "parameter", b // pb * gb, n, "dp") for b in buckets])
+            + [CommOp("all_gather", "parameter", b // pb * gb, n, "dp", phase=phase) for b in buckets])
 
 
 def _gather_bytes(layout: Layout) -> int:

@@ -126,6 +126,11 @@ class Layout(ParallelLayout):
     ``SendActivation``, ``RecvGrad``, ``BackwardPass``, ``SendGrad``), so a micro-batch waits for its receives
     as well as its sends. False: Megatron-LM's and torch's batched isend/irecv, each receive running
     under the send it is paired with."""
+    overlap_param_gather: bool = False
+    """ZeRO-1 as Megatron-Core's distributed optimizer runs it with ``--overlap-param-gather`` ("overlap
+    parameter all-gather with fprop", Megatron Bridge's argument table): the updated parameters are
+    gathered bucket by bucket under the next step's first forward (``overlap.prefetch_exposed_s``).
+    False: the gathers follow the optimizer step, exposed."""
     fp32_grad_pass_per_micro_batch: bool = False
     """DeepSpeed's bf16 optimizer under its pipeline engine: every micro-batch's backward zeroes the bf16
     gradients first (``clear_lp_grads``) and adds them into the float32 gradient buffer after
@@ -164,6 +169,8 @@ class Layout(ParallelLayout):
             raise ConfigError("sp_saves_gathered_input needs sequence_parallel")
         if self.pp_blocking_p2p and self.pp == 1:
             raise ConfigError("pp_blocking_p2p needs pp > 1")
+        if self.overlap_param_gather and (self.zero != 1 or self.fsdp2):
+            raise ConfigError("overlap_param_gather is Megatron's distributed optimizer: it needs zero=1 (not torch's)")
         if self.fp32_grad_pass_per_micro_batch and not (self.precision.fp32_grad_accumulation and self.zero <= 2):
             raise ConfigError("fp32_grad_pass_per_micro_batch needs float32 gradient accumulation (bf16 or fp8) "
                               "and zero <= 2")

@@ -196,6 +196,10 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: li
         chunk = chunk + ChunkTime(0.0, fp32_grad_pass_s(c, params) * slow, 0.0, 0.0, 0.0)
     tail = dict.fromkeys(CATEGORIES, 0.0)
     tail["parameter"] = _parameter_exposed(c, layout, ops, chunk, ps=ps)
+    gathers = [op for op in ops if op.phase == "next_forward"]  # under the next step's first forward
+    if gathers:
+        tail["parameter"] += prefetch_exposed_s(sum(op_time_s(c, layout, op) for op in gathers), chunk.forward,
+                                                sum(op.count for op in gathers), hide=c.overlap)
     for op in ops:
         if op.phase == "step":  # before or after the compute: nothing to hide under
             tail[op.category] += op_time_s(c, layout, op)

@@ -102,3 +102,20 @@ def test_simulate_the_runners_moe_workload_with_ep(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["layout"]["ep"] == 2 and out["model"]["experts"] == 4
     assert out["prediction"]["comm_by_collective"]["all_to_all/intermediate"] > 0
+
+
+def test_distributed_optimizer_scatters_and_gathers_dense_and_expert_groups():
+    """zero=1 (Megatron's distributed optimizer) with ep: per group (dense weights over dp, the rank's experts
+    over dp/ep) a reduce-scatter of float32 gradients, (n-1)/n x 4 bytes per element, and an all-gather of the
+    bf16 weights, (n-1)/n x 2; zero=0 all-reduces both groups instead, 2 (n-1)/n x 4."""
+    d, E, dp, ep = 64, 4, 8, 2
+    mlp = d * 4 * d + 4 * d + 4 * d * d + d
+    experts_local = 2 * (E // ep) * mlp  # two MoE layers, E/ep experts each on this rank
+    m = model_spec(MOE)
+    dense = m.param_numel - 2 * E * mlp
+    bf16 = PRECISIONS["bf16"]
+    sent = predict(m, _layout(dp=dp, ep=ep, zero=1, flat_grad_allreduce=False, precision=bf16), H100).comm_by_collective
+    assert sent["reduce_scatter/parameter"] == (dp - 1) * dense * 4 // dp + (dp // ep - 1) * experts_local * 4 // (dp // ep)
+    assert sent["all_gather/parameter"] == (dp - 1) * dense * 2 // dp + (dp // ep - 1) * experts_local * 2 // (dp // ep)
+    plain = predict(m, _layout(dp=dp, ep=ep, precision=bf16), H100).comm_by_collective
+    assert "reduce_scatter/parameter" not in plain and plain["all_reduce/parameter"] > 0
