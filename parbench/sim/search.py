@@ -125,8 +125,8 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, dp: 
             continue
         m = per_replica // mb
         for schedule, v, ep in ((s, v, e) for s, v in _schedules(model, pp, m, o) for e in _ep_options(model, dp, o)):
-            # expert parallelism all-reduces flat gradients (no ZeRO sharding modelled with it)
-            zeros = (0,) if ep > 1 else (0, 1, 2, 3) if dp * o.cp > 1 else (0,)
+            # expert parallelism: replicated or Megatron's distributed optimizer (each group sharded over its ranks)
+            zeros = (0, 1) if ep > 1 else (0, 1, 2, 3) if dp * o.cp > 1 else (0,)
             for zero in [o.zero] if o.zero is not None else zeros:
                 for recompute in [o.recompute] if o.recompute else Recompute:
                     try:

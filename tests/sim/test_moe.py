@@ -119,3 +119,20 @@ def test_distributed_optimizer_scatters_and_gathers_dense_and_expert_groups():
     assert sent["all_gather/parameter"] == (dp - 1) * dense * 2 // dp + (dp // ep - 1) * experts_local * 2 // (dp // ep)
     plain = predict(m, _layout(dp=dp, ep=ep, precision=bf16), H100).comm_by_collective
     assert "reduce_scatter/parameter" not in plain and plain["all_reduce/parameter"] > 0
+
+
+def test_distributed_optimizer_shards_each_group_over_its_own_ranks():
+    """zero=1 with ep: the dense weights' optimizer state is split over dp ranks, a rank's experts' over the
+    dp/ep ranks that hold the same experts."""
+    from parbench.sim.memory import state_numels
+    from parbench.sim.stages import stages
+
+    d, E, dp, ep = 64, 4, 8, 2
+    mlp = d * 4 * d + 4 * d + 4 * d * d + d
+    experts_local = 2 * (E // ep) * mlp
+    m = expert_local(model_spec(MOE), ep)
+    layout = _layout(dp=dp, ep=ep, zero=1, flat_grad_allreduce=False, precision=PRECISIONS["bf16"])
+    params, grads, optim, _ = state_numels(m, layout, stages(m, 1, 1)[0])
+    dense = m.param_numel - experts_local
+    assert params == grads == m.param_numel
+    assert optim == -(-dense // dp) + -(-experts_local // (dp // ep))
