@@ -240,8 +240,11 @@ H100_SOURCES = {
                             "pass (Shah et al., \"FlashAttention-3\", arXiv 2407.08608, 2024, abstract) and less in "
                             "its backward (2.5x the forward's FLOPs); the held-out torchtitan 8B rows at 32K-262K "
                             "tokens imply 0.18-0.22 by hand (tokens/s x FLOPs per token, less the GEMM time)",
-    "attention_kernels": "none: the fitted 0.19 serves FlashAttention-2 too (torchtitan's rows, which ran it through "
-                         "torch's scaled_dot_product_attention, imply 0.18-0.22)",
+    "attention_kernels": "flash2: none, the fitted 0.19 serves FlashAttention-2 too (torchtitan's rows, which ran it "
+                         "through torch's scaled_dot_product_attention, imply 0.18-0.22). flash3 0.285: Hopper's "
+                         "asynchronous attention kernels (FlashAttention-3; cuDNN's fused attention, which Transformer "
+                         "Engine runs on H100) are 1.5-2.0x FlashAttention-2 (Shah et al., \"FlashAttention-3\", arXiv "
+                         "2407.08608, 2024, abstract): 0.19 x 1.5, the range's low end as for the A100's flash2; not fitted",
     "latency": "assumed ~4 us per NVLink step, ~8 us per InfiniBand step",
 }
 H100_96_SOURCES = {
@@ -262,7 +265,7 @@ _A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.70, attention
              memory_bandwidth_bytes_per_s=0.8 * 2039e9, intra=Link(latency_s=5e-6, bandwidth_bytes_per_s=0.8 * 300e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, **GPU_FIXED)
 _H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, gemm_efficiency=0.60, attention_efficiency=0.19,
-             gemm_overhead_s=5e-6,
+             attention_kernels={"flash3": 0.285}, gemm_overhead_s=5e-6,
              op_overhead_s=3e-6, memory_bandwidth_bytes_per_s=0.8 * 3350e9,
              intra=Link(latency_s=4e-6, bandwidth_bytes_per_s=0.8 * 450e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 50e9), overlap=1.0, **GPU_FIXED)

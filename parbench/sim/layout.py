@@ -126,6 +126,11 @@ class Layout(ParallelLayout):
     ``SendActivation``, ``RecvGrad``, ``BackwardPass``, ``SendGrad``), so a micro-batch waits for its receives
     as well as its sends. False: Megatron-LM's and torch's batched isend/irecv, each receive running
     under the send it is paired with."""
+    te_fp8: bool = False
+    """FP8 through Transformer Engine's modules (Megatron-Core, NeMo): each weight is cast to FP8 on a step's
+    first micro-batch and the cast reused by the others (``is_first_microbatch``), and each Linear saves its
+    FP8-cast input for backward (``memory.activation_bytes_per_layer``). False with fp8: torchao's float8
+    (torchtitan), which casts the weights on every forward and saves the inputs in bf16."""
     overlap_param_gather: bool = False
     """ZeRO-1 as Megatron-Core's distributed optimizer runs it with ``--overlap-param-gather`` ("overlap
     parameter all-gather with fprop", Megatron Bridge's argument table): the updated parameters are
@@ -169,6 +174,8 @@ class Layout(ParallelLayout):
             raise ConfigError("sp_saves_gathered_input needs sequence_parallel")
         if self.pp_blocking_p2p and self.pp == 1:
             raise ConfigError("pp_blocking_p2p needs pp > 1")
+        if self.te_fp8 and self.precision.gemm_dtype != "fp8":
+            raise ConfigError("te_fp8 needs precision fp8")
         if self.overlap_param_gather and (self.zero != 1 or self.fsdp2):
             raise ConfigError("overlap_param_gather is Megatron's distributed optimizer: it needs zero=1 (not torch's)")
         if self.fp32_grad_pass_per_micro_batch and not (self.precision.fp32_grad_accumulation and self.zero <= 2):

@@ -120,6 +120,9 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
       fp32 log-sum-exp 4 a s b (Dao et al. 2022).
 
     With e = 2, a GELU MLP of 4h, h_kv = h and dropout this is Korthikanti's sbh(10 + 24/t + 5as/(ht)).
+    Under ``Layout.te_fp8`` the Linear layers' saved inputs (qkv, projection, MLP and down inputs) are the
+    1-byte FP8 tensors Transformer Engine cast them to (``transformer_engine/pytorch/module/linear.py``
+    saves the quantized input for the weight gradient), the projection's beside flash's own output.
     Policies (``Recompute``): selective drops the eager attention core; ops keeps the layer input, half
     the GEMM outputs and the attention output; full keeps the layer input (e sbh, /t with SP) on the
     ``recomputed_fraction`` of layers."""
@@ -136,9 +139,11 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
     else:
         # the norms' inputs and dropout masks, then the norms' outputs: the inputs of qkv and of the MLP
         replicated = 2 * e * sb * h + (2 * MASK_BYTES * sb * h if arch.dropout else 0)
-        gemm_inputs = 2 * e * sb * h
+        g = 1 if layout.te_fp8 else e  # a Linear's saved input: Transformer Engine keeps its FP8 cast
+        gemm_inputs = 2 * g * sb * h
         mlp = (3 if layout.fused_elementwise else 4) if arch.gated_mlp else 2
-        split = e * sb * (h + 2 * k) + e * sb * h + e * sb * f * mlp
+        # the attention output is flash's saved output and the projection's input; TE keeps an FP8 copy too
+        split = e * sb * (h + 2 * k) + e * sb * h + (g * sb * h if layout.te_fp8 else 0) + e * sb * f * (mlp - 1) + g * sb * f
         if layout.attention == "flash":
             split += FP32_BYTES * a * sb
         elif layout.recompute is not Recompute.SELECTIVE:

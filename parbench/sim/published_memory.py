@@ -15,12 +15,19 @@ layout arithmetic the source states (global batch = local batch x data-parallel 
   (tables "H100 80GB BF16" and "A100 80GB with 1600 Gbps node-node interconnect"): MPT models with
   FSDP FULL_SHARD, flash attention, activation checkpointing per block or none; MFU. The MPT shapes
   (vocab 50368, learned positions, tied embeddings, biases) reproduce the table's NumParams exactly.
+- Megatron-Bridge ``docs/performance-summary.md`` (NVIDIA NeMo; the 25.11 container's "DGX-H100" table, and
+  the 26.02 container's Llama tables in ``docs/performance-summary-archive.md``): Llama 3 70B and Llama 3.1
+  405B pre-training in FP8 (current scaling) on DGX H100, the layout as printed (TP, PP, CP, VP, MBS, GBS),
+  tokens/s per GPU. What the tables leave to the recipes (``scripts/performance/configs/llama/`` and
+  ``src/megatron/bridge/recipes/llama/llama3.py``): Transformer Engine layers, no recomputation, the
+  distributed optimizer with ``overlap_grad_reduce`` and ``overlap_param_gather``, tensor-parallel
+  communication overlap, gradients reduced in bf16 (``grad_reduce_in_fp32 = False``), sequence parallelism.
 - Megatron-LM's runs in ``parbench.sim.published.PUBLISHED`` (Narayanan et al. SC21 Tables 1-2, MT-NLG).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from parbench.config import Schedule, Strategy
 from parbench.sim.architecture import Architecture
@@ -33,6 +40,7 @@ from parbench.sim.predict import Prediction, predict
 TT_H100 = "torchtitan docs/performance.md @eaea6f6"
 TT_A100 = "torchtitan docs/performance.md @0413364"
 FOUNDRY = "llm-foundry scripts/train/benchmarking/README.md @061f2c7"
+MBRIDGE = "Megatron-Bridge docs/performance-summary.md (DGX-H100, FP8)"
 INFEASIBLE = "clearly infeasible (states alone exceed the device)"
 
 
@@ -191,6 +199,26 @@ def _foundry() -> list[Run]:
     return rows
 
 
+def _megatron_bridge() -> list[Run]:
+    """(container, model, GPUs, GBS, TP, PP, CP, VP, tokens/s per GPU); MBS 1, sequence 8192, FP8-CS. The
+    attention kernel Transformer Engine runs on H100 is assumed of FlashAttention-3's class (``flash3``)."""
+    fp8_bf16_grads = replace(PRECISIONS["fp8"], fp32_grad_accumulation=False)  # grad_reduce_in_fp32 = False
+    table = (("25.11", "llama3-70b", 64, 128, 4, 8, 1, 5, 1602), ("25.11", "llama3-405b", 1024, 512, 8, 8, 2, 8, 292),
+             ("26.02", "llama3-70b", 64, 256, 4, 8, 1, 5, 1621), ("26.02", "llama3-405b", 1024, 1536, 8, 8, 2, 8, 311))
+    rows = []
+    for container, model, gpus, gbs, tp, pp, cp, vp, tps in table:
+        dp = gpus // (tp * pp * cp)
+        layout = Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=gbs,
+                        micro_batches=gbs // dp, schedule=Schedule.INTERLEAVED_1F1B, virtual_stages=vp, zero=1,
+                        sequence_parallel=True, precision=fp8_bf16_grads, attention="flash", attention_kernel="flash3",
+                        tp_comm_overlap=True, overlap_param_gather=True, te_fp8=True)
+        rows.append(Run(source=MBRIDGE, table=f"{container} NeMo container, DGX-H100",
+                        name=f"{model} {gpus} H100 TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
+                        arch=_llama3(model), cluster="h100-sxm", layout=layout, metric="tps_per_gpu", value=tps,
+                        notes=("FP8-CS", "Transformer Engine", "attention kernel assumed flash3")))
+    return rows
+
+
 def _megatron() -> list[Run]:
     """Megatron-LM's published runs (SC21 Tables 1-2, MT-NLG) with the layouts ``parbench.sim.published``
     states; dropout on (Megatron's default 0.1 for attention and hidden states)."""
@@ -222,7 +250,7 @@ def _infeasible() -> list[Run]:
 
 
 def runs() -> list[Run]:
-    return _torchtitan_h100() + _torchtitan_a100() + _foundry() + _megatron() + _infeasible()
+    return _torchtitan_h100() + _torchtitan_a100() + _foundry() + _megatron_bridge() + _megatron() + _infeasible()
 
 
 def _metric(p: Prediction, run: Run) -> float | None:

@@ -72,7 +72,8 @@ ZERO_TIME = ChunkTime(0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: int = 1, flash: bool = False,
-                 gemm_dtype: str = "", kernel: str = "", fused: bool = True) -> tuple[float, float, float, float]:
+                 gemm_dtype: str = "", kernel: str = "", fused: bool = True,
+                 weight_casts: float = 1.0) -> tuple[float, float, float, float]:
     """(forward, backward, attention-core forward, GEMM forward) seconds of one unit on one micro-batch of
     ``mb`` samples. Backward computes two GEMMs (input and weight gradients) per forward GEMM
     (Narayanan et al. 2021) and touches every element twice. Flash attention never writes the s x s
@@ -80,7 +81,8 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
     rank 1/cp of the tokens and of the attention work. ``kernel``: the flash kernel that ran
     (``Cluster.attention_efficiency_for``). ``fused``: elementwise chains run as fused kernels (torch.compile,
     Megatron's and Apex's fused norms and activations); False adds what eager torch's one kernel per op
-    moves through memory (``parbench.sim.model.eager_elementwise``), twice over in backward."""
+    moves through memory (``parbench.sim.model.eager_elementwise``), twice over in backward. ``weight_casts``:
+    FP8 weight casts per micro-batch (1; 1/m where Transformer Engine caches them over a step's m)."""
     gemm = attn = cast_forward = cast_backward = 0.0
     for g in u.gemms:
         share = (tp if g.tp_sharded else 1) * cp
@@ -96,7 +98,7 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
             flops, moved = flops / 2, mb * g.batched * (sum(sizes) - max(sizes)) * act_bytes / share
             eff = c.attention_efficiency_for(kernel)
         if dtype == "fp8":  # forward casts the input and the weight, backward the output's gradient
-            cast_forward += (mb * g.m * g.k / share + g.k * g.n / (tp if g.tp_sharded else 1)) * g.batched
+            cast_forward += (mb * g.m * g.k / share + weight_casts * g.k * g.n / (tp if g.tp_sharded else 1)) * g.batched
             cast_backward += mb * g.m * g.n / share * g.batched
         t = gemm_time_s(c, flops, moved, dtype, eff)
         gemm += t
@@ -124,7 +126,8 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
     ops = layout.recompute is Recompute.OPS  # every other GEMM (and the elementwise work) runs again
     kwargs = dict(mb=layout.micro_batch_size, tp=layout.tp, act_bytes=layout.precision.activation_bytes,
                   cp=layout.cp, flash=layout.attention == "flash", gemm_dtype=layout.precision.gemm_dtype,
-                  kernel=layout.attention_kernel, fused=layout.fused_elementwise)
+                  kernel=layout.attention_kernel, fused=layout.fused_elementwise,
+                  weight_casts=1 / layout.micro_batches if layout.te_fp8 else 1.0)
     for u in members:
         # FP8 recipes keep the output projection (the vocabulary head) in bf16: torchtitan's float8 converter
         # skips the module named "output", Megatron-Core's output layer is not a Transformer Engine layer

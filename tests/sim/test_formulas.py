@@ -299,3 +299,18 @@ def test_zero1_broadcasts_one_tensor_at_a_time():
     base = replace(PRESETS["a100-80gb"], collectives={"all_reduce": {2: (1e-4, 1e-9)}, "broadcast": {2: (0.0, 1e-9)}})
     slow = replace(base, collectives={**base.collectives, "broadcast": {2: (1e-3, 1e-9)}})
     assert predict(m, lay, slow).step_time_s - predict(m, lay, base).step_time_s == pytest.approx(tensors * 1e-3)
+
+
+def test_transformer_engine_casts_each_weight_once_per_step():
+    """te_fp8 caches a weight's FP8 cast over the step's m micro-batches: per micro-batch the forward saves
+    (1 - 1/m) of the weights' casts, 5 bytes per element (amax read 2, read 2 + write 1) at memory bandwidth."""
+    from parbench.sim.timing import unit_times_s
+
+    model = model_spec(WorkloadConfig(name="transformer", layers=2, hidden=1024, heads=8, seq_len=512, vocab_size=512),
+                       megatron=True)
+    c, m, tp = PRESETS["h100-sxm"], 8, 2
+    u = model.units[0]
+    kw = dict(mb=1, tp=tp, act_bytes=2, flash=True, gemm_dtype="fp8")
+    every, cached = unit_times_s(c, u, **kw)[0], unit_times_s(c, u, **kw, weight_casts=1 / m)[0]
+    weights = sum(g.k * g.n / (tp if g.tp_sharded else 1) for g in u.gemms if g.batched == 1)
+    assert every - cached == pytest.approx((1 - 1 / m) * weights * 5 / c.memory_bandwidth_bytes_per_s)

@@ -151,3 +151,16 @@ def test_a_fused_gate_saves_three_mlp_tensors_eager_torch_four():
     assert activation_bytes_per_layer(m, fused) == pytest.approx(by_hand)
     eager = replace(fused, fused_elementwise=False)
     assert activation_bytes_per_layer(m, eager) - activation_bytes_per_layer(m, fused) == pytest.approx(e * s * b * f / t)
+
+
+def test_transformer_engine_fp8_saves_one_byte_linear_inputs():
+    """te_fp8: the qkv and MLP inputs (the norms' outputs), the projection's input (an FP8 copy beside flash's
+    bf16 output) and the down projection's input are kept as 1-byte FP8 tensors; every other saved tensor
+    keeps e = 2 bytes (tp = 2, no sequence parallelism, fused gate)."""
+    m = architecture_spec(ARCH)
+    s, b, h, k, f, a, t, e = 64, 2, 256, 128, 512, 4, 2, 2
+    te = Layout(strategy=Strategy.HYBRID, tp=t, global_batch_size=b, precision=PRECISIONS["fp8"], attention="flash",
+                te_fp8=True)
+    by_hand = (2 * e * s * b * h + 2 * 1 * s * b * h
+               + (e * s * b * (h + 2 * k) + e * s * b * h + 1 * s * b * h + 4 * a * s * b + 2 * e * s * b * f + 1 * s * b * f) / t)
+    assert activation_bytes_per_layer(m, te) == pytest.approx(by_hand)
