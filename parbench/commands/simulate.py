@@ -70,10 +70,24 @@ def add_parser(sub) -> None:
     c.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, help="Megatron sequence parallelism (needs tp > 1; default: off)")
     c.add_argument("--tp-comm-overlap", action="store_true",
                    help="tensor-parallel collectives overlapped with their GEMMs (default: exposed)")
-    c.add_argument("--deepspeed-pipeline", action="store_true",
+    f = p.add_argument_group("training software (how the framework runs the layout; --search applies them to every layout)")
+    f.add_argument("--deepspeed-pipeline", action="store_true",
                    help="DeepSpeed's pipeline engine (Megatron-DeepSpeed): blocking pipeline sends and receives (pp > 1) "
                         "and, under bf16/fp8 with zero <= 2, its bf16 optimizer's float32 gradient pass per micro-batch "
                         "(default: Megatron-LM's and torch's pipelines)")
+    f.add_argument("--overlap-param-gather", action="store_true",
+                   help="Megatron's distributed optimizer (zero 1) gathers the updated weights under the next forward")
+    f.add_argument("--te-fp8", action="store_true",
+                   help="with --precision fp8: Transformer Engine's modules (weights cast once per step, FP8-saved "
+                        "Linear inputs); default: torchao's float8")
+    f.add_argument("--grad-reduce-in-bf16", action="store_true",
+                   help="bf16/fp8: accumulate and reduce replicated gradients in bf16 (default: float32, as Megatron-LM "
+                        "and DeepSpeed do)")
+    f.add_argument("--attention-kernel", default="",
+                   help="the flash kernel that runs, a name in the cluster preset's attention_kernels (e.g. flash2 on "
+                        "A100, flash3 on H100); default: the preset's attention efficiency")
+    f.add_argument("--unfused-elementwise", action="store_true",
+                   help="eager torch: norms, rotary and the gate run one kernel per operator (default: fused or compiled)")
     c.add_argument("--precision", default="bf16", choices=tuple(PRECISIONS), help="bytes per element of weights, gradients, optimizer state, activations")
     c.add_argument("--fp8-all-gather", action="store_true", help="with --precision fp8 --zero 3: gather FP8 weights")
     c.add_argument("--attention", choices=ATTENTION_KINDS, help="default: flash on GPU clusters, eager on CPU profiles")
@@ -159,15 +173,42 @@ def _layout(a: argparse.Namespace, cluster):
                     global_batch_size=gb, micro_batches=gb // (dp * mb), schedule=Schedule(a.schedule or "1f1b"),
                     virtual_stages=a.virtual_stages or 1, zero=a.zero or 0,
                     recompute=Recompute(a.recompute or "none"), recompute_every=a.recompute_every or 1,
-                    sequence_parallel=bool(a.sequence_parallel), precision=PRECISIONS[a.precision],
+                    sequence_parallel=bool(a.sequence_parallel), precision=_precision(a),
                     attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather,
-                    tp_comm_overlap=a.tp_comm_overlap, ep=a.ep or 1,
-                    pp_blocking_p2p=a.deepspeed_pipeline and pp > 1,
-                    fp32_grad_pass_per_micro_batch=(a.deepspeed_pipeline and (a.zero or 0) <= 2
-                                                    and PRECISIONS[a.precision].fp32_grad_accumulation),
-                    moe_imbalance=a.moe_imbalance)  # ConfigError: a rule of the layout
+                    tp_comm_overlap=a.tp_comm_overlap, ep=a.ep or 1, moe_imbalance=a.moe_imbalance,
+                    **_framework(a, cluster).layout_flags(pp=pp, zero=a.zero or 0, precision=_precision(a)))
+    if a.overlap_param_gather and not layout.overlap_param_gather:
+        raise ConfigError(f"--overlap-param-gather is Megatron's distributed optimizer: it needs --zero 1 (got {layout.zero})")
     layout.check_mesh_size(a.gpus)
     return layout
+
+
+def _precision(a: argparse.Namespace):
+    """The precision, with bf16 gradient reduction where --grad-reduce-in-bf16 asks for it."""
+    from dataclasses import replace
+
+    from parbench.sim.layout import PRECISIONS
+
+    precision = PRECISIONS[a.precision]
+    if not a.grad_reduce_in_bf16:
+        return precision
+    if not precision.fp32_grad_accumulation:
+        raise ConfigError(f"--grad-reduce-in-bf16 applies to bf16 and fp8, whose gradients are otherwise float32; "
+                          f"{a.precision} keeps {precision.grad_bytes}-byte gradients already")
+    return replace(precision, fp32_grad_accumulation=False)
+
+
+def _framework(a: argparse.Namespace, cluster):
+    """The training software's flags, checked against the cluster (its attention kernels) before anything runs."""
+    from parbench.sim.search import Framework
+
+    if a.attention_kernel and a.attention_kernel not in cluster.attention_kernels:
+        known = ", ".join(sorted(cluster.attention_kernels)) or "none"
+        raise ConfigError(f"--attention-kernel {a.attention_kernel!r}: cluster {cluster.name} knows {known}")
+    if a.te_fp8 and a.precision != "fp8":
+        raise ConfigError(f"--te-fp8 needs --precision fp8 (got {a.precision})")
+    return Framework(attention_kernel=a.attention_kernel, te_fp8=a.te_fp8, fused_elementwise=not a.unfused_elementwise,
+                     overlap_param_gather=a.overlap_param_gather, deepspeed_pipeline=a.deepspeed_pipeline)
 
 
 def _attention(a: argparse.Namespace, cluster) -> str:
@@ -273,12 +314,10 @@ def _term_lines(p) -> list[str]:
 
 def _search_options(a: argparse.Namespace):
     """Each layout flag given on the command line fixes that choice of the search."""
-    from parbench.sim.layout import PRECISIONS, Recompute
+    from parbench.sim.layout import Recompute
     from parbench.sim.search import SearchOptions
 
-    if a.deepspeed_pipeline:
-        raise ConfigError("--deepspeed-pipeline predicts one layout; --search ranks Megatron-LM's and torch's pipelines")
-    return SearchOptions(precision=PRECISIONS[a.precision], tp=a.tp, pp=a.pp, dp=a.dp, cp=a.cp or 1,
+    return SearchOptions(precision=_precision(a), tp=a.tp, pp=a.pp, dp=a.dp, cp=a.cp or 1,
                          micro_batch=a.micro_batch, schedule=Schedule(a.schedule) if a.schedule else None,
                          virtual_stages=a.virtual_stages, zero=a.zero,
                          recompute=Recompute(a.recompute) if a.recompute else None,
@@ -297,7 +336,7 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
     from parbench.sim.search import describe, pareto_front, search
 
     gb = a.global_batch or a.gpus
-    opts = replace(_search_options(a), attention=_attention(a, cluster))
+    opts = replace(_search_options(a), attention=_attention(a, cluster), framework=_framework(a, cluster))
     progress = _progress if sys.stderr.isatty() and a.format == "table" else None
     cands = search(model, cluster, gpus=a.gpus, global_batch=gb, options=opts, progress=progress)
     feasible = [c for c in cands if c.feasible]

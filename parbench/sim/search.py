@@ -30,6 +30,26 @@ class Candidate:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Framework:
+    """What the training software does with any layout, as ``Layout`` flags: each applies where the layout
+    allows it (the param-gather overlap under ZeRO-1, DeepSpeed's blocking p2p under a pipeline, its float32
+    gradient pass where gradients are float32 and replicated)."""
+
+    attention_kernel: str = ""
+    te_fp8: bool = False
+    fused_elementwise: bool = True
+    overlap_param_gather: bool = False
+    deepspeed_pipeline: bool = False
+
+    def layout_flags(self, *, pp: int, zero: int, precision: Precision) -> dict:
+        return dict(attention_kernel=self.attention_kernel, te_fp8=self.te_fp8, fused_elementwise=self.fused_elementwise,
+                    overlap_param_gather=self.overlap_param_gather and zero == 1,
+                    pp_blocking_p2p=self.deepspeed_pipeline and pp > 1,
+                    fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
+                                                    and precision.fp32_grad_accumulation))
+
+
+@dataclass(frozen=True, kw_only=True)
 class SearchOptions:
     """What the search may vary: a field left None is enumerated, a value fixes it."""
 
@@ -51,6 +71,10 @@ class SearchOptions:
     ep: int | None = None
     """Expert-parallel degree (MoE models); None: every divisor of dp that divides the experts."""
     moe_imbalance: float = 1.0
+    framework: Framework = Framework()
+    """How the training software runs every layout (kernels, FP8 module, overlaps, DeepSpeed's pipeline)."""
+
+
 
 
 def _divisors(n: int) -> list[int]:
@@ -136,7 +160,8 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, dp: 
                                         virtual_stages=v, zero=zero, recompute=recompute,
                                         recompute_every=o.recompute_every if recompute is Recompute.FULL else 1,
                                         sequence_parallel=tp > 1 if o.sequence_parallel is None else o.sequence_parallel,
-                                        precision=o.precision, attention=o.attention, fp8_all_gather=o.fp8_all_gather)
+                                        precision=o.precision, attention=o.attention, fp8_all_gather=o.fp8_all_gather,
+                                        **o.framework.layout_flags(pp=pp, zero=zero, precision=o.precision))
                     except ValueError as exc:
                         yield None, str(exc)
                         continue
@@ -204,8 +229,16 @@ def describe(layout: Layout) -> str:
     return (f"dp={layout.dp} tp={layout.tp} pp={layout.pp}{cp} mb={layout.micro_batch_size} m={layout.micro_batches} "
             f"{layout.schedule.value}{v} zero={layout.zero}{hsdp} recompute={layout.recompute.value}{every}"
             f"{' sp' if layout.sequence_parallel else ''} {layout.attention} {_precision_name(layout)}"
-            f"{' deepspeed-pipeline' if layout.pp_blocking_p2p or layout.fp32_grad_pass_per_micro_batch else ''}")
+            f"{' deepspeed-pipeline' if layout.pp_blocking_p2p or layout.fp32_grad_pass_per_micro_batch else ''}"
+            f"{' te-fp8' if layout.te_fp8 else ''}{' overlap-param-gather' if layout.overlap_param_gather else ''}"
+            f"{f' attention-kernel={layout.attention_kernel}' if layout.attention_kernel else ''}"
+            f"{' unfused-elementwise' if not layout.fused_elementwise else ''}")
 
 
 def _precision_name(layout: Layout) -> str:
-    return next((k for k, p in PRECISIONS.items() if p == layout.precision), "custom")
+    for k, p in PRECISIONS.items():
+        if p == layout.precision:
+            return k
+        if replace(p, fp32_grad_accumulation=False) == layout.precision and p.fp32_grad_accumulation:
+            return f"{k} grad-reduce-in-bf16"
+    return "custom"

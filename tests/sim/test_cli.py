@@ -163,9 +163,9 @@ def test_what_if_memory_bars_add_up_to_the_peak():
     assert bars == pytest.approx(p.peak_memory_bytes / 2**30, rel=1e-9)
 
 
-def test_deepspeed_pipeline_flag_adds_its_costs_and_refuses_search(capsys):
+def test_deepspeed_pipeline_flag_adds_its_costs_in_one_layout_and_in_the_search(capsys):
     """--deepspeed-pipeline turns on DeepSpeed's blocking pipeline p2p and its bf16 float32 gradient pass:
-    the same layout predicts a longer step; under --search it is refused before anything is predicted."""
+    the same layout predicts a longer step; --search applies it to every pipelined layout it ranks."""
     layout = ["simulate", "--model", "gpt3-175b", "--cluster", "a100-80gb", "--gpus", "64", "--tp", "8", "--pp", "8",
               "--global-batch", "64", "--recompute", "full", "--format", "json"]
     steps = []
@@ -175,5 +175,34 @@ def test_deepspeed_pipeline_flag_adds_its_costs_and_refuses_search(capsys):
         steps.append(out["prediction"]["step_time_s"])
         assert out["layout"]["pp_blocking_p2p"] == out["layout"]["fp32_grad_pass_per_micro_batch"] == bool(extra)
     assert steps[1] > steps[0]
-    assert main(["simulate", "--model", "gpt3-175b", "--gpus", "64", "--search", "--deepspeed-pipeline"]) == 2
-    assert "--deepspeed-pipeline predicts one layout" in capsys.readouterr().err
+    assert main(["simulate", "--model", "gpt3-175b", "--cluster", "a100-80gb", "--gpus", "64", "--global-batch", "64",
+                 "--pp", "8", "--search", "--top", "3", "--deepspeed-pipeline", "--format", "json"]) == 0
+    ranked = json.loads(capsys.readouterr().out)["top"]
+    assert ranked and all(r["layout"].endswith(" deepspeed-pipeline") for r in ranked)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--attention-kernel", "flash9"], "--attention-kernel 'flash9': cluster h100-sxm knows flash3"),
+    (["--te-fp8"], "--te-fp8 needs --precision fp8"),
+    (["--overlap-param-gather", "--precision", "fp8"], "--overlap-param-gather is Megatron's distributed optimizer"),
+    (["--grad-reduce-in-bf16", "--precision", "fp16"], "--grad-reduce-in-bf16 applies to bf16 and fp8"),
+])
+def test_training_software_flags_are_checked_before_anything_is_predicted(flags, message, capsys):
+    assert main(["simulate", "--model", "llama3-70b", "--gpus", "64", *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_training_software_flags_reach_the_layout(capsys):
+    """The Megatron-Bridge 70B recipe's flags give the layout its published row predicts (same step time)."""
+    from parbench.sim.published_memory import MBRIDGE, compare_runs
+
+    assert main(["simulate", "--model", "llama3-70b", "--cluster", "h100-sxm", "--gpus", "64", "--tp", "4", "--pp", "8",
+                 "--virtual-stages", "5", "--schedule", "interleaved1f1b", "--seq", "8192", "--global-batch", "128",
+                 "--zero", "1", "--precision", "fp8", "--sequence-parallel", "--tp-comm-overlap",
+                 "--overlap-param-gather", "--te-fp8", "--grad-reduce-in-bf16", "--attention-kernel", "flash3",
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    layout = out["layout"]
+    assert layout["te_fp8"] and layout["overlap_param_gather"] and layout["attention_kernel"] == "flash3"
+    row = next(r for r in compare_runs() if r["source"] == MBRIDGE and "70b" in r["name"] and "GBS 128" in r["name"])
+    assert 128 * 8192 / out["prediction"]["step_time_s"] / 64 == pytest.approx(row["predicted"], rel=1e-9)
