@@ -200,7 +200,7 @@ def _precision(a: argparse.Namespace):
 
 def _framework(a: argparse.Namespace, cluster):
     """The training software's flags, checked against the cluster (its attention kernels) before anything runs."""
-    from parbench.sim.search import Framework
+    from parbench.sim.layout import Framework
 
     if a.attention_kernel and a.attention_kernel not in cluster.attention_kernels:
         known = ", ".join(sorted(cluster.attention_kernels)) or "none"

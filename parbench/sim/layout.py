@@ -222,6 +222,26 @@ class Layout(ParallelLayout):
 
 
 
+@dataclass(frozen=True, kw_only=True)
+class Framework:
+    """What the training software does with any layout, as ``Layout`` flags: each applies where the layout
+    allows it (the param-gather overlap under ZeRO-1, DeepSpeed's blocking p2p under a pipeline, its float32
+    gradient pass where gradients are float32 and replicated)."""
+
+    attention_kernel: str = ""
+    te_fp8: bool = False
+    fused_elementwise: bool = True
+    overlap_param_gather: bool = False
+    deepspeed_pipeline: bool = False
+
+    def layout_flags(self, *, pp: int, zero: int, precision: Precision) -> dict:
+        return dict(attention_kernel=self.attention_kernel, te_fp8=self.te_fp8, fused_elementwise=self.fused_elementwise,
+                    overlap_param_gather=self.overlap_param_gather and zero == 1,
+                    pp_blocking_p2p=self.deepspeed_pipeline and pp > 1,
+                    fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
+                                                    and precision.fp32_grad_accumulation))
+
+
 def layout_from_run(cfg: RunConfig) -> Layout:
     """The layout the runner builds for ``cfg`` (hybrid with dp_mode=fsdp shards like ZeRO-3)."""
     zero = ZERO_STAGE.get(cfg.strategy, 0)

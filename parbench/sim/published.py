@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from parbench.config import Schedule, Strategy
 from parbench.sim.hardware import PRESETS, Cluster
-from parbench.sim.layout import PRECISIONS, Layout, Recompute
+from parbench.sim.layout import PRECISIONS, Framework, Layout, Recompute
 from parbench.sim.architecture import Architecture
 from parbench.sim.model import ModelSpec, architecture_spec
 from parbench.sim.predict import predict
@@ -191,8 +191,8 @@ def layout_for(p: Published) -> Layout:
                   schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B,
                   virtual_stages=p.virtual_stages, zero=p.zero, ep=p.ep,
                   recompute=p.recompute, sequence_parallel=p.sequence_parallel, flat_grad_allreduce=not p.overlap_grad_reduce,
-                  pp_blocking_p2p=p.blocking_p2p, overlap_param_gather=p.overlap_param_gather,
-                  fp32_grad_pass_per_micro_batch=p.blocking_p2p and PRECISIONS[p.precision].fp32_grad_accumulation,
+                  **Framework(deepspeed_pipeline=p.blocking_p2p, overlap_param_gather=p.overlap_param_gather)
+                  .layout_flags(pp=p.pp, zero=p.zero, precision=PRECISIONS[p.precision]),
                   precision=PRECISIONS[p.precision], attention="flash" if p.arch is not None else "eager")
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from parbench.config import Schedule, Strategy
 from parbench.sim.architecture import Architecture
 from parbench.sim.hardware import PRESETS
-from parbench.sim.layout import PRECISIONS, Layout, Recompute
+from parbench.sim.layout import PRECISIONS, Framework, Layout, Recompute
 from parbench.sim.model import architecture_spec
 from parbench.sim.models import MODELS
 from parbench.sim.predict import Prediction, predict
@@ -71,8 +71,6 @@ whose flash backend is FlashAttention-2 since torch 2.2 (release notes); both ta
 
 
 def _llama3(name: str, seq: int = 8192) -> Architecture:
-    from dataclasses import replace
-
     return replace(MODELS[name].arch, seq_len=seq)
 
 
@@ -203,6 +201,7 @@ def _megatron_bridge() -> list[Run]:
     """(container, model, GPUs, GBS, TP, PP, CP, VP, tokens/s per GPU); MBS 1, sequence 8192, FP8-CS. The
     attention kernel Transformer Engine runs on H100 is assumed of FlashAttention-3's class (``flash3``)."""
     fp8_bf16_grads = replace(PRECISIONS["fp8"], fp32_grad_accumulation=False)  # grad_reduce_in_fp32 = False
+    software = Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True)
     table = (("25.11", "llama3-70b", 64, 128, 4, 8, 1, 5, 1602), ("25.11", "llama3-405b", 1024, 512, 8, 8, 2, 8, 292),
              ("26.02", "llama3-70b", 64, 256, 4, 8, 1, 5, 1621), ("26.02", "llama3-405b", 1024, 1536, 8, 8, 2, 8, 311))
     rows = []
@@ -210,8 +209,8 @@ def _megatron_bridge() -> list[Run]:
         dp = gpus // (tp * pp * cp)
         layout = Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=gbs,
                         micro_batches=gbs // dp, schedule=Schedule.INTERLEAVED_1F1B, virtual_stages=vp, zero=1,
-                        sequence_parallel=True, precision=fp8_bf16_grads, attention="flash", attention_kernel="flash3",
-                        tp_comm_overlap=True, overlap_param_gather=True, te_fp8=True)
+                        sequence_parallel=True, precision=fp8_bf16_grads, attention="flash", tp_comm_overlap=True,
+                        **software.layout_flags(pp=pp, zero=1, precision=fp8_bf16_grads))
         rows.append(Run(source=MBRIDGE, table=f"{container} NeMo container, DGX-H100",
                         name=f"{model} {gpus} H100 TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
                         arch=_llama3(model), cluster="h100-sxm", layout=layout, metric="tps_per_gpu", value=tps,
