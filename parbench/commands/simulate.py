@@ -160,7 +160,7 @@ def _check_ranges(a: argparse.Namespace) -> None:
 
 
 def _layout(a: argparse.Namespace, cluster):
-    from parbench.sim.layout import PRECISIONS, Layout, Recompute
+    from parbench.sim.layout import Layout, Recompute
 
     tp, pp, cp, mb = a.tp or 1, a.pp or 1, a.cp or 1, a.micro_batch or 1
     if a.gpus % (tp * pp * cp):

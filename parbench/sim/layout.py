@@ -221,7 +221,6 @@ class Layout(ParallelLayout):
         return 1.0 / self.recompute_every if self.recompute is Recompute.FULL else 0.0
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class Framework:
     """What the training software does with any layout, as ``Layout`` flags: each applies where the layout
