@@ -26,7 +26,10 @@ Sources, per rule:
 - context-parallel K/V exchange (ring attention: Liu et al., "Ring Attention with Blockwise
   Transformers", 2023; Megatron-Core context parallelism): cp-1 K/V block transfers per attention
   layer, each under the attention of the block already held, so only the excess over that attention
-  compute is exposed.
+  compute is exposed;
+- the distributed optimizer's parameter all-gathers under ``--overlap-param-gather`` (Megatron-Core:
+  "overlap parameter all-gather with fprop"): dispatched bucket by bucket as the next forward reaches
+  each bucket's layers, so they follow the prefetch rule under the first micro-batch's forward.
 """
 
 from __future__ import annotations
