@@ -1,14 +1,26 @@
-"""Check the simulator's compute term against one GPU (run on a CUDA machine; ~3 minutes on an H200).
+"""Check the simulator's compute, attention, memory-bandwidth and memory terms against one GPU.
 
-1. GEMM efficiency curve: bf16 square matmuls from 256 to 16384, timed with CUDA events (median of 20
-   after 5 warm-up calls), as achieved / the preset's dense peak, beside the simulator's roofline GEMM
-   time for the same shape.
-2. A ~1.3B-parameter GPT training step (the runner's own transformer: 24 layers, hidden 2048, 16 heads,
-   sequence 2048, vocabulary 51200; bf16 autocast, AdamW), forward+backward and optimizer timed apart
-   with CUDA events (median of 10 after 3 warm-up steps), beside the simulator's ``time_compute_s`` and
-   ``time_optimizer_s`` for the same model, batch and preset.
+Run on a CUDA machine (about two minutes on an H200); every figure is printed beside the simulator's
+prediction for the same shape on the ``--cluster`` preset:
 
-Usage: python scripts/gpu_compute_check.py [--cluster h200-sxm] [--batch 4] [--out gpu_check.json]
+1. memory bandwidth: a device-to-device copy of 1 GiB (bytes read + written / time) against the preset's
+   ``memory_bandwidth_bytes_per_s``;
+2. GEMM efficiency curve: bf16 square matmuls from 256 to 16384, as achieved / the preset's dense peak,
+   beside ``gemm_time_s`` for the same shape;
+3. the GPT's own GEMMs (each forward GEMM of a block and the head, with its input-gradient and
+   weight-gradient products) against ``gemm_time_s``: is backward twice forward?
+4. causal attention (``scaled_dot_product_attention``) per backend torch offers (flash, cuDNN,
+   memory-efficient), forward and forward+backward, as a fraction of peak, beside the simulator's
+   attention-core time for the default kernel and for ``flash3``;
+5. a ~1.3B-parameter GPT training step (the runner's own transformer: 24 layers, hidden 2048, 16 heads,
+   sequence 2048, vocabulary 51200; bf16 autocast as the runner's ``--precision bf16``; the runner's
+   AdamW) at several batch sizes: forward, backward and optimizer timed apart, and the allocator's peak,
+   beside the simulator's ``compute_parts_s``, ``time_optimizer_s`` and ``peak_memory_bytes``.
+
+Every timing is the median of several calls after warm-up calls, by CUDA events (``time.perf_counter``
+with ``--smoke``, which runs tiny shapes on the CPU to check this script's code, not the hardware).
+
+Usage: python scripts/gpu_compute_check.py [--cluster h200-sxm] [--batches 1,4,8] [--out gpu_check.json]
 Prints one JSON document (and writes it to --out); nothing is tuned from it automatically.
 """
 
@@ -17,86 +29,223 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-from dataclasses import replace
+import time
+from dataclasses import asdict, replace
 
 import torch
+import torch.nn.functional as F
 
 from parbench.config import RunConfig, WorkloadConfig
 from parbench.sim import PRECISIONS, layout_from_run, load_cluster, model_spec, predict
-from parbench.sim.timing import gemm_time_s
+from parbench.sim.timing import gemm_bytes, gemm_time_s, unit_times_s
 from parbench.workloads import transformer
 
+GPT_1B = WorkloadConfig(name="transformer", layers=24, hidden=2048, heads=16, seq_len=2048, vocab_size=51200)
+SMOKE_GPT = WorkloadConfig(name="transformer", layers=2, hidden=64, heads=4, seq_len=32, vocab_size=128)
 
-def cuda_median_s(fn, reps: int, warmup: int) -> float:
-    """Median seconds of ``fn`` by CUDA events; each timing waits for its own end event (synchronise)."""
+
+def median_s(fn, device: str, reps: int = 10, warmup: int = 3) -> float:
+    """Median seconds of ``fn``: CUDA events on a GPU (each timing waits for its end event), else a wall clock."""
+    return statistics.median(samples_s(lambda: (fn(),), device, reps, warmup)[0])
+
+
+def samples_s(fn, device: str, reps: int, warmup: int) -> list[list[float]]:
+    """Per phase, ``reps`` timings of a function that runs its phases in order and returns after the last.
+    ``fn`` returns one callable-free tuple per call; its phases are marked by :func:`mark` events."""
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()  # warm-up work must not leak into the first timing
-    times = []
+    sync(device)  # warm-up work must not leak into the first timing
+    out: list[list[float]] = []
     for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
+        marks = [clock(device)]
+        for _ in fn():
+            marks.append(clock(device))
+        sync(device)
+        times = elapsed(marks, device)
+        out.extend([] for _ in range(len(times) - len(out)))
+        for phase, t in enumerate(times):
+            out[phase].append(t)
+    return out
 
 
-def gemm_curve(cluster) -> list[dict]:
-    rows = []
-    for n in (256, 512, 1024, 2048, 4096, 8192, 12288, 16384):
-        a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-        t = cuda_median_s(lambda: a @ b, reps=20, warmup=5)
-        flops = 2.0 * n**3
-        predicted = gemm_time_s(cluster, flops, 3 * n * n * 2)
-        rows.append({"n": n, "measured_s": t, "achieved_tflops": flops / t / 1e12,
-                     "efficiency_of_peak": flops / t / cluster.peak_flops, "predicted_s": predicted,
-                     "error_pct": (predicted - t) / t * 100})
+def clock(device: str):
+    if device == "cuda":
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+    return time.perf_counter()
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def elapsed(marks: list, device: str) -> list[float]:
+    if device == "cuda":
+        return [a.elapsed_time(b) / 1e3 for a, b in zip(marks, marks[1:])]
+    return [b - a for a, b in zip(marks, marks[1:])]
+
+
+def error_pct(predicted: float, measured: float) -> float:
+    return (predicted - measured) / measured * 100
+
+
+def memory_bandwidth(cluster, device: str, smoke: bool) -> dict:
+    n = (1 << 20) if smoke else (1 << 30)  # bytes per buffer
+    a = torch.empty(n, dtype=torch.uint8, device=device).random_()
+    b = torch.empty_like(a)
+    t = median_s(lambda: b.copy_(a), device, reps=20, warmup=5)
+    return {"bytes_per_copy": n, "measured_s": t, "measured_bytes_per_s": 2 * n / t,
+            "preset_bytes_per_s": cluster.memory_bandwidth_bytes_per_s,
+            "preset_over_measured": cluster.memory_bandwidth_bytes_per_s / (2 * n / t)}
+
+
+def gemm_row(cluster, device: str, m: int, k: int, n: int, *, label: str, transposes: str = "nn") -> dict:
+    """(m x k) @ (k x n) in bf16; ``transposes``: which operands are stored transposed (as autograd's
+    input-gradient (nt) and weight-gradient (tn) products read them)."""
+    a = torch.randn(k, m, device=device, dtype=torch.bfloat16).t() if transposes[0] == "t" else \
+        torch.randn(m, k, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, k, device=device, dtype=torch.bfloat16).t() if transposes[1] == "t" else \
+        torch.randn(k, n, device=device, dtype=torch.bfloat16)
+    t = median_s(lambda: a @ b, device, reps=20, warmup=5)
+    flops = 2.0 * m * k * n
+    predicted = gemm_time_s(cluster, flops, (m * k + k * n + m * n) * 2)
+    return {"gemm": label, "m": m, "k": k, "n": n, "transposes": transposes, "measured_s": t,
+            "achieved_tflops": flops / t / 1e12, "efficiency_of_peak": flops / t / cluster.peak_flops,
+            "predicted_s": predicted, "error_pct": error_pct(predicted, t)}
+
+
+def gemm_curve(cluster, device: str, smoke: bool) -> list[dict]:
+    sizes = (64, 128) if smoke else (256, 512, 1024, 2048, 4096, 8192, 12288, 16384)
+    return [gemm_row(cluster, device, n, n, n, label=f"square {n}") for n in sizes]
+
+
+def model_gemms(cluster, device: str, w: WorkloadConfig, batch: int) -> list[dict]:
+    """Each distinct forward GEMM of the model (rows = batch x tokens) with its two backward products:
+    input gradient dX = dY W^T and weight gradient dW = X^T dY."""
+    spec, rows, seen = model_spec(w), [], set()
+    for u in (spec.units[0], spec.post):
+        for g in u.gemms:
+            if g.batched > 1 or (g.m, g.k, g.n) in seen:
+                continue
+            seen.add((g.m, g.k, g.n))
+            m = batch * g.m
+            # nn.Linear stores W as (out, in): forward X W^T, input gradient dY W, weight gradient dY^T X
+            rows.append(gemm_row(cluster, device, m, g.k, g.n, label=f"forward {g.k}x{g.n}", transposes="nt"))
+            rows.append(gemm_row(cluster, device, m, g.n, g.k, label=f"input grad {g.k}x{g.n}"))
+            rows.append(gemm_row(cluster, device, g.n, m, g.k, label=f"weight grad {g.k}x{g.n}", transposes="tn"))
+            assert gemm_bytes(g, batch, 2) == (m * g.k + g.k * g.n + m * g.n) * 2  # the simulator's own bytes
     return rows
 
 
-def gpt_step(cluster, batch: int) -> dict:
-    w = WorkloadConfig(name="transformer", layers=24, hidden=2048, heads=16, seq_len=2048, vocab_size=51200)
-    model = transformer.build_model(w, 0).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    idx = torch.randint(0, w.vocab_size, (batch, w.seq_len), device="cuda")
+def attention(cluster, device: str, w: WorkloadConfig, batch: int) -> dict:
+    """Causal SDPA of one layer at the model's shape, per backend; FLOPs counted as the simulator counts
+    them (QK^T and AV, half of each under the causal mask; backward 2.5x forward)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    def fwd_bwd() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+    d = w.hidden // w.heads
+    shape = (batch, w.heads, w.seq_len, d)
+    q, k, v = (torch.randn(shape, device=device, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    grad = torch.randn(shape, device=device, dtype=torch.bfloat16)
+    flops_forward = 2 * (2 * batch * w.heads * w.seq_len * w.seq_len * d) / 2
+    unit = model_spec(w).units[0]
+    predicted = {kernel or "default": unit_times_s(cluster, unit, mb=batch, tp=1, act_bytes=2, flash=True,
+                                                   kernel=kernel)[2] for kernel in ("", "flash3")}
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    rows = []
+    for name, backend in backends.items():
+        def forward():
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+        def step():
+            out = forward()
+            yield
+            out.backward(grad)
+            yield
+
+        try:
+            fwd, bwd = (statistics.median(s) for s in samples_s(step, device, reps=10, warmup=3))
+        except RuntimeError as e:  # the backend does not run on this device, dtype or shape
+            rows.append({"backend": name, "error": str(e).splitlines()[0][:200]})
+            continue
+        rows.append({"backend": name, "forward_s": fwd, "backward_s": bwd,
+                     "forward_efficiency": flops_forward / fwd / cluster.peak_flops,
+                     "backward_efficiency": 2.5 * flops_forward / bwd / cluster.peak_flops,
+                     "forward_error_pct_vs_default": error_pct(predicted["default"], fwd),
+                     "forward_error_pct_vs_flash3": error_pct(predicted["flash3"], fwd)})
+    return {"shape_bhsd": list(shape), "flops_forward": flops_forward, "predicted_forward_s": predicted,
+            "preset_efficiency": {"default": cluster.attention_efficiency_for(""),
+                                  "flash3": cluster.attention_efficiency_for("flash3")},
+            "backends": rows}
+
+
+def gpt_step(cluster, device: str, w: WorkloadConfig, batch: int) -> dict:
+    torch.manual_seed(0)
+    model = transformer.build_model(w, 0).to(device)
+    opt = transformer.make(w, 0).optimizer(model.parameters(), 1e-3)  # the runner's optimizer
+    idx = torch.randint(0, w.vocab_size, (batch, w.seq_len), device=device)
+
+    def step():
+        with torch.autocast(device, dtype=torch.bfloat16):
             loss = transformer.loss(model(idx), idx)
+        yield
         loss.backward()
+        yield
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        yield
 
-    compute = cuda_median_s(fwd_bwd, reps=10, warmup=3)
-    optimizer = cuda_median_s(opt.step, reps=10, warmup=3)
+    if device == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    fwd, bwd, optim = (statistics.median(s) for s in samples_s(step, device, reps=8, warmup=3))
+    peak = torch.cuda.max_memory_allocated() if device == "cuda" else 0
+    reserved = torch.cuda.max_memory_reserved() if device == "cuda" else 0
     cfg = RunConfig(workload=w, global_batch_size=batch)
     layout = replace(layout_from_run(cfg), precision=PRECISIONS["bf16"])
     p = predict(model_spec(w), layout, cluster)
-    params = sum(x.numel() for x in model.parameters())
-    return {"params": params, "batch": batch, "measured_compute_s": compute, "measured_optimizer_s": optimizer,
-            "predicted_compute_s": p.terms["time_compute_s"], "predicted_optimizer_s": p.terms["time_optimizer_s"],
-            "compute_error_pct": (p.terms["time_compute_s"] - compute) / compute * 100,
-            "measured_mfu": p.model_flops_per_step / compute / cluster.peak_flops,
-            "predicted_parts_s": p.compute_parts_s}
+    parts, memory = p.compute_parts_s, p.peak_memory or p.memory
+    measured = {"forward": fwd, "backward": bwd, "optimizer": optim}
+    predicted = {"forward": parts["forward"], "backward": parts["backward"], "optimizer": p.terms["time_optimizer_s"]}
+    del model, opt
+    return {"params": sum(t.numel() for t in transformer.build_model(w, 0).parameters()), "batch": batch,
+            "measured_s": measured, "predicted_s": predicted,
+            "error_pct": {k: error_pct(predicted[k], measured[k]) for k in measured},
+            "compute_error_pct": error_pct(p.terms["time_compute_s"], fwd + bwd),
+            "measured_mfu": p.model_flops_per_step / (fwd + bwd) / cluster.peak_flops,
+            "allocator_peak_bytes": peak, "allocator_reserved_peak_bytes": reserved,
+            # what the caching allocator hands out: the peak without the CUDA context and fragmentation
+            "predicted_allocated_bytes": p.peak_memory_bytes - memory.context_bytes - memory.fragmentation_bytes,
+            "predicted_peak_bytes": p.peak_memory_bytes, "predicted_memory": asdict(memory)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cluster", default="h200-sxm")
-    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--batches", default="1,4,8", help="GPT batch sizes, comma-separated")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the script, not a GPU")
     ap.add_argument("--out", default="")
-    a = ap.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("gpu_compute_check: no CUDA device")
+    a = ap.parse_args(argv)
+    device = "cpu" if a.smoke else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("gpu_compute_check: no CUDA device (--smoke runs tiny shapes on the CPU)")
     cluster = load_cluster(a.cluster)
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cluster": a.cluster,
-              "gemm": gemm_curve(cluster), "gpt_step": gpt_step(cluster, a.batch)}
-    text = json.dumps(result, indent=1)
+    w = SMOKE_GPT if a.smoke else GPT_1B
+    batches = [int(b) for b in a.batches.split(",")]
+    result = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
+              "cuda": torch.version.cuda, "cluster": a.cluster, "memory_bandwidth": memory_bandwidth(cluster, device, a.smoke),
+              "gemm_square": gemm_curve(cluster, device, a.smoke), "gemm_model": model_gemms(cluster, device, w, batches[0]),
+              "attention": attention(cluster, device, w, max(batches)),
+              "gpt_step": [gpt_step(cluster, device, w, b) for b in batches]}
+    text = json.dumps(result, indent=1, default=str)
     print(text)
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)
+    return result
 
 
 if __name__ == "__main__":

@@ -238,20 +238,29 @@ def test_the_h100_pair_fitted_on_llm_foundry_is_also_best_over_every_h100_row():
     assert (best["gemm"], best["attention"]) == (h100.gemm_efficiency, h100.attention_efficiency) == (0.60, 0.19)
 
 
-def test_gpu_compute_check_script_refuses_without_cuda(monkeypatch):
-    """The GPU check (scripts/gpu_compute_check.py) imports and parses here; it needs a CUDA device to run."""
+def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes(monkeypatch):
+    """The GPU check (scripts/gpu_compute_check.py) needs a CUDA device; ``--smoke`` runs its every section on
+    tiny CPU shapes, so the code a GPU session spends its minutes on has run before it gets there."""
     import runpy
     import sys
     from pathlib import Path
 
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("a CUDA device is present: run the script itself")
     script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_compute_check.py"
-    monkeypatch.setattr(sys, "argv", [str(script), "--cluster", "h200-sxm"])
-    with pytest.raises(SystemExit, match="no CUDA device"):
-        runpy.run_path(str(script), run_name="__main__")
+    if not torch.cuda.is_available():
+        monkeypatch.setattr(sys, "argv", [str(script), "--cluster", "h200-sxm"])
+        with pytest.raises(SystemExit, match="no CUDA device"):
+            runpy.run_path(str(script), run_name="__main__")
+    check = runpy.run_path(str(script))
+    out = check["main"](["--smoke", "--batches", "1,2"])
+    assert [r["n"] for r in out["gemm_square"]] == [64, 128]
+    # the 2-layer smoke GPT's block and head: 5 distinct forward shapes, each with its two backward products
+    assert len(out["gemm_model"]) == 15 and {r["transposes"] for r in out["gemm_model"]} == {"nt", "nn", "tn"}
+    assert {r["backend"] for r in out["attention"]["backends"]} == {"flash", "cudnn", "efficient", "math"}
+    b2 = out["gpt_step"][1]
+    assert b2["batch"] == 2 and b2["params"] == 118528  # 2 x 12 d^2 + 13 d (blocks), (128 + 32 + 128) d + 2 d
+    assert all(b2["measured_s"][k] > 0 and b2["predicted_s"][k] > 0 for k in ("forward", "backward", "optimizer"))
     assert PRESETS["h200-sxm"].peak_flops == 989e12 and PRESETS["h200-sxm"].memory_bandwidth_bytes_per_s == 0.8 * 4800e9
 
 
