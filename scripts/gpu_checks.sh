@@ -28,4 +28,5 @@ runs=$(mktemp -d)
   timeout 40 $py -m parbench validate --results-dir "$runs" --cluster h200-sxm; echo "rc=$?"
   timeout 30 $py -m parbench doctor --device cuda --backend nccl --world-size 1; echo "rc=$?"
 } >"$out/log.txt" 2>&1
+cat "$out/log.txt"
 tar -C "$runs" -cf "$out/runs.tar" .

@@ -236,10 +236,17 @@ def main(argv: list[str] | None = None) -> dict:
     w = SMOKE_GPT if a.smoke else GPT_1B
     batches = [int(b) for b in a.batches.split(",")]
     result = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
-              "cuda": torch.version.cuda, "cluster": a.cluster, "memory_bandwidth": memory_bandwidth(cluster, device, a.smoke),
-              "gemm_square": gemm_curve(cluster, device, a.smoke), "gemm_model": model_gemms(cluster, device, w, batches[0]),
-              "attention": attention(cluster, device, w, max(batches)),
-              "gpt_step": [gpt_step(cluster, device, w, b) for b in batches]}
+              "cuda": torch.version.cuda, "cluster": a.cluster}
+    sections = {"memory_bandwidth": lambda: memory_bandwidth(cluster, device, a.smoke),
+                "gemm_square": lambda: gemm_curve(cluster, device, a.smoke),
+                "gemm_model": lambda: model_gemms(cluster, device, w, batches[0]),
+                "attention": lambda: attention(cluster, device, w, max(batches)),
+                "gpt_step": lambda: [gpt_step(cluster, device, w, b) for b in batches]}
+    for name, section in sections.items():  # one failing section must not cost the others' figures
+        try:
+            result[name] = section()
+        except Exception as e:  # noqa: BLE001 - recorded in the output, the script goes on
+            result[name] = {"error": f"{type(e).__name__}: {e}"[:500]}
     text = json.dumps(result, indent=1, default=str)
     print(text)
     if a.out:
