@@ -30,13 +30,13 @@ import argparse
 import json
 import statistics
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import torch
 import torch.nn.functional as F
 
 from parbench.config import RunConfig, WorkloadConfig
-from parbench.sim import PRECISIONS, layout_from_run, load_cluster, model_spec, predict
+from parbench.sim import layout_from_run, load_cluster, model_spec, predict
 from parbench.sim.timing import gemm_bytes, gemm_time_s, unit_times_s
 from parbench.workloads import transformer
 
@@ -204,9 +204,8 @@ def gpt_step(cluster, device: str, w: WorkloadConfig, batch: int) -> dict:
     fwd, bwd, optim = (statistics.median(s) for s in samples_s(step, device, reps=8, warmup=3))
     peak = torch.cuda.max_memory_allocated() if device == "cuda" else 0
     reserved = torch.cuda.max_memory_reserved() if device == "cuda" else 0
-    cfg = RunConfig(workload=w, global_batch_size=batch)
-    layout = replace(layout_from_run(cfg), precision=PRECISIONS["bf16"])
-    p = predict(model_spec(w), layout, cluster)
+    cfg = RunConfig(workload=w, global_batch_size=batch, precision="bf16")  # the runner's bf16: torch.autocast
+    p = predict(model_spec(w), layout_from_run(cfg), cluster)
     parts, memory = p.compute_parts_s, p.peak_memory or p.memory
     measured = {"forward": fwd, "backward": bwd, "optimizer": optim}
     predicted = {"forward": parts["forward"], "backward": parts["backward"], "optimizer": p.terms["time_optimizer_s"]}

@@ -327,12 +327,18 @@ def measure_framework(reps: int, memory_bandwidth_bytes_per_s: float) -> dict[st
     and per operator of a plain optimizer step + zero_grad (its memory traffic taken out, as
     ``parbench.sim.timing.optimizer_time_s`` adds it back)."""
     from parbench.distributed import spawn
-    from parbench.sim.timing import ADAMW_BYTES_PER_ELEMENT, ADAMW_OPS_PER_TENSOR, SGD_BYTES_PER_ELEMENT, SGD_OPS_PER_TENSOR
 
     outcome = spawn(1, framework_rank, FrameworkPlan(reps=reps), timeout_s=600)
     if outcome.status != "ok":
         raise RuntimeError(f"framework calibration produced no result: {outcome.error}")
-    rows = outcome.results[0]["rows"]
+    return fit_framework(outcome.results[0]["rows"], memory_bandwidth_bytes_per_s)
+
+
+def fit_framework(rows: list[dict[str, Any]], memory_bandwidth_bytes_per_s: float) -> dict[str, Any]:
+    """``measure_framework``'s fit of its measured rows (torch's own optimizers run unfused: one kernel per
+    operation, ``parbench.sim.timing.ADAMW_UNFUSED_BYTES_PER_ELEMENT``)."""
+    from parbench.sim.timing import ADAMW_OPS_PER_TENSOR, SGD_BYTES_PER_ELEMENT, SGD_OPS_PER_TENSOR, adamw_bytes_per_element
+
     tp = stats.median([max(r["tp_s"], 0.0) / r["tp_linears"] for r in rows])
     (u1, p1, d1), (u2, p2, d2) = [(r["fsdp_units"], r["params"], max(r["fsdp_s"], 0.0)) for r in rows]
     det = u1 * p2 - u2 * p1
@@ -341,7 +347,7 @@ def measure_framework(reps: int, memory_bandwidth_bytes_per_s: float) -> dict[st
         unit, param = 0.0, (d1 + d2) / (p1 + p2)
     ops = [r["params"] * (ADAMW_OPS_PER_TENSOR if r["optimizer"] == "adamw" else SGD_OPS_PER_TENSOR) for r in rows]
     op = max(sum(r["optimizer_s"] for r in rows), 0.0) / sum(ops)
-    per_el = {"adamw": ADAMW_BYTES_PER_ELEMENT + 4, "sgd": SGD_BYTES_PER_ELEMENT + 4}  # update + zero_grad
+    per_el = {"adamw": adamw_bytes_per_element(False) + 4, "sgd": SGD_BYTES_PER_ELEMENT + 4}  # update + zero_grad
     plain = stats.median([max(r["optimizer_plain_s"] - r["param_elements"] * per_el[r["optimizer"]] / memory_bandwidth_bytes_per_s,
                               0.0) / (n + r["params"]) for r, n in zip(rows, ops)])
     return dict(zip(FRAMEWORK_FIELDS, (plain, tp, unit, param, op)), rows=rows)

@@ -132,12 +132,14 @@ def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int) -> list[C
 def _ddp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     """DDP's bucketed all-reduce; torch's ZeRO-1 adds each rank's broadcast of the parameters it owns."""
     n = layout.shard_group
-    buckets = ddp_buckets_cached(*key, rank, pb)
-    ops = [CommOp("all_reduce", "parameter", b, n, "dp", phase="grad") for b in buckets]
+    held = layout.grad_elem_bytes  # DDP fills its buckets with the held gradients; a comm hook may compress each
+    buckets = ddp_buckets_cached(*key, rank, held)
+    ops = [CommOp("all_reduce", "parameter", b // held * pb, n, "dp", phase="grad") for b in buckets]
     if key[0].buffer_bytes:  # DDP(broadcast_buffers=True): rank 0's buffers before the forward
         ops.append(CommOp("broadcast", "parameter", key[0].buffer_bytes, n, "dp", root=True))
     if layout.zero == 1:  # ZeroRedundancyOptimizer: the owner of each whole tensor broadcasts it after its step
-        ops += _zero1_broadcasts(zero1_shards(stage_local_numels(*key)[rank], n), n, _gather_bytes(layout))
+        # each owner broadcasts its float32 master parameters (no communication dtype applies)
+        ops += _zero1_broadcasts(zero1_shards(stage_local_numels(*key)[rank], n), n, layout.precision.param_bytes)
     return ops
 
 
@@ -160,7 +162,7 @@ def _ep_grad_ops(layout: Layout, stage: Stage, pb: int) -> list[CommOp]:
                                            if layout.dp // layout.ep > 1 and experts else [])
     if layout.zero != 1 or layout.fsdp2:
         return [CommOp("all_reduce", "parameter", numel * pb, n, g, phase="grad") for numel, n, g in groups]
-    gb, phase = _gather_bytes(layout), "next_forward" if layout.overlap_param_gather else "step"
+    gb, phase = layout.gather_elem_bytes, "next_forward" if layout.overlap_param_gather else "step"
     return [op for numel, n, g in groups
             for op in (CommOp("reduce_scatter", "parameter", numel * pb, n, g, phase="grad"),
                        CommOp("all_gather", "parameter", numel * gb, n, g, phase=phase))]
@@ -171,11 +173,14 @@ def _ep_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     assignments' hidden vectors to their experts' ranks and back, forward and again backward
     (their gradients): 4 token all-to-alls. Rank r sends what leaves it: dispatch sum_{s != r} a_s,
     combine (ep-1) a_r, with a_s the rows for rank s's experts (balanced routing, per sequence
-    ``Unit.moe_assignments_per_sample``), times ``moe_imbalance`` for the busiest rank."""
+    ``Unit.moe_assignments_per_sample``), times ``moe_imbalance`` for the busiest rank. Dispatch carries
+    the norm's output (``stream_bytes``), combine the experts' outputs (the activations' dtype), and their
+    gradients go back in the same dtypes."""
     ep = layout.ep
     if ep == 1:
         return []
-    row = model.hidden // layout.tp * layout.precision.activation_bytes
+    row = model.hidden // layout.tp
+    out_b, in_b = layout.precision.activation_bytes, stream_bytes(model, layout)
     seqs = layout.micro_batch_size
     ops = []
     for units in stage.modules:
@@ -185,9 +190,10 @@ def _ep_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
             e = len(u.moe_assignments_per_sample)
             per = e // ep
             shares = [sum(u.moe_assignments_per_sample[s * per:(s + 1) * per]) * seqs * row for s in range(ep)]
-            sent = max(sum(shares) - shares[r] + (ep - 1) * shares[r] for r in range(ep))  # dispatch + combine
+            # dispatch + combine
+            sent = max((sum(shares) - shares[r]) * in_b + (ep - 1) * shares[r] * out_b for r in range(ep))
             sent = int(sent * layout.moe_imbalance)
-            payload = int(sum(shares) * layout.moe_imbalance)
+            payload = int(sum(shares) * (in_b + out_b) / 2 * layout.moe_imbalance)
             m = layout.micro_batches
             ops += [CommOp("all_to_all", "intermediate", e * INT64_BYTES, ep, "ep", count=m, phase="forward"),
                     CommOp("all_to_all", "intermediate", payload, ep, "ep", count=m, phase="forward", sent_each=sent),
@@ -201,16 +207,10 @@ def _zero1_textbook_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[
     parameters' dtype, not the gradients' (bf16 reduces float32 gradients but gathers bf16 weights:
     Megatron-Core's distributed optimizer gathers its parameter buffer, which holds the model's dtype)."""
     buckets, n = ddp_buckets_cached(*key, rank, pb), layout.shard_group
-    gb = _gather_bytes(layout)
+    gb = layout.gather_elem_bytes
     phase = "next_forward" if layout.overlap_param_gather else "step"
     return ([CommOp("reduce_scatter", "parameter", b, n, "dp", phase="grad") for b in buckets]
             + [CommOp("all_gather", "parameter", b // pb * gb, n, "dp", phase=phase) for b in buckets])
-
-
-def _gather_bytes(layout: Layout) -> int:
-    """Bytes per element of a parameter all-gather or broadcast: the parameters' dtype (float32 gradient
-    accumulation leaves the weights in bf16), or 1 where FP8 weights are gathered."""
-    return 1 if layout.fp8_all_gather else layout.precision.param_bytes
 
 
 def _fsdp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
@@ -223,7 +223,7 @@ def _fsdp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
         gathers = m + 1
     elif layout.pp == 1:  # gradient accumulation: every micro-batch gathers and reduce-scatters again
         gathers, scatters = gathers * m, m
-    gather_bytes = _gather_bytes(layout)
+    gather_bytes = layout.gather_elem_bytes
     ops = []
     for numel in fsdp_group_numels(*key, n, rank, layout.fsdp2):
         ops.append(CommOp("all_gather", "parameter", numel * gather_bytes, n, "dp", count=gathers, phase="gather"))
@@ -250,6 +250,7 @@ def _tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     """Megatron f/g: per micro-batch, one all-reduce per row-wise output (forward) and per column-wise
     input that needs a gradient (backward); with sequence parallelism each becomes all-gather + reduce-scatter."""
     t, mb, ab = layout.tp, layout.micro_batch_size, layout.precision.activation_bytes
+    rb = stream_bytes(model, layout)  # a column-wise Linear's input is a norm's output
     if t == 1:
         return []
     m = layout.micro_batches
@@ -266,7 +267,7 @@ def _tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
             if i == 0 and not model.pre.params:
                 continue  # the mlp's first layer reads raw data: no input gradient to all-reduce
             for w in u.tp_col_inputs:
-                key = (mb * w * ab // layout.cp, "backward")
+                key = (mb * w * rb // layout.cp, "backward")
                 counts[key] = counts.get(key, 0) + m
     return [CommOp(k, "intermediate", size, t, "tp", count=c, phase=phase)
             for (size, phase), c in counts.items() for k in kinds]
@@ -297,13 +298,21 @@ def _tied_embedding_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[
     return [CommOp("all_reduce", "parameter", size, 2, "pp", phase="step")]
 
 
+def stream_bytes(model: ModelSpec, layout: Layout) -> int:
+    """Bytes per element of a transformer's residual stream and of its norms' outputs, which pipeline
+    boundaries and the gradients of column-wise Linears' inputs carry: float32 under torch.autocast, which
+    keeps the embedding, the residual adds and layer_norm in float32 (``Precision.residual_bytes``). The mlp
+    has no residual stream: its layers pass Linear outputs, in the activations' dtype."""
+    return layout.precision.residual_bytes if model.arch is not None else layout.precision.activation_bytes
+
+
 def _pp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     """Per micro-batch: the activation forward from every chunk but the last, its gradient backward
     from every chunk but the first (send S; the receiver's recv counts 0 bytes). Under ``pp_blocking_p2p``
     the receives are ops of their own too (0 bytes sent, a transfer's time on the receiver's path)."""
     if layout.pp == 1:
         return []
-    mb, ab, m = layout.micro_batch_size, layout.precision.activation_bytes, layout.micro_batches
+    mb, ab, m = layout.micro_batch_size, stream_bytes(model, layout), layout.micro_batches
     shard = (layout.tp if layout.sequence_parallel else 1) * layout.cp  # Megatron's scatter/gather; cp's share
     ops = []
     for c in stage.chunks:
@@ -359,7 +368,7 @@ def _ps_ops(model: ModelSpec, layout: Layout) -> dict[str, list[CommOp]]:
 
 def rank_ops(model: ModelSpec, layout: Layout) -> dict[str, list[CommOp]]:
     """Ops per distinct rank role: ``stage{s}`` (the worst dp rank of pipeline stage s), ps ``server``."""
-    pb = layout.grad_elem_bytes
+    pb = layout.grad_reduce_bytes
     if layout.strategy is Strategy.PS:
         return _ps_ops(model, layout)
     out = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from parbench.sim.hardware import PRESETS, Cluster
+from parbench.sim.hardware import HOPPER_FLASH3_OVER_FLASH2, PRESETS, Cluster
 from parbench.sim.model import architecture_spec
 from parbench.sim.predict import predict
 from parbench.sim.published import TABLE1, Published, compare_published
@@ -58,7 +58,7 @@ def h100_rows_grid(gemms: tuple[float, ...] = (0.55, 0.60, 0.65, 0.70),
                    attentions: tuple[float, ...] = (0.17, 0.19, 0.21, 0.23)) -> list[dict]:
     """A check, not a fit: the mean |error| of every published H100 row with a metric (llm-foundry, which the
     presets' pair is fitted on, and the held-out torchtitan and Megatron-Bridge rows) over a grid of (GEMM,
-    attention) efficiencies, the Hopper kernel kept at 1.5x the attention figure as the preset derives it."""
+    attention) efficiencies, the Hopper kernel kept at ``HOPPER_FLASH3_OVER_FLASH2`` x the attention figure as the preset derives it."""
     mine = [r for r in runs() if r.metric and PRESETS[r.cluster].peak_flops == PRESETS["h100-sxm"].peak_flops]
     specs = {id(r): architecture_spec(r.arch, megatron=True) for r in mine}
     out = []
@@ -67,7 +67,7 @@ def h100_rows_grid(gemms: tuple[float, ...] = (0.55, 0.60, 0.65, 0.70),
             errs: dict[str, list[float]] = {}
             for r in mine:
                 c = replace(PRESETS[r.cluster], gemm_efficiency=gemm, attention_efficiency=attention,
-                            attention_kernels={"flash3": 1.5 * attention})
+                            attention_kernels={"flash3": HOPPER_FLASH3_OVER_FLASH2 * attention})
                 errs.setdefault(r.source, []).append(abs(_metric(predict(specs[id(r)], r.layout, c), r) / r.value - 1) * 100)
             every = [e for v in errs.values() for e in v]
             out.append({"gemm": gemm, "attention": attention, "mean_abs_error_pct": sum(every) / len(every),

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from parbench.devices import DATASHEETS
+
 
 @dataclass(frozen=True, kw_only=True)
 class Link:
@@ -42,6 +44,10 @@ class Cluster:
     """Dense FLOP/s of one device at the training dtype (the MFU denominator)."""
     peak_flops_fp8: float = 0.0
     """Dense FP8 FLOP/s (0: the device has no FP8 tensor cores; ``--precision fp8`` is refused)."""
+    peak_flops_tf32: float = 0.0
+    """Dense FLOP/s of float32 matmuls on TF32 tensor cores (0: ``peak_flops``, as a CPU profile's one figure)."""
+    peak_flops_fp32: float = 0.0
+    """Dense FLOP/s of float32 matmuls on CUDA cores (0: ``peak_flops``)."""
     gemm_efficiency: float
     """Fraction of peak a large GEMM reaches; small GEMMs pay ``gemm_overhead_s`` on top."""
     attention_efficiency: float = 0.0
@@ -106,6 +112,13 @@ class Cluster:
     def optimizer_op_s(self) -> float:
         return self.optimizer_op_overhead_s or self.op_overhead_s
 
+    @property
+    def host_runs_ahead(self) -> bool:
+        """A GPU (no ``cores``): the host enqueues kernels and runs ahead of the device, so a stream of
+        operators costs the larger of its launches and its kernels, not their sum. A CPU profile computes on
+        the thread that dispatches."""
+        return self.cores == 0
+
     def __post_init__(self) -> None:
         if self.gpus_per_node < 1:
             raise ValueError(f"gpus_per_node={self.gpus_per_node} must be >= 1")
@@ -119,8 +132,8 @@ class Cluster:
             raise ValueError(f"overlap={self.overlap} must be in [0, 1]")
         if self.peak_flops <= 0 or self.memory_bandwidth_bytes_per_s <= 0 or self.memory_bytes <= 0:
             raise ValueError("peak_flops, memory_bandwidth_bytes_per_s and memory_bytes must be > 0")
-        if self.peak_flops_fp8 < 0 or self.context_bytes < 0 or self.comm_buffer_bytes < 0:
-            raise ValueError("peak_flops_fp8, context_bytes and comm_buffer_bytes must be >= 0")
+        if min(self.peak_flops_fp8, self.peak_flops_tf32, self.peak_flops_fp32, self.context_bytes, self.comm_buffer_bytes) < 0:
+            raise ValueError("peak_flops_fp8, peak_flops_tf32, peak_flops_fp32, context_bytes and comm_buffer_bytes must be >= 0")
         overheads = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "fsdp_unit_overhead_s", "fsdp_param_overhead_s", "dtensor_op_overhead_s")
         if any(getattr(self, k) < 0 for k in overheads):
             raise ValueError(f"{', '.join(overheads)} must be >= 0")
@@ -132,8 +145,11 @@ class Cluster:
         return self.attention_kernels.get(kernel, 0.0) or self.attention_efficiency
 
     def gemm_peak_flops(self, gemm_dtype: str = "") -> float:
-        """The tensor-core peak a matrix multiply runs at: FP8 where asked, else the training dtype's."""
-        return self.peak_flops_fp8 if gemm_dtype == "fp8" else self.peak_flops
+        """The peak a matrix multiply runs at: FP8 where asked; a float32 run's TF32 or CUDA-core peak where the
+        cluster states it; else the training dtype's."""
+        if gemm_dtype == "fp8":
+            return self.peak_flops_fp8
+        return {"tf32": self.peak_flops_tf32, "fp32": self.peak_flops_fp32}.get(gemm_dtype) or self.peak_flops
 
 
 # Algorithm factors: (latency steps, bandwidth factor on the payload S) per collective, n ranks.
@@ -205,6 +221,7 @@ A100_SOURCES = {
     **GPU_MEMORY_SOURCES,
     "peak_flops": "NVIDIA A100 Tensor Core GPU datasheet (2021): BF16/FP16 312 TFLOP/s dense",
     "peak_flops_fp8": "A100 has no FP8 tensor cores (datasheet)",
+    "peak_flops_tf32": "A100 datasheet: TF32 156 TFLOP/s dense, FP32 19.5 (parbench.devices.DATASHEETS, the runner's MFU)",
     "memory_bandwidth_bytes_per_s": "A100 datasheet: 2,039 GB/s; x0.8 achievable (assumed, STREAM-like)",
     "intra": "A100 datasheet: NVLink 3 600 GB/s total = 300 GB/s per direction; x0.8 nccl-tests-style busbw (assumed)",
     "inter": "DGX A100 user guide: 8x ConnectX-6 HDR 200 Gb/s per node = 25 GB/s per GPU; x0.9 (assumed)",
@@ -227,6 +244,7 @@ H100_SOURCES = {
     **GPU_MEMORY_SOURCES,
     "peak_flops": "NVIDIA H100 Tensor Core GPU datasheet: SXM BF16 989 TFLOP/s dense (1,979 with sparsity)",
     "peak_flops_fp8": "H100 datasheet: SXM FP8 1,979 TFLOP/s dense (3,958 with sparsity)",
+    "peak_flops_tf32": "H100 datasheet: SXM TF32 494.5 TFLOP/s dense (989 with sparsity), FP32 67 (parbench.devices.DATASHEETS)",
     "memory_bandwidth_bytes_per_s": "H100 datasheet: 3.35 TB/s; x0.8 achievable (assumed)",
     "intra": "H100 datasheet: NVLink 4 900 GB/s total = 450 GB/s per direction; x0.8 busbw (assumed)",
     "inter": "DGX H100 user guide: 8x ConnectX-7 NDR 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
@@ -241,10 +259,11 @@ H100_SOURCES = {
                             "its backward (2.5x the forward's FLOPs); the held-out torchtitan 8B rows at 32K-262K "
                             "tokens imply 0.18-0.22 by hand (tokens/s x FLOPs per token, less the GEMM time)",
     "attention_kernels": "flash2: none, the fitted 0.19 serves FlashAttention-2 too (torchtitan's rows, which ran it "
-                         "through torch's scaled_dot_product_attention, imply 0.18-0.22). flash3 0.285: Hopper's "
-                         "asynchronous attention kernels (FlashAttention-3; cuDNN's fused attention, which Transformer "
-                         "Engine runs on H100) are 1.5-2.0x FlashAttention-2 (Shah et al., \"FlashAttention-3\", arXiv "
-                         "2407.08608, 2024, abstract): 0.19 x 1.5, the range's low end as for the A100's flash2; not fitted",
+                         "through torch's scaled_dot_product_attention, imply 0.18-0.22; measured on one H200: 0.21). flash3 0.33: "
+                         "Hopper's asynchronous attention kernels (FlashAttention-3; cuDNN's fused attention, which "
+                         "Transformer Engine runs on H100) are 1.5-2.0x FlashAttention-2 (Shah et al., \"FlashAttention-3\", "
+                         "arXiv 2407.08608, 2024, abstract); 0.19 x 1.74, the ratio of cuDNN's to FlashAttention-2's "
+                         "measured on an H200 (HOPPER_FLASH3_OVER_FLASH2); not fitted",
     "latency": "assumed ~4 us per NVLink step, ~8 us per InfiniBand step",
 }
 H100_96_SOURCES = {
@@ -260,12 +279,26 @@ H100_96_SOURCES = {
     "attention_efficiency": "the H100 SXM's 0.19 (fitted on llm-foundry)",
 }
 
-_A100 = dict(gpus_per_node=8, peak_flops=312e12, gemm_efficiency=0.70, attention_efficiency=0.34,
+HOPPER_FLASH3_OVER_FLASH2 = 1.74
+"""Hopper's asynchronous attention kernel over FlashAttention-2, forward + backward, measured on an H200
+(``scripts/gpu_compute_check.py``, 2026-11-30, torch 2.11 + CUDA 13.0): causal bf16 attention at batch 8, 16
+heads, 2048 tokens, head dim 128 through ``scaled_dot_product_attention``: cuDNN's fused attention (the kernel
+Transformer Engine runs on Hopper) 0.383 + 0.967 ms, torch's FlashAttention-2 0.631 + 1.713 ms; 36.1% and 20.8%
+of the 989 TFLOP/s peak. FlashAttention-3's abstract gives 1.5-2.0x."""
+
+
+def float32_peaks(model: str) -> dict[str, float]:
+    """A float32 run's matmul peaks (TF32 tensor cores, CUDA cores) from the datasheet the runner's MFU uses."""
+    sheet = next(s for _, s in DATASHEETS if s.model == model)
+    return {"peak_flops_tf32": sheet.peak_flops["tf32"], "peak_flops_fp32": sheet.peak_flops["fp32"]}
+
+
+_A100 = dict(gpus_per_node=8, peak_flops=312e12, **float32_peaks("A100"), gemm_efficiency=0.70, attention_efficiency=0.34,
              attention_kernels={"flash2": 0.50}, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
              memory_bandwidth_bytes_per_s=0.8 * 2039e9, intra=Link(latency_s=5e-6, bandwidth_bytes_per_s=0.8 * 300e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, **GPU_FIXED)
-_H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, gemm_efficiency=0.60, attention_efficiency=0.19,
-             attention_kernels={"flash3": 0.285}, gemm_overhead_s=5e-6,
+_H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, **float32_peaks("H100 SXM"), gemm_efficiency=0.60, attention_efficiency=0.19,
+             attention_kernels={"flash3": round(0.19 * HOPPER_FLASH3_OVER_FLASH2, 2)}, gemm_overhead_s=5e-6,
              op_overhead_s=3e-6, memory_bandwidth_bytes_per_s=0.8 * 3350e9,
              intra=Link(latency_s=4e-6, bandwidth_bytes_per_s=0.8 * 450e9),
              inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 50e9), overlap=1.0, **GPU_FIXED)

@@ -39,6 +39,9 @@ ATTENTION_KINDS = ("flash", "eager")
 (Dao et al., NeurIPS 2022); eager: scores written, softmaxed and kept for backward."""
 
 
+GEMM_DTYPES = ("", "fp8", "tf32", "fp32")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Precision:
     """Bytes per element of each kind of state (mixed precision: Micikevicius et al. 2018)."""
@@ -51,8 +54,21 @@ class Precision:
     """Each Adam moment."""
     activation_bytes: int = 4
     gemm_dtype: str = ""
-    """``fp8``: matrix multiplies run at the device's FP8 peak (Micikevicius et al., "FP8 Formats for
-    Deep Learning", 2022); '' = the parameters' dtype."""
+    """The peak matrix multiplies run at (``Cluster.gemm_peak_flops``): '' the cluster's training-dtype peak
+    (``peak_flops``); ``fp8`` the FP8 peak (Micikevicius et al., "FP8 Formats for Deep Learning", 2022);
+    ``tf32`` and ``fp32`` a float32 run's (TF32 tensor cores, or CUDA cores), where the cluster states them."""
+    norm_input_bytes: int = 0
+    """Bytes of each element of the residual stream, which the norms save for backward (0: ``activation_bytes``).
+    torch.autocast keeps it float32: the embedding and the residual adds stay fp32 and layer_norm runs in fp32
+    (autocast's fp32 op list), so only the Linears' inputs and outputs are bf16."""
+    comm_bytes: int = 0
+    """Bytes per element that gradient reductions and FSDP's parameter gathers carry (0: the gradients' and the
+    parameters' own dtypes). parbench's bf16 runs keep float32 weights and gradients but reduce bf16 (a DDP
+    comm hook, FSDP2's ``MixedPrecisionPolicy``, the pipeline's flat all-reduce)."""
+    weight_cast_bytes: int = 0
+    """Bytes per Linear parameter of a low-precision copy made in forward and kept for backward: torch.autocast
+    casts each fp32 weight and bias once per autocast region and caches the copy, which the Linear's backward
+    reads for the input gradient (2 for bf16; 0: weights are used in their own dtype)."""
     fp32_grad_accumulation: bool = False
     """bf16 training accumulates and reduces replicated gradients in float32: Megatron-LM forces it for bf16
     (``arguments.py``: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32"), DeepSpeed's
@@ -63,10 +79,22 @@ class Precision:
         for k in ("param_bytes", "grad_bytes", "moment_bytes", "activation_bytes"):
             if getattr(self, k) not in (1, 2, 4, 8):
                 raise ConfigError(f"{k}={getattr(self, k)} must be 1, 2, 4 or 8 bytes")
+        for k in ("norm_input_bytes", "weight_cast_bytes", "comm_bytes"):
+            if getattr(self, k) not in (0, 1, 2, 4, 8):
+                raise ConfigError(f"{k}={getattr(self, k)} must be 0 (none or the default), 1, 2, 4 or 8 bytes")
+        if self.gemm_dtype not in GEMM_DTYPES:
+            raise ConfigError(f"gemm_dtype={self.gemm_dtype!r}: one of {GEMM_DTYPES}")
+
+    @property
+    def residual_bytes(self) -> int:
+        return self.norm_input_bytes or self.activation_bytes
 
 
 PRECISIONS = {
     "fp32": Precision(),
+    # torch.autocast(bfloat16) over fp32 weights, gradients and Adam state (parbench's own runs at --precision
+    # bf16): Linears and attention compute and keep bf16, the residual stream stays fp32
+    "amp": Precision(activation_bytes=2, norm_input_bytes=4, weight_cast_bytes=2, comm_bytes=2),
     # ZeRO paper (Rajbhandari et al. 2020, sec. 3.1): 2 + 2 + K bytes/param, K = 12 (fp32 master, m, v);
     # bf16 accumulates replicated gradients in fp32 (Precision.fp32_grad_accumulation)
     "bf16": Precision(param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, activation_bytes=2,
@@ -216,6 +244,18 @@ class Layout(ParallelLayout):
         return self.precision.grad_bytes
 
     @property
+    def grad_reduce_bytes(self) -> int:
+        """Bytes per gradient element as reduced over the data-parallel ranks (``Precision.comm_bytes``)."""
+        return self.precision.comm_bytes or self.grad_elem_bytes
+
+    @property
+    def gather_elem_bytes(self) -> int:
+        """Bytes per element of a sharded parameter's all-gather, and of the gathered copy: the parameters'
+        dtype (float32 gradient accumulation leaves the weights in bf16), the communication dtype where the
+        precision names one (FSDP2's ``param_dtype``), or 1 where FP8 weights are gathered."""
+        return 1 if self.fp8_all_gather else (self.precision.comm_bytes or self.precision.param_bytes)
+
+    @property
     def recomputed_fraction(self) -> float:
         """Share of the layers whose forward runs again in backward (full recomputation)."""
         return 1.0 / self.recompute_every if self.recompute is Recompute.FULL else 0.0
@@ -241,6 +281,11 @@ class Framework:
                                                     and precision.fp32_grad_accumulation))
 
 
+RUN_PRECISIONS = {"fp32": Precision(gemm_dtype="fp32"), "tf32": Precision(gemm_dtype="tf32"), "bf16": PRECISIONS["amp"]}
+"""The runner's ``--precision`` as the simulator's: float32 matmuls at the device's float32 or TF32 peak
+(a CPU profile's one calibrated peak), bf16 as torch.autocast (``parbench.strategies.precision``)."""
+
+
 def layout_from_run(cfg: RunConfig) -> Layout:
     """The layout the runner builds for ``cfg`` (hybrid with dp_mode=fsdp shards like ZeRO-3)."""
     zero = ZERO_STAGE.get(cfg.strategy, 0)
@@ -257,4 +302,5 @@ def layout_from_run(cfg: RunConfig) -> Layout:
                   ep=getattr(cfg, "ep", 1) or 1, data_in_step=cfg.data_in_step,
                   # every decoder workload calls scaled_dot_product_attention(is_causal=True): torch's flash kernel
                   attention="eager" if cfg.workload.name == "mlp" else "flash",
-                  fused_elementwise=False)  # eager torch: one kernel per operator, nothing compiled
+                  fused_elementwise=False,  # eager torch: one kernel per operator, nothing compiled
+                  precision=RUN_PRECISIONS[cfg.precision])

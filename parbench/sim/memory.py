@@ -129,16 +129,17 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
     if model.arch is None:
         e = layout.precision.activation_bytes
         return e * 6 * layout.micro_batch_size * model.hidden  # mlp: input, pre-activation and output of each Linear
-    arch, t, e = model.arch, layout.tp, layout.precision.activation_bytes
+    arch, t, e, r = model.arch, layout.tp, layout.precision.activation_bytes, layout.precision.residual_bytes
     s, b, h, f, k, a = model.seq_len / layout.cp, layout.micro_batch_size, arch.hidden, arch.ffn, arch.kv_width, arch.heads
     sb, sp = s * b, layout.sequence_parallel
-    layer_input = e * sb * h / (t if sp else 1)
+    layer_input = r * sb * h / (t if sp else 1)
     if layout.recompute is Recompute.OPS:
         gemm_outputs = 3 * h + 2 * k + (2 if arch.gated_mlp else 1) * f
         kept = layer_input + (e * sb * gemm_outputs / 2 + e * sb * h + FP32_BYTES * a * sb) / t
     else:
-        # the norms' inputs and dropout masks, then the norms' outputs: the inputs of qkv and of the MLP
-        replicated = 2 * e * sb * h + (2 * MASK_BYTES * sb * h if arch.dropout else 0)
+        # the norms' inputs (the residual stream's dtype) and dropout masks, then the norms' outputs: the inputs
+        # of qkv and of the MLP
+        replicated = 2 * r * sb * h + (2 * MASK_BYTES * sb * h if arch.dropout else 0)
         g = 1 if layout.te_fp8 else e  # a Linear's saved input: Transformer Engine keeps its FP8 cast
         gemm_inputs = 2 * g * sb * h
         mlp = (3 if layout.fused_elementwise else 4) if arch.gated_mlp else 2
@@ -185,10 +186,10 @@ def unsharded_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> int:
     if layout.pp > 1:  # under a pipeline schedule the stage stays gathered and accumulates full gradients
         # until its last backward (m + 1 gathers, comm.py), in FSDP2's reduce dtype (fp32 under mixed precision)
         reduce_bytes = FP32_BYTES if layout.precision.master_bytes else layout.precision.grad_bytes
-        return full * (reduce_bytes + (layout.precision.param_bytes if layout.zero == 3 else 0))
+        return full * (reduce_bytes + (layout.gather_elem_bytes if layout.zero == 3 else 0))
     if layout.zero == 2:
         return 0
-    pb = 1 if layout.fp8_all_gather else layout.precision.param_bytes
+    pb = layout.gather_elem_bytes
     fp8_casts = 2 * biggest if layout.precision.gemm_dtype == "fp8" and not layout.fp8_all_gather else 0
     return (root + top2) * pb + max(biggest, root) * layout.precision.grad_bytes + fp8_casts
 
@@ -221,8 +222,8 @@ def kept_activation_bytes(model: ModelSpec, layout: Layout, stage: Stage, layers
     if model.arch is None:
         return acts
     sbh = layout.precision.activation_bytes * model.seq_len / layout.cp * layout.micro_batch_size * model.hidden
-    if stage.chunks[0].first:
-        acts += sbh
+    if stage.chunks[0].first:  # the embedding's output: the residual stream
+        acts += sbh * layout.precision.residual_bytes / layout.precision.activation_bytes
     if stage.chunks[-1].last:  # the head's input, saved for its weight gradient (sharded only as a layer's gemm inputs are)
         acts += sbh / (layout.tp if layout.sequence_parallel and not layout.sp_saves_gathered_input else 1)
     return acts
@@ -237,6 +238,14 @@ def recompute_bytes(model: ModelSpec, layout: Layout) -> float:
     return whole - activation_bytes_per_layer(model, layout)
 
 
+def weight_cast_bytes(layout: Layout, tensors) -> int:
+    """torch.autocast's cached low-precision copies of a rank's Linear weights and biases, made in the first
+    forward and held until backward has used them (``Precision.weight_cast_bytes``)."""
+    if not layout.precision.weight_cast_bytes:
+        return 0
+    return layout.precision.weight_cast_bytes * sum(t.local_numel(layout.tp) for t in tensors if t.linear)
+
+
 def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluster | None = None) -> Memory:
     """The worst rank of a pipeline stage."""
     pr = layout.precision
@@ -247,7 +256,7 @@ def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluste
         optim_bytes = optim * pr.master_bytes  # plain SGD keeps no state
     layers = sum(c.hi - c.lo for c in stage.chunks)
     loss = loss_bytes(model, layout) if stage.chunks[-1].last else 0.0
-    acts = kept_activation_bytes(model, layout, stage, layers)
+    acts = kept_activation_bytes(model, layout, stage, layers) + weight_cast_bytes(layout, stage.tensors)
     # backward runs the loss first and frees its buffers before any layer's recomputation starts, so the
     # recomputed layer adds to the peak only by what it holds beyond them
     acts += max(0.0, recompute_bytes(model, layout) - loss) if layers else 0.0
@@ -276,7 +285,8 @@ def ps_memory(model: ModelSpec, layout: Layout) -> list[Memory]:
     shard = ps_shards(psi, max(layout.servers, 1))[0]
     optim = shard * (2 * pr.moment_bytes + pr.master_bytes) + STEP_TENSOR_BYTES if model.optimizer == "adamw" else 0
     worker = Memory(param_bytes=psi * pr.param_bytes, grad_bytes=psi * pr.grad_bytes, optim_bytes=0,
-                    activation_bytes=int(activation_bytes_per_layer(model, layout) * len(model.units)),
+                    activation_bytes=int(activation_bytes_per_layer(model, layout) * len(model.units))
+                    + weight_cast_bytes(layout, [t for u in (model.pre, *model.units, model.post) for t in u.params]),
                     loss_bytes=int(loss_bytes(model, layout)))
     server = Memory(param_bytes=shard * pr.param_bytes, grad_bytes=shard * pr.grad_bytes, optim_bytes=optim,
                     activation_bytes=0)

@@ -31,6 +31,8 @@ class Tensor:
     ``none`` (replicated: LayerNorm, embeddings, head, biases of row-wise Linears)."""
     expert: int = -1
     """Index of the expert this tensor belongs to in its MoE layer; -1 for every other tensor."""
+    linear: bool = False
+    """A Linear layer's weight or bias: what autocast casts to the matmul dtype (``Precision.weight_cast_bytes``)."""
 
     @property
     def numel(self) -> int:
@@ -144,11 +146,11 @@ class ModelSpec:
 
 
 def _linear(name: str, fan_in: int, fan_out: int, *, bias: bool = True, split: str = "none") -> tuple[Tensor, ...]:
-    weight = Tensor(name=f"{name}.weight", shape=(fan_out, fan_in), tp_split=split)
+    weight = Tensor(name=f"{name}.weight", shape=(fan_out, fan_in), tp_split=split, linear=True)
     if not bias:
         return (weight,)
     bias_split = "rows" if split == "rows" else "none"  # column-wise shards its bias, row-wise replicates it
-    return weight, Tensor(name=f"{name}.bias", shape=(fan_out,), tp_split=bias_split)
+    return weight, Tensor(name=f"{name}.bias", shape=(fan_out,), tp_split=bias_split, linear=True)
 
 
 def mlp_spec(cfg: WorkloadConfig) -> ModelSpec:
@@ -264,7 +266,7 @@ def moe_block_unit(i: int, arch: Architecture) -> Unit:
                 *_linear(f"{p}.mlp.experts.{j}.down", f, d, bias=bias, split="cols"))
 
     experts = tuple(replace(x, expert=j) for j in range(arch.experts) for x in expert(j))
-    router = Tensor(name=f"{p}.mlp.router.weight", shape=(arch.experts, d))
+    router = Tensor(name=f"{p}.mlp.router.weight", shape=(arch.experts, d), linear=True)
     params = tuple(x for x in dense.params if ".mlp." not in x.name) + (router, *experts)
     gemms = dense.gemms[:4] + (Gemm(m=t, k=d, n=arch.experts, tp_sharded=False),
                                Gemm(m=t * k, k=d, n=2 * f if arch.gated_mlp else f), Gemm(m=t * k, k=f, n=d))
@@ -316,7 +318,7 @@ def architecture_spec(arch: Architecture, *, megatron: bool = False, vocab_paral
                tp_row_allreduces=1 if vp else 0, tp_row_out=t * d if vp else 0, ops_forward=4, ops_backward=4)
     units = tuple(moe_block_unit(i, arch) if arch.is_moe_layer(i) else block_unit(i, arch, megatron=megatron)
                   for i in range(arch.layers))
-    head = () if arch.tie_embeddings else (Tensor(name="post.out.weight", shape=(v, d), tp_split=tok.tp_split),)
+    head = () if arch.tie_embeddings else (Tensor(name="post.out.weight", shape=(v, d), tp_split=tok.tp_split, linear=True),)
     post = Unit(params=(*_norm("post.ln", d, arch), *head),
                 gemms=(Gemm(m=t, k=d, n=v, tp_sharded=vp),), out_elems_per_sample=t * v,
                 elementwise_elems_per_sample=2 * t * d + 3 * t * v,

@@ -207,7 +207,7 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: li
     data = data_time_s(c, model, _data_samples(layout)) * slow if (st.chunks[0].first or st.chunks[-1].last) else 0.0
     other = data if layout.data_in_step else 0.0  # else prepared ahead of the step, off its critical path
     return StageTime(chunk=chunk, exposed_mb=_micro_batch_exposed(c, layout, ops, chunk), exposed_tail=tail,
-                     optimizer=optimizer_time_s(c, model, optim, tensors, grads) * slow
+                     optimizer=optimizer_time_s(c, model, optim, tensors, grads, layout.fused_elementwise) * slow
                      + optimizer_overhead_s(c, model, layout, st) * over, other=other, data=data,
                      comm_total=totals, link=_links(c, layout, ops))
 

@@ -11,7 +11,15 @@ from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.model import Gemm, ModelSpec, Unit
 
-ADAMW_BYTES_PER_ELEMENT = 28  # read p, g, m, v; write p, m, v: 7 x fp32 (torch's AdamW, for-loop form)
+ADAMW_BYTES_PER_ELEMENT = 28
+"""A fused AdamW kernel (``torch.optim.AdamW(fused=True)``, Apex's and Transformer Engine's FusedAdam under
+Megatron-LM, torchtitan's default): read p, g, m, v and write p, m, v once, 7 x fp32."""
+ADAMW_UNFUSED_BYTES_PER_ELEMENT = 80
+"""torch's default AdamW (the for-loop form on the CPU, foreach on CUDA), one kernel per operation, fp32 bytes
+read + written per element: weight decay p.mul_ (8), m.lerp_(g) (12), v.mul_ (8), v.addcmul_(g, g) (12),
+v.sqrt() (8), / bias correction (8), + eps (8), p.addcdiv_(m, denom) (16) (``torch/optim/adamw.py``,
+``_single_tensor_adam`` and ``_multi_tensor_adam``). Measured on an H200: 33.4 ms for 1.42e9 parameters
+(``scripts/gpu_compute_check.py``), 80 x 1.42e9 / 4.17 TB/s = 27.3 ms against 9.6 ms at 28 bytes."""
 ADAMW_OPS_PER_TENSOR = 10  # aten ops per tensor of torch's for-loop AdamW step (counted, steady state)
 SGD_BYTES_PER_ELEMENT = 12
 SGD_OPS_PER_TENSOR = 1.5  # counted: add_ per tensor plus the param-group bookkeeping
@@ -138,14 +146,21 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
     return total
 
 
-def optimizer_time_s(c: Cluster, model: ModelSpec, elements: int, tensors: int, grad_elements: int) -> float:
+def adamw_bytes_per_element(fused: bool) -> int:
+    return ADAMW_BYTES_PER_ELEMENT if fused else ADAMW_UNFUSED_BYTES_PER_ELEMENT
+
+
+def optimizer_time_s(c: Cluster, model: ModelSpec, elements: int, tensors: int, grad_elements: int,
+                     fused: bool = True) -> float:
     """zero_grad (write the gradients) + the optimizer's update: memory-bound, ``ops`` operators per tensor
-    for the update and one for zero_grad, each costing the cluster's optimizer-op overhead."""
-    per_el, ops = ((ADAMW_BYTES_PER_ELEMENT, ADAMW_OPS_PER_TENSOR) if model.optimizer == "adamw"
+    for the update and one for zero_grad, each costing the cluster's optimizer-op overhead; on a GPU the
+    launches overlap the kernels (``Cluster.host_runs_ahead``). ``fused``: a fused AdamW kernel
+    (``Layout.fused_elementwise``), else torch's one kernel per operation."""
+    per_el, ops = ((adamw_bytes_per_element(fused), ADAMW_OPS_PER_TENSOR) if model.optimizer == "adamw"
                    else (SGD_BYTES_PER_ELEMENT, SGD_OPS_PER_TENSOR))
-    update = elements * per_el / c.memory_bandwidth_bytes_per_s + tensors * ops * c.optimizer_op_s
-    zero = grad_elements * 4 / c.memory_bandwidth_bytes_per_s + tensors * c.optimizer_op_s
-    return update + zero
+    memory = (elements * per_el + grad_elements * 4) / c.memory_bandwidth_bytes_per_s
+    host = tensors * (ops + 1) * c.optimizer_op_s
+    return max(memory, host) if c.host_runs_ahead else memory + host
 
 
 def oversubscription(c: Cluster, ranks: int) -> float:

@@ -32,6 +32,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from parbench.metrics.comm import Category
 from parbench.strategies.base import RankContext, Trainer, allreduce_grads, moe_fields, replica_input
+from parbench.strategies import precision
 from parbench.strategies.data_parallel import sgd_step
 from parbench.workloads import moe
 
@@ -77,8 +78,9 @@ def gradient_sync(ctx: RankContext, params: list[nn.Parameter], experts: list[nn
     divided by n, the data-parallel ranks (see the module docstring)."""
     expert_ids = {id(p) for p in experts}
     dense = [p for p in params if id(p) not in expert_ids]
-    sync_dense = allreduce_grads(dense, dense_group, n)
-    sync_experts = allreduce_grads(experts, expert_group, n) if expert_group is not None else None
+    dtype = precision.reduce_dtype(ctx.config.precision)
+    sync_dense = allreduce_grads(dense, dense_group, n, dtype)
+    sync_experts = allreduce_grads(experts, expert_group, n, dtype) if expert_group is not None else None
 
     def sync() -> None:
         # synchronisation points: each all-reduce waits for every rank of its group

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from parbench.config import DataParallelMode
 from parbench.metrics.comm import Category
 from parbench.strategies.base import RankContext, Trainer, allreduce_grads, moe_fields, replica_input
+from parbench.strategies import precision
 from parbench.strategies.data_parallel import sgd_step, wrap_ddp
 from parbench.strategies.pipeline import pipeline_trainer
 from parbench.strategies.sharded import shard_model
@@ -91,7 +91,7 @@ def _pipelined(ctx: RankContext, mesh: DeviceMesh, model: nn.Module,
                wrap: Callable[[nn.Module], nn.Module], dp_rank: int, experts=None) -> Trainer:
     cfg = ctx.config
     manual = cfg.dp > 1 and cfg.dp_mode is DataParallelMode.DDP
-    dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
+    dtype = precision.reduce_dtype(cfg.precision)
 
     def sync_for(params: list[nn.Parameter]) -> Callable[[], None] | None:
         if experts is not None:

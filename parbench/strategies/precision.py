@@ -4,7 +4,8 @@
 - ``tf32``: fp32 tensors, matmuls on TF32 tensor cores (CUDA only; ``torch.backends.cuda.matmul``).
 - ``bf16``: fp32 master parameters and optimizer, forward and backward under ``torch.autocast``
   (bf16 matmuls); the communication that carries bf16 tensors halves: DDP's gradient all-reduce
-  through a bf16 comm hook, FSDP2's all-gather and reduce-scatter through ``MixedPrecisionPolicy``,
+  through a bf16 comm hook, FSDP2's all-gather and reduce-scatter through ``MixedPrecisionPolicy``, the
+  hand-written gradient all-reduces of pipelines and expert parallelism (``reduce_dtype``),
   tensor-parallel activations where autocast made them bf16 (a linear layer's output; layer norms
   and the residual stream stay fp32 under autocast, so pipeline stage boundaries, which carry the
   residual stream, stay fp32). The parameter server pushes and pulls fp32 (its shards are the master
@@ -77,6 +78,11 @@ def register_ddp_hook(ddp: torch.nn.parallel.DistributedDataParallel, precision:
     """bf16 gradient all-reduce for ``bf16``; DDP's own fp32 all-reduce otherwise."""
     if precision == "bf16":
         ddp.register_comm_hook(group, bf16_allreduce_hook)
+
+
+def reduce_dtype(precision: str) -> torch.dtype:
+    """The dtype of hand-written gradient all-reduces (the pipeline's and expert parallelism's): bf16 for ``bf16``."""
+    return torch.bfloat16 if precision == "bf16" else torch.float32
 
 
 def fsdp_policy(precision: str) -> MixedPrecisionPolicy:

@@ -177,7 +177,8 @@ class MoE(nn.Module):
         token, expert, weight = token[order], expert[order], weight[order]
         counts = torch.bincount(expert, minlength=self.cfg.experts)
         y = self._experts(flat[token], counts)
-        return torch.zeros_like(flat).index_add(0, token, y * weight.unsqueeze(1))
+        # under autocast the experts' Linears return bf16 while the residual stream stays fp32: sum in its dtype
+        return torch.zeros_like(flat).index_add(0, token, (y * weight.unsqueeze(1)).to(flat.dtype))
 
     def _experts(self, rows: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         """Rows sorted by expert, ``counts[e]`` of them for expert e -> the experts' outputs, same order."""

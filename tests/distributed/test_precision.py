@@ -42,9 +42,20 @@ def test_fsdp_bf16_gathers_and_reduce_scatters_in_bf16(tmp_path):
 
 @pytest.mark.parametrize("strategy,extra", [("tp", {}), ("pipeline", {"micro_batches": 2})])
 def test_bf16_model_parallel_matches_the_bf16_reference(tmp_path, strategy, extra):
+    """Autocast makes a Linear's output bf16 but keeps the residual stream and the norms float32, so of the
+    transformer's model-parallel traffic only the row-wise Linears' forward all-reduces halve: per block
+    2 forward all-reduces of b s h in bf16 and 4 backward ones (the q, k, v and up inputs' gradients) in
+    fp32, each sending S at n = 2; a pipeline boundary carries the fp32 residual stream."""
     rec = _run(tmp_path, strategy=strategy, world_size=2, workload={"name": "transformer"},
                precision="bf16", **extra)
     assert rec["loss_max_abs_diff_vs_reference"] <= rec["loss_tolerance"]
+    bsh = rec["global_batch_size"] * rec["seq_len"] * rec["hidden"]
+    expected = rec["layers"] * bsh * (2 * BF16 + 4 * FP32) if strategy == "tp" else 2 * (bsh // 2) * FP32
+    assert rec["comm_intermediate_bytes_per_step"] == expected
+    from parbench.sim import PRESETS, layout_from_run, model_spec, predict
+
+    cfg = RunConfig(strategy=strategy, world_size=2, workload={"name": "transformer"}, precision="bf16", **extra)
+    assert predict(model_spec(cfg.workload), layout_from_run(cfg), PRESETS["a100-80gb"]).comm_bytes["intermediate"] == expected
 
 
 @pytest.mark.slow

@@ -58,7 +58,9 @@ def test_framework_calibration_measures_positive_costs_on_a_one_rank_group():
     """The real measurement: a one-rank gloo process, the probe workloads plain and wrapped."""
     from parbench.sim.calibrate import FRAMEWORK_FIELDS, measure_framework
 
-    got = measure_framework(reps=1, memory_bandwidth_bytes_per_s=1e10)
+    # about what calibrate's elementwise fit measures on these machines (87.9 GB/s: the probes' tensors sit in
+    # cache); a far lower figure leaves no time for the operators once torch's AdamW's 80 bytes per element are out
+    got = measure_framework(reps=1, memory_bandwidth_bytes_per_s=8e10)
     assert all(got[k] >= 0 for k in FRAMEWORK_FIELDS)
     assert got["tp_linear_overhead_s"] > 0 and got["dtensor_op_overhead_s"] > 0 and got["optimizer_op_overhead_s"] > 0
     assert [r["workload"] for r in got["rows"]] == ["mlp", "transformer"]
