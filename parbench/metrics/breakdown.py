@@ -94,6 +94,23 @@ def merge(intervals: Iterable[Sequence[float]]) -> list[tuple[float, float]]:
     return [(a, b) for a, b in out]
 
 
+def subtract(merged: list[tuple[float, float]], cut: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The parts of disjoint sorted intervals ``merged`` that no interval of disjoint sorted ``cut`` covers."""
+    out = []
+    for a, b in merged:
+        for c, d in cut:
+            if d <= a or c >= b:
+                continue
+            if c > a:
+                out.append((a, c))
+            a = max(a, d)
+            if a >= b:
+                break
+        if a < b:
+            out.append((a, b))
+    return out
+
+
 def _covers(merged: list[tuple[float, float]], starts: list[float], t: float) -> bool:
     i = bisect.bisect_right(starts, t) - 1
     return i >= 0 and merged[i][0] <= t < merged[i][1]

@@ -3,10 +3,14 @@
 A few dedicated steps after the timed ones run under torch.profiler (CPU operators and the
 optimizers' ``Optimizer.step#`` / ``Optimizer.zero_grad#`` annotations) and the comm meter's
 timing mode (issue and completion of every collective and send/recv: torch.profiler records no
-gloo communication). The timed steps never carry either. On a GPU the profiler's CUDA activity
-would add kernels and NCCL; this module reads CPU activity only, so on a GPU the compute term is
-the time the host spends launching and waiting (the step still synchronises the device before
-its clock stops).
+gloo communication). The timed steps never carry either.
+
+On a GPU the host launches kernels and runs ahead, so what its thread does says little about where
+the time goes. There the profiler records CUDA activity too, and the rank computes while the device
+runs a kernel, a copy or a memset (NCCL's kernels are communication, not compute); a kernel belongs to
+the optimizer when the operator that launched it ran inside an optimizer annotation (the profiler links
+each kernel to its launching operator by correlation id). The host's optimizer annotations still count
+as optimizer where the device is idle under them (a launch-bound optimizer).
 
 The ranks return plain lists; ``parbench.metrics.breakdown`` labels them in the launcher.
 """
@@ -16,13 +20,13 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from parbench.metrics.breakdown import merge
+from parbench.metrics.breakdown import merge, subtract
 
 TRACED_STEPS = 3
 """Traced steps per run; the record keeps the one of median duration, the trace file all of them."""
@@ -41,7 +45,9 @@ def traced_steps(*, step: Callable[[int], Any], meter, device: torch.device, sta
     ``prepare(i)``: makes step i's input before its start barrier, off the step, as the timed loop does."""
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # read when the profiler first starts: silences its stage lines
     windows = []
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    gpu = device.type == "cuda"
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if gpu else [ProfilerActivity.CPU]
+    with profile(activities=activities) as prof:
         for i in range(start, start + n):
             if prepare is not None:
                 prepare(i)  # off the step's window, as in the timed loop
@@ -50,11 +56,33 @@ def traced_steps(*, step: Callable[[int], Any], meter, device: torch.device, sta
     # (1.3 s of CPU for three transformer steps, measured)
     raw = prof.profiler.kineto_results.events()
     base = min(e.start_ns() for e in raw)  # nanoseconds since 1970: subtract before going to float seconds
-    events = [(e.name(), (e.start_ns() - base) / 1e9, (e.end_ns() - base) / 1e9, e.start_thread_id(),
-               e.is_user_annotation()) for e in raw]
+    events = [Event(e.name(), (e.start_ns() - base) / 1e9, (e.end_ns() - base) / 1e9, e.start_thread_id(),
+                    e.is_user_annotation(), e.activity_type(), e.correlation_id(), e.linked_correlation_id())
+              for e in raw]
     shift = _clock_shift(events, windows)
-    steps = [_step_events(events, w, shift) for w in windows]
+    steps = [(_device_step_events if gpu else _step_events)(events, w, shift) for w in windows]
     return {"host": socket.gethostname(), "steps": steps}
+
+
+class Event(NamedTuple):
+    """One profiler event, seconds from the first event."""
+
+    name: str
+    start: float
+    end: float
+    thread: int
+    annotation: bool
+    activity: str = "cpu_op"
+    """kineto's activity type: ``cpu_op``, ``user_annotation``, ``kernel``, ``gpu_memcpy``, ``gpu_memset``,
+    ``cuda_runtime``, ..."""
+    correlation: int = 0
+    linked: int = 0
+    """A device event's launching operator (that operator's ``correlation``)."""
+
+
+DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
+NCCL_PREFIX = "nccl"
+"""NCCL's kernels (``ncclDevKernel_AllReduce_...``): communication, which the comm meter times."""
 
 
 def _one(step: Callable[[int], Any], i: int, meter, device: torch.device, world_size: int) -> dict[str, Any]:
@@ -76,21 +104,49 @@ def _one(step: Callable[[int], Any], i: int, meter, device: torch.device, world_
 def _clock_shift(events: list[tuple], windows: list[dict[str, Any]]) -> float:
     """Seconds to add to a profiler time to get ``time.perf_counter``: the first mark starts when
     the first window does (a few microseconds apart)."""
-    first_mark = min(start for name, start, *_ in events if name == MARK)
+    first_mark = min(e.start for e in events if e.name == MARK)
     return windows[0]["start_s"] - first_mark
 
 
-def _step_events(events: list[tuple], window: dict[str, Any], shift: float) -> dict[str, Any]:
+def _step_events(events: list[Event], window: dict[str, Any], shift: float) -> dict[str, Any]:
     """Merged compute and optimizer intervals of the main thread (the one that ran the mark) in the window."""
-    main = next(thread for name, _, _, thread, _ in events if name == MARK)
+    main = next(e.thread for e in events if e.name == MARK)
     lo, hi = window["start_s"], window["end_s"]
     compute, optimizer = [], []
-    for name, start, end, thread, annotation in events:
-        a, b = start + shift, end + shift
-        if thread != main or b < lo or a > hi:
+    for e in events:
+        a, b = e.start + shift, e.end + shift
+        if e.thread != main or b < lo or a > hi or e.activity in DEVICE_WORK:
             continue
-        if name.startswith(_OPTIMIZER):
+        if e.name.startswith(_OPTIMIZER):
             optimizer.append((max(a, lo), min(b, hi)))
-        elif not annotation and not name.startswith(_NOT_COMPUTE):
+        elif not e.annotation and not e.name.startswith(_NOT_COMPUTE):
             compute.append((max(a, lo), min(b, hi)))
     return {**window, "compute": [list(x) for x in merge(compute)], "optimizer": [list(x) for x in merge(optimizer)]}
+
+
+def _device_step_events(events: list[Event], window: dict[str, Any], shift: float) -> dict[str, Any]:
+    """A GPU rank's step: compute is the device's kernels, copies and memsets (NCCL's kernels aside);
+    optimizer the device work launched inside an optimizer annotation, plus the annotations' stretches
+    where the device is idle (see the module docstring)."""
+    host = _step_events(events, window, shift)
+    main = next(e.thread for e in events if e.name == MARK)
+    in_optimizer = host["optimizer"]
+    launched_in_optimizer = {e.correlation for e in events
+                             if e.thread == main and e.activity not in DEVICE_WORK and e.correlation
+                             and _inside(e.start + shift, in_optimizer)}
+    lo, hi = window["start_s"], window["end_s"]
+    compute, optimizer = [], []
+    for e in events:
+        a, b = e.start + shift, e.end + shift
+        if e.activity not in DEVICE_WORK or e.name.startswith(NCCL_PREFIX) or b < lo or a > hi:
+            continue
+        (optimizer if e.linked in launched_in_optimizer else compute).append((max(a, lo), min(b, hi)))
+    compute = merge(compute)
+    idle_optimizer = subtract(merge(in_optimizer), compute)  # the host in the optimizer, the device not computing
+    return {**window, "compute": [list(x) for x in merge(compute + optimizer)],
+            "optimizer": [list(x) for x in merge(optimizer + idle_optimizer)],
+            "device_optimizer": [list(x) for x in merge(optimizer)]}
+
+
+def _inside(t: float, intervals: list) -> bool:
+    return any(a <= t <= b for a, b in intervals)

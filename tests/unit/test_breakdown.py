@@ -139,3 +139,36 @@ def test_chrome_trace_lays_overlapping_ops_on_separate_lanes():
     data = chrome_trace([_rank(0, [step])], run_id="x")
     lanes = [e["tid"] for e in data["traceEvents"] if e["ph"] == "X" and e["cat"].startswith("comm.")]
     assert lanes == [1, 2, 1]
+
+
+def test_a_gpu_step_is_labelled_by_the_device_timeline():
+    """A GPU rank's host runs ahead: it launches forward and backward (0-1 s), then the optimizer (1-1.5 s)
+    and waits for the device (synchronize, to 5 s); a zero_grad at 4.7-4.8 s launches nothing. The device
+    runs the compute kernels 0.5-3.5 s with a 0.5 s gap at 2-2.5 s (no kernel queued), an NCCL kernel at
+    3.5-3.7 s (communication, not compute), the optimizer's kernels 3.7-4.5 s (launched inside its
+    annotation), and a copy 4.5-4.6 s launched before it. Host-thread operators no longer count as compute,
+    and the host's optimizer annotation counts only where the device computes nothing."""
+    from parbench.metrics.tracing import MARK, Event, _device_step_events
+
+    main, device = 1, 7
+    events = [Event(MARK, 0.0, 5.0, main, True, "user_annotation"),
+              Event("aten::mm", 0.1, 0.9, main, False, "cpu_op", correlation=10),
+              Event("Optimizer.step#AdamW.step", 1.0, 1.5, main, True, "user_annotation"),
+              Event("aten::_foreach_mul_", 1.1, 1.4, main, False, "cpu_op", correlation=20),
+              Event("aten::copy_", 0.95, 0.99, main, False, "cpu_op", correlation=30),
+              Event("sm90_gemm", 0.5, 2.0, device, False, "kernel", linked=10),
+              Event("sm90_gemm", 2.5, 3.5, device, False, "kernel", linked=10),
+              Event("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 3.5, 3.7, device, False, "kernel", linked=10),
+              Event("multi_tensor_apply_kernel", 3.7, 4.5, device, False, "kernel", linked=20),
+              Event("Memcpy DtoD", 4.5, 4.6, device, False, "gpu_memcpy", linked=30),
+              Event("Optimizer.zero_grad#AdamW.zero_grad", 4.7, 4.8, main, True, "user_annotation")]
+    window = {"start_s": 0.0, "returned_s": 5.0, "end_s": 5.0, "comm": []}
+    step = _device_step_events(events, window, shift=0.0)
+    assert step["compute"] == [[0.5, 2.0], [2.5, 3.5], [3.7, 4.6]]
+    assert step["device_optimizer"] == [[3.7, 4.5]]
+    assert step["optimizer"] == [[3.7, 4.5], [4.7, 4.8]]  # 1.0-1.5 the device still ran the backward's GEMM
+    spans = label_step(start_s=0.0, end_s=5.0, compute=step["compute"], optimizer=step["optimizer"], comm=[])
+    got = totals(spans)
+    assert got["time_compute_s"] == pytest.approx(1.5 + 1.0 + 0.1)
+    assert got["time_optimizer_s"] == pytest.approx(0.8 + 0.1)
+    assert got["time_other_s"] == pytest.approx(0.5 + 0.5 + 0.2 + 0.1 + 0.2)  # 0-0.5, 2-2.5, nccl, 4.6-4.7, 4.8-5
