@@ -24,6 +24,7 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 import torch.distributed as dist
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from parbench.metrics.breakdown import merge, subtract
@@ -57,11 +58,17 @@ def traced_steps(*, step: Callable[[int], Any], meter, device: torch.device, sta
     raw = prof.profiler.kineto_results.events()
     base = min(e.start_ns() for e in raw)  # nanoseconds since 1970: subtract before going to float seconds
     events = [Event(e.name(), (e.start_ns() - base) / 1e9, (e.end_ns() - base) / 1e9, e.start_thread_id(),
-                    e.is_user_annotation(), e.activity_type(), e.correlation_id(), e.linked_correlation_id())
+                    e.is_user_annotation(), _activity(e), e.correlation_id(), e.linked_correlation_id())
               for e in raw]
     shift = _clock_shift(events, windows)
     steps = [(_device_step_events if gpu else _step_events)(events, w, shift) for w in windows]
     return {"host": socket.gethostname(), "steps": steps}
+
+
+def _activity(e) -> str:
+    """``device`` for work that ran on the GPU (kernels, copies, memsets: kineto's CUDA events that are not
+    annotations), ``host`` for everything else (``_KinetoEvent.activity_type`` is not in every torch)."""
+    return "device" if e.device_type() == DeviceType.CUDA and not e.is_user_annotation() else "host"
 
 
 class Event(NamedTuple):
@@ -72,15 +79,14 @@ class Event(NamedTuple):
     end: float
     thread: int
     annotation: bool
-    activity: str = "cpu_op"
-    """kineto's activity type: ``cpu_op``, ``user_annotation``, ``kernel``, ``gpu_memcpy``, ``gpu_memset``,
-    ``cuda_runtime``, ..."""
+    activity: str = "host"
+    """``device`` (a kernel, copy or memset on the GPU) or ``host`` (``_activity``)."""
     correlation: int = 0
     linked: int = 0
     """A device event's launching operator (that operator's ``correlation``)."""
 
 
-DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
+DEVICE_WORK = ("device",)
 NCCL_PREFIX = "nccl"
 """NCCL's kernels (``ncclDevKernel_AllReduce_...``): communication, which the comm meter times."""
 

@@ -151,17 +151,17 @@ def test_a_gpu_step_is_labelled_by_the_device_timeline():
     from parbench.metrics.tracing import MARK, Event, _device_step_events
 
     main, device = 1, 7
-    events = [Event(MARK, 0.0, 5.0, main, True, "user_annotation"),
-              Event("aten::mm", 0.1, 0.9, main, False, "cpu_op", correlation=10),
-              Event("Optimizer.step#AdamW.step", 1.0, 1.5, main, True, "user_annotation"),
-              Event("aten::_foreach_mul_", 1.1, 1.4, main, False, "cpu_op", correlation=20),
-              Event("aten::copy_", 0.95, 0.99, main, False, "cpu_op", correlation=30),
-              Event("sm90_gemm", 0.5, 2.0, device, False, "kernel", linked=10),
-              Event("sm90_gemm", 2.5, 3.5, device, False, "kernel", linked=10),
-              Event("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 3.5, 3.7, device, False, "kernel", linked=10),
-              Event("multi_tensor_apply_kernel", 3.7, 4.5, device, False, "kernel", linked=20),
-              Event("Memcpy DtoD", 4.5, 4.6, device, False, "gpu_memcpy", linked=30),
-              Event("Optimizer.zero_grad#AdamW.zero_grad", 4.7, 4.8, main, True, "user_annotation")]
+    events = [Event(MARK, 0.0, 5.0, main, True, "host"),
+              Event("aten::mm", 0.1, 0.9, main, False, "host", correlation=10),
+              Event("Optimizer.step#AdamW.step", 1.0, 1.5, main, True, "host"),
+              Event("aten::_foreach_mul_", 1.1, 1.4, main, False, "host", correlation=20),
+              Event("aten::copy_", 0.95, 0.99, main, False, "host", correlation=30),
+              Event("sm90_gemm", 0.5, 2.0, device, False, "device", linked=10),
+              Event("sm90_gemm", 2.5, 3.5, device, False, "device", linked=10),
+              Event("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 3.5, 3.7, device, False, "device", linked=10),
+              Event("multi_tensor_apply_kernel", 3.7, 4.5, device, False, "device", linked=20),
+              Event("Memcpy DtoD", 4.5, 4.6, device, False, "device", linked=30),
+              Event("Optimizer.zero_grad#AdamW.zero_grad", 4.7, 4.8, main, True, "host")]
     window = {"start_s": 0.0, "returned_s": 5.0, "end_s": 5.0, "comm": []}
     step = _device_step_events(events, window, shift=0.0)
     assert step["compute"] == [[0.5, 2.0], [2.5, 3.5], [3.7, 4.6]]
