@@ -61,3 +61,33 @@ def test_the_preset_memory_bandwidth_lies_below_the_measured_copy():
     measured = MEASURED["memory_bandwidth"]["measured_bytes_per_s"]
     assert 0.85 * 4.8e12 < measured < 4.8e12
     assert PRESETS["h200-sxm"].memory_bandwidth_bytes_per_s < measured
+
+
+def _record(precision: str) -> dict:
+    return json.loads((Path(__file__).parent / "data" / f"h200_run_{precision}.json").read_text())
+
+
+def test_the_runners_gpu_breakdown_agrees_with_cuda_events():
+    """The same GPT at batch 4 run by ``parbench run --device cuda --backend nccl --precision bf16`` on that
+    H200: the breakdown's compute (the device's kernels in the profiler's timeline) is within 3% of the
+    forward + backward that CUDA events timed in the check script, and the terms fill the traced step."""
+    rec = _record("bf16")
+    assert rec["gpu_name"] == "NVIDIA H200" and rec["global_batch_size"] == 4 and rec["layers"] == 24
+    events = next(s for s in MEASURED["gpt_step"] if s["batch"] == 4)["measured_s"]
+    assert rec["time_compute_s"] == pytest.approx(events["forward"] + events["backward"], rel=0.03)
+    terms = ("time_compute_s", "time_comm_exposed_s", "time_bubble_s", "time_optimizer_s", "time_other_s")
+    assert sum(rec[t] for t in terms) == pytest.approx(rec["traced_step_time_s"], rel=1e-6)
+    assert rec["time_other_s"] < 0.05 * rec["traced_step_time_s"]  # the host's launches hide under the kernels
+
+
+def test_validate_predicts_the_measured_h200_runs():
+    """``parbench validate --cluster h200-sxm`` on the two records: bf16 (autocast) within 10%; tf32 within
+    30%, the prediction too fast (fp32 tensors run no flash attention and move twice the bytes)."""
+    from parbench.sim.validate import compare
+
+    bf16, tf32 = (compare(_record(p), PRESETS["h200-sxm"]) for p in ("bf16", "tf32"))
+    assert bf16["comm_bytes_exact"] and tf32["comm_bytes_exact"]
+    assert bf16["step_time_error_pct"] <= 10 and bf16["step_time_predicted_s"] > bf16["step_time_measured_s"]
+    assert tf32["step_time_error_pct"] <= 30 and tf32["step_time_predicted_s"] < tf32["step_time_measured_s"]
+    for row in (bf16, tf32):
+        assert row["mem_param_measured"] == row["mem_param_predicted"] == 4 * MEASURED["gpt_step"][0]["params"]
