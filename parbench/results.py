@@ -98,13 +98,13 @@ SCHEMA: dict[str, str] = {
     "mfu_peak_source": "where the peak comes from (datasheet and column), or why there is none",
     # step-time breakdown: seconds per step in the traced step of median duration, on the busiest
     # rank (most compute + optimizer time); they sum to traced_step_time_s (parbench.metrics.breakdown)
-    "time_compute_s": "main thread running operators (forward, backward, recompute), outside the optimizer",
+    "time_compute_s": "main thread running operators (forward, backward, recompute), outside the optimizer; on a GPU the device running kernels, copies or memsets (NCCL's aside) launched outside it",
     "time_comm_exposed_data_s": "waiting on data-category communication that no operator overlapped",
     "time_comm_exposed_parameter_s": "waiting on parameter communication (gradients, parameters) not overlapped",
     "time_comm_exposed_intermediate_s": "waiting on intermediate communication (activations, their gradients) not overlapped",
     "time_bubble_s": "idle waiting for a peer: a send/recv whose peer had not issued its side yet, and the end-of-step wait for the slowest rank",
-    "time_optimizer_s": "inside Optimizer.step / zero_grad (its communication, e.g. ZeRO-1's broadcasts, counts as comm)",
-    "time_other_s": "the rest: Python between operators, data glue, nothing in flight",
+    "time_optimizer_s": "inside Optimizer.step / zero_grad (on a GPU the kernels they launched, and their host time where the device is idle); its communication, e.g. ZeRO-1's broadcasts, counts as comm",
+    "time_other_s": "the rest: Python between operators, data glue, nothing in flight (on a GPU: the device idle)",
     "time_comm_exposed_s": "sum of the three exposed-communication terms",
     "traced_step_time_s": "duration of the traced step the terms come from (barrier to barrier, like a timed step)",
     "traced_steps": "untimed traced steps after the timed ones (torch.profiler + comm timing); null in older records",

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Every single-GPU check, in one go (about four minutes on an H200): the simulator's compute terms
-# (gpu_compute_check.py), the GPU tests (nccl, CUDA memory statistics), two real runs of the runner on
-# cuda/nccl and the simulator's prediction of them. Usage: scripts/gpu_checks.sh OUT_DIR
-# OUT_DIR receives gpu_check.json, log.txt and runs.tar (the runs' records and traces).
+# A session on one GPU, in one go (4.5 minutes on an H200 with the runner check left out): the simulator's
+# compute terms (gpu_compute_check.py), the GPU tests (nccl, CUDA memory statistics), two real runs of the
+# runner on cuda/nccl (the ~1.3B GPT at bf16 and tf32) and `parbench validate` of them on the h200-sxm
+# preset; with --runner-check also scripts/gpu_check.py (every strategy, the runner's clock, torchrun: up
+# to 8 more minutes). Usage: scripts/gpu_session.sh OUT_DIR [--runner-check]
+# OUT_DIR receives gpu_check.json, log.txt, runs.tar (the runs' records and traces) and, with
+# --runner-check, runner_check.json.
 set -u
-out=${1:?usage: scripts/gpu_checks.sh OUT_DIR}
+out=${1:?usage: scripts/gpu_session.sh OUT_DIR [--runner-check]}
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -27,6 +30,10 @@ runs=$(mktemp -d)
   echo "== the simulator on those runs (h200-sxm preset)"
   timeout 40 $py -m parbench validate --results-dir "$runs" --cluster h200-sxm; echo "rc=$?"
   timeout 30 $py -m parbench doctor --device cuda --backend nccl --world-size 1; echo "rc=$?"
+  if [ "${2:-}" = --runner-check ]; then
+    echo "== scripts/gpu_check.py"
+    timeout 480 $py scripts/gpu_check.py --out "$out/runner_check.json"; echo "rc=$?"
+  fi
 } >"$out/log.txt" 2>&1
 cat "$out/log.txt"
 tar -C "$runs" -cf "$out/runs.tar" .
