@@ -30,6 +30,12 @@ def test_ddp_bf16_gradient_all_reduce_sends_half_the_fp32_bytes(tmp_path):
     assert bf16["mfu_dtype"] == "bf16" and bf16["mfu_peak_flops"] is None  # CPU: no stated peak
     assert 0 < bf16["loss_max_abs_diff_vs_reference"] <= bf16["loss_tolerance"]
     assert fp32["loss_max_abs_diff_vs_reference"] <= fp32["loss_tolerance"] == 1e-5
+    from parbench.sim import PRESETS, layout_from_run, model_spec, predict
+
+    for precision, rec in (("fp32", fp32), ("bf16", bf16)):  # the simulator's own count of the same run
+        cfg = RunConfig(strategy="ddp", world_size=2, precision=precision)
+        assert predict(model_spec(cfg.workload), layout_from_run(cfg), PRESETS["a100-80gb"]).comm_bytes["parameter"] \
+            == rec["comm_parameter_bytes_per_step"]
 
 
 def test_fsdp_bf16_gathers_and_reduce_scatters_in_bf16(tmp_path):
@@ -74,3 +80,16 @@ def test_bad_precisions_are_refused_before_spawning():
         RunConfig(precision="tf32")
     with pytest.raises(ConfigError, match="unknown precision 'fp16'"):
         RunConfig(precision="fp16")
+
+
+def test_bf16_expert_parallelism_runs_and_sends_stream_and_expert_dtypes(tmp_path):
+    """The mixture of experts under autocast (it failed before: the experts' bf16 outputs were summed into the
+    float32 stream). Balanced routing, ep = dp = 2, top 2 of 4 experts, 4 layers: each rank's 32 x 32 tokens
+    make 2048 assignments, 1024 of them for the other rank's experts; per layer and direction a row of h
+    carries the norm's float32 output out (and its gradient back) and the expert's bf16 output back (and its
+    gradient out): 4 + 2 + 2 + 4 bytes per element; the count exchange sends 4 int64 / 2 per layer."""
+    rec = _run(tmp_path, strategy="ep", world_size=2, workload={"name": "moe", "router": "balanced"}, precision="bf16")
+    assert rec["loss_max_abs_diff_vs_reference"] <= rec["loss_tolerance"]
+    h, layers = rec["hidden"], rec["layers"]
+    assert rec["comm_intermediate_bytes_per_step"] == layers * 1024 * h * (FP32 + BF16 + BF16 + FP32) + layers * 4 * 8 // 2
+    assert rec["comm_moe_counts_bytes_per_step"] == layers * 4 * 8 // 2

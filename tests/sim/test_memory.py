@@ -164,3 +164,24 @@ def test_transformer_engine_fp8_saves_one_byte_linear_inputs():
     by_hand = (2 * e * s * b * h + 2 * 1 * s * b * h
                + (e * s * b * (h + 2 * k) + e * s * b * h + 1 * s * b * h + 4 * a * s * b + 2 * e * s * b * f + 1 * s * b * f) / t)
     assert activation_bytes_per_layer(m, te) == pytest.approx(by_hand)
+
+
+def test_autocast_keeps_the_residual_stream_in_fp32_and_a_bf16_copy_of_every_linear():
+    """``amp`` (torch.autocast over float32 weights): the two norms' inputs are float32 residual-stream
+    tensors (4 bytes), every other saved tensor bf16; the stage also holds autocast's cached bf16 copy of each
+    Linear weight and bias, and the embedding's output is float32. By hand for ARCH (biases on every Linear)."""
+    amp = PRECISIONS["amp"]
+    m = architecture_spec(ARCH)
+    s, b, h, k, f, a, e, r = 64, 2, 256, 128, 512, 4, 2, 4
+    lay = Layout(strategy=Strategy.SINGLE, global_batch_size=b, precision=amp, attention="flash", fused_elementwise=False)
+    by_hand = 2 * r * s * b * h + 2 * e * s * b * h + e * s * b * (h + 2 * k) + e * s * b * h + 4 * a * s * b + 4 * e * s * b * f
+    assert activation_bytes_per_layer(m, lay) == pytest.approx(by_hand)
+    # q, k, v, o, gate, up, down with their biases, per layer; the head
+    linear = 8 * (h * h + 2 * h * k + h * h + 3 * h * f) + 8 * (h + 2 * k + h + 2 * f + h) + ARCH.vocab * h
+    plain = replace(lay, precision=replace(amp, weight_cast_bytes=0))
+    (stage,) = stages(m, 1, 1)
+    extra = stage_memory(m, lay, stage).activation_bytes - stage_memory(m, plain, stage).activation_bytes
+    assert extra == 2 * linear
+    # the states: float32 weights and gradients, two float32 moments, no master copy
+    mem = stage_memory(m, lay, stage)
+    assert (mem.param_bytes, mem.grad_bytes) == (4 * m.param_numel, 4 * m.param_numel)
