@@ -240,8 +240,9 @@ def recompute_bytes(model: ModelSpec, layout: Layout) -> float:
 
 def weight_cast_bytes(layout: Layout, tensors) -> int:
     """torch.autocast's cached low-precision copies of a rank's Linear weights and biases, made in the first
-    forward and held until backward has used them (``Precision.weight_cast_bytes``)."""
-    if not layout.precision.weight_cast_bytes:
+    forward and held until backward has used them (``Precision.weight_cast_bytes``). Sharded parameters
+    (zero >= 2: FSDP2's ``MixedPrecisionPolicy``) are gathered in the compute dtype and used as they are."""
+    if not layout.precision.weight_cast_bytes or layout.zero >= 2:
         return 0
     return layout.precision.weight_cast_bytes * sum(t.local_numel(layout.tp) for t in tensors if t.linear)
 

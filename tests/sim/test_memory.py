@@ -185,3 +185,13 @@ def test_autocast_keeps_the_residual_stream_in_fp32_and_a_bf16_copy_of_every_lin
     # the states: float32 weights and gradients, two float32 moments, no master copy
     mem = stage_memory(m, lay, stage)
     assert (mem.param_bytes, mem.grad_bytes) == (4 * m.param_numel, 4 * m.param_numel)
+
+
+def test_fsdp_under_autocast_gathers_bf16_weights_and_casts_none():
+    """FSDP2's MixedPrecisionPolicy(param_dtype=bf16) hands autocast bf16 weights: no cached copies (zero 2, 3)."""
+    m = architecture_spec(ARCH)
+    (stage,) = stages(m, 1, 1)
+    for zero in (2, 3):
+        lay = Layout(strategy=Strategy.FSDP, dp=2, global_batch_size=4, precision=PRECISIONS["amp"], zero=zero)
+        plain = replace(lay, precision=replace(PRECISIONS["amp"], weight_cast_bytes=0))
+        assert stage_memory(m, lay, stage).activation_bytes == stage_memory(m, plain, stage).activation_bytes
