@@ -6,16 +6,19 @@ prediction for the same shape on the ``--cluster`` preset:
 1. memory bandwidth: a device-to-device copy of 1 GiB (bytes read + written / time) against the preset's
    ``memory_bandwidth_bytes_per_s``;
 2. GEMM efficiency curve: bf16 square matmuls from 256 to 16384, as achieved / the preset's dense peak,
-   beside ``gemm_time_s`` for the same shape;
+   beside ``gemm_time_s`` for the same shape; float32 ones at 4096 and 8192 on TF32 tensor cores and on
+   CUDA cores, against the preset's TF32 and FP32 peaks;
 3. the GPT's own GEMMs (each forward GEMM of a block and the head, with its input-gradient and
    weight-gradient products) against ``gemm_time_s``: is backward twice forward?
 4. causal attention (``scaled_dot_product_attention``) per backend torch offers (flash, cuDNN,
    memory-efficient), forward and forward+backward, as a fraction of peak, beside the simulator's
-   attention-core time for the default kernel and for ``flash3``;
+   attention-core time for the default kernel and for ``flash3``; the same in float32 (no flash kernel
+   takes it: what a float32 run's attention costs);
 5. a ~1.3B-parameter GPT training step (the runner's own transformer: 24 layers, hidden 2048, 16 heads,
    sequence 2048, vocabulary 51200; bf16 autocast as the runner's ``--precision bf16``; the runner's
-   AdamW) at several batch sizes: forward, backward and optimizer timed apart, and the allocator's peak,
-   beside the simulator's ``compute_parts_s``, ``time_optimizer_s`` and ``peak_memory_bytes``.
+   AdamW, and a fused AdamW after it) at several batch sizes: forward, backward and optimizer timed apart,
+   and the allocator's peak, beside the simulator's ``compute_parts_s``, ``time_optimizer_s`` and
+   ``peak_memory_bytes``.
 
 Every timing is the median of several calls after warm-up calls, by CUDA events (``time.perf_counter``
 with ``--smoke``, which runs tiny shapes on the CPU to check this script's code, not the hardware).
@@ -30,7 +33,7 @@ import argparse
 import json
 import statistics
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import torch
 import torch.nn.functional as F
@@ -101,24 +104,35 @@ def memory_bandwidth(cluster, device: str, smoke: bool) -> dict:
             "preset_over_measured": cluster.memory_bandwidth_bytes_per_s / (2 * n / t)}
 
 
-def gemm_row(cluster, device: str, m: int, k: int, n: int, *, label: str, transposes: str = "nn") -> dict:
-    """(m x k) @ (k x n) in bf16; ``transposes``: which operands are stored transposed (as autograd's
+DTYPES = {"bf16": (torch.bfloat16, ""), "tf32": (torch.float32, "tf32"), "fp32": (torch.float32, "fp32")}
+"""name -> (tensor dtype, the simulator's ``gemm_dtype``); tf32 and fp32 differ in ``allow_tf32``."""
+
+
+def gemm_row(cluster, device: str, m: int, k: int, n: int, *, label: str, transposes: str = "nn",
+             dtype: str = "bf16") -> dict:
+    """(m x k) @ (k x n); ``transposes``: which operands are stored transposed (as autograd's
     input-gradient (nt) and weight-gradient (tn) products read them)."""
-    a = torch.randn(k, m, device=device, dtype=torch.bfloat16).t() if transposes[0] == "t" else \
-        torch.randn(m, k, device=device, dtype=torch.bfloat16)
-    b = torch.randn(n, k, device=device, dtype=torch.bfloat16).t() if transposes[1] == "t" else \
-        torch.randn(k, n, device=device, dtype=torch.bfloat16)
+    tensor_dtype, gemm_dtype = DTYPES[dtype]
+    a = torch.randn(k, m, device=device, dtype=tensor_dtype).t() if transposes[0] == "t" else \
+        torch.randn(m, k, device=device, dtype=tensor_dtype)
+    b = torch.randn(n, k, device=device, dtype=tensor_dtype).t() if transposes[1] == "t" else \
+        torch.randn(k, n, device=device, dtype=tensor_dtype)
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
     t = median_s(lambda: a @ b, device, reps=20, warmup=5)
-    flops = 2.0 * m * k * n
-    predicted = gemm_time_s(cluster, flops, (m * k + k * n + m * n) * 2)
-    return {"gemm": label, "m": m, "k": k, "n": n, "transposes": transposes, "measured_s": t,
-            "achieved_tflops": flops / t / 1e12, "efficiency_of_peak": flops / t / cluster.peak_flops,
+    torch.backends.cuda.matmul.allow_tf32 = False
+    flops, peak = 2.0 * m * k * n, cluster.gemm_peak_flops(gemm_dtype)
+    predicted = gemm_time_s(cluster, flops, (m * k + k * n + m * n) * a.element_size(), gemm_dtype)
+    return {"gemm": label, "dtype": dtype, "m": m, "k": k, "n": n, "transposes": transposes, "measured_s": t,
+            "achieved_tflops": flops / t / 1e12, "efficiency_of_peak": flops / t / peak,
             "predicted_s": predicted, "error_pct": error_pct(predicted, t)}
 
 
 def gemm_curve(cluster, device: str, smoke: bool) -> list[dict]:
     sizes = (64, 128) if smoke else (256, 512, 1024, 2048, 4096, 8192, 12288, 16384)
-    return [gemm_row(cluster, device, n, n, n, label=f"square {n}") for n in sizes]
+    rows = [gemm_row(cluster, device, n, n, n, label=f"square {n}") for n in sizes]
+    # a float32 run's matmuls: TF32 tensor cores and CUDA cores, against the preset's datasheet peaks
+    return rows + [gemm_row(cluster, device, n, n, n, label=f"square {n}", dtype=dtype)
+                   for dtype in ("tf32", "fp32") for n in (sizes[-4:-2] or sizes[:1])]
 
 
 def model_gemms(cluster, device: str, w: WorkloadConfig, batch: int) -> list[dict]:
@@ -139,15 +153,17 @@ def model_gemms(cluster, device: str, w: WorkloadConfig, batch: int) -> list[dic
     return rows
 
 
-def attention(cluster, device: str, w: WorkloadConfig, batch: int) -> dict:
+def attention(cluster, device: str, w: WorkloadConfig, batch: int, dtype: str = "bf16") -> dict:
     """Causal SDPA of one layer at the model's shape, per backend; FLOPs counted as the simulator counts
-    them (QK^T and AV, half of each under the causal mask; backward 2.5x forward)."""
+    them (QK^T and AV, half of each under the causal mask; backward 2.5x forward). Efficiencies are of the
+    bf16 peak whatever ``dtype`` (float32 has no flash kernel: what a float32 run gets is in the rows)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     d = w.hidden // w.heads
     shape = (batch, w.heads, w.seq_len, d)
-    q, k, v = (torch.randn(shape, device=device, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    grad = torch.randn(shape, device=device, dtype=torch.bfloat16)
+    tensor_dtype = DTYPES[dtype][0]
+    q, k, v = (torch.randn(shape, device=device, dtype=tensor_dtype, requires_grad=True) for _ in range(3))
+    grad = torch.randn(shape, device=device, dtype=tensor_dtype)
     flops_forward = 2 * (2 * batch * w.heads * w.seq_len * w.seq_len * d) / 2
     unit = model_spec(w).units[0]
     predicted = {kernel or "default": unit_times_s(cluster, unit, mb=batch, tp=1, act_bytes=2, flash=True,
@@ -176,7 +192,7 @@ def attention(cluster, device: str, w: WorkloadConfig, batch: int) -> dict:
                      "backward_efficiency": 2.5 * flops_forward / bwd / cluster.peak_flops,
                      "forward_error_pct_vs_default": error_pct(predicted["default"], fwd),
                      "forward_error_pct_vs_flash3": error_pct(predicted["flash3"], fwd)})
-    return {"shape_bhsd": list(shape), "flops_forward": flops_forward, "predicted_forward_s": predicted,
+    return {"dtype": dtype, "shape_bhsd": list(shape), "flops_forward": flops_forward, "predicted_forward_s": predicted,
             "preset_efficiency": {"default": cluster.attention_efficiency_for(""),
                                   "flash3": cluster.attention_efficiency_for("flash3")},
             "backends": rows}
@@ -204,12 +220,18 @@ def gpt_step(cluster, device: str, w: WorkloadConfig, batch: int) -> dict:
     fwd, bwd, optim = (statistics.median(s) for s in samples_s(step, device, reps=8, warmup=3))
     peak = torch.cuda.max_memory_allocated() if device == "cuda" else 0
     reserved = torch.cuda.max_memory_reserved() if device == "cuda" else 0
+    opt = None  # frees its states before the fused optimizer makes its own
+    fused = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)  # one kernel per step: 28 bytes per element
+    fused_s = median_s(lambda: (fused.step(), fused.zero_grad(set_to_none=False)), device, reps=8, warmup=3)
     cfg = RunConfig(workload=w, global_batch_size=batch, precision="bf16")  # the runner's bf16: torch.autocast
-    p = predict(model_spec(w), layout_from_run(cfg), cluster)
+    layout = layout_from_run(cfg)
+    p = predict(model_spec(w), layout, cluster)
     parts, memory = p.compute_parts_s, p.peak_memory or p.memory
-    measured = {"forward": fwd, "backward": bwd, "optimizer": optim}
-    predicted = {"forward": parts["forward"], "backward": parts["backward"], "optimizer": p.terms["time_optimizer_s"]}
-    del model, opt
+    fused_p = predict(model_spec(w), replace(layout, fused_elementwise=True), cluster).terms["time_optimizer_s"]
+    measured = {"forward": fwd, "backward": bwd, "optimizer": optim, "optimizer_fused": fused_s}
+    predicted = {"forward": parts["forward"], "backward": parts["backward"], "optimizer": p.terms["time_optimizer_s"],
+                 "optimizer_fused": fused_p}
+    model = fused = None
     return {"params": sum(t.numel() for t in transformer.build_model(w, 0).parameters()), "batch": batch,
             "measured_s": measured, "predicted_s": predicted,
             "error_pct": {k: error_pct(predicted[k], measured[k]) for k in measured},
@@ -240,6 +262,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "gemm_square": lambda: gemm_curve(cluster, device, a.smoke),
                 "gemm_model": lambda: model_gemms(cluster, device, w, batches[0]),
                 "attention": lambda: attention(cluster, device, w, max(batches)),
+                "attention_fp32": lambda: attention(cluster, device, w, max(batches), "fp32"),
                 "gpt_step": lambda: [gpt_step(cluster, device, w, b) for b in batches]}
     for name, section in sections.items():  # one failing section must not cost the others' figures
         try:

@@ -254,13 +254,15 @@ def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes
             runpy.run_path(str(script), run_name="__main__")
     check = runpy.run_path(str(script))
     out = check["main"](["--smoke", "--batches", "1,2"])
-    assert [r["n"] for r in out["gemm_square"]] == [64, 128]
+    assert [(r["dtype"], r["n"]) for r in out["gemm_square"]] == [("bf16", 64), ("bf16", 128), ("tf32", 64), ("fp32", 64)]
     # the 2-layer smoke GPT's block and head: 5 distinct forward shapes, each with its two backward products
     assert len(out["gemm_model"]) == 15 and {r["transposes"] for r in out["gemm_model"]} == {"nt", "nn", "tn"}
-    assert {r["backend"] for r in out["attention"]["backends"]} == {"flash", "cudnn", "efficient", "math"}
+    for section in ("attention", "attention_fp32"):
+        assert {r["backend"] for r in out[section]["backends"]} == {"flash", "cudnn", "efficient", "math"}
     b2 = out["gpt_step"][1]
     assert b2["batch"] == 2 and b2["params"] == 118528  # 2 x 12 d^2 + 13 d (blocks), (128 + 32 + 128) d + 2 d
-    assert all(b2["measured_s"][k] > 0 and b2["predicted_s"][k] > 0 for k in ("forward", "backward", "optimizer"))
+    assert all(b2["measured_s"][k] > 0 and b2["predicted_s"][k] > 0
+               for k in ("forward", "backward", "optimizer", "optimizer_fused"))
     assert PRESETS["h200-sxm"].peak_flops == 989e12 and PRESETS["h200-sxm"].memory_bandwidth_bytes_per_s == 0.8 * 4800e9
 
 
