@@ -1,6 +1,6 @@
 """Check the simulator's compute, attention, memory-bandwidth and memory terms against one GPU.
 
-Run on a CUDA machine (about two minutes on an H200); every figure is printed beside the simulator's
+Run on a CUDA machine (about three minutes on an H200); every figure is printed beside the simulator's
 prediction for the same shape on the ``--cluster`` preset:
 
 1. memory bandwidth: a device-to-device copy of 1 GiB (bytes read + written / time) against the preset's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A session on one GPU, in one go (4.5 minutes on an H200 with the runner check left out): the simulator's
+# A session on one GPU, in one go (about 5 minutes on an H200 with the runner check left out): the simulator's
 # compute terms (gpu_compute_check.py), the GPU tests (nccl, CUDA memory statistics), two real runs of the
 # runner on cuda/nccl (the ~1.3B GPT at bf16 and tf32) and `parbench validate` of them on the h200-sxm
 # preset; with --runner-check also scripts/gpu_check.py (every strategy, the runner's clock, torchrun: up
