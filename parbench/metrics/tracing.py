@@ -10,7 +10,9 @@ the time goes. There the profiler records CUDA activity too, and the rank comput
 runs a kernel, a copy or a memset (NCCL's kernels are communication, not compute); a kernel belongs to
 the optimizer when the operator that launched it ran inside an optimizer annotation (the profiler links
 each kernel to its launching operator by correlation id). The host's optimizer annotations still count
-as optimizer where the device is idle under them (a launch-bound optimizer).
+as optimizer where the device is idle under them (a launch-bound optimizer). Exposed communication still
+comes from the comm meter's issue and completion times on the host; with NCCL that has not been checked
+on more than one GPU (a one-GPU run has none).
 
 The ranks return plain lists; ``parbench.metrics.breakdown`` labels them in the launcher.
 """
