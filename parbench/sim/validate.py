@@ -28,9 +28,10 @@ def compare(record: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
     """One row: the record's identity, measured and predicted figures, and their errors."""
     cfg = RunConfig.from_dict(record["config"])
     p = predict(model_spec(cfg.workload), layout_from_run(cfg), cluster)
-    row: dict[str, Any] = {k: record.get(k) for k in ("run_id", "strategy", "world_size", "workload", "layers",
-                                                     "hidden", "global_batch_size", "micro_batches", "schedule",
-                                                     "dp", "tp", "pp", "data_mode", "hostname")}
+    row: dict[str, Any] = {k: record.get(k) for k in ("run_id", "point_key", "strategy", "world_size", "workload",
+                                                     "layers", "hidden", "global_batch_size", "micro_batches",
+                                                     "schedule", "dp", "tp", "pp", "data_mode", "precision",
+                                                     "device", "hostname")}
     exact = True
     for c in CATEGORIES:
         measured, predicted = record.get(f"comm_{c}_bytes_per_step"), p.comm_bytes[c]
@@ -63,7 +64,8 @@ def _time_columns(record: dict[str, Any], p: Prediction) -> dict[str, Any]:
 
 
 IDENTITY = ("strategy", "world_size", "workload", "layers", "hidden", "global_batch_size", "micro_batches", "schedule",
-            "dp", "tp", "pp", "data_mode")
+            "dp", "tp", "pp", "data_mode", "precision", "device")
+"""What makes two runs the same configuration where a record has no ``point_key`` (older records)."""
 
 
 def noise_floor(rows: list[dict]) -> dict[str, Any]:
@@ -73,7 +75,8 @@ def noise_floor(rows: list[dict]) -> dict[str, Any]:
     groups: dict[tuple, list[float]] = {}
     for r in rows:
         if r.get("step_time_measured_s"):
-            groups.setdefault(tuple(r.get(k) for k in IDENTITY), []).append(r["step_time_measured_s"])
+            key = (r["point_key"],) if r.get("point_key") else tuple(r.get(k) for k in IDENTITY)
+            groups.setdefault(key, []).append(r["step_time_measured_s"])
     spreads = [(max(t) - min(t)) / stats.median(t) * 100 for t in groups.values() if len(t) > 1]
     return {"configs_repeated": len(spreads), "repeat_spread_median_pct": stats.median(spreads) if spreads else math.nan,
             "repeat_spread_max_pct": max(spreads) if spreads else math.nan}

@@ -539,3 +539,20 @@ def test_an_moe_block_counts_its_experts_gate_products_when_eager():
     d, kv, t = mx.hidden, mx.kv_width, mx.seq_len
     assert u.unfused_fp32_elems_per_sample == t * (2 * d * RMSNORM_EAGER[0] + (d + kv) * ROTARY_EAGER[0])
     assert u.unfused_act_elems_per_sample == t * (2 * d * RMSNORM_EAGER[1] + 2 * 14336 * SWIGLU_EAGER[1])
+
+
+def test_runs_at_other_precisions_or_configurations_are_not_repeats():
+    """Two runs differing only in precision (the H200's bf16 and tf32 records) are two configurations, not
+    repeats; where records carry a point_key, equal keys alone make repeats."""
+    import json
+    from pathlib import Path
+
+    from parbench.sim import PRESETS
+    from parbench.sim.validate import compare, noise_floor
+
+    data = Path(__file__).parent / "data"
+    rows = [compare(json.loads((data / f"h200_run_{p}.json").read_text()), PRESETS["h200-sxm"]) for p in ("bf16", "tf32")]
+    assert noise_floor(rows)["configs_repeated"] == 0
+    assert noise_floor(rows + [dict(rows[0])])["configs_repeated"] == 1
+    keyless = [{k: v for k, v in r.items() if k != "point_key"} for r in rows]
+    assert noise_floor(keyless)["configs_repeated"] == 0  # the fallback identity includes the precision
