@@ -184,14 +184,16 @@ def unsharded_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> int:
         return 0
     full, root, top2, biggest = _gathered_numels(model, layout.pp, layout.v, layout.tp, stage.rank)
     if layout.pp > 1:  # under a pipeline schedule the stage stays gathered and accumulates full gradients
-        # until its last backward (m + 1 gathers, comm.py), in FSDP2's reduce dtype (fp32 under mixed precision)
-        reduce_bytes = FP32_BYTES if layout.precision.master_bytes else layout.precision.grad_bytes
+        # until its last backward (m + 1 gathers, comm.py), in FSDP2's reduce dtype (fp32 under mixed precision
+        # with a master copy; the communication dtype under the runner's autocast policy)
+        reduce_bytes = layout.precision.comm_bytes or (FP32_BYTES if layout.precision.master_bytes else layout.precision.grad_bytes)
         return full * (reduce_bytes + (layout.gather_elem_bytes if layout.zero == 3 else 0))
     if layout.zero == 2:
         return 0
     pb = layout.gather_elem_bytes
     fp8_casts = 2 * biggest if layout.precision.gemm_dtype == "fp8" and not layout.fp8_all_gather else 0
-    return (root + top2) * pb + max(biggest, root) * layout.precision.grad_bytes + fp8_casts
+    # a unit's whole gradient, in the compute dtype where a mixed-precision policy gathers in one
+    return (root + top2) * pb + max(biggest, root) * (layout.precision.comm_bytes or layout.precision.grad_bytes) + fp8_casts
 
 
 @lru_cache(maxsize=4096)
