@@ -144,6 +144,11 @@ class Cluster:
         """The flash attention kernel's fraction of peak: the named kernel's figure, else the device default."""
         return self.attention_kernels.get(kernel, 0.0) or self.attention_efficiency
 
+    def mfu_peak_flops(self, gemm_dtype: str = "") -> float:
+        """MFU's denominator: the training dtype's peak; a float32 run's TF32 or FP32 peak, as the runner's MFU
+        takes it (``parbench.devices.peak_basis``); FP8 runs keep the bf16 peak, as torchtitan reports them."""
+        return self.peak_flops if gemm_dtype == "fp8" else self.gemm_peak_flops(gemm_dtype)
+
     def gemm_peak_flops(self, gemm_dtype: str = "") -> float:
         """The peak a matrix multiply runs at: FP8 where asked; a float32 run's TF32 or CUDA-core peak where the
         cluster states it; else the training dtype's."""

@@ -281,6 +281,7 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     beat = max(times, key=lambda t: t.beat)
     m = layout.micro_batches
     parts = {"forward": m * beat.chunk.forward, "backward": m * beat.chunk.backward, "recompute": m * beat.chunk.recompute}
+    mfu_peak = cluster.mfu_peak_flops(layout.precision.gemm_dtype)
     return Prediction(
         comm_bytes=comm_bytes, comm_total_bytes=sum(cats[busiest].values()),
         comm_by_collective=by_collective(ops[busiest]), memory=memory, peak_memory_bytes=peak, peak_memory=worst,
@@ -288,11 +289,11 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
         comm_time_s=sum(terms[f"time_comm_exposed_{k}_s"] for k in CATEGORIES),
         throughput_samples_per_s=layout.global_batch_size / step,
         tokens_per_s=layout.global_batch_size * model.tokens_per_sample / step, model_flops_per_step=flops,
-        mfu=flops / (step * layout.world_size * cluster.peak_flops), world_size=layout.world_size,
+        mfu=flops / (step * layout.world_size * mfu_peak), world_size=layout.world_size,
         feasible=not reasons, reasons=reasons, terms=terms, compute_parts_s=parts,
         comm_total_s=comm_totals(times, server_s), data_time_s=max(t.data for t in times),
         link_time_s={k: max(t.link[k] for t in times) for k in ("intra", "inter")},
-        hardware_flops_per_step=hw_flops, hfu=hw_flops / (step * layout.world_size * cluster.peak_flops))
+        hardware_flops_per_step=hw_flops, hfu=hw_flops / (step * layout.world_size * mfu_peak))
 
 
 def hardware_flops_per_step(model: ModelSpec, layout: Layout) -> int:

@@ -91,3 +91,16 @@ def test_validate_predicts_the_measured_h200_runs():
     assert tf32["step_time_error_pct"] <= 30 and tf32["step_time_predicted_s"] < tf32["step_time_measured_s"]
     for row in (bf16, tf32):
         assert row["mem_param_measured"] == row["mem_param_predicted"] == 4 * MEASURED["gpt_step"][0]["params"]
+
+
+def test_mfu_takes_the_runs_own_peak_as_the_runner_does():
+    """The runner's MFU of the tf32 run is over the H200's TF32 peak (494.5 TFLOP/s, its record says so); the
+    simulator's MFU of the same layout takes the same denominator, a bf16 run the bf16 peak."""
+    from parbench.config import RunConfig as Cfg
+
+    rec = _record("tf32")
+    assert rec["mfu_dtype"] == "tf32" and rec["mfu_peak_flops"] == 494.5e12
+    for precision, peak in (("tf32", 494.5e12), ("fp32", 67e12), ("bf16", 989e12)):
+        cfg = Cfg(workload=GPT, global_batch_size=4, precision=precision, device="cuda", backend="nccl")
+        p = predict(model_spec(GPT), layout_from_run(cfg), PRESETS["h200-sxm"])
+        assert p.mfu == pytest.approx(p.model_flops_per_step / p.step_time_s / peak)
