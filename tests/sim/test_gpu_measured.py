@@ -104,3 +104,15 @@ def test_mfu_takes_the_runs_own_peak_as_the_runner_does():
         cfg = Cfg(workload=GPT, global_batch_size=4, precision=precision, device="cuda", backend="nccl")
         p = predict(model_spec(GPT), layout_from_run(cfg), PRESETS["h200-sxm"])
         assert p.mfu == pytest.approx(p.model_flops_per_step / p.step_time_s / peak)
+
+
+def test_backward_gemms_take_twice_the_forwards():
+    """The time model's backward is two GEMMs (input and weight gradient) per forward GEMM, each as long: on
+    the H200 the GPT's five Linear shapes took 1.93-2.24x their forward for the two, 1.97x over all."""
+    rows = MEASURED["gemm_model"]
+    triples = [rows[i:i + 3] for i in range(0, len(rows), 3)]
+    assert all(f["gemm"].startswith("forward") and d["gemm"].startswith("input") and w["gemm"].startswith("weight")
+               for f, d, w in triples)
+    forward = sum(f["measured_s"] for f, _, _ in triples)
+    backward = sum(d["measured_s"] + w["measured_s"] for _, d, w in triples)
+    assert backward / forward == pytest.approx(2.0, abs=0.05)
