@@ -78,10 +78,25 @@ def report_lines(profile: dict) -> list[str]:
     lines.append(f"{len(bad)} unphysical fit(s) replaced by measured point estimates: {', '.join(bad)}" if bad
                  else "every fit is physical and used")
     meta = profile.get("meta", {})
+    if "drift_pct" in meta:
+        lines.append(drift_line(meta))
     if "seconds" in meta:
         lines.append(f"measured in {meta['seconds']:.0f} s (load average {meta.get('load_average_1min', math.nan):.2f})"
                      + (f"; saved {meta['path']}" if meta.get("path") else ""))
     return lines
+
+
+def drift_line(meta: dict) -> str:
+    """How steady the machine was while the profile was measured (``parbench.sim.calibrate.machine_drift``)."""
+    from parbench.sim.calibrate import DRIFT_LIMIT_PCT
+
+    probe = meta["speed_probe_s"]
+    line = (f"machine speed while measuring: the same compute probe took {min(probe) * 1e3:.2f}-{max(probe) * 1e3:.2f} ms "
+            f"over {len(probe)} readings, drift {meta['drift_pct']:.0f}%")
+    if meta["steady"]:
+        return line + f" (steady: <= {DRIFT_LIMIT_PCT:.0f}%)"
+    return (line + f": UNSTEADY, above {DRIFT_LIMIT_PCT:.0f}%; step times predicted from this profile carry that "
+            "error: calibrate again on a quieter machine")
 
 
 def _rows(key: str, f: dict, names: tuple) -> list[str]:

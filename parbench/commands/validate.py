@@ -47,6 +47,8 @@ def handle(a: argparse.Namespace) -> int:
         return 0 if ok else 1
     if cluster:
         _print_local(rows, skipped, summary, terms, noise)
+        if a.cluster == "local":
+            _print_calibration_drift(a.results_dir)
     else:
         print(note)
     if published:
@@ -105,6 +107,16 @@ def _by_subscription(rows: list[dict], cores: int) -> dict[str, list[dict]]:
         return {"all": rows}
     return {"within cores": [r for r in rows if r["world_size"] <= cores],
             "oversubscribed": [r for r in rows if r["world_size"] > cores]}
+
+
+def _print_calibration_drift(results_dir: str) -> None:
+    """The local profile's steadiness: a machine that drifted while calibrating bounds what the errors mean."""
+    from parbench.commands.calibrate import drift_line
+    from parbench.sim.hardware import profile_path
+
+    meta = json.loads(profile_path(results_dir).read_text()).get("meta", {})
+    if "drift_pct" in meta:
+        print("calibration " + drift_line(meta))
 
 
 def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dict, noise: dict) -> None:

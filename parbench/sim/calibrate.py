@@ -394,6 +394,18 @@ def step_scale(cluster: Cluster, reps: int) -> tuple[float, dict[str, float]]:
     return stats.median(list(ratios.values())), ratios
 
 
+DRIFT_LIMIT_PCT = 15.0
+"""A profile whose machine changed speed by more than this while it was measured cannot support a step-time
+error below it; the report says so (this 2-core VM's speed was seen to drift by 10-50% within an hour)."""
+
+
+def machine_drift(probe_s: list[float]) -> dict[str, Any]:
+    """The same single-process compute probe read through the calibration (start, around each group of
+    collectives, end): its readings and their spread, (slowest - fastest) / fastest in %."""
+    drift = (max(probe_s) / min(probe_s) - 1) * 100
+    return {"speed_probe_s": probe_s, "drift_pct": drift, "steady": drift <= DRIFT_LIMIT_PCT}
+
+
 def checked_fit(xs: list[float], ys: list[float], *, max_rate: float = math.inf) -> tuple[tuple[float, float], dict[str, Any]]:
     """((alpha, beta) to use, the fit's report). An unphysical fit is reported with its reasons and replaced
     by the measured point estimates (``parbench.sim.fit.point_estimates``)."""
@@ -410,6 +422,7 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     sizes = _sizes(quick)
     reps = 3 if quick else 7
     t0 = time.perf_counter()
+    alone = [_compute_probe()]  # the machine's speed, read again around each group and at the end
     (gemm_a, gemm_b), gemm = checked_fit(*measure_gemm(sizes["gemm"], reps))
     (elem_a, elem_b), elem = checked_fit(*measure_elementwise(sizes["elementwise"], reps))
     memory_bw = 1 / elem_b
@@ -422,11 +435,11 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     slowdown = {1: 1.0}
     for n in GROUP_SIZES:
-        before = _compute_probe()
+        alone.append(_compute_probe())
         rows_by_kind = measure_collectives(n, sizes["comm"], reps)
-        alone = (before + _compute_probe()) / 2
+        alone.append(_compute_probe())
         # n ranks on fewer cores cannot beat n / cores: the floor guards against a lucky quiet moment
-        slowdown[n] = max(rows_by_kind.pop("compute_s") / alone, n / cores, 1.0)
+        slowdown[n] = max(rows_by_kind.pop("compute_s") / (sum(alone[-2:]) / 2), n / cores, 1.0)
         collectives.setdefault("barrier", {})[n] = (rows_by_kind.pop("barrier_s"), 0.0)
         fits[f"compute_slowdown@{n}"] = {"alpha": slowdown[n]}
         for kind, rows in rows_by_kind.items():
@@ -448,9 +461,10 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     scale, ratios = step_scale(cluster, reps)
     cluster = dataclasses.replace(cluster, step_scale=scale)
     fits["step_scale"] = {"alpha": scale, **{f"measured_over_predicted_{k}": v for k, v in ratios.items()}}
+    alone.append(_compute_probe())
     profile = {"cluster": cluster_to_dict(cluster), "fit": fits,
                "meta": {"quick": quick, "load_average_1min": os.getloadavg()[0], "seconds": time.perf_counter() - t0, "host": socket.gethostname(),
-                        "backend": "gloo", "threads_per_rank": 1}}
+                        "backend": "gloo", "threads_per_rank": 1, **machine_drift(alone)}}
     if save:
         path = profile_path(results_dir)
         path.parent.mkdir(parents=True, exist_ok=True)

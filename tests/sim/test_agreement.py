@@ -3,6 +3,7 @@ strategy the runner has (iterates parbench.strategies.BUILDERS, so new strategie
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from parbench.cli import main
 from parbench.config import RunConfig, Strategy, WorkloadConfig
 from parbench.launch import run
 from parbench.sim import PRESETS
+from parbench.sim.calibrate import machine_drift
+from parbench.sim.hardware import cluster_to_dict, profile_path
 from parbench.sim.validate import summarize, validation_rows
 from parbench.strategies import BUILDERS
 
@@ -84,6 +87,14 @@ def test_validate_command_summarises_every_run(results, capsys):
     assert summary["memory_max_error_pct"] == 0.0
     assert main(["validate", "--results-dir", str(out), "--cluster", "a100-80gb"]) == 0
     assert f"{len(records)} runs; comm bytes exact in {len(records)}" in capsys.readouterr().out
+    # on the local profile, validate also says how steady the machine was while that profile was measured
+    path = profile_path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cluster": cluster_to_dict(PRESETS["a100-80gb"]),
+                                "meta": machine_drift([1.0e-3, 1.3e-3, 1.1e-3])}))
+    assert main(["validate", "--results-dir", str(out)]) == 0
+    assert "calibration machine speed while measuring: the same compute probe took 1.00-1.30 ms over 3 readings, " \
+           "drift 30%: UNSTEADY" in capsys.readouterr().out
 
 
 def test_dashboard_figures_and_frame(results):

@@ -132,3 +132,17 @@ def test_calibration_report_is_an_aligned_table_with_units():
     assert "1 unphysical fit(s) replaced by measured point estimates: send@2" in lines
     assert any("600 us per tensor-parallel Linear" in ln and "300 us per unit + 70 us per parameter" in ln for ln in lines)
     assert "  mlp probe, wrapped - plain per step: tp 1.20 ms (IQR 0.10), fsdp 1.80 ms (IQR 0.20), optimizer 0.04 ms (IQR 0.01)" in lines
+
+
+def test_a_machine_that_changed_speed_while_calibrating_is_reported_unsteady():
+    """The same compute probe read through the calibration: spread above 15% is called out, below it is steady."""
+    from parbench.commands.calibrate import drift_line
+    from parbench.sim.calibrate import machine_drift
+
+    steady = machine_drift([1.00e-3, 1.05e-3, 1.02e-3, 1.10e-3])
+    assert steady["drift_pct"] == pytest.approx(10.0) and steady["steady"]
+    assert "steady" in drift_line(steady) and "UNSTEADY" not in drift_line(steady)
+    slowed = machine_drift([1.00e-3, 1.02e-3, 1.63e-3, 1.01e-3])  # one reading taken while the machine was busy
+    assert slowed["drift_pct"] == pytest.approx(63.0) and not slowed["steady"]
+    line = drift_line(slowed)
+    assert "1.00-1.63 ms over 4 readings, drift 63%: UNSTEADY" in line and "calibrate again" in line
