@@ -146,3 +146,13 @@ def test_a_machine_that_changed_speed_while_calibrating_is_reported_unsteady():
     assert slowed["drift_pct"] == pytest.approx(63.0) and not slowed["steady"]
     line = drift_line(slowed)
     assert "1.00-1.63 ms over 4 readings, drift 63%: UNSTEADY" in line and "calibrate again" in line
+
+
+def test_the_contended_probe_is_the_median_of_every_ranks_readings():
+    """One rank caught by a hiccup (or rank 0 alone, as the probe once was) does not set the contention."""
+    from parbench.sim.calibrate import contended_probe_s
+
+    ranks = [{"compute_probe_s": [1.0, 1.1, 3.0]}, {"compute_probe_s": [1.0, 1.05, 1.1]},
+             {"compute_probe_s": [0.9, 1.0, 1.2]}, {"compute_probe_s": [1.1, 1.0, 1.0]}]
+    assert contended_probe_s(ranks) == pytest.approx(1.025)  # rank 0's first and last alone: 2.0
+    assert contended_probe_s(ranks[:1]) == 1.1
