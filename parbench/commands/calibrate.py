@@ -57,6 +57,10 @@ def report_lines(profile: dict) -> list[str]:
     slow = ", ".join(f"{n} ranks x{v:.2f}" for n, v in c["compute_slowdown"].items())
     lines.append(f"\ncompute per rank when ranks compute at once: {slow}")
     lines.append(f"framework overhead per training-path op: {fits['framework_op_overhead_s']['alpha'] * 1e6:.1f} us")
+    if "stream_bandwidth" in fits:
+        mib = [r["bytes"] / 3 / 2**20 for r in fits["stream_bandwidth"]["rows"]]
+        lines.append(f"DRAM bandwidth (an add on arrays of {min(mib):.0f}-{max(mib):.0f} MiB, past the caches; the optimizer's "
+                     f"traffic): {fits['stream_bandwidth']['alpha'] * 1e-9:.1f} GB/s")
     if "attention_efficiency" in fits:
         per = ", ".join(f"{'x'.join(map(str, r['shape']))} {r['efficiency']:.2f}" for r in fits["attention_efficiency"]["rows"])
         lines.append(f"flash attention, fraction of the GEMM rate (b x h x s x d): {per} -> "

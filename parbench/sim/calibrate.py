@@ -36,9 +36,10 @@ GROUP_SIZES = (2, 4)
 def _sizes(quick: bool) -> dict[str, list[int]]:
     if quick:
         return {"gemm": [16, 32, 64, 96, 128, 192, 256], "elementwise": [2**k for k in range(6, 21, 2)],
-                "comm": [2**k for k in (10, 13, 16, 18, 20)]}
+                "stream": [2**22, 2**23], "comm": [2**k for k in (10, 13, 16, 18, 20)]}
     return {"gemm": [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768],
-            "elementwise": [2**k for k in range(4, 23)], "comm": [2**k for k in range(8, 25, 2)]}
+            "elementwise": [2**k for k in range(4, 23)], "stream": [2**23, 2**24, 2**25],
+            "comm": [2**k for k in range(8, 25, 2)]}
 
 
 def _time_median(fn, reps: int, window_s: float = 0.02) -> float:
@@ -82,6 +83,15 @@ def measure_elementwise(sizes: list[int], reps: int) -> tuple[list[float], list[
         xs.append(12.0 * n)
         ys.append(t)
     return xs, ys
+
+
+def measure_stream_bandwidth(sizes: list[int], reps: int) -> tuple[float, list[dict[str, float]]]:
+    """Bytes per second of the same float32 add on arrays past the last-level cache (16-128 MiB each):
+    the median over ``sizes`` of bytes / seconds, each far above the op's fixed cost. A training step's
+    optimizer streams every parameter, gradient and state this way (``Cluster.stream_bandwidth``)."""
+    xs, ys = measure_elementwise(sizes, reps)
+    rows = [{"elements": n, "bytes": x, "seconds": y, "bytes_per_s": x / y} for n, x, y in zip(sizes, xs, ys)]
+    return stats.median([r["bytes_per_s"] for r in rows]), rows
 
 
 ATTENTION_SHAPES = ((8, 4, 32, 24), (8, 4, 128, 32), (4, 8, 256, 64))
@@ -439,9 +449,11 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     (gemm_a, gemm_b), gemm = checked_fit(*measure_gemm(sizes["gemm"], reps))
     (elem_a, elem_b), elem = checked_fit(*measure_elementwise(sizes["elementwise"], reps))
     memory_bw = 1 / elem_b
+    stream_bw, stream_rows = measure_stream_bandwidth(sizes["stream"], reps)
     op_overhead = measure_framework_overhead(reps)
     attention_eff, attention_rows = measure_attention(reps, 1 / gemm_b, gemm_a)
     fits: dict[str, dict[str, Any]] = {"gemm": gemm, "elementwise": elem,
+                                       "stream_bandwidth": {"alpha": stream_bw, "rows": stream_rows},
                                        "framework_op_overhead_s": {"alpha": op_overhead},
                                        "attention_efficiency": {"alpha": attention_eff, "rows": attention_rows}}
     collectives: dict[str, dict[int, tuple[float, float]]] = {}
@@ -464,7 +476,7 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     cluster = Cluster(
         name=f"local:{socket.gethostname()}", gpus_per_node=max(cores, 64), peak_flops=1 / gemm_b,
         gemm_efficiency=1.0, attention_efficiency=min(attention_eff, 1.0), gemm_overhead_s=gemm_a, op_overhead_s=elem_a, autograd_op_overhead_s=op_overhead,
-        memory_bandwidth_bytes_per_s=memory_bw,
+        memory_bandwidth_bytes_per_s=memory_bw, stream_bandwidth_bytes_per_s=stream_bw,
         memory_bytes=_host_memory_bytes(), intra=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]),
         inter=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]), overlap=0.0, cores=cores,
         compute_slowdown=slowdown,

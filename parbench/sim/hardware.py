@@ -67,6 +67,12 @@ class Cluster:
     0 = ``op_overhead_s`` (GPUs: launch-bound; CPUs: the framework's own cost dominates small models)."""
     memory_bandwidth_bytes_per_s: float
     """Achievable memory bandwidth of memory-bound operators (elementwise, norms, optimizer)."""
+    stream_bandwidth_bytes_per_s: float = 0.0
+    """Bandwidth of traffic that streams every parameter, gradient and optimizer state once per step (the
+    optimizer step, zero_grad, a float32 gradient pass): by then the backward pass has evicted them from
+    the caches, so a CPU reads them from DRAM. 0 = ``memory_bandwidth_bytes_per_s`` (a GPU's HBM has no cache
+    that would hold them). Calibrated CPU profiles measure it on arrays larger than the last-level cache:
+    on this project's 2-core VM 20-22 GB/s, against 65-90 GB/s for operands of 1-12 MiB."""
     memory_bytes: int
     """Device memory a process can use (as the driver reports it, not the marketing figure)."""
     context_bytes: int = 0
@@ -107,6 +113,10 @@ class Cluster:
     @property
     def training_op_overhead_s(self) -> float:
         return self.autograd_op_overhead_s or self.op_overhead_s
+
+    @property
+    def stream_bandwidth(self) -> float:
+        return self.stream_bandwidth_bytes_per_s or self.memory_bandwidth_bytes_per_s
 
     @property
     def optimizer_op_s(self) -> float:

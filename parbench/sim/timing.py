@@ -152,13 +152,14 @@ def adamw_bytes_per_element(fused: bool) -> int:
 
 def optimizer_time_s(c: Cluster, model: ModelSpec, elements: int, tensors: int, grad_elements: int,
                      fused: bool = True) -> float:
-    """zero_grad (write the gradients) + the optimizer's update: memory-bound, ``ops`` operators per tensor
+    """zero_grad (write the gradients) + the optimizer's update: memory-bound at the streaming bandwidth
+    (``Cluster.stream_bandwidth``), ``ops`` operators per tensor
     for the update and one for zero_grad, each costing the cluster's optimizer-op overhead; on a GPU the
     launches overlap the kernels (``Cluster.host_runs_ahead``). ``fused``: a fused AdamW kernel
     (``Layout.fused_elementwise``), else torch's one kernel per operation."""
     per_el, ops = ((adamw_bytes_per_element(fused), ADAMW_OPS_PER_TENSOR) if model.optimizer == "adamw"
                    else (SGD_BYTES_PER_ELEMENT, SGD_OPS_PER_TENSOR))
-    memory = (elements * per_el + grad_elements * 4) / c.memory_bandwidth_bytes_per_s
+    memory = (elements * per_el + grad_elements * 4) / c.stream_bandwidth
     host = tensors * (ops + 1) * c.optimizer_op_s
     return max(memory, host) if c.host_runs_ahead else memory + host
 
@@ -189,4 +190,4 @@ def data_time_s(c: Cluster, model: ModelSpec, samples: int) -> float:
 
 def fp32_grad_pass_s(c: Cluster, elements: int) -> float:
     """One micro-batch's float32 gradient accumulation pass over ``elements`` parameters (memory-bound)."""
-    return 2 * c.op_overhead_s + elements * FP32_GRAD_PASS_BYTES_PER_ELEMENT / c.memory_bandwidth_bytes_per_s
+    return 2 * c.op_overhead_s + elements * FP32_GRAD_PASS_BYTES_PER_ELEMENT / c.stream_bandwidth

@@ -156,3 +156,39 @@ def test_the_contended_probe_is_the_median_of_every_ranks_readings():
              {"compute_probe_s": [0.9, 1.0, 1.2]}, {"compute_probe_s": [1.1, 1.0, 1.0]}]
     assert contended_probe_s(ranks) == pytest.approx(1.025)  # rank 0's first and last alone: 2.0
     assert contended_probe_s(ranks[:1]) == 1.1
+
+
+def test_the_optimizer_streams_its_bytes_at_the_dram_bandwidth():
+    """A CPU profile's optimizer step and zero_grad move parameters, gradients and states the backward pass
+    has evicted from the caches: their bytes go at ``stream_bandwidth_bytes_per_s``, not the cache-hot
+    bandwidth of the elementwise probe (20-22 GB/s against 65-90 GB/s on this project's VM)."""
+    import dataclasses
+
+    from parbench.config import RunConfig, WorkloadConfig
+    from parbench.sim import layout_from_run, model_spec, predict
+    from parbench.sim.timing import optimizer_time_s
+
+    hot = dataclasses.replace(PRESETS["a100-80gb"], cores=2, optimizer_op_overhead_s=0.0, op_overhead_s=0.0)
+    streamed = dataclasses.replace(hot, stream_bandwidth_bytes_per_s=hot.memory_bandwidth_bytes_per_s / 4)
+    spec = model_spec(WorkloadConfig(name="transformer"))
+    n = spec.param_numel
+    # torch's for-loop AdamW: 80 bytes per element, zero_grad 4 more; no operator cost in these clusters
+    assert optimizer_time_s(hot, spec, n, 10, n, fused=False) == pytest.approx(84 * n / hot.memory_bandwidth_bytes_per_s)
+    assert optimizer_time_s(streamed, spec, n, 10, n, fused=False) == pytest.approx(84 * n / (hot.memory_bandwidth_bytes_per_s / 4))
+    layout = layout_from_run(RunConfig(workload=WorkloadConfig(name="transformer"), global_batch_size=16))
+    a, b = predict(spec, layout, hot), predict(spec, layout, streamed)
+    assert b.terms["time_optimizer_s"] == pytest.approx(4 * a.terms["time_optimizer_s"])
+    assert b.terms["time_compute_s"] == a.terms["time_compute_s"]  # activations' elementwise work stays cache-hot
+
+
+def test_the_dram_bandwidth_is_measured_past_the_caches():
+    from parbench.commands.calibrate import report_lines
+    from parbench.sim.calibrate import measure_stream_bandwidth
+
+    bw, rows = measure_stream_bandwidth([2**22], reps=1)
+    assert rows[0]["bytes"] == 12 * 2**22 and 1e8 < bw < 1e13 and bw == rows[0]["bytes_per_s"]
+    profile = {"cluster": {**cluster_to_dict(PRESETS["a100-80gb"]), "compute_slowdown": {}},
+               "fit": {"framework_op_overhead_s": {"alpha": 2e-6}, "stream_bandwidth": {"alpha": 21.6e9, "rows": rows},
+                       "step_scale": {"alpha": 1.0}}}
+    assert "DRAM bandwidth (an add on arrays of 16-16 MiB, past the caches; the optimizer's traffic): 21.6 GB/s" \
+        in report_lines(profile)
