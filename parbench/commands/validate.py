@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
 
 def handle(a: argparse.Namespace) -> int:
     from parbench.sim.hardware import load_cluster
-    from parbench.sim.validate import noise_floor, summarize, term_errors, validation_rows
+    from parbench.sim.validate import noise_floor, summarize, term_errors, tracing_cost_pct, validation_rows
 
     try:
         cluster = load_cluster(a.cluster, results_dir=a.results_dir)
@@ -47,6 +47,10 @@ def handle(a: argparse.Namespace) -> int:
         return 0 if ok else 1
     if cluster:
         _print_local(rows, skipped, summary, terms, noise)
+        traced = tracing_cost_pct(rows)
+        if terms and not math.isnan(traced):
+            print(f"the measured terms are the traced steps' (torch.profiler recording every operator), a median "
+                  f"{traced:+.1f}% against the untraced steps; op-dense terms such as an eager optimizer carry most of it")
         if a.cluster == "local":
             _print_calibration_drift(a.results_dir)
     else:

@@ -53,7 +53,7 @@ def _time_columns(record: dict[str, Any], p: Prediction) -> dict[str, Any]:
     row = {"step_time_measured_s": measured, "step_time_predicted_s": p.step_time_s,
            "step_time_error_pct": _pct(p.step_time_s, measured),
            "throughput_measured": record.get("throughput_samples_per_s"),
-           "throughput_predicted": p.throughput_samples_per_s}
+           "throughput_predicted": p.throughput_samples_per_s, "traced_step_time_s": record.get("traced_step_time_s")}
     predicted = {**p.terms, "time_data_s": p.data_time_s}
     for term in (*TERMS, "time_data_s"):
         got = record.get(term)
@@ -95,6 +95,16 @@ def term_errors(rows: list[dict]) -> dict[str, dict[str, float]]:
                      "gap_median_pct_of_step": stats.median([abs(r[f"{term}_gap"]) / r["step_time_measured_s"] * 100
                                                              for r in have])}
     return out
+
+
+def tracing_cost_pct(rows: list[dict]) -> float:
+    """How much longer the traced steps (torch.profiler recording every operator) took than the untraced
+    steps whose median is the step time, median over the runs in %. The measured terms are the traced
+    steps': on a CPU each recorded operator costs the profiler's few microseconds, so op-dense terms (an
+    eager optimizer: ten operators per tensor) read high against an untraced prediction."""
+    ratios = [r["traced_step_time_s"] / r["step_time_measured_s"] for r in rows
+              if r.get("traced_step_time_s") and r.get("step_time_measured_s")]
+    return (stats.median(ratios) - 1) * 100 if ratios else math.nan
 
 
 def _pct(predicted: float | None, measured: float | None) -> float:

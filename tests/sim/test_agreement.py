@@ -86,7 +86,13 @@ def test_validate_command_summarises_every_run(results, capsys):
     assert summary["runs"] == len(records) == summary["comm_bytes_exact"]
     assert summary["memory_max_error_pct"] == 0.0
     assert main(["validate", "--results-dir", str(out), "--cluster", "a100-80gb"]) == 0
-    assert f"{len(records)} runs; comm bytes exact in {len(records)}" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f"{len(records)} runs; comm bytes exact in {len(records)}" in printed
+    # the measured terms come from the profiled steps: validate says how much longer those ran
+    traced = [r["traced_step_time_s"] / r["step_time_s_median"] for r in records.values()]
+    expected = (sorted(traced)[len(traced) // 2] + sorted(traced)[(len(traced) - 1) // 2]) / 2 - 1
+    assert f"the measured terms are the traced steps' (torch.profiler recording every operator), a median " \
+           f"{expected * 100:+.1f}% against the untraced steps" in printed
     # on the local profile, validate also says how steady the machine was while that profile was measured
     path = profile_path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
