@@ -47,5 +47,8 @@ def render(ctx: "ViewContext") -> None:
     st.caption("Measured on dedicated traced steps after the timed ones: operators from torch.profiler, "
                "each collective's issue and completion from the communication meter (the profiler sees no "
                "gloo traffic). Bubble: waiting for a peer that had not sent yet, and the end-of-step wait for "
-               "the slowest rank. Hatched bars: the simulator's prediction for the same run (`parbench calibrate` "
-               "first; `parbench validate` lists the errors).")
+               "the slowest rank. The profiler's cost per recorded operator makes a traced step longer than a timed "
+               "one (the last two columns; on a 2-core CPU a median +22% on the simulator check's runs, +51% on the "
+               "reference sweep's smaller ones), most in op-dense terms such as an eager "
+               "optimizer. Hatched bars: the simulator's prediction for the same run, which has no profiler in it "
+               "(`parbench calibrate` first; `parbench validate` lists the errors).")
