@@ -65,6 +65,14 @@ def report_lines(profile: dict) -> list[str]:
         per = ", ".join(f"{'x'.join(map(str, r['shape']))} {r['efficiency']:.2f}" for r in fits["attention_efficiency"]["rows"])
         lines.append(f"flash attention, fraction of the GEMM rate (b x h x s x d): {per} -> "
                      f"{fits['attention_efficiency']['alpha']:.2f}")
+    if "backward_gemm_ratio" in fits:
+        per = ", ".join(f"{'x'.join(map(str, r['shape']))} {r['ratio']:.2f}" for r in fits["backward_gemm_ratio"]["rows"])
+        lines.append(f"Linear backward GEMMs, rate over the forward's (rows x in x out): {per} -> "
+                     f"{fits['backward_gemm_ratio']['alpha']:.2f}")
+    if "transcendental_s_per_element" in fits:
+        per = ", ".join(f"{r['function']} {r['seconds_per_element'] * 1e9:.2f}" for r in fits["transcendental_s_per_element"]["rows"])
+        lines.append(f"exp/erf functions, forward + backward ns per element: {per}; beyond their memory traffic "
+                     f"{fits['transcendental_s_per_element']['alpha'] * 1e9:.2f} ns")
     if "framework" in fits:
         fw = fits["framework"]
         lines.append(f"torch wrappers' host cost: {fw['tp_linear_overhead_s'] * 1e6:.0f} us per tensor-parallel Linear, "

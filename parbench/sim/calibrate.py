@@ -94,6 +94,56 @@ def measure_stream_bandwidth(sizes: list[int], reps: int) -> tuple[float, list[d
     return stats.median([r["bytes_per_s"] for r in rows]), rows
 
 
+BACKWARD_GEMM_SHAPES = ((32, 384, 384), (128, 256, 512), (512, 96, 384), (2048, 384, 96))
+"""(rows, in, out) of the Linear probes whose backward is timed against their forward: batch-like and token-like
+row counts from 32 to 2048, none of them the simulator check's or the reference steps' shapes. The backward
+includes what autograd does around the two products: the bias gradient's sum and the accumulation into the
+existing ``.grad`` (the runner zeroes gradients in place, so every backward adds to them)."""
+
+
+def measure_backward_gemm(reps: int) -> tuple[float, list[dict[str, Any]]]:
+    """A Linear's backward GEMM rate over its forward's (``Cluster.backward_gemm_ratio``): forward, then forward
+    + backward (input and weight gradients, 2x the forward's FLOPs) of ``torch.nn.Linear`` at each of
+    ``BACKWARD_GEMM_SHAPES``; the median of 2 t_forward / t_backward."""
+    import torch
+
+    torch.set_num_threads(1)
+    rows = []
+    for m, k, n in BACKWARD_GEMM_SHAPES:
+        linear, x, g = torch.nn.Linear(k, n), torch.randn(m, k, requires_grad=True), torch.randn(m, n)
+        forward = _time_median(lambda: linear(x), reps)
+        both = _time_median(lambda: linear(x).backward(g), reps)
+        rows.append({"shape": [m, k, n], "forward_s": forward, "backward_s": both - forward,
+                     "ratio": 2 * forward / max(both - forward, 1e-9)})
+    return stats.median([r["ratio"] for r in rows]), rows
+
+
+TRANSCENDENTAL_ELEMENTS = 2**18
+"""Elements per probe of ``measure_transcendental`` (256 rows of 1024: 1 MiB of float32, cache-resident as an
+activation of a small model is)."""
+
+
+def measure_transcendental(reps: int, memory_bw: float) -> tuple[float, list[dict[str, Any]]]:
+    """Seconds per element of an exp- or erf-based function, forward + backward, beyond the 24 bytes per element
+    (float32 read and written forward, twice that backward) the elementwise term already charges at
+    ``memory_bw``: GELU, SiLU and the cross-entropy (log-softmax + NLL) over 1024 classes; the median of the three
+    (``Cluster.transcendental_s_per_element``)."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
+    x = torch.randn(TRANSCENDENTAL_ELEMENTS // 1024, 1024, requires_grad=True)
+    grad, labels = torch.randn_like(x), torch.randint(0, 1024, (x.shape[0],))
+    probes = {"gelu": lambda: F.gelu(x).backward(grad), "silu": lambda: F.silu(x).backward(grad),
+              "cross_entropy": lambda: F.cross_entropy(x, labels).backward()}
+    rows = []
+    for name, fn in probes.items():
+        per_element = _time_median(fn, reps) / x.numel()
+        rows.append({"function": name, "seconds_per_element": per_element,
+                     "beyond_memory_s": max(per_element - 24 / memory_bw, 0.0)})
+    return stats.median([r["beyond_memory_s"] for r in rows]), rows
+
+
 ATTENTION_SHAPES = ((8, 4, 32, 24), (8, 4, 128, 32), (4, 8, 256, 64))
 """(batch, heads, sequence, head dim) of the attention probes: unlike the simulator check's (4 heads of
 32 over 64 tokens), so that check is held out."""
@@ -452,10 +502,14 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     stream_bw, stream_rows = measure_stream_bandwidth(sizes["stream"], reps)
     op_overhead = measure_framework_overhead(reps)
     attention_eff, attention_rows = measure_attention(reps, 1 / gemm_b, gemm_a)
+    backward_ratio, backward_rows = measure_backward_gemm(reps)
+    transcendental, transcendental_rows = measure_transcendental(reps, memory_bw)
     fits: dict[str, dict[str, Any]] = {"gemm": gemm, "elementwise": elem,
                                        "stream_bandwidth": {"alpha": stream_bw, "rows": stream_rows},
                                        "framework_op_overhead_s": {"alpha": op_overhead},
-                                       "attention_efficiency": {"alpha": attention_eff, "rows": attention_rows}}
+                                       "attention_efficiency": {"alpha": attention_eff, "rows": attention_rows},
+                                       "backward_gemm_ratio": {"alpha": backward_ratio, "rows": backward_rows},
+                                       "transcendental_s_per_element": {"alpha": transcendental, "rows": transcendental_rows}}
     collectives: dict[str, dict[int, tuple[float, float]]] = {}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     slowdown = {1: 1.0}
@@ -477,6 +531,7 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         name=f"local:{socket.gethostname()}", gpus_per_node=max(cores, 64), peak_flops=1 / gemm_b,
         gemm_efficiency=1.0, attention_efficiency=min(attention_eff, 1.0), gemm_overhead_s=gemm_a, op_overhead_s=elem_a, autograd_op_overhead_s=op_overhead,
         memory_bandwidth_bytes_per_s=memory_bw, stream_bandwidth_bytes_per_s=stream_bw,
+        backward_gemm_ratio=min(max(backward_ratio, 0.1), 2.0), transcendental_s_per_element=transcendental,
         memory_bytes=_host_memory_bytes(), intra=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]),
         inter=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]), overlap=0.0, cores=cores,
         compute_slowdown=slowdown,

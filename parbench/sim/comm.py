@@ -20,7 +20,7 @@ from parbench.config import DataMode, Strategy
 from parbench.metrics.categories import CATEGORIES
 from parbench.metrics.conventions import sent_bytes
 from parbench.sim.layout import Layout, Recompute
-from parbench.sim.model import INT64_BYTES, ModelSpec, Tensor
+from parbench.sim.model import INT64_BYTES, ModelSpec, Tensor, input_needs_grad
 from parbench.sim.stages import Stage, stages
 
 DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
@@ -264,8 +264,8 @@ def _tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
             if u.tp_row_allreduces:
                 key = (mb * u.tp_row_out * ab // layout.cp, "forward")
                 counts[key] = counts.get(key, 0) + u.tp_row_allreduces * m * redo
-            if i == 0 and not model.pre.params:
-                continue  # the mlp's first layer reads raw data: no input gradient to all-reduce
+            if not input_needs_grad(model, i):
+                continue
             for w in u.tp_col_inputs:
                 key = (mb * w * rb // layout.cp, "backward")
                 counts[key] = counts.get(key, 0) + m

@@ -65,6 +65,18 @@ class Cluster:
     autograd_op_overhead_s: float = 0.0
     """Fixed cost per operator on the training path (module call, autograd recording, backward node);
     0 = ``op_overhead_s`` (GPUs: launch-bound; CPUs: the framework's own cost dominates small models)."""
+    backward_gemm_ratio: float = 1.0
+    """Rate of a Linear's backward GEMMs (input and weight gradients) over its forward GEMM's. Their operands
+    are the forward's transposed; a CPU BLAS runs those products slower (calibrated CPU profiles measure it:
+    0.6-0.9 on this project's 2-core VM). 1.0 on GPU presets: cuBLAS takes a transpose as a layout flag, and
+    their fitted GEMM efficiencies are forward + backward figures."""
+    transcendental_s_per_element: float = 0.0
+    """Seconds per element of an exp- or erf-based function (GELU, SiLU, the cross-entropy's softmax), forward
+    + backward, beyond the memory traffic the elementwise term charges (``Unit.transcendental_elems_per_sample``).
+    A CPU core evaluates them at 1-3 ns per element (calibrated profiles measure it). 0 on GPU presets: there
+    these kernels are memory-bound, since the CUDA cores' float32 rate (H100 SXM datasheet: 67 TFLOP/s) leaves
+    about 100 FLOPs per element at the rate HBM delivers bf16 elements (3.35 TB/s x 0.8 / 4 bytes read and
+    written), where a GELU or an exp takes 10-30."""
     memory_bandwidth_bytes_per_s: float
     """Achievable memory bandwidth of memory-bound operators (elementwise, norms, optimizer)."""
     stream_bandwidth_bytes_per_s: float = 0.0
@@ -147,6 +159,10 @@ class Cluster:
         overheads = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "fsdp_unit_overhead_s", "fsdp_param_overhead_s", "dtensor_op_overhead_s")
         if any(getattr(self, k) < 0 for k in overheads):
             raise ValueError(f"{', '.join(overheads)} must be >= 0")
+        if not 0 < self.backward_gemm_ratio <= 2:
+            raise ValueError(f"backward_gemm_ratio={self.backward_gemm_ratio} must be in (0, 2]")
+        if self.transcendental_s_per_element < 0:
+            raise ValueError(f"transcendental_s_per_element={self.transcendental_s_per_element} must be >= 0")
         if not 0 <= self.fragmentation < 1:
             raise ValueError(f"fragmentation={self.fragmentation} must be in [0, 1)")
 

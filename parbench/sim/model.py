@@ -93,6 +93,10 @@ class Unit:
     TorchDispatchMode on the runner's modules, as ``parbench.sim.calibrate.count_aten_ops`` does)."""
     ops_backward: int = 0
     """aten operator calls of its backward pass."""
+    transcendental_elems_per_sample: int = 0
+    """Elements that pass through an exp- or erf-based function per sample, forward (GELU or SiLU over the
+    MLP's hidden width, the softmax of the cross-entropy over the classes or vocabulary, an MoE router's
+    softmax). Their backward evaluates it again (``Cluster.transcendental_s_per_element``)."""
     score_elems_per_sample: int = 0
     """Attention score elements (heads x s x s) an eager attention writes and reads; flash attention
     never materialises them (Dao et al., "FlashAttention", NeurIPS 2022)."""
@@ -170,7 +174,8 @@ def mlp_spec(cfg: WorkloadConfig) -> ModelSpec:
             tp_col_inputs=(a,) if split == "rows" else (),
             ops_forward=4, ops_backward=11))
     empty = Unit(params=(), gemms=(), out_elems_per_sample=MLP_IN_FEATURES)
-    loss = Unit(params=(), gemms=(), out_elems_per_sample=MLP_CLASSES, ops_forward=2, ops_backward=2)  # nll_loss
+    loss = Unit(params=(), gemms=(), out_elems_per_sample=MLP_CLASSES, transcendental_elems_per_sample=MLP_CLASSES,
+                ops_forward=2, ops_backward=2)  # log_softmax + nll_loss
     return ModelSpec(name="mlp", pre=empty, units=tuple(units), post=loss,
                      input_bytes_per_sample=4 * MLP_IN_FEATURES, label_bytes_per_sample=INT64_BYTES,
                      tokens_per_sample=1, hidden=cfg.hidden, layers=cfg.layers, heads=1, seq_len=1,
@@ -209,6 +214,14 @@ def eager_elementwise(arch: Architecture, mlp_width: int = 0) -> tuple[int, int]
     return sum(k[0] * n for k, n in terms), sum(k[1] * n for k, n in terms)
 
 
+def input_needs_grad(model: "ModelSpec", i: int) -> bool:
+    """Whether unit ``i``'s input carries a gradient. Not for the first unit of a model whose pre module holds
+    no parameter (the mlp: its first Linear reads the raw features): autograd computes no gradient for an input
+    that does not require one, so that Linear's backward is its weight gradient alone, and tensor parallelism
+    has no input gradient to all-reduce."""
+    return i != 0 or bool(model.pre.params)
+
+
 def _norm(name: str, d: int, arch: Architecture) -> tuple[Tensor, ...]:
     weight = Tensor(name=f"{name}.weight", shape=(d,))
     return (weight,) if arch.norm == "rmsnorm" else (weight, Tensor(name=f"{name}.bias", shape=(d,)))
@@ -239,7 +252,7 @@ def block_unit(i: int, arch: Architecture, *, megatron: bool = False) -> Unit:
     col_inputs = (d,) * (2 if megatron else 4 + arch.gated_mlp)  # q, k, v (or one qkv), up (and gate) read the stream
     return Unit(params=params, gemms=gemms, out_elems_per_sample=t * d,
                 elementwise_elems_per_sample=t * (4 * d + (3 if arch.gated_mlp else 2) * f),
-                score_elems_per_sample=heads * t * t,
+                score_elems_per_sample=heads * t * t, transcendental_elems_per_sample=t * f,
                 unfused_fp32_elems_per_sample=t * fp32, unfused_act_elems_per_sample=t * act,
                 tp_row_allreduces=2, tp_row_out=t * d, tp_col_inputs=tuple(x * t for x in col_inputs),
                 ops_forward=39, ops_backward=92)
@@ -272,7 +285,8 @@ def moe_block_unit(i: int, arch: Architecture) -> Unit:
                                Gemm(m=t * k, k=d, n=2 * f if arch.gated_mlp else f), Gemm(m=t * k, k=f, n=d))
     fp32, act = eager_elementwise(arch, mlp_width=k * f)
     return replace(dense, params=params, gemms=gemms, moe_assignments_per_sample=balanced_assignments(arch),
-                   unfused_fp32_elems_per_sample=t * fp32, unfused_act_elems_per_sample=t * act)
+                   unfused_fp32_elems_per_sample=t * fp32, unfused_act_elems_per_sample=t * act,
+                   transcendental_elems_per_sample=t * (k * f + arch.experts))
 
 
 @lru_cache(maxsize=256)
@@ -324,7 +338,7 @@ def architecture_spec(arch: Architecture, *, megatron: bool = False, vocab_paral
                 elementwise_elems_per_sample=2 * t * d + 3 * t * v,
                 unfused_fp32_elems_per_sample=t * d * RMSNORM_EAGER[0] if arch.norm == "rmsnorm" else 0,
                 unfused_act_elems_per_sample=t * d * RMSNORM_EAGER[1] if arch.norm == "rmsnorm" else 0,
-                tp_col_inputs=(t * d,) if vp else (),
+                transcendental_elems_per_sample=t * v, tp_col_inputs=(t * d,) if vp else (),
                 ops_forward=9, ops_backward=14)
     copy = Tensor(name="post.out.weight", shape=(v, d), tp_split=tok.tp_split) if arch.tie_embeddings else None
     return ModelSpec(name="transformer", pre=pre, units=units, post=post,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout, Recompute
-from parbench.sim.model import Gemm, ModelSpec, Unit
+from parbench.sim.model import Gemm, ModelSpec, Unit, input_needs_grad
 
 ADAMW_BYTES_PER_ELEMENT = 28
 """A fused AdamW kernel (``torch.optim.AdamW(fused=True)``, Apex's and Transformer Engine's FusedAdam under
@@ -81,7 +81,7 @@ ZERO_TIME = ChunkTime(0.0, 0.0, 0.0, 0.0, 0.0)
 
 def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: int = 1, flash: bool = False,
                  gemm_dtype: str = "", kernel: str = "", fused: bool = True,
-                 weight_casts: float = 1.0) -> tuple[float, float, float, float]:
+                 weight_casts: float = 1.0, input_grad: bool = True) -> tuple[float, float, float, float]:
     """(forward, backward, attention-core forward, GEMM forward) seconds of one unit on one micro-batch of
     ``mb`` samples. Backward computes two GEMMs (input and weight gradients) per forward GEMM
     (Narayanan et al. 2021) and touches every element twice. Flash attention never writes the s x s
@@ -90,8 +90,15 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
     (``Cluster.attention_efficiency_for``). ``fused``: elementwise chains run as fused kernels (torch.compile,
     Megatron's and Apex's fused norms and activations); False adds what eager torch's one kernel per op
     moves through memory (``parbench.sim.model.eager_elementwise``), twice over in backward. ``weight_casts``:
-    FP8 weight casts per micro-batch (1; 1/m where Transformer Engine caches them over a step's m)."""
+    FP8 weight casts per micro-batch (1; 1/m where Transformer Engine caches them over a step's m).
+    ``input_grad``: False where the unit's input needs no gradient (``parbench.sim.model.input_needs_grad``):
+    its first GEMM's backward is the weight gradient alone. The Linears' backward GEMMs run at
+    ``Cluster.backward_gemm_ratio`` of the forward's rate; exp- and erf-based elementwise functions cost
+    ``Cluster.transcendental_s_per_element``, a third of it forward and two thirds backward (the backward
+    evaluates the function and its derivative: on this project's CPU, GELU 0.5 + 1.3 ns and the
+    cross-entropy 0.6 + 0.8-1.5 ns per element)."""
     gemm = attn = cast_forward = cast_backward = 0.0
+    first_linear = -1.0
     for g in u.gemms:
         share = (tp if g.tp_sharded else 1) * cp
         flops, moved = mb * g.flops / share, gemm_bytes(g, mb, act_bytes) / share
@@ -112,6 +119,8 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
         gemm += t
         if g.batched > 1:
             attn += t
+        elif first_linear < 0:
+            first_linear = t
     elems = u.elementwise_elems_per_sample + (0 if flash else u.score_elems_per_sample)
     elementwise = mb * elems * act_bytes * 2 / tp / cp / c.memory_bandwidth_bytes_per_s
     unfused = 0.0  # eager torch: each op of a norm, rotary or gate chain is its own kernel through memory
@@ -119,9 +128,12 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
         eager_bytes = u.unfused_fp32_elems_per_sample * 4 + u.unfused_act_elems_per_sample * act_bytes
         unfused = mb * eager_bytes / tp / cp / c.memory_bandwidth_bytes_per_s
     to_s = FP8_CAST_BYTES_PER_ELEMENT / c.memory_bandwidth_bytes_per_s
-    forward = gemm + elementwise + unfused + cast_forward * to_s + u.ops_forward * c.training_op_overhead_s
-    backward = (2 * gemm + 2 * (elementwise + unfused) + cast_backward * to_s + u.ops_backward * c.training_op_overhead_s
-                + (attn / 2 if flash else 0.0))
+    transcendental = mb * u.transcendental_elems_per_sample / tp / cp * c.transcendental_s_per_element
+    linear_backward = (2 * (gemm - attn) - (0.0 if input_grad else max(first_linear, 0.0))) / c.backward_gemm_ratio
+    forward = (gemm + elementwise + unfused + cast_forward * to_s + u.ops_forward * c.training_op_overhead_s
+               + transcendental / 3)
+    backward = (linear_backward + 2 * attn + 2 * (elementwise + unfused) + cast_backward * to_s
+                + u.ops_backward * c.training_op_overhead_s + (attn / 2 if flash else 0.0) + 2 * transcendental / 3)
     return forward, backward, attn + (0.0 if flash else elementwise / 2), gemm
 
 
@@ -140,7 +152,8 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
         # FP8 recipes keep the output projection (the vocabulary head) in bf16: torchtitan's float8 converter
         # skips the module named "output", Megatron-Core's output layer is not a Transformer Engine layer
         dtype = "" if u is model.post else layout.precision.gemm_dtype
-        f, b, attn, gemm = unit_times_s(c, u, **{**kwargs, "gemm_dtype": dtype})
+        raw = first and u is model.units[0] and not input_needs_grad(model, 0)
+        f, b, attn, gemm = unit_times_s(c, u, **{**kwargs, "gemm_dtype": dtype}, input_grad=not raw)
         redo = f * layout.recomputed_fraction + (attn if core else 0.0) + ((gemm - attn) / 2 + (f - gemm) if ops else 0.0)
         total = total + ChunkTime(f, b, redo, 3 * gemm, 3 * attn)
     return total

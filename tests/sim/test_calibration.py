@@ -198,3 +198,91 @@ def test_the_dram_bandwidth_is_measured_past_the_caches():
                        "step_scale": {"alpha": 1.0}}}
     assert "DRAM bandwidth (an add on arrays of 16-16 MiB, past the caches; the optimizer's traffic): 21.6 GB/s" \
         in report_lines(profile)
+
+
+def _bare_cpu(**kw):
+    """A CPU-like profile (100 GFLOP/s, 80 GB/s) with no fixed costs, so each term below is one formula and
+    every GEMM is compute-bound."""
+    import dataclasses
+
+    return dataclasses.replace(PRESETS["a100-80gb"], cores=2, gemm_overhead_s=0.0, op_overhead_s=0.0,
+                               autograd_op_overhead_s=0.0, peak_flops=1e11, peak_flops_tf32=0.0, peak_flops_fp32=0.0, gemm_efficiency=1.0,
+                               memory_bandwidth_bytes_per_s=80e9, **kw)
+
+
+def test_the_mlp_first_linear_computes_no_input_gradient():
+    """The mlp's first Linear reads raw features: autograd computes its weight gradient only, so its backward
+    is one GEMM of the forward's FLOPs, the others two. Expected from the layer widths alone."""
+    from parbench.config import WorkloadConfig
+    from parbench.sim.model import input_needs_grad, model_spec
+    from parbench.sim.timing import chunk_times_s, unit_times_s
+    from parbench.sim.layout import layout_from_run
+    from parbench.config import RunConfig
+
+    c = _bare_cpu()
+    spec = model_spec(WorkloadConfig(name="mlp", layers=2, hidden=256))
+    assert not input_needs_grad(spec, 0) and input_needs_grad(spec, 1)
+    batch = 64
+    rate = c.peak_flops * c.gemm_efficiency
+    widths = [784, 256, 256, 10]
+    flops = [2 * batch * a * b for a, b in zip(widths, widths[1:])]  # forward FLOPs of each Linear
+    layout = layout_from_run(RunConfig(workload=WorkloadConfig(name="mlp", layers=2, hidden=256), global_batch_size=batch))
+    t = chunk_times_s(c, spec, layout, spec.units, first=True, last=True)
+    gemm_s = [f / rate for f in flops]
+    elementwise = sum(batch * u.elementwise_elems_per_sample * 4 * 2 / c.memory_bandwidth_bytes_per_s for u in spec.units)
+    assert t.backward == pytest.approx(gemm_s[0] + 2 * sum(gemm_s[1:]) + 2 * elementwise, rel=1e-9)
+    # the same unit behind a pipeline boundary (its input a received activation) computes both gradients
+    f, b, _, _ = unit_times_s(c, spec.units[0], mb=batch, tp=1, act_bytes=4)
+    assert b == pytest.approx(2 * gemm_s[0] + 2 * batch * spec.units[0].elementwise_elems_per_sample * 8
+                              / c.memory_bandwidth_bytes_per_s, rel=1e-9)
+
+
+def test_backward_gemms_run_at_the_calibrated_ratio_and_exp_functions_at_their_cost():
+    """A block's Linear backward GEMMs take 1 / ``backward_gemm_ratio`` as long, its attention core does not
+    change; GELU over the MLP's t x 4d elements costs ``transcendental_s_per_element`` each, a third forward."""
+    from parbench.config import WorkloadConfig
+    from parbench.sim.model import model_spec
+    from parbench.sim.timing import unit_times_s
+
+    spec = model_spec(WorkloadConfig(name="transformer", hidden=64, seq_len=32))
+    block = spec.units[0]
+    kw = dict(mb=4, tp=1, act_bytes=4, flash=True)
+    base = unit_times_s(_bare_cpu(), block, **kw)
+    _, _, attn, gemm = base
+    slow = unit_times_s(_bare_cpu(backward_gemm_ratio=0.5), block, **kw)
+    assert slow[0] == pytest.approx(base[0]) and slow[1] - base[1] == pytest.approx(2 * (gemm - attn), rel=1e-9)
+    per = 2e-9
+    costly = unit_times_s(_bare_cpu(transcendental_s_per_element=per), block, **kw)
+    gelu = 4 * 32 * (4 * 64) * per  # micro-batch x tokens x MLP width
+    assert costly[0] - base[0] == pytest.approx(gelu / 3, rel=1e-9)
+    assert costly[1] - base[1] == pytest.approx(2 * gelu / 3, rel=1e-9)
+    head = unit_times_s(_bare_cpu(transcendental_s_per_element=per), spec.post, **kw)[0] - unit_times_s(_bare_cpu(), spec.post, **kw)[0]
+    assert head == pytest.approx(4 * 32 * 256 * per / 3, rel=1e-9)  # the cross-entropy over the 256-word vocabulary
+    with pytest.raises(ValueError, match="backward_gemm_ratio"):
+        _bare_cpu(backward_gemm_ratio=0.0)
+    with pytest.raises(ValueError, match="transcendental_s_per_element"):
+        _bare_cpu(transcendental_s_per_element=-1e-9)
+
+
+def test_backward_gemm_ratio_and_exp_function_cost_are_measured_and_reported():
+    from parbench.commands.calibrate import report_lines
+    from parbench.sim.calibrate import BACKWARD_GEMM_SHAPES, measure_backward_gemm, measure_transcendental
+
+    ratio, rows = measure_backward_gemm(reps=1)
+    assert [r["shape"] for r in rows] == [list(s) for s in BACKWARD_GEMM_SHAPES]
+    assert all(r["ratio"] == pytest.approx(2 * r["forward_s"] / r["backward_s"]) for r in rows)
+    assert 0.1 < ratio < 3
+    per, funcs = measure_transcendental(reps=1, memory_bw=50e9)
+    assert [f["function"] for f in funcs] == ["gelu", "silu", "cross_entropy"]
+    assert all(f["beyond_memory_s"] == pytest.approx(max(f["seconds_per_element"] - 24 / 50e9, 0.0)) for f in funcs)
+    assert 0 <= per < 1e-6
+    fixed = {"alpha": 0.84, "rows": [{"shape": [32, 384, 384], "ratio": 0.78}, {"shape": [2048, 384, 96], "ratio": 0.9}]}
+    exp = {"alpha": 1.1e-9, "rows": [{"function": "gelu", "seconds_per_element": 1.6e-9},
+                                     {"function": "cross_entropy", "seconds_per_element": 1.4e-9}]}
+    profile = {"cluster": {**cluster_to_dict(PRESETS["a100-80gb"]), "compute_slowdown": {}},
+               "fit": {"framework_op_overhead_s": {"alpha": 2e-6}, "backward_gemm_ratio": fixed,
+                       "transcendental_s_per_element": exp, "step_scale": {"alpha": 1.0}}}
+    lines = report_lines(profile)
+    assert "Linear backward GEMMs, rate over the forward's (rows x in x out): 32x384x384 0.78, 2048x384x96 0.90 -> 0.84" in lines
+    assert ("exp/erf functions, forward + backward ns per element: gelu 1.60, cross_entropy 1.40; beyond their memory "
+            "traffic 1.10 ns") in lines
