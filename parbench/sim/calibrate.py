@@ -152,17 +152,20 @@ ATTENTION_SHAPES = ((8, 4, 32, 24), (8, 4, 128, 32), (4, 8, 256, 64))
 def measure_attention(reps: int, peak_flops: float, gemm_overhead_s: float) -> tuple[float, list[dict[str, float]]]:
     """The flash attention kernel's fraction of the GEMM peak, as ``parbench.sim.timing`` charges it:
     causal forward + backward of ``scaled_dot_product_attention`` costs 3.5 x the forward's two products
-    (backward twice, QK^T again), each 2 s^2 d FLOPs per head halved by the causal mask, plus 7 GEMM
-    overheads. Median over ``ATTENTION_SHAPES``; every probe with its own figure."""
+    (backward twice, QK^T again), each 2 s^2 d FLOPs per head times the share of the scores torch's CPU kernel
+    computes under the causal mask (``parbench.sim.timing.causal_fraction``), plus 7 GEMM overheads. Median
+    over ``ATTENTION_SHAPES``; every probe with its own figure."""
     import torch
     import torch.nn.functional as F
+
+    from parbench.sim.timing import cpu_causal_fraction
 
     torch.set_num_threads(1)
     rows = []
     for b, h, seq, d in ATTENTION_SHAPES:
         q, k, v = (torch.randn(b, h, seq, d, requires_grad=True) for _ in range(3))
         t = _time_median(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward(), reps)
-        flops = 2 * (2 * seq * seq * d * b * h) / 2  # QK^T and AV, causal half
+        flops = 2 * (2 * seq * seq * d * b * h) * cpu_causal_fraction(seq)  # QK^T and AV, the causal share computed
         rows.append({"shape": [b, h, seq, d], "seconds": t,
                      "efficiency": 3.5 * flops / (peak_flops * max(t - 7 * gemm_overhead_s, 1e-9))})
     return stats.median([r["efficiency"] for r in rows]), rows

@@ -32,6 +32,25 @@ torchao's and Transformer Engine's "tensorwise" recipe): each operand is read on
 bytes), then read again and written as FP8 (2 + 1 bytes) before every FP8 GEMM that consumes it."""
 
 
+def cpu_flash_query_block(seq: int) -> int:
+    """Query rows per block of torch's CPU flash attention kernel (``aten/src/ATen/native/cpu/
+    FlashAttentionKernel.cpp``: 32 below 192 tokens, 64 below 768, else 256; keys in blocks of 512)."""
+    return 32 if seq < 192 else 64 if seq < 768 else 256
+
+
+def causal_fraction(c: Cluster, seq: int) -> float:
+    """Share of the s x s scores a causal flash kernel computes. GPU presets: the ideal half (their fitted
+    attention efficiencies absorb their kernels' tiling). A CPU profile runs torch's CPU kernel, which computes
+    for each query block every key up to the block's last row, the diagonal block whole: sum over blocks of
+    rows x min(block end, s), of s^2 (1 at 32 tokens, 0.75 at 64, 0.625 at 128 where the ideal is 0.5)."""
+    return 0.5 if c.host_runs_ahead else cpu_causal_fraction(seq)
+
+
+def cpu_causal_fraction(seq: int) -> float:
+    block = min(cpu_flash_query_block(seq), seq)
+    return sum(min(block, seq - lo) * min(lo + block, seq) for lo in range(0, seq, block)) / seq**2
+
+
 def gemm_time_s(c: Cluster, flops: float, bytes_moved: float = 0.0, gemm_dtype: str = "",
                 efficiency: float = 0.0) -> float:
     """overhead + max(compute, memory) seconds of one GEMM reading A and B and writing C once; FP8 GEMMs
@@ -106,11 +125,12 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
         if g.batched > 1:  # the attention core runs in the activations' dtype: FP8 recipes cast only the Linears
             dtype = ""
         if flash and g.batched > 1:
-            # causal flash attention skips the key blocks above the diagonal (half of QK^T and of AV;
-            # Dao, "FlashAttention-2", 2023, sec. 3.1) and keeps the s x s scores on chip: QK^T reads Q and K,
-            # AV reads V and writes O; neither touches the largest (s x s) operand in memory
+            # causal flash attention skips the key blocks above the diagonal (about half of QK^T and of AV;
+            # Dao, "FlashAttention-2", 2023, sec. 3.1; ``causal_fraction``) and keeps the s x s scores on
+            # chip: QK^T reads Q and K, AV reads V and writes O; neither touches the largest (s x s) operand
             sizes = (g.m * g.k, g.k * g.n, g.m * g.n)
-            flops, moved = flops / 2, mb * g.batched * (sum(sizes) - max(sizes)) * act_bytes / share
+            flops = flops * causal_fraction(c, g.m)
+            moved = mb * g.batched * (sum(sizes) - max(sizes)) * act_bytes / share
             eff = c.attention_efficiency_for(kernel)
         if dtype == "fp8":  # forward casts the input and the weight, backward the output's gradient
             cast_forward += (mb * g.m * g.k / share + weight_casts * g.k * g.n / (tp if g.tp_sharded else 1)) * g.batched

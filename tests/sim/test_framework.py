@@ -75,5 +75,22 @@ def test_decoder_runs_are_predicted_with_flash_attention_and_the_calibrated_kern
     assert layout_from_run(RunConfig(workload=SHAPES["mlp"])).attention == "eager"
     eff, rows = measure_attention(reps=1, peak_flops=1e11, gemm_overhead_s=0.0)
     assert [r["shape"] for r in rows] == [list(s) for s in ATTENTION_SHAPES] and 0 < eff < 2
-    b, h, s, d = ATTENTION_SHAPES[0]  # 3.5 x the causal forward's 2 x 2 s^2 d b h / 2 FLOPs at 1e11 FLOP/s
-    assert rows[0]["efficiency"] == pytest.approx(3.5 * 2 * s * s * d * b * h / (1e11 * rows[0]["seconds"]))
+    b, h, s, d = ATTENTION_SHAPES[0]  # 32 tokens: one query block of 32 rows, so the kernel computes all s^2 scores
+    assert s == 32  # 3.5 x the forward's 2 x 2 s^2 d b h FLOPs at 1e11 FLOP/s
+    assert rows[0]["efficiency"] == pytest.approx(3.5 * 4 * s * s * d * b * h / (1e11 * rows[0]["seconds"]))
+
+
+def test_causal_attention_computes_what_the_kernels_blocks_cover():
+    """torch's CPU flash kernel takes query blocks of 32 rows below 192 tokens and 64 below 768, and computes each
+    block's keys up to its last row; GPU presets keep the ideal half (their fitted efficiencies absorb tiling)."""
+    import dataclasses
+
+    from parbench.sim.hardware import PRESETS
+    from parbench.sim.timing import causal_fraction
+
+    cpu = dataclasses.replace(PRESETS["a100-80gb"], cores=2)
+    assert causal_fraction(cpu, 32) == 1.0  # one 32 x 32 block
+    assert causal_fraction(cpu, 64) == (32 * 32 + 32 * 64) / 64**2  # 0.75
+    assert causal_fraction(cpu, 200) == pytest.approx((64 * 64 + 64 * 128 + 64 * 192 + 8 * 200) / 200**2)
+    assert causal_fraction(cpu, 1024) == pytest.approx(sum(256 * k for k in (256, 512, 768, 1024)) / 1024**2)
+    assert causal_fraction(PRESETS["a100-80gb"], 4096) == 0.5
