@@ -4,6 +4,8 @@ What is measured (threads per process as the runner's ranks: 1):
 - GEMM time at a range of square sizes -> t = gemm_overhead + flops / peak (fit, held-out error);
 - elementwise add at a range of sizes -> t = op_overhead + bytes / memory bandwidth;
 - causal flash attention (scaled_dot_product_attention) forward + backward -> its fraction of the GEMM peak;
+- a Linear's backward against its forward -> the backward GEMMs' rate ratio;
+- GELU, SiLU and the cross-entropy forward + backward -> seconds per element of an exp/erf-based function;
 - the host cost of torch's DTensor tensor parallelism, FSDP2 and DTensor optimizer steps, on the runner's
   workloads in a one-rank process group (``measure_framework``, ``parbench.sim.framework``);
 - each collective the strategies use (all_reduce, all_gather, reduce_scatter, broadcast, scatter, send)
