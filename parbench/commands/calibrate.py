@@ -61,14 +61,11 @@ def report_lines(profile: dict) -> list[str]:
         mib = [r["bytes"] / 3 / 2**20 for r in fits["stream_bandwidth"]["rows"]]
         lines.append(f"DRAM bandwidth (an add on arrays of {min(mib):.0f}-{max(mib):.0f} MiB, past the caches; the optimizer's "
                      f"traffic): {fits['stream_bandwidth']['alpha'] * 1e-9:.1f} GB/s")
-    if "attention_efficiency" in fits:
-        per = ", ".join(f"{'x'.join(map(str, r['shape']))} {r['efficiency']:.2f}" for r in fits["attention_efficiency"]["rows"])
-        lines.append(f"flash attention, fraction of the GEMM rate (b x h x s x d): {per} -> "
-                     f"{fits['attention_efficiency']['alpha']:.2f}")
-    if "backward_gemm_ratio" in fits:
-        per = ", ".join(f"{'x'.join(map(str, r['shape']))} {r['ratio']:.2f}" for r in fits["backward_gemm_ratio"]["rows"])
-        lines.append(f"Linear backward GEMMs, rate over the forward's (rows x in x out): {per} -> "
-                     f"{fits['backward_gemm_ratio']['alpha']:.2f}")
+    for key, field, what in (("attention_efficiency", "efficiency", "flash attention, fraction of the GEMM rate (b x h x s x d)"),
+                             ("backward_gemm_ratio", "ratio", "Linear backward GEMMs, rate over the forward's (rows x in x out)")):
+        if key in fits:  # one figure per probe shape, then the median the profile uses
+            per = ", ".join(f"{'x'.join(map(str, r['shape']))} {r[field]:.2f}" for r in fits[key]["rows"])
+            lines.append(f"{what}: {per} -> {fits[key]['alpha']:.2f}")
     if "transcendental_s_per_element" in fits:
         per = ", ".join(f"{r['function']} {r['seconds_per_element'] * 1e9:.2f}" for r in fits["transcendental_s_per_element"]["rows"])
         lines.append(f"exp/erf functions, forward + backward ns per element: {per}; beyond their memory traffic "
