@@ -246,6 +246,11 @@ GPU_MEMORY_SOURCES = {
     "fragmentation": "caching-allocator reserve beyond what tensors use, as a share of it: 0.10, one value fitted for "
                      "all rows to torchtitan's reserved-memory figures (docs/performance.md, H100 Tables 1-6: "
                      "18 of 18 within 10% at 0.10, 15 at 0.05, 18 at 0.15, where 6 runs that trained no longer fit)",
+    "backward_gemm_ratio": "1.0: cuBLAS takes a transposed operand as a layout flag (cublasGemmEx's transa/transb), and "
+                           "the fitted gemm_efficiency is a forward + backward figure",
+    "transcendental_s_per_element": "0: GELU, SiLU and softmax kernels are memory-bound on these GPUs (the CUDA cores' "
+                                    "float32 rate, 19.5-67 TFLOP/s by datasheet, leaves 50-100 FLOPs per element at "
+                                    "the rate HBM delivers 2-byte elements read and written; one such function takes 10-30)",
 }
 GPU_FIXED = dict(context_bytes=723 * MIB, comm_buffer_bytes=128 * MIB, fragmentation=0.10)
 A100_SOURCES = {

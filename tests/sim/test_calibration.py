@@ -66,11 +66,13 @@ def test_step_scale_compares_a_real_reference_step_with_the_op_model():
 
     from parbench.config import RunConfig, WorkloadConfig
     from parbench.sim import layout_from_run, model_spec, predict
+    from parbench.metrics import stats
     from parbench.sim.calibrate import REFERENCE_STEPS, step_scale
 
     c = PRESETS["a100-80gb"]
     scale, ratios = step_scale(c, reps=1)
-    assert set(ratios) == {name for name, _ in REFERENCE_STEPS} and scale > 0
+    assert list(ratios) == ["mlp", "mlp-2x384", "mlp-1x1024", "transformer", "transformer-2x96", "transformer-2x192"]
+    assert len(REFERENCE_STEPS) == 6 and scale == stats.median(list(ratios.values())) > 0
     cfg = RunConfig(workload=WorkloadConfig(name="mlp"))
     m, lay = model_spec(cfg.workload), layout_from_run(cfg)
     assert predict(m, lay, replace(c, step_scale=2.0)).compute_time_s == pytest.approx(2 * predict(m, lay, c).compute_time_s)
