@@ -75,7 +75,8 @@ def report_lines(profile: dict) -> list[str]:
         lines.append(f"torch wrappers' host cost: {fw['tp_linear_overhead_s'] * 1e6:.0f} us per tensor-parallel Linear, "
                      f"FSDP2 {fw['fsdp_unit_overhead_s'] * 1e6:.0f} us per unit + {fw['fsdp_param_overhead_s'] * 1e6:.0f} us "
                      f"per parameter (forward + backward of a micro-batch), {fw['dtensor_op_overhead_s'] * 1e6:.1f} us "
-                     "per optimizer op on a DTensor")
+                     f"per optimizer op on a DTensor, pipeline schedule {fw.get('pipeline_action_overhead_s', 0.0) * 1e6:.0f} us "
+                     "per micro-batch and stage")
         lines.append(f"optimizer step + zero_grad: {fw['optimizer_op_overhead_s'] * 1e6:.1f} us per op")
         for r in fw.get("rows", []):
             if "iqr_s" in r:

@@ -6,8 +6,9 @@ What is measured (threads per process as the runner's ranks: 1):
 - causal flash attention (scaled_dot_product_attention) forward + backward -> its fraction of the GEMM peak;
 - a Linear's backward against its forward -> the backward GEMMs' rate ratio;
 - GELU, SiLU and the cross-entropy forward + backward -> seconds per element of an exp/erf-based function;
-- the host cost of torch's DTensor tensor parallelism, FSDP2 and DTensor optimizer steps, on the runner's
-  workloads in a one-rank process group (``measure_framework``, ``parbench.sim.framework``);
+- the host cost of torch's DTensor tensor parallelism, FSDP2, DTensor optimizer steps and pipeline schedules,
+  on the runner's workloads in a one-rank process group, FSDP2 on a fake two-rank one (``measure_framework``,
+  ``parbench.sim.framework``);
 - each collective the strategies use (all_reduce, all_gather, reduce_scatter, broadcast, scatter, send)
   over gloo with real rank processes at group sizes 2 and 4, each after ~1 ms of compute as in a training
   step -> alpha + beta x payload per (kind, n).
@@ -275,15 +276,32 @@ def _compute_burst():
     return lambda: [a @ a for _ in range(8)]
 
 
+MIN_OPS_PER_WINDOW = 8
+"""Fewest (compute burst, collective) pairs in one timed window of ``_collective_row``."""
+
+
+def ops_per_window(size: int) -> int:
+    """Ops timed in one window at ``size`` bytes: up to 32 of the small ones (about 1 MiB in all, so the
+    barrier's share is amortised), never fewer than ``MIN_OPS_PER_WINDOW``."""
+    return max(MIN_OPS_PER_WINDOW, min(32, 2**20 // size))
+
+
 def _collective_row(kind: str, size: int, info, reps: int, burst) -> list[float]:
     """[size, median seconds of a window of ``inner`` (compute burst, op) pairs (barrier included), inner].
     Each op follows a burst of compute, as in a training step: the ranks reach it unsynchronised, their
     communication threads idle since the previous op (back to back, a barrier away, gloo's all-reduce
-    of 1 MiB at 2 ranks measured 1.05 ms; after 0.7 ms of compute, 2.3-3.2 ms, as in a real step)."""
+    of 1 MiB at 2 ranks measured 1.05 ms; after 0.7 ms of compute, 2.3-3.2 ms, as in a real step).
+
+    Every window holds at least ``MIN_OPS_PER_WINDOW`` ops. A step's time is the sum of its ops, so the mean
+    cost per op is what the model needs, and one op is a poor sample of it: on this project's 2-core VM an
+    all-reduce of 1 MiB at 2 ranks took 0.4-10 ms after the last rank arrived (deciles 0.7, 1.6-2.1 median,
+    4.6-5.3 at the 90th; 280 ops in each of three runs), with the ranks arriving within 0.1 ms of each other.
+    Windows of one op (and one barrier, whose delays are as wide) read 4.3-5.5 ms at 1 MiB and 8.7-9.5 ms at
+    4 MiB where windows of 8 and 32 ops read 2.7-3.2 and 4.5-6.2 ms."""
     import torch.distributed as dist
 
     op = _collective(kind, size, info.rank, info.world_size)
-    inner = max(1, min(32, 2**20 // size))  # windows of many small ops: the barrier is amortised
+    inner = ops_per_window(size)
     times = []
     for _ in range(reps + 1):
         dist.barrier()  # every rank starts the batch together
@@ -339,7 +357,10 @@ FRAMEWORK_PROBES = (("mlp", {"layers": 2, "hidden": 256}),
 FRAMEWORK_BATCH = 8
 
 
-FRAMEWORK_FIELDS = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "fsdp_unit_overhead_s", "fsdp_param_overhead_s", "dtensor_op_overhead_s")
+FRAMEWORK_FIELDS = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "fsdp_unit_overhead_s", "fsdp_param_overhead_s",
+                    "dtensor_op_overhead_s", "pipeline_action_overhead_s")
+PIPELINE_PROBE_MICRO_BATCHES = 4
+"""Micro-batches of the one-stage pipeline schedule ``framework_rank`` times (the default sweep's count)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -347,13 +368,43 @@ class FrameworkPlan:
     reps: int
 
 
+def _alternate(steps: dict[str, Any], reps: int, window_s: float) -> dict[str, list[float]]:
+    """Median seconds per call of each function, ``reps`` rounds timed in alternation (drift hits all alike)."""
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    for _ in range(reps):
+        for label, fn in steps.items():
+            times[label].append(_time_median(fn, 1, window_s=window_s))
+    return times
+
+
+def _fake_two_rank_mesh():
+    """A two-rank device mesh whose collectives return at once (torch's fake process group), replacing this
+    process's one-rank group; None where this torch has no fake backend. FSDP2 runs its all-gather and
+    reduce-scatter paths only with two or more ranks."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    try:
+        from torch.testing._internal.distributed.fake_pg import FakeStore  # registers the "fake" backend
+    except ImportError:
+        return None
+    dist.destroy_process_group()
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    return init_device_mesh("cpu", (2,))
+
+
 def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
-    """On a one-rank process group: per probe workload, forward + backward and the optimizer step, plain,
-    under ``parallelize_module`` and under ``fully_shard``, timed in alternation; the medians of the
-    differences and what the simulator counts for them."""
+    """Per probe workload, the medians of wrapped - plain differences and what the simulator counts for them.
+
+    On this process's one-rank group: forward + backward and the optimizer step, plain and under
+    ``parallelize_module`` (and the optimizer step under ``fully_shard``); a one-stage pipeline schedule of
+    ``PIPELINE_PROBE_MICRO_BATCHES`` micro-batches against the same micro-batches in a plain loop. Then on
+    a fake two-rank group: forward + backward under ``fully_shard`` against plain."""
     import torch
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
+    from torch.distributed.pipelining import PipelineStage
+    from torch.distributed.pipelining.schedules import Schedule1F1B
     from torch.distributed.tensor.parallel import parallelize_module
 
     from parbench import workloads
@@ -361,48 +412,73 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
     from parbench.sim.framework import fsdp_units, tp_linears
     from parbench.sim.model import model_spec
     from parbench.sim.stages import stages
+    from parbench.workloads.base import StagedModel
 
     warnings.filterwarnings("ignore", category=FutureWarning)
     mesh = init_device_mesh("cpu", (1,))
-    rows = []
+    probes = []
     for name, shape in FRAMEWORK_PROBES:
         cfg = WorkloadConfig(name=name, **shape)
         w = workloads.make(cfg, 0)
         x, y = w.rows(0, FRAMEWORK_BATCH, 0, FRAMEWORK_BATCH)
-        tp, fsdp = w.build(0), w.build(0)
+        probes.append((name, cfg, w, x, y))
+    rows = []
+    for name, cfg, w, x, y in probes:
+        tp, fsdp, piped = w.build(0), w.build(0), w.build(0)
         parallelize_module(tp, mesh, w.tp_plan(tp))
         for unit in fsdp.units:
             fully_shard(unit, mesh=mesh)
         fully_shard(fsdp, mesh=mesh)
-        steps = {}
-        for label, model in (("plain", w.build(0)), ("tp", tp), ("fsdp", fsdp)):
+        m = PIPELINE_PROBE_MICRO_BATCHES
+        stage = PipelineStage(StagedModel(piped.pre, list(piped.units), piped.post), 0, 1, torch.device("cpu"))
+        schedule = Schedule1F1B(stage, n_microbatches=m, loss_fn=w.loss)
+        plain = w.build(0)
+        pieces = list(zip(x.tensor_split(m), y.tensor_split(m)))
+        train, opt_steps = {}, {}
+        for label, model in (("plain", plain), ("tp", tp), ("fsdp", fsdp)):
             opt = w.optimizer(list(model.parameters()), 1e-3)
-            steps[label] = (lambda m=model: w.loss(m(x), y).backward(),
-                            lambda o=opt: (o.step(), o.zero_grad(set_to_none=False)))
-        times = {k: ([], []) for k in steps}
-        for _ in range(plan.reps):
-            for label, (train, opt_step) in steps.items():
-                times[label][0].append(_time_median(train, 1, window_s=0.1))
-                times[label][1].append(_time_median(opt_step, 1, window_s=0.05))
-        diffs = lambda a, b, i: [p - q for p, q in zip(times[a][i], times[b][i])]  # noqa: E731
-        diff = lambda a, b, i: stats.median(diffs(a, b, i))  # noqa: E731
+            train[label] = lambda m_=model: w.loss(m_(x), y).backward()
+            opt_steps[label] = lambda o=opt: (o.step(), o.zero_grad(set_to_none=False))
+        train.pop("fsdp")  # timed on two ranks below
+        w.loss(fsdp(x), y).backward()  # its optimizer steps need gradients (zero_grad keeps them, as zeros)
+        train["plain_micro"] = lambda: [w.loss(plain(a), b).backward() for a, b in pieces]
+        train["pipeline"] = lambda: schedule.step(x, target=y, losses=[])
+        t, o = _alternate(train, plan.reps, 0.1), _alternate(opt_steps, plan.reps, 0.05)
         spec = model_spec(cfg)
-        stage = stages(spec, 1, 1)[0]
-        rows.append({"workload": name, "optimizer_plain_s": stats.median(times["plain"][1]),
-                     "param_elements": spec.param_numel,
-                     "tp_s": diff("tp", "plain", 0), "fsdp_s": diff("fsdp", "plain", 0),
-                     "optimizer_s": diff("fsdp", "plain", 1), "tp_linears": tp_linears(stage),
-                     "fsdp_units": fsdp_units(stage), "params": len(stage.tensors), "optimizer": spec.optimizer,
-                     "iqr_s": {"tp": stats.iqr(diffs("tp", "plain", 0)), "fsdp": stats.iqr(diffs("fsdp", "plain", 0)),
-                               "optimizer": stats.iqr(diffs("fsdp", "plain", 1))}})
+        st = stages(spec, 1, 1)[0]
+        rows.append({"workload": name, "optimizer_plain_s": stats.median(o["plain"]), "param_elements": spec.param_numel,
+                     "tp_s": _median_diff(t, "tp", "plain"), "optimizer_s": _median_diff(o, "fsdp", "plain"),
+                     "pipeline_s": _median_diff(t, "pipeline", "plain_micro"), "pipeline_micro_batches": m,
+                     "tp_linears": tp_linears(st), "fsdp_units": fsdp_units(st), "params": len(st.tensors),
+                     "optimizer": spec.optimizer,
+                     "iqr_s": {"tp": _iqr_diff(t, "tp", "plain"), "optimizer": _iqr_diff(o, "fsdp", "plain"),
+                               "pipeline": _iqr_diff(t, "pipeline", "plain_micro")}})
+    two = _fake_two_rank_mesh()
+    for row, (name, cfg, w, x, y) in zip(rows, probes):
+        fsdp, plain = w.build(0), w.build(0)
+        for unit in fsdp.units:
+            fully_shard(unit, mesh=two or mesh)
+        fully_shard(fsdp, mesh=two or mesh)
+        t = _alternate({"plain": lambda: w.loss(plain(x), y).backward(), "fsdp": lambda: w.loss(fsdp(x), y).backward()},
+                       plan.reps, 0.1)
+        row.update(fsdp_s=_median_diff(t, "fsdp", "plain"), fsdp_ranks=2 if two else 1)
+        row["iqr_s"]["fsdp"] = _iqr_diff(t, "fsdp", "plain")
     return {"rows": rows}
+
+
+def _median_diff(times: dict[str, list[float]], a: str, b: str) -> float:
+    return stats.median([p - q for p, q in zip(times[a], times[b])])
+
+
+def _iqr_diff(times: dict[str, list[float]], a: str, b: str) -> float:
+    return stats.iqr([p - q for p, q in zip(times[a], times[b])])
 
 
 def measure_framework(reps: int, memory_bandwidth_bytes_per_s: float) -> dict[str, Any]:
     """Fit the host costs of torch's wrappers (``parbench.sim.framework``) from ``framework_rank``'s rows:
     per parallelised Linear (median over the probes), per FSDP2 unit and parameter (the two probes'
-    equations solved; a negative share falls back to all of it per parameter), per DTensor optimizer op;
-    and per operator of a plain optimizer step + zero_grad (its memory traffic taken out, as
+    equations solved; a negative share falls back to all of it per parameter), per DTensor optimizer op,
+    per pipeline schedule action (a micro-batch on a stage; median over the probes); and per operator of a plain optimizer step + zero_grad (its memory traffic taken out, as
     ``parbench.sim.timing.optimizer_time_s`` adds it back)."""
     from parbench.distributed import spawn
 
@@ -423,12 +499,13 @@ def fit_framework(rows: list[dict[str, Any]], memory_bandwidth_bytes_per_s: floa
     unit, param = (d1 * p2 - d2 * p1) / det, (u1 * d2 - u2 * d1) / det
     if unit < 0 or param < 0:
         unit, param = 0.0, (d1 + d2) / (p1 + p2)
+    pipeline = stats.median([max(r["pipeline_s"], 0.0) / r["pipeline_micro_batches"] for r in rows])
     ops = [r["params"] * (ADAMW_OPS_PER_TENSOR if r["optimizer"] == "adamw" else SGD_OPS_PER_TENSOR) for r in rows]
     op = max(sum(r["optimizer_s"] for r in rows), 0.0) / sum(ops)
     per_el = {"adamw": adamw_bytes_per_element(False) + 4, "sgd": SGD_BYTES_PER_ELEMENT + 4}  # update + zero_grad
     plain = stats.median([max(r["optimizer_plain_s"] - r["param_elements"] * per_el[r["optimizer"]] / memory_bandwidth_bytes_per_s,
                               0.0) / (n + r["params"]) for r, n in zip(rows, ops)])
-    return dict(zip(FRAMEWORK_FIELDS, (plain, tp, unit, param, op)), rows=rows)
+    return dict(zip(FRAMEWORK_FIELDS, (plain, tp, unit, param, op, pipeline)), rows=rows)
 
 
 REFERENCE_STEPS = (("mlp", {}, 64), ("mlp", {"layers": 2, "hidden": 384}, 16), ("mlp", {"layers": 1, "hidden": 1024}, 128),

@@ -14,7 +14,14 @@ wrapper, so compute and communication (both modelled elsewhere) cancel:
 - ``tp_linear_overhead_s``: one forward + backward of a Linear parallelised by ``parallelize_module``;
 - ``fsdp_unit_overhead_s`` and ``fsdp_param_overhead_s``: FSDP2's hooks for one micro-batch's forward +
   backward, per ``fully_shard`` unit and per parameter tensor in it;
-- ``dtensor_op_overhead_s``: one optimizer operator on a DTensor parameter beyond the plain tensor's.
+- ``dtensor_op_overhead_s``: one optimizer operator on a DTensor parameter beyond the plain tensor's;
+- ``pipeline_action_overhead_s``: torch.distributed.pipelining's schedule per micro-batch and stage, a
+  one-stage schedule against the same micro-batches in a plain loop.
+
+FSDP2 skips its all-gather and reduce-scatter paths on a one-rank mesh (it copies the shard straight into
+the unsharded parameter), so its costs are measured on a two-rank group whose collectives do nothing
+(torch's fake process group): the copy into and out of the flat all-gather buffer, the reduce-scatter's
+copy-in of the gradients, and the Python around both, as FSDP2 runs them on two or more ranks.
 """
 
 from __future__ import annotations
@@ -60,10 +67,18 @@ def fsdp_units(stage: Stage) -> int:
     return sum(len(units) for units in stage.modules) + len(stage.chunks)
 
 
+def pipelines_with_torch(layout: Layout) -> bool:
+    """The runner's pipelines are torch.distributed.pipelining schedules."""
+    return layout.fsdp2 and layout.pp > 1
+
+
 def micro_batch_overhead_s(c: Cluster, layout: Layout, stage: Stage) -> float:
-    """Host seconds the wrappers add to one micro-batch's forward + backward on a rank of ``stage``."""
+    """Host seconds the wrappers add to one micro-batch's forward + backward on a rank of ``stage``
+    (a pipeline's schedule: once per stage the rank holds)."""
     tp, fsdp = wraps_with_torch(layout)
     s = tp_linears(stage) * c.tp_linear_overhead_s if tp else 0.0
+    if pipelines_with_torch(layout):
+        s += len(stage.chunks) * c.pipeline_action_overhead_s
     if fsdp:
         s += fsdp_units(stage) * c.fsdp_unit_overhead_s + len(stage.tensors) * c.fsdp_param_overhead_s
     return s

@@ -115,6 +115,10 @@ class Cluster:
     """Host seconds FSDP2 adds per parameter tensor of a unit and micro-batch (forward + backward)."""
     dtensor_op_overhead_s: float = 0.0
     """Host seconds an optimizer operator on a DTensor parameter costs beyond one on a plain tensor."""
+    pipeline_action_overhead_s: float = 0.0
+    """Host seconds torch.distributed.pipelining's schedule adds per micro-batch and stage (its forward and
+    backward actions: splitting the batch, the stage's input and output bookkeeping, the per-micro-batch
+    loss), beyond the same micro-batches run in a plain loop."""
     compute_slowdown: dict[int, float] = field(default_factory=dict)
     """Calibrated CPU profiles: per-rank compute time with n ranks computing at once / alone (n -> factor):
     cores shared with each other, with the calibration's own collectives threads and with other jobs."""
@@ -156,7 +160,8 @@ class Cluster:
             raise ValueError("peak_flops, memory_bandwidth_bytes_per_s and memory_bytes must be > 0")
         if min(self.peak_flops_fp8, self.peak_flops_tf32, self.peak_flops_fp32, self.context_bytes, self.comm_buffer_bytes) < 0:
             raise ValueError("peak_flops_fp8, peak_flops_tf32, peak_flops_fp32, context_bytes and comm_buffer_bytes must be >= 0")
-        overheads = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "fsdp_unit_overhead_s", "fsdp_param_overhead_s", "dtensor_op_overhead_s")
+        overheads = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "fsdp_unit_overhead_s", "fsdp_param_overhead_s",
+                     "dtensor_op_overhead_s", "pipeline_action_overhead_s")
         if any(getattr(self, k) < 0 for k in overheads):
             raise ValueError(f"{', '.join(overheads)} must be >= 0")
         if not 0 < self.backward_gemm_ratio <= 2:

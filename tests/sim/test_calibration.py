@@ -61,6 +61,15 @@ def test_real_collectives_and_gemm_are_measured():
     assert flops == [2.0 * 32**3, 2.0 * 64**3] and all(s > 0 and math.isfinite(s) for s in secs)
 
 
+def test_every_collective_window_averages_several_ops():
+    """A step sums its collectives, so calibration needs their mean cost: one op (and the barrier closing its
+    window) is one draw from a wide distribution of scheduling delays. 32 small ops per window (1 MiB in all),
+    never fewer than 8."""
+    from parbench.sim.calibrate import ops_per_window
+
+    assert [ops_per_window(2**k) for k in (8, 15, 16, 17, 18, 20, 24)] == [32, 32, 16, 8, 8, 8, 8]
+
+
 def test_step_scale_compares_a_real_reference_step_with_the_op_model():
     from dataclasses import replace
 
@@ -120,7 +129,7 @@ def test_calibration_report_is_an_aligned_table_with_units():
                        "framework_op_overhead_s": {"alpha": 2e-6},
                        "framework": {"optimizer_op_overhead_s": 3e-6, "tp_linear_overhead_s": 6e-4,
                                      "fsdp_unit_overhead_s": 3e-4, "fsdp_param_overhead_s": 7e-5,
-                                     "dtensor_op_overhead_s": 1.5e-5,
+                                     "dtensor_op_overhead_s": 1.5e-5, "pipeline_action_overhead_s": 2e-4,
                                      "rows": [{"workload": "mlp", "tp_s": 1.2e-3, "fsdp_s": 1.8e-3, "optimizer_s": 4e-5,
                                                "iqr_s": {"tp": 1e-4, "fsdp": 2e-4, "optimizer": 1e-5}}]},
                        "step_scale": {"alpha": 1.1, "measured_over_predicted_mlp": 1.1}}}
@@ -132,7 +141,8 @@ def test_calibration_report_is_an_aligned_table_with_units():
     assert len({ln.index(" us ") if " us " in ln else ln.index(" GB/s") for ln in table if " us " in ln or " GB/s" in ln}) <= 2
     assert any(ln.startswith("send@2") and "UNPHYSICAL" in ln and "point estimates used" in ln for ln in lines)
     assert "1 unphysical fit(s) replaced by measured point estimates: send@2" in lines
-    assert any("600 us per tensor-parallel Linear" in ln and "300 us per unit + 70 us per parameter" in ln for ln in lines)
+    assert any("600 us per tensor-parallel Linear" in ln and "300 us per unit + 70 us per parameter" in ln
+               and "pipeline schedule 200 us per micro-batch and stage" in ln for ln in lines)
     assert "  mlp probe, wrapped - plain per step: tp 1.20 ms (IQR 0.10), fsdp 1.80 ms (IQR 0.20), optimizer 0.04 ms (IQR 0.01)" in lines
 
 

@@ -54,8 +54,48 @@ def test_overheads_add_count_times_cost_to_the_step():
         assert b.step_time_s - a.step_time_s == pytest.approx(extra, rel=1e-9)
 
 
+def test_pipeline_schedules_add_their_cost_per_micro_batch_and_stage():
+    """1 ms per schedule action on the runner's pipelines: a stage's beat (one micro-batch) grows by 1 ms per
+    stage the rank holds, and the step by (m + (p-1)/v) beats (Narayanan et al. 2021: m micro-batches plus the
+    bubble's (p-1)/v). Other layouts, and the published (Megatron-style) layouts, are untouched."""
+    base = PRESETS["a100-80gb"]
+    costly = replace(base, pipeline_action_overhead_s=1e-3)
+    cfg = SHAPES["mlp"]
+    m = model_spec(cfg)
+    for schedule, v, per_beat, beats in (("1f1b", 1, 1e-3, 4 + 1), ("interleaved1f1b", 2, 2e-3, 4 + 1 / 2)):
+        lay = layout_from_run(RunConfig(workload=cfg, strategy=Strategy.PIPELINE, world_size=2, global_batch_size=32,
+                                        micro_batches=4, schedule=schedule, virtual_stages=v))
+        assert lay.pp == 2 and lay.v == v
+        a, b = predict(m, lay, base), predict(m, lay, costly)
+        assert b.step_time_s - a.step_time_s == pytest.approx(per_beat * beats, rel=1e-9)
+        assert predict(m, replace(lay, fsdp2=False), costly).step_time_s == pytest.approx(a.step_time_s, rel=1e-12)
+    ddp = layout_from_run(RunConfig(workload=cfg, strategy=Strategy.DDP, world_size=2, global_batch_size=32))
+    assert predict(m, ddp, costly).step_time_s == predict(m, ddp, base).step_time_s
+
+
+def test_the_framework_fit_takes_each_probes_measured_differences():
+    """Per Linear, per FSDP unit and parameter (two equations, two unknowns), per DTensor optimizer op and per
+    schedule action, from made-up rows whose answers are known: 0.5 ms per Linear, 0.3 ms per unit, 0.02 ms
+    per parameter, 10 us per DTensor op, 0.2 ms per schedule action."""
+    from parbench.sim.calibrate import fit_framework
+    from parbench.sim.timing import ADAMW_OPS_PER_TENSOR, SGD_OPS_PER_TENSOR
+
+    rows = [{"workload": "mlp", "tp_linears": 2, "fsdp_units": 4, "params": 6, "optimizer": "sgd",
+             "tp_s": 2 * 5e-4, "fsdp_s": 4 * 3e-4 + 6 * 2e-5, "optimizer_s": 6 * SGD_OPS_PER_TENSOR * 1e-5,
+             "pipeline_s": 4 * 2e-4, "pipeline_micro_batches": 4, "optimizer_plain_s": 1e-4, "param_elements": 0},
+            {"workload": "transformer", "tp_linears": 12, "fsdp_units": 3, "params": 37, "optimizer": "adamw",
+             "tp_s": 12 * 5e-4, "fsdp_s": 3 * 3e-4 + 37 * 2e-5, "optimizer_s": 37 * ADAMW_OPS_PER_TENSOR * 1e-5,
+             "pipeline_s": 2 * 2e-4, "pipeline_micro_batches": 2, "optimizer_plain_s": 1e-4, "param_elements": 0}]
+    got = fit_framework(rows, 8e10)
+    assert got["tp_linear_overhead_s"] == pytest.approx(5e-4)
+    assert got["fsdp_unit_overhead_s"] == pytest.approx(3e-4) and got["fsdp_param_overhead_s"] == pytest.approx(2e-5)
+    assert got["dtensor_op_overhead_s"] == pytest.approx(1e-5)
+    assert got["pipeline_action_overhead_s"] == pytest.approx(2e-4)
+
+
 def test_framework_calibration_measures_positive_costs_on_a_one_rank_group():
-    """The real measurement: a one-rank gloo process, the probe workloads plain and wrapped."""
+    """The real measurement: a one-rank gloo process, the probe workloads plain and wrapped; FSDP2 on a fake
+    two-rank group, where it runs its all-gather and reduce-scatter paths (on one rank it skips them)."""
     from parbench.sim.calibrate import FRAMEWORK_FIELDS, measure_framework
 
     # about what calibrate's elementwise fit measures on these machines (87.9 GB/s: the probes' tensors sit in
@@ -64,6 +104,8 @@ def test_framework_calibration_measures_positive_costs_on_a_one_rank_group():
     assert all(got[k] >= 0 for k in FRAMEWORK_FIELDS)
     assert got["tp_linear_overhead_s"] > 0 and got["dtensor_op_overhead_s"] > 0 and got["optimizer_op_overhead_s"] > 0
     assert [r["workload"] for r in got["rows"]] == ["mlp", "transformer"]
+    assert [r["fsdp_ranks"] for r in got["rows"]] == [2, 2] and all(r["fsdp_s"] > 0 for r in got["rows"])
+    assert [r["pipeline_micro_batches"] for r in got["rows"]] == [4, 4]
 
 
 def test_decoder_runs_are_predicted_with_flash_attention_and_the_calibrated_kernel_rate():
