@@ -385,7 +385,9 @@ def _fake_two_rank_mesh():
     from torch.distributed.device_mesh import init_device_mesh
 
     try:
-        from torch.testing._internal.distributed.fake_pg import FakeStore  # registers the "fake" backend
+        from torch.testing._internal.distributed.fake_pg import (
+            FakeStore,  # registers the "fake" backend
+        )
     except ImportError:
         return None
     dist.destroy_process_group()
@@ -491,7 +493,12 @@ def measure_framework(reps: int, memory_bandwidth_bytes_per_s: float) -> dict[st
 def fit_framework(rows: list[dict[str, Any]], memory_bandwidth_bytes_per_s: float) -> dict[str, Any]:
     """``measure_framework``'s fit of its measured rows (torch's own optimizers run unfused: one kernel per
     operation, ``parbench.sim.timing.ADAMW_UNFUSED_BYTES_PER_ELEMENT``)."""
-    from parbench.sim.timing import ADAMW_OPS_PER_TENSOR, SGD_BYTES_PER_ELEMENT, SGD_OPS_PER_TENSOR, adamw_bytes_per_element
+    from parbench.sim.timing import (
+        ADAMW_OPS_PER_TENSOR,
+        SGD_BYTES_PER_ELEMENT,
+        SGD_OPS_PER_TENSOR,
+        adamw_bytes_per_element,
+    )
 
     tp = stats.median([max(r["tp_s"], 0.0) / r["tp_linears"] for r in rows])
     (u1, p1, d1), (u2, p2, d2) = [(r["fsdp_units"], r["params"], max(r["fsdp_s"], 0.0)) for r in rows]
