@@ -1,9 +1,13 @@
 """One prediction: bytes, memory, time and throughput of a layout on a cluster, per rank and step, with the
 step broken into the terms the runner measures.
 
-Step time of the slowest pipeline stage (Narayanan et al., SC 2021, sec. 2.2): (m + (p-1)/v) x the
-per-micro-batch beat (compute + the communication on its critical path), i.e. a bubble fraction
-(p-1)/(v m); plus what the data-parallel and parameter traffic leaves exposed after overlapping the
+Step time of a pipeline: m beats of its slowest stage (a beat: one micro-batch's compute + the communication
+on its critical path), plus the fill and drain, one beat of every other stage, over v. That is the makespan
+of m identical jobs through a flow shop, sum_s t_s + (m-1) max_s t_s (GPipe's forwards, then its backwards;
+1F1B's steady state is the slowest stage's too): before the slowest stage starts its first micro-batch the
+stages ahead of it run theirs, and after its last backward they run theirs. With equal
+stages it is Narayanan et al.'s (SC 2021, sec. 2.2) (m + (p-1)/v) beats, a bubble fraction (p-1)/(v m);
+stages that are lighter than the slowest (the first, without the head and the loss) shorten the bubble. Plus what the data-parallel and parameter traffic leaves exposed after overlapping the
 compute it may run under (one rule per collective class: ``parbench.sim.overlap``), plus the optimizer
 step and the step's other work. No link can carry more than its bandwidth: the step is at least the
 busiest link's total communication time. MFU = model FLOPs / (step time x world size x peak)
@@ -223,14 +227,14 @@ def step_terms(cluster: Cluster, layout: Layout, times: list[StageTime], extra_p
     """The ``TERMS`` of one step: the slowest stage sets the beat (compute, intermediate, bubble), the stage
     with the longest tail sets the rest (the runner's timed steps run back to back: no barrier). Then no link may
     carry more than its bandwidth: a shortfall against the busiest link is exposed communication."""
-    m, p, v = layout.micro_batches, layout.pp, layout.v
+    m, v = layout.micro_batches, layout.v
     beat = max(times, key=lambda t: t.beat)
     last = max(times, key=lambda t: t.tail)
     terms = {"time_compute_s": m * beat.chunk.total,
              "time_comm_exposed_data_s": last.exposed_tail["data"],
              "time_comm_exposed_parameter_s": last.exposed_tail["parameter"] + extra_parameter_s,
              "time_comm_exposed_intermediate_s": m * beat.exposed_mb + last.exposed_tail["intermediate"],
-             "time_bubble_s": (p - 1) / v * beat.beat,
+             "time_bubble_s": (sum(t.beat for t in times) - beat.beat) / v,  # the other stages fill and drain
              "time_optimizer_s": last.optimizer, "time_other_s": last.other}
     busiest = max(max(t.link.values()) for t in times) + extra_parameter_s
     shortfall = busiest - sum(terms.values())

@@ -9,6 +9,7 @@ import pytest
 from parbench.config import DataMode, RunConfig, Schedule, Strategy, WorkloadConfig
 from parbench.layout import ConfigError
 from parbench.sim import PRECISIONS, PRESETS, Layout, Recompute, layout_from_run, model_spec, predict
+from parbench.metrics.categories import CATEGORIES
 from parbench.sim.comm import bytes_by_category, ddp_buckets, fsdp_padded_numel, rank_ops, zero1_shards
 from parbench.sim.hardware import Link, algorithm_factors, collective_time_s
 from parbench.sim.memory import activation_bytes_per_layer, in_flight_micro_batches
@@ -223,6 +224,42 @@ def test_pipeline_bubble_and_mfu():
     assert one.mfu == pytest.approx(one.model_flops_per_step / (one.step_time_s * 4 * c.peak_flops))
     assert one.step_time_s >= (8 + 3) * per_mb
     assert math.isclose(one.throughput_samples_per_s, 8 / one.step_time_s)
+
+
+def _gpipe_makespan(forward: list[float], backward: list[float], m: int) -> float:
+    """GPipe by its recurrence, independent of the model: micro-batch j's forward on stage s starts when
+    stage s is free and stage s-1 has passed it on; the backwards run the stages in reverse after every forward."""
+    p = len(forward)
+    done = [0.0] * p
+    for _ in range(m):
+        for s in range(p):
+            done[s] = max(done[s], done[s - 1] if s else 0.0) + forward[s]
+    end = max(done)
+    done = [end] * p
+    for _ in range(m):
+        for s in reversed(range(p)):
+            done[s] = max(done[s], done[s + 1] if s + 1 < p else 0.0) + backward[s]
+    return max(done)
+
+
+def test_unequal_stages_fill_and_drain_with_their_own_beats():
+    """Stages of 1, 2, 3 and 1.5 ms forward (backward twice that), 8 micro-batches: the bubble is what the
+    schedule's recurrence takes beyond m beats of the slowest stage; equal stages give (p-1) beats."""
+    from parbench.sim.predict import StageTime, step_terms
+    from parbench.sim.timing import ChunkTime
+
+    def stage(f: float) -> StageTime:
+        return StageTime(chunk=ChunkTime(f, 2 * f, 0.0, 0.0, 0.0), exposed_mb=0.0, exposed_tail=dict.fromkeys(CATEGORIES, 0.0),
+                         optimizer=0.0, other=0.0, comm_total=dict.fromkeys(CATEGORIES, 0.0), link={"intra": 0.0, "inter": 0.0})
+
+    c, m = PRESETS["h100-sxm"], 8
+    lay = Layout(strategy=Strategy.HYBRID, pp=4, global_batch_size=8, micro_batches=m)
+    for fs in ([1e-3, 2e-3, 3e-3, 1.5e-3], [2e-3] * 4):
+        terms = step_terms(c, lay, [stage(f) for f in fs])
+        makespan = _gpipe_makespan(fs, [2 * f for f in fs], m)
+        assert terms["time_compute_s"] == pytest.approx(m * 3 * max(fs))
+        assert terms["time_compute_s"] + terms["time_bubble_s"] == pytest.approx(makespan, rel=1e-12)
+    assert terms["time_bubble_s"] == pytest.approx(3 * 3 * 2e-3)
 
 
 def test_layout_validation_names_the_factors():
