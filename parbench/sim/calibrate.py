@@ -7,8 +7,8 @@ What is measured (threads per process as the runner's ranks: 1):
 - a Linear's backward against its forward -> the backward GEMMs' rate ratio;
 - GELU, SiLU and the cross-entropy forward + backward -> seconds per element of an exp/erf-based function;
 - the host cost of torch's DTensor tensor parallelism, FSDP2, DTensor optimizer steps and pipeline schedules,
-  on the runner's workloads in a one-rank process group, FSDP2 on a fake two-rank one (``measure_framework``,
-  ``parbench.sim.framework``);
+  on the runner's workloads in a one-rank process group, FSDP2 and tensor parallelism on a fake two-rank one
+  (``measure_framework``, ``parbench.sim.framework``);
 - each collective the strategies use (all_reduce, all_gather, reduce_scatter, broadcast, scatter, send)
   over gloo with real rank processes at group sizes 2 and 4, each after ~1 ms of compute as in a training
   step -> alpha + beta x payload per (kind, n).
@@ -355,10 +355,13 @@ FRAMEWORK_PROBES = (("mlp", {"layers": 2, "hidden": 256}),
                     ("transformer", {"layers": 2, "hidden": 96, "heads": 4, "seq_len": 32, "vocab_size": 256}))
 """Shapes for ``measure_framework``, unlike the simulator check's (docs/simulator.md), so that check is held out."""
 FRAMEWORK_BATCH = 8
+TP_LARGE_BATCH = 64
+"""The tensor-parallel probes run at ``FRAMEWORK_BATCH`` and at this: the difference in their cost over the
+difference in the bytes their all-reduces carry is the cost per byte, the rest the cost per Linear."""
 
 
-FRAMEWORK_FIELDS = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "fsdp_unit_overhead_s", "fsdp_param_overhead_s",
-                    "dtensor_op_overhead_s", "pipeline_action_overhead_s")
+FRAMEWORK_FIELDS = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "tp_byte_overhead_s", "fsdp_unit_overhead_s",
+                    "fsdp_param_overhead_s", "dtensor_op_overhead_s", "pipeline_action_overhead_s")
 PIPELINE_PROBE_MICRO_BATCHES = 4
 """Micro-batches of the one-stage pipeline schedule ``framework_rank`` times (the default sweep's count)."""
 
@@ -395,13 +398,43 @@ def _fake_two_rank_mesh():
     return init_device_mesh("cpu", (2,))
 
 
+def shard_shaped(model, plan: dict, tp: int):
+    """``model`` with every Linear of a tensor-parallel ``plan`` replaced by a plain Linear of one rank's shard
+    shape (column-wise: out / tp outputs; row-wise: in / tp inputs): the compute one rank does, unwrapped."""
+    from torch import nn
+    from torch.distributed.tensor.parallel import ColwiseParallel
+
+    for path, style in plan.items():
+        parent_path, _, leaf = path.rpartition(".")
+        parent = model.get_submodule(parent_path)
+        full = getattr(parent, leaf)
+        i, o = full.in_features, full.out_features
+        setattr(parent, leaf, nn.Linear(i, o // tp) if isinstance(style, ColwiseParallel) else nn.Linear(i // tp, o))
+    return model
+
+
+def _tp_probe_bytes(cfg, ranks: int, batch: int) -> float:
+    """Bytes the simulator's tensor-parallel all-reduces carry in one forward + backward of the probe."""
+    from parbench.config import RunConfig, Strategy
+    from parbench.sim.framework import tp_allreduce_bytes
+    from parbench.sim.layout import layout_from_run
+    from parbench.sim.model import model_spec
+    from parbench.sim.stages import stages
+
+    if ranks < 2:
+        return 0.0
+    spec = model_spec(cfg)
+    layout = layout_from_run(RunConfig(workload=cfg, strategy=Strategy.TP, world_size=ranks, global_batch_size=batch))
+    return tp_allreduce_bytes(spec, layout, stages(spec, 1, 1)[0])
+
+
 def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
     """Per probe workload, the medians of wrapped - plain differences and what the simulator counts for them.
 
-    On this process's one-rank group: forward + backward and the optimizer step, plain and under
-    ``parallelize_module`` (and the optimizer step under ``fully_shard``); a one-stage pipeline schedule of
-    ``PIPELINE_PROBE_MICRO_BATCHES`` micro-batches against the same micro-batches in a plain loop. Then on
-    a fake two-rank group: forward + backward under ``fully_shard`` against plain."""
+    On this process's one-rank group: the optimizer step, plain and under ``fully_shard``; a one-stage
+    pipeline schedule of ``PIPELINE_PROBE_MICRO_BATCHES`` micro-batches against the same micro-batches in a
+    plain loop. Then on a fake two-rank group: forward + backward under ``fully_shard`` against plain, and
+    under ``parallelize_module`` against a plain model of the shard's shapes, at two batch sizes."""
     import torch
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -426,8 +459,7 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
         probes.append((name, cfg, w, x, y))
     rows = []
     for name, cfg, w, x, y in probes:
-        tp, fsdp, piped = w.build(0), w.build(0), w.build(0)
-        parallelize_module(tp, mesh, w.tp_plan(tp))
+        fsdp, piped = w.build(0), w.build(0)
         for unit in fsdp.units:
             fully_shard(unit, mesh=mesh)
         fully_shard(fsdp, mesh=mesh)
@@ -437,7 +469,7 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
         plain = w.build(0)
         pieces = list(zip(x.tensor_split(m), y.tensor_split(m)))
         train, opt_steps = {}, {}
-        for label, model in (("plain", plain), ("tp", tp), ("fsdp", fsdp)):
+        for label, model in (("plain", plain), ("fsdp", fsdp)):
             opt = w.optimizer(list(model.parameters()), 1e-3)
             train[label] = lambda m_=model: w.loss(m_(x), y).backward()
             opt_steps[label] = lambda o=opt: (o.step(), o.zero_grad(set_to_none=False))
@@ -449,22 +481,31 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
         spec = model_spec(cfg)
         st = stages(spec, 1, 1)[0]
         rows.append({"workload": name, "optimizer_plain_s": stats.median(o["plain"]), "param_elements": spec.param_numel,
-                     "tp_s": _median_diff(t, "tp", "plain"), "optimizer_s": _median_diff(o, "fsdp", "plain"),
+                     "optimizer_s": _median_diff(o, "fsdp", "plain"),
                      "pipeline_s": _median_diff(t, "pipeline", "plain_micro"), "pipeline_micro_batches": m,
                      "tp_linears": tp_linears(st), "fsdp_units": fsdp_units(st), "params": len(st.tensors),
                      "optimizer": spec.optimizer,
-                     "iqr_s": {"tp": _iqr_diff(t, "tp", "plain"), "optimizer": _iqr_diff(o, "fsdp", "plain"),
-                               "pipeline": _iqr_diff(t, "pipeline", "plain_micro")}})
-    two = _fake_two_rank_mesh()
+                     "iqr_s": {"optimizer": _iqr_diff(o, "fsdp", "plain"), "pipeline": _iqr_diff(t, "pipeline", "plain_micro")}})
+    two = _fake_two_rank_mesh() or mesh
+    ranks = two.size()
     for row, (name, cfg, w, x, y) in zip(rows, probes):
         fsdp, plain = w.build(0), w.build(0)
         for unit in fsdp.units:
-            fully_shard(unit, mesh=two or mesh)
-        fully_shard(fsdp, mesh=two or mesh)
+            fully_shard(unit, mesh=two)
+        fully_shard(fsdp, mesh=two)
         t = _alternate({"plain": lambda: w.loss(plain(x), y).backward(), "fsdp": lambda: w.loss(fsdp(x), y).backward()},
                        plan.reps, 0.1)
-        row.update(fsdp_s=_median_diff(t, "fsdp", "plain"), fsdp_ranks=2 if two else 1)
+        row.update(fsdp_s=_median_diff(t, "fsdp", "plain"), fsdp_ranks=ranks, tp_ranks=ranks)
         row["iqr_s"]["fsdp"] = _iqr_diff(t, "fsdp", "plain")
+        tp = w.build(0)
+        parallelize_module(tp, two, w.tp_plan(tp))
+        shard = shard_shaped(w.build(0), w.tp_plan(tp), ranks)
+        for key, batch in (("tp", FRAMEWORK_BATCH), ("tp_large", TP_LARGE_BATCH)):
+            xb, yb = w.rows(0, batch, 0, batch)
+            t = _alternate({"plain": lambda: w.loss(shard(xb), yb).backward(), "tp": lambda: w.loss(tp(xb), yb).backward()},
+                           plan.reps, 0.1)
+            row.update({f"{key}_s": _median_diff(t, "tp", "plain"), f"{key}_bytes": _tp_probe_bytes(cfg, ranks, batch)})
+            row["iqr_s"][key] = _iqr_diff(t, "tp", "plain")
     return {"rows": rows}
 
 
@@ -478,10 +519,12 @@ def _iqr_diff(times: dict[str, list[float]], a: str, b: str) -> float:
 
 def measure_framework(reps: int, memory_bandwidth_bytes_per_s: float) -> dict[str, Any]:
     """Fit the host costs of torch's wrappers (``parbench.sim.framework``) from ``framework_rank``'s rows:
-    per parallelised Linear (median over the probes), per FSDP2 unit and parameter (the two probes'
-    equations solved; a negative share falls back to all of it per parameter), per DTensor optimizer op,
-    per pipeline schedule action (a micro-batch on a stage; median over the probes); and per operator of a plain optimizer step + zero_grad (its memory traffic taken out, as
-    ``parbench.sim.timing.optimizer_time_s`` adds it back)."""
+    per byte a parallelised Linear's all-reduces carry (both probes' growth from the small batch to the large
+    over their growth in bytes, pooled), per parallelised Linear (what is left at the small batch, median
+    over the probes), per FSDP2 unit and parameter (the two probes' equations solved; a negative share falls
+    back to all of it per parameter), per DTensor optimizer op, per pipeline schedule action (a micro-batch
+    on a stage; median over the probes); and per operator of a plain optimizer step + zero_grad (its memory
+    traffic taken out, as ``parbench.sim.timing.optimizer_time_s`` adds it back)."""
     from parbench.distributed import spawn
 
     outcome = spawn(1, framework_rank, FrameworkPlan(reps=reps), timeout_s=600)
@@ -500,7 +543,9 @@ def fit_framework(rows: list[dict[str, Any]], memory_bandwidth_bytes_per_s: floa
         adamw_bytes_per_element,
     )
 
-    tp = stats.median([max(r["tp_s"], 0.0) / r["tp_linears"] for r in rows])
+    grown = [(r["tp_large_s"] - r["tp_s"], r["tp_large_bytes"] - r["tp_bytes"]) for r in rows if "tp_large_s" in r]
+    per_byte = max(sum(d for d, _ in grown) / sum(b for _, b in grown), 0.0) if sum(b for _, b in grown) > 0 else 0.0
+    tp = stats.median([max(r["tp_s"] - per_byte * r.get("tp_bytes", 0.0), 0.0) / r["tp_linears"] for r in rows])
     (u1, p1, d1), (u2, p2, d2) = [(r["fsdp_units"], r["params"], max(r["fsdp_s"], 0.0)) for r in rows]
     det = u1 * p2 - u2 * p1
     unit, param = (d1 * p2 - d2 * p1) / det, (u1 * d2 - u2 * d1) / det
@@ -512,7 +557,7 @@ def fit_framework(rows: list[dict[str, Any]], memory_bandwidth_bytes_per_s: floa
     per_el = {"adamw": adamw_bytes_per_element(False) + 4, "sgd": SGD_BYTES_PER_ELEMENT + 4}  # update + zero_grad
     plain = stats.median([max(r["optimizer_plain_s"] - r["param_elements"] * per_el[r["optimizer"]] / memory_bandwidth_bytes_per_s,
                               0.0) / (n + r["params"]) for r, n in zip(rows, ops)])
-    return dict(zip(FRAMEWORK_FIELDS, (plain, tp, unit, param, op, pipeline)), rows=rows)
+    return dict(zip(FRAMEWORK_FIELDS, (plain, tp, per_byte, unit, param, op, pipeline)), rows=rows)
 
 
 REFERENCE_STEPS = (("mlp", {}, 64), ("mlp", {"layers": 2, "hidden": 384}, 16), ("mlp", {"layers": 1, "hidden": 1024}, 128),

@@ -246,7 +246,7 @@ def ddp_buckets_cached(model: ModelSpec, pp: int, v: int, tp: int, stage: int, e
     return tuple(ddp_buckets([x * elem_bytes for x in stage_local_numels(model, pp, v, tp)[stage]]))
 
 
-def _tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
+def tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     """Megatron f/g: per micro-batch, one all-reduce per row-wise output (forward) and per column-wise
     input that needs a gradient (backward); with sequence parallelism each becomes all-gather + reduce-scatter."""
     t, mb, ab = layout.tp, layout.micro_batch_size, layout.precision.activation_bytes
@@ -373,7 +373,7 @@ def rank_ops(model: ModelSpec, layout: Layout) -> dict[str, list[CommOp]]:
         return _ps_ops(model, layout)
     out = {}
     for st in stages(model, layout.pp, layout.v):
-        out[f"stage{st.rank}"] = merge(_grad_ops(model, layout, st, pb) + _tp_ops(model, layout, st)
+        out[f"stage{st.rank}"] = merge(_grad_ops(model, layout, st, pb) + tp_ops(model, layout, st)
                                        + _pp_ops(model, layout, st) + _data_ops(model, layout, st)
                                        + _cp_ops(model, layout, st) + _tied_embedding_ops(model, layout, st)
                                        + _ep_ops(model, layout, st))

@@ -11,7 +11,9 @@ Measured on this machine by ``parbench calibrate`` (``parbench.sim.calibrate.mea
 runner's own workloads in a one-rank process group, as differences against the same model without the
 wrapper, so compute and communication (both modelled elsewhere) cancel:
 
-- ``tp_linear_overhead_s``: one forward + backward of a Linear parallelised by ``parallelize_module``;
+- ``tp_linear_overhead_s`` and ``tp_byte_overhead_s``: one forward + backward of a Linear parallelised by
+  ``parallelize_module``, and each byte its functional all-reduces carry (the same probe at two batch sizes:
+  the fixed part per Linear, the part that grows with the activations per byte);
 - ``fsdp_unit_overhead_s`` and ``fsdp_param_overhead_s``: FSDP2's hooks for one micro-batch's forward +
   backward, per ``fully_shard`` unit and per parameter tensor in it;
 - ``dtensor_op_overhead_s``: one optimizer operator on a DTensor parameter beyond the plain tensor's;
@@ -21,11 +23,14 @@ wrapper, so compute and communication (both modelled elsewhere) cancel:
 FSDP2 skips its all-gather and reduce-scatter paths on a one-rank mesh (it copies the shard straight into
 the unsharded parameter), so its costs are measured on a two-rank group whose collectives do nothing
 (torch's fake process group): the copy into and out of the flat all-gather buffer, the reduce-scatter's
-copy-in of the gradients, and the Python around both, as FSDP2 runs them on two or more ranks.
+copy-in of the gradients, and the Python around both, as FSDP2 runs them on two or more ranks. Tensor
+parallelism is measured there too, against a plain model with one rank's shard shapes: on one rank DTensor
+has no partial sums to reduce, so its redistribution and functional collectives never run.
 """
 
 from __future__ import annotations
 
+from parbench.sim.comm import tp_ops
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout
 from parbench.sim.model import ModelSpec
@@ -72,11 +77,18 @@ def pipelines_with_torch(layout: Layout) -> bool:
     return layout.fsdp2 and layout.pp > 1
 
 
-def micro_batch_overhead_s(c: Cluster, layout: Layout, stage: Stage) -> float:
+def tp_allreduce_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> float:
+    """Bytes the stage's tensor-parallel collectives carry per micro-batch (forward + backward)."""
+    return sum(op.payload * op.count for op in tp_ops(model, layout, stage)) / layout.micro_batches
+
+
+def micro_batch_overhead_s(c: Cluster, model: ModelSpec, layout: Layout, stage: Stage) -> float:
     """Host seconds the wrappers add to one micro-batch's forward + backward on a rank of ``stage``
     (a pipeline's schedule: once per stage the rank holds)."""
     tp, fsdp = wraps_with_torch(layout)
-    s = tp_linears(stage) * c.tp_linear_overhead_s if tp else 0.0
+    s = 0.0
+    if tp:
+        s += tp_linears(stage) * c.tp_linear_overhead_s + tp_allreduce_bytes(model, layout, stage) * c.tp_byte_overhead_s
     if pipelines_with_torch(layout):
         s += len(stage.chunks) * c.pipeline_action_overhead_s
     if fsdp:

@@ -193,7 +193,7 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: li
     for ch, units in zip(st.chunks, st.modules):
         chunk = chunk + chunk_times_s(c, model, layout, units, first=ch.first, last=ch.last)
     over = oversubscription(c, layout.world_size)  # host work slows as compute does when cores are shared
-    host = micro_batch_overhead_s(c, layout, st) * over
+    host = micro_batch_overhead_s(c, model, layout, st) * over
     chunk = chunk.scaled(slow) + ChunkTime(host / 3, 2 * host / 3, 0.0, 0.0, 0.0)  # as the compute it wraps
     params, grads, optim, tensors = state_numels(model, layout, st)
     if layout.fp32_grad_pass_per_micro_batch:  # part of every micro-batch's backward

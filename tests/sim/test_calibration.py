@@ -127,7 +127,7 @@ def test_calibration_report_is_an_aligned_table_with_units():
     profile = {"cluster": {**c, "compute_slowdown": {"1": 1.0, "2": 1.4}, "step_scale": 1.1},
                "fit": {"gemm": good, "elementwise": good, "all_reduce@2": good, "send@2": bad,
                        "framework_op_overhead_s": {"alpha": 2e-6},
-                       "framework": {"optimizer_op_overhead_s": 3e-6, "tp_linear_overhead_s": 6e-4,
+                       "framework": {"optimizer_op_overhead_s": 3e-6, "tp_linear_overhead_s": 6e-4, "tp_byte_overhead_s": 5e-10,
                                      "fsdp_unit_overhead_s": 3e-4, "fsdp_param_overhead_s": 7e-5,
                                      "dtensor_op_overhead_s": 1.5e-5, "pipeline_action_overhead_s": 2e-4,
                                      "rows": [{"workload": "mlp", "tp_s": 1.2e-3, "fsdp_s": 1.8e-3, "optimizer_s": 4e-5,
@@ -141,7 +141,8 @@ def test_calibration_report_is_an_aligned_table_with_units():
     assert len({ln.index(" us ") if " us " in ln else ln.index(" GB/s") for ln in table if " us " in ln or " GB/s" in ln}) <= 2
     assert any(ln.startswith("send@2") and "UNPHYSICAL" in ln and "point estimates used" in ln for ln in lines)
     assert "1 unphysical fit(s) replaced by measured point estimates: send@2" in lines
-    assert any("600 us per tensor-parallel Linear" in ln and "300 us per unit + 70 us per parameter" in ln
+    assert any("600 us per tensor-parallel Linear + 0.50 ns per byte its all-reduces carry" in ln
+               and "300 us per unit + 70 us per parameter" in ln
                and "pipeline schedule 200 us per micro-batch and stage" in ln for ln in lines)
     assert "  mlp probe, wrapped - plain per step: tp 1.20 ms (IQR 0.10), fsdp 1.80 ms (IQR 0.20), optimizer 0.04 ms (IQR 0.01)" in lines
 

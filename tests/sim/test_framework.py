@@ -35,7 +35,7 @@ def test_counts_match_what_torch_wraps(name):
     assert dtensor_params(fsdp, stage) == len(list(model.parameters()))
     ddp = layout_from_run(RunConfig(workload=cfg, strategy=Strategy.DDP, world_size=2, global_batch_size=32))
     assert dtensor_params(ddp, stage) == 0 and micro_batch_overhead_s(replace(PRESETS["a100-80gb"], tp_linear_overhead_s=1.0,
-                                                                              fsdp_unit_overhead_s=1.0), ddp, stage) == 0
+                                                                              fsdp_unit_overhead_s=1.0), model_spec(cfg), ddp, stage) == 0
 
 
 def test_overheads_add_count_times_cost_to_the_step():
@@ -52,6 +52,23 @@ def test_overheads_add_count_times_cost_to_the_step():
         a, b = predict(m, lay, base), predict(m, lay, costly)
         assert b.terms["time_optimizer_s"] - a.terms["time_optimizer_s"] == pytest.approx(dtensors * 1.5 * 1e-5)
         assert b.step_time_s - a.step_time_s == pytest.approx(extra, rel=1e-9)
+
+
+def test_tensor_parallel_bytes_add_their_cost_per_byte():
+    """1 ns per byte DTensor all-reduces: the check's decoder (4 layers, d 128, 64 tokens) at tp 2 and batch 32
+    all-reduces, per layer, the attention's and the MLP's row-wise outputs forward and the inputs of q, k, v and
+    the MLP's up projection backward: 6 x 32 x 64 x 128 float32 values, 24 MiB in all (the head and embedding
+    stay replicated). The mlp (784 -> 512 -> 512 -> 512 -> 10: two column-wise/row-wise pairs) all-reduces the
+    first pair's row-wise output (32 x 512) and the second's (32 x 10) forward, and the second pair's column-wise
+    input (32 x 512) backward; the first Linear reads the raw features and needs no input gradient."""
+    base = PRESETS["a100-80gb"]
+    costly = replace(base, tp_byte_overhead_s=1e-9)
+    for name, bytes_ in (("transformer", 4 * 6 * 32 * 64 * 128 * 4), ("mlp", (2 * 32 * 512 + 32 * 10) * 4)):
+        m = model_spec(SHAPES[name])
+        lay = layout_from_run(RunConfig(workload=SHAPES[name], strategy=Strategy.TP, world_size=2, global_batch_size=32))
+        assert predict(m, lay, costly).step_time_s - predict(m, lay, base).step_time_s == pytest.approx(bytes_ * 1e-9, rel=1e-9)
+        ddp = layout_from_run(RunConfig(workload=SHAPES[name], strategy=Strategy.DDP, world_size=2, global_batch_size=32))
+        assert predict(m, ddp, costly).step_time_s == predict(m, ddp, base).step_time_s
 
 
 def test_pipeline_schedules_add_their_cost_per_micro_batch_and_stage():
@@ -74,28 +91,34 @@ def test_pipeline_schedules_add_their_cost_per_micro_batch_and_stage():
 
 
 def test_the_framework_fit_takes_each_probes_measured_differences():
-    """Per Linear, per FSDP unit and parameter (two equations, two unknowns), per DTensor optimizer op and per
-    schedule action, from made-up rows whose answers are known: 0.5 ms per Linear, 0.3 ms per unit, 0.02 ms
-    per parameter, 10 us per DTensor op, 0.2 ms per schedule action."""
+    """Per Linear and per byte all-reduced (each probe at two batch sizes), per FSDP unit and parameter (two
+    equations, two unknowns), per DTensor optimizer op and per schedule action, from made-up rows whose answers
+    are known: 0.5 ms per Linear, 1 ns per byte, 0.3 ms per unit, 0.02 ms per parameter, 10 us per DTensor op,
+    0.2 ms per schedule action."""
     from parbench.sim.calibrate import fit_framework
     from parbench.sim.timing import ADAMW_OPS_PER_TENSOR, SGD_OPS_PER_TENSOR
 
     rows = [{"workload": "mlp", "tp_linears": 2, "fsdp_units": 4, "params": 6, "optimizer": "sgd",
-             "tp_s": 2 * 5e-4, "fsdp_s": 4 * 3e-4 + 6 * 2e-5, "optimizer_s": 6 * SGD_OPS_PER_TENSOR * 1e-5,
+             "tp_s": 2 * 5e-4 + 8192e-9, "tp_bytes": 8192, "tp_large_s": 2 * 5e-4 + 65536e-9, "tp_large_bytes": 65536,
+             "fsdp_s": 4 * 3e-4 + 6 * 2e-5, "optimizer_s": 6 * SGD_OPS_PER_TENSOR * 1e-5,
              "pipeline_s": 4 * 2e-4, "pipeline_micro_batches": 4, "optimizer_plain_s": 1e-4, "param_elements": 0},
             {"workload": "transformer", "tp_linears": 12, "fsdp_units": 3, "params": 37, "optimizer": "adamw",
-             "tp_s": 12 * 5e-4, "fsdp_s": 3 * 3e-4 + 37 * 2e-5, "optimizer_s": 37 * ADAMW_OPS_PER_TENSOR * 1e-5,
+             "tp_s": 12 * 5e-4 + 1179648e-9, "tp_bytes": 1179648, "tp_large_s": 12 * 5e-4 + 9437184e-9,
+             "tp_large_bytes": 9437184, "fsdp_s": 3 * 3e-4 + 37 * 2e-5, "optimizer_s": 37 * ADAMW_OPS_PER_TENSOR * 1e-5,
              "pipeline_s": 2 * 2e-4, "pipeline_micro_batches": 2, "optimizer_plain_s": 1e-4, "param_elements": 0}]
     got = fit_framework(rows, 8e10)
-    assert got["tp_linear_overhead_s"] == pytest.approx(5e-4)
+    assert got["tp_linear_overhead_s"] == pytest.approx(5e-4) and got["tp_byte_overhead_s"] == pytest.approx(1e-9)
     assert got["fsdp_unit_overhead_s"] == pytest.approx(3e-4) and got["fsdp_param_overhead_s"] == pytest.approx(2e-5)
     assert got["dtensor_op_overhead_s"] == pytest.approx(1e-5)
     assert got["pipeline_action_overhead_s"] == pytest.approx(2e-4)
 
 
 def test_framework_calibration_measures_positive_costs_on_a_one_rank_group():
-    """The real measurement: a one-rank gloo process, the probe workloads plain and wrapped; FSDP2 on a fake
-    two-rank group, where it runs its all-gather and reduce-scatter paths (on one rank it skips them)."""
+    """The real measurement: a one-rank gloo process, the probe workloads plain and wrapped; FSDP2 and tensor
+    parallelism on a fake two-rank group, where FSDP2 runs its all-gather and reduce-scatter paths and DTensor
+    its all-reduces (on one rank they skip them). The tensor-parallel probes' bytes: the decoder probe (2 layers,
+    d 96, 32 tokens) all-reduces 6 activations per layer, 2 x 6 x 8 x 32 x 96 float32 values at batch 8; the
+    mlp probe one row-wise output of 8 x 256 (its column-wise Linear reads the raw features); 8x at batch 64."""
     from parbench.sim.calibrate import FRAMEWORK_FIELDS, measure_framework
 
     # about what calibrate's elementwise fit measures on these machines (87.9 GB/s: the probes' tensors sit in
@@ -104,7 +127,10 @@ def test_framework_calibration_measures_positive_costs_on_a_one_rank_group():
     assert all(got[k] >= 0 for k in FRAMEWORK_FIELDS)
     assert got["tp_linear_overhead_s"] > 0 and got["dtensor_op_overhead_s"] > 0 and got["optimizer_op_overhead_s"] > 0
     assert [r["workload"] for r in got["rows"]] == ["mlp", "transformer"]
-    assert [r["fsdp_ranks"] for r in got["rows"]] == [2, 2]
+    assert [r["fsdp_ranks"] for r in got["rows"]] == [2, 2] and [r["tp_ranks"] for r in got["rows"]] == [2, 2]
+    assert [r["tp_bytes"] for r in got["rows"]] == [8 * 256 * 4, 2 * 6 * 8 * 32 * 96 * 4]
+    assert [r["tp_large_bytes"] for r in got["rows"]] == [8 * r["tp_bytes"] for r in got["rows"]]
+    assert got["rows"][1]["tp_s"] > 0  # the decoder probe's 12 wrapped Linears cost ~10 ms over its ~5 ms shard
     assert got["rows"][0]["fsdp_s"] > 0  # the mlp's FSDP2 step costs ~3 ms over its ~0.5 ms plain one
     assert [r["pipeline_micro_batches"] for r in got["rows"]] == [4, 4]
 
