@@ -213,16 +213,24 @@ def _zero1_textbook_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[
             + [CommOp("all_gather", "parameter", b // pb * gb, n, "dp", phase=phase) for b in buckets])
 
 
-def _fsdp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
-    """Per FSDP unit: all-gather the parameters (ZeRO-2: once; ZeRO-3: forward and backward), reduce-scatter
-    the gradients. Under torch's pipeline schedules FSDP2 re-gathers for every micro-batch's forward and once
-    for backward (the stage stays unsharded until its last backward): m + 1 gathers, as measured."""
-    n, m = layout.shard_group, layout.micro_batches
-    gathers, scatters = (2 if layout.zero == 3 else 1), 1
+def fsdp_rounds(layout: Layout) -> tuple[int, int]:
+    """(all-gathers, reduce-scatters) of each FSDP unit per step. ZeRO-3 gathers for forward and again for
+    backward, ZeRO-2 once; with gradient accumulation every micro-batch gathers and reduce-scatters again;
+    under torch's pipeline schedules FSDP2 re-gathers for every micro-batch's forward and once for backward
+    (the stage stays unsharded until its last backward): m + 1 gathers, as measured."""
+    m = layout.micro_batches
+    gathers = 2 if layout.zero == 3 else 1
     if layout.zero == 3 and layout.pp > 1:
-        gathers = m + 1
-    elif layout.pp == 1:  # gradient accumulation: every micro-batch gathers and reduce-scatters again
-        gathers, scatters = gathers * m, m
+        return m + 1, 1
+    if layout.pp == 1:
+        return gathers * m, m
+    return gathers, 1
+
+
+def _fsdp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
+    """Per FSDP unit: all-gather the parameters, reduce-scatter the gradients, ``fsdp_rounds`` times each."""
+    n = layout.shard_group
+    gathers, scatters = fsdp_rounds(layout)
     gather_bytes = layout.gather_elem_bytes
     ops = []
     for numel in fsdp_group_numels(*key, n, rank, layout.fsdp2):

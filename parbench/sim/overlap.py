@@ -8,6 +8,13 @@ fraction of the overlappable compute that communication can actually run under (
 collectives run on their own stream; measured on a calibrated CPU, where gloo's threads share the cores
 with compute).
 
+What is hidden is not free. ``interference`` is the fraction of the hidden seconds a collective still adds:
+NCCL's collectives run as kernels on the GPU's SMs and share its memory bandwidth with the compute they
+overlap, which slows that compute (contention is a major limiter of overlap in "Design Space
+Exploration of DMA based Finer-Grain Compute Communication Overlap", arXiv 2512.10236, abstract). It applies
+to the data-parallel, FSDP and context-parallel rules; tensor-parallel overlap (Transformer Engine's userbuffers,
+torch's async tensor parallelism) pipelines chunks through copy engines and peer reads and takes none.
+
 Sources, per rule:
 - data-parallel gradients (DDP buckets, ZeRO/FSDP reduce-scatter): Li et al., "PyTorch Distributed",
   VLDB 2020, sec. 3.2.3 and fig. 6: a bucket's all-reduce starts when its last gradient is ready, so
@@ -35,7 +42,12 @@ Sources, per rule:
 from __future__ import annotations
 
 
-def gradient_exposed_s(total_s: float, backward_s: float, buckets: int, *, hide: float) -> float:
+def contended_s(exposed_s: float, total_s: float, interference: float) -> float:
+    """The exposed seconds plus ``interference`` x the hidden ones (0 <= result <= total, rising with both)."""
+    return exposed_s + interference * (total_s - exposed_s)
+
+
+def gradient_exposed_s(total_s: float, backward_s: float, buckets: int, *, hide: float, interference: float = 0.0) -> float:
     """DDP / reduce-scatter under the last micro-batch's backward: max(total - hide x backward, last bucket).
     ``buckets`` = 0 means one flat buffer after backward (Megatron's local DDP): nothing overlaps."""
     if total_s <= 0:
@@ -43,16 +55,18 @@ def gradient_exposed_s(total_s: float, backward_s: float, buckets: int, *, hide:
     if buckets <= 0:
         return total_s
     last_bucket = total_s / buckets
-    return min(total_s, max(total_s - hide * backward_s * (buckets - 1) / buckets, last_bucket))
+    exposed = min(total_s, max(total_s - hide * backward_s * (buckets - 1) / buckets, last_bucket))
+    return contended_s(exposed, total_s, interference)
 
 
-def prefetch_exposed_s(total_s: float, compute_s: float, units: int, *, hide: float) -> float:
+def prefetch_exposed_s(total_s: float, compute_s: float, units: int, *, hide: float, interference: float = 0.0) -> float:
     """FSDP all-gathers (and the reduce-scatters sharing their link) prefetched one unit ahead: all but
     one unit's compute can hide traffic; one unit's share is always exposed."""
     if total_s <= 0:
         return 0.0
     units = max(units, 1)
-    return min(total_s, max(total_s - hide * compute_s * (units - 1) / units, total_s / units))
+    exposed = min(total_s, max(total_s - hide * compute_s * (units - 1) / units, total_s / units))
+    return contended_s(exposed, total_s, interference)
 
 
 def tensor_parallel_exposed_s(total_s: float, gemm_s: float, tp: int, *, overlap: bool, hide: float) -> float:
@@ -69,8 +83,10 @@ def pipeline_send_exposed_s(total_s: float) -> float:
     return max(total_s, 0.0)
 
 
-def context_parallel_exposed_s(total_s: float, attention_s: float, cp: int, *, hide: float) -> float:
+def context_parallel_exposed_s(total_s: float, attention_s: float, cp: int, *, hide: float,
+                               interference: float = 0.0) -> float:
     """Ring attention: cp-1 K/V transfers each under one block's attention; the excess is exposed."""
     if total_s <= 0 or cp <= 1:
         return max(total_s, 0.0) if cp > 1 else 0.0
-    return min(total_s, max(total_s - hide * attention_s * (cp - 1) / cp, 0.0))
+    exposed = min(total_s, max(total_s - hide * attention_s * (cp - 1) / cp, 0.0))
+    return contended_s(exposed, total_s, interference)

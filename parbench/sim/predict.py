@@ -22,7 +22,7 @@ from functools import lru_cache
 from parbench.config import Strategy
 from parbench.metrics.breakdown import TERMS  # the runner's breakdown columns: predicted with the same names
 from parbench.metrics.categories import CATEGORIES
-from parbench.sim.comm import CommOp, by_collective, bytes_by_category, rank_ops
+from parbench.sim.comm import CommOp, by_collective, bytes_by_category, fsdp_rounds, rank_ops
 from parbench.sim.framework import micro_batch_overhead_s, optimizer_overhead_s
 from parbench.sim.hardware import Cluster, collective_time_s
 from parbench.sim.layout import Layout, Recompute
@@ -172,7 +172,7 @@ def _micro_batch_exposed(c: Cluster, layout: Layout, ops: list[CommOp], chunk: C
     ep = _seconds(c, layout, ops, lambda op: op.group == "ep") / m  # experts wait for their tokens: exposed
     return (ep + tensor_parallel_exposed_s(tp, chunk.gemm, layout.tp, overlap=layout.tp_comm_overlap, hide=hide)
             + pipeline_send_exposed_s(pp)
-            + context_parallel_exposed_s(cp, chunk.attention, layout.cp, hide=hide))
+            + context_parallel_exposed_s(cp, chunk.attention, layout.cp, hide=hide, interference=c.overlap_interference))
 
 
 def _parameter_exposed(c: Cluster, layout: Layout, ops: list[CommOp], chunk: ChunkTime, *, ps: bool) -> float:
@@ -182,9 +182,14 @@ def _parameter_exposed(c: Cluster, layout: Layout, ops: list[CommOp], chunk: Chu
     g_s = sum(op_time_s(c, layout, op) for op in grad)
     if gather:  # FSDP: gathers and reduce-scatters share the dp link through forward and backward
         a_s = sum(op_time_s(c, layout, op) for op in gather)
-        return prefetch_exposed_s(a_s + g_s, layout.micro_batches * chunk.total, len(gather), hide=c.overlap)
+        gathers, scatters = fsdp_rounds(layout)
+        units = sum(op.count for op in gather) // gathers  # identical units are merged into one op
+        # the micro-batches whose compute the rounds run under: every one where each re-gathers, else one
+        window = min(layout.micro_batches, max(gathers, scatters)) * chunk.total
+        return prefetch_exposed_s(a_s + g_s, window, units, hide=c.overlap, interference=c.overlap_interference)
     buckets = 0 if (layout.flat_grad_allreduce or ps) else sum(op.count for op in grad)
-    return gradient_exposed_s(g_s, chunk.backward + chunk.recompute, buckets, hide=c.overlap)
+    return gradient_exposed_s(g_s, chunk.backward + chunk.recompute, buckets, hide=c.overlap,
+                              interference=c.overlap_interference)
 
 
 def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: list[CommOp], slow: float,
@@ -203,7 +208,8 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: li
     gathers = [op for op in ops if op.phase == "next_forward"]  # under the next step's first forward
     if gathers:
         tail["parameter"] += prefetch_exposed_s(sum(op_time_s(c, layout, op) for op in gathers), chunk.forward,
-                                                sum(op.count for op in gathers), hide=c.overlap)
+                                                sum(op.count for op in gathers), hide=c.overlap,
+                                                interference=c.overlap_interference)
     for op in ops:
         if op.phase == "step":  # before or after the compute: nothing to hide under
             tail[op.category] += op_time_s(c, layout, op)

@@ -194,7 +194,8 @@ def test_deepspeed_bf16_gradient_pass_costs_12_bytes_per_parameter_per_micro_bat
 def test_overlapped_parameter_gathers_leave_one_bucket_exposed():
     """Megatron's --overlap-param-gather: the distributed optimizer's all-gathers run under the next forward,
     bucket by bucket; with a forward far longer than the gathers only the first of k buckets stays exposed,
-    so the step saves (1 - 1/k) of their time (8 ranks of one node, alpha-beta ring times)."""
+    so the step saves (1 - 1/k) of their time, less the interference the hidden part still costs (8 ranks of
+    one node, alpha-beta ring times)."""
     model = model_spec(WorkloadConfig(name="transformer", layers=8, hidden=1024, heads=8, seq_len=2048, vocab_size=512),
                        megatron=True)
     c = PRESETS["a100-80gb"]
@@ -206,7 +207,7 @@ def test_overlapped_parameter_gathers_leave_one_bucket_exposed():
                 for op in gathers)
     plain = predict(model, Layout(**base), c).terms["time_comm_exposed_parameter_s"]
     overlapped = predict(model, Layout(**base, overlap_param_gather=True), c).terms["time_comm_exposed_parameter_s"]
-    assert k > 1 and plain - overlapped == pytest.approx(total * (1 - 1 / k), rel=1e-9)
+    assert k > 1 and plain - overlapped == pytest.approx(total * (1 - 1 / k) * (1 - c.overlap_interference), rel=1e-9)
     with pytest.raises(ConfigError, match="overlap_param_gather"):
         Layout(**{**base, "zero": 0}, overlap_param_gather=True)
 

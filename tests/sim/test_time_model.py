@@ -36,6 +36,45 @@ def test_fsdp_prefetch_hides_all_but_one_unit():
     assert prefetch_exposed_s(6.0, 3.0, 3, hide=1.0) == 4.0  # 6 - 3 x 2/3
 
 
+def test_hidden_collectives_still_cost_their_interference():
+    """What the rule hides adds back interference x its seconds (NCCL's kernels slow the compute they overlap):
+    one bucket of four exposed + half the other three; FSDP's one unit of three + half the other two; the ring's
+    K/V transfers, all hidden, half; tensor parallelism's rule takes none (its overlap is not an NCCL kernel)."""
+    assert gradient_exposed_s(4.0, 10.0, 4, hide=1.0, interference=0.5) == 1.0 + 0.5 * 3.0
+    assert gradient_exposed_s(4.0, 10.0, 0, hide=1.0, interference=0.5) == 4.0  # nothing hidden, nothing added
+    assert prefetch_exposed_s(6.0, 100.0, 3, hide=1.0, interference=0.5) == 2.0 + 0.5 * 4.0
+    assert context_parallel_exposed_s(2.0, 4.0, 4, hide=1.0, interference=0.5) == 1.0
+    assert prefetch_exposed_s(6.0, 100.0, 3, hide=1.0, interference=1.0) == 6.0  # full contention: nothing saved
+    assert "interference" not in tensor_parallel_exposed_s.__code__.co_varnames
+
+
+def test_fsdp_exposes_one_of_its_units_however_many_share_a_size():
+    """Eight identical decoder layers and the root (embedding, head): 9 FSDP units, so with compute far longer
+    than the traffic one ninth of it stays exposed (no interference); identical layers fold into one op with
+    their counts summed, which must not make the model see 2 units."""
+    w = WorkloadConfig(name="transformer", layers=8, hidden=1024, heads=8, seq_len=4096, vocab_size=512)
+    m = model_spec(w, megatron=True)
+    c = replace(A100, overlap_interference=0.0)
+    lay = Layout(strategy=Strategy.HYBRID, dp=8, global_batch_size=8, zero=3, attention="flash")
+    ops = rank_ops(m, lay)["stage0"]
+    total = sum(op.count * collective_time_s(c, op.kind, op.payload, op.n, inter_node=False, rails=8)
+                for op in ops if op.phase in ("gather", "grad"))
+    assert sum(op.count for op in ops if op.phase == "gather") == 2 * 9  # forward and backward per unit
+    assert predict(m, lay, c).terms["time_comm_exposed_parameter_s"] == pytest.approx(total / 9, rel=1e-9)
+
+
+def test_fsdp_traffic_gathered_once_hides_under_one_micro_batch():
+    """ZeRO-2 under a pipeline gathers each unit once and reduce-scatters once per step, so its traffic can
+    hide under one micro-batch's compute, not all of them: the exposed seconds are the same at 1 and 8
+    micro-batches of the same size (a wide model whose traffic over 16 nodes outlasts a micro-batch)."""
+    w = WorkloadConfig(name="transformer", layers=4, hidden=4096, heads=32, seq_len=128, vocab_size=512)
+    m = model_spec(w, megatron=True)
+    c = replace(A100, overlap_interference=0.0)
+    exposed = [predict(m, Layout(strategy=Strategy.HYBRID, dp=16, pp=2, global_batch_size=16 * mb, micro_batches=mb,
+                                 zero=2, attention="flash"), c).terms["time_comm_exposed_parameter_s"] for mb in (1, 8)]
+    assert exposed[0] > 0 and exposed[1] == pytest.approx(exposed[0], rel=1e-9)
+
+
 def test_tensor_parallel_exposed_unless_overlapped():
     assert tensor_parallel_exposed_s(3.0, 10.0, 8, overlap=False, hide=1.0) == 3.0
     assert tensor_parallel_exposed_s(3.0, 10.0, 8, overlap=True, hide=1.0) == 3.0 / 8
@@ -307,6 +346,14 @@ def test_fit_foundry_efficiencies_recover_the_presets():
     assert fit_foundry_efficiencies() == (h100.gemm_efficiency, h100.attention_efficiency) == (0.60, 0.19)
     assert (PRESETS["h100-96gb"].gemm_efficiency, PRESETS["h100-96gb"].attention_efficiency) == (0.60, 0.19)
     assert fit_foundry_efficiencies("a100-80gb", fit_gemm=False) == (0.70, A100.attention_efficiency) == (0.70, 0.34)
+
+
+@pytest.mark.slow
+def test_fit_overlap_interference_recovers_the_presets():
+    """The GPU presets' interference, fitted on llm-foundry's rows (FSDP on both devices), the efficiencies kept."""
+    from parbench.sim.efficiency_fits import fit_overlap_interference
+
+    assert fit_overlap_interference() == A100.overlap_interference == PRESETS["h100-sxm"].overlap_interference == 0.5
 
 
 def _attention_unit():
