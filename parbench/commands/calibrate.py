@@ -77,7 +77,8 @@ def report_lines(profile: dict) -> list[str]:
                      f"FSDP2 {fw['fsdp_unit_overhead_s'] * 1e6:.0f} us per unit + {fw['fsdp_param_overhead_s'] * 1e6:.0f} us "
                      f"per parameter (forward + backward of a micro-batch), {fw['dtensor_op_overhead_s'] * 1e6:.1f} us "
                      f"per optimizer op on a DTensor, pipeline schedule {fw.get('pipeline_action_overhead_s', 0.0) * 1e6:.0f} us "
-                     "per micro-batch and stage")
+                     f"per micro-batch and stage, DDP {fw.get('ddp_param_overhead_s', 0.0) * 1e6:.1f} us per parameter + "
+                     f"{fw.get('ddp_byte_overhead_s', 0.0) * 1e9:.2f} ns per gradient byte")
         lines.append(f"optimizer step + zero_grad: {fw['optimizer_op_overhead_s'] * 1e6:.1f} us per op")
         for r in fw.get("rows", []):
             if "iqr_s" in r:

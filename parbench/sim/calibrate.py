@@ -361,7 +361,8 @@ difference in the bytes their all-reduces carry is the cost per byte, the rest t
 
 
 FRAMEWORK_FIELDS = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "tp_byte_overhead_s", "fsdp_unit_overhead_s",
-                    "fsdp_param_overhead_s", "dtensor_op_overhead_s", "pipeline_action_overhead_s")
+                    "fsdp_param_overhead_s", "dtensor_op_overhead_s", "pipeline_action_overhead_s",
+                    "ddp_param_overhead_s", "ddp_byte_overhead_s")
 PIPELINE_PROBE_MICRO_BATCHES = 4
 """Micro-batches of the one-stage pipeline schedule ``framework_rank`` times (the default sweep's count)."""
 
@@ -431,7 +432,9 @@ def _tp_probe_bytes(cfg, ranks: int, batch: int) -> float:
 def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
     """Per probe workload, the medians of wrapped - plain differences and what the simulator counts for them.
 
-    On this process's one-rank group: the optimizer step, plain and under ``fully_shard``; a one-stage
+    On this process's one-rank group: forward + backward under DistributedDataParallel (its reducer runs
+    its hooks and bucket copies on one rank too; torch's fake group cannot serve its reducer) against
+    plain; the optimizer step, plain and under ``fully_shard``; a one-stage
     pipeline schedule of ``PIPELINE_PROBE_MICRO_BATCHES`` micro-batches against the same micro-batches in a
     plain loop. Then on a fake two-rank group: forward + backward under ``fully_shard`` against plain, and
     under ``parallelize_module`` against a plain model of the shard's shapes, at two batch sizes."""
@@ -441,6 +444,7 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
     from torch.distributed.pipelining import PipelineStage
     from torch.distributed.pipelining.schedules import Schedule1F1B
     from torch.distributed.tensor.parallel import parallelize_module
+    from torch.nn.parallel import DistributedDataParallel
 
     from parbench import workloads
     from parbench.config import WorkloadConfig
@@ -474,6 +478,8 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
             train[label] = lambda m_=model: w.loss(m_(x), y).backward()
             opt_steps[label] = lambda o=opt: (o.step(), o.zero_grad(set_to_none=False))
         train.pop("fsdp")  # timed on two ranks below
+        ddp = DistributedDataParallel(w.build(0))
+        train["ddp"] = lambda: w.loss(ddp(x), y).backward()
         w.loss(fsdp(x), y).backward()  # its optimizer steps need gradients (zero_grad keeps them, as zeros)
         train["plain_micro"] = lambda: [w.loss(plain(a), b).backward() for a, b in pieces]
         train["pipeline"] = lambda: schedule.step(x, target=y, losses=[])
@@ -481,11 +487,13 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
         spec = model_spec(cfg)
         st = stages(spec, 1, 1)[0]
         rows.append({"workload": name, "optimizer_plain_s": stats.median(o["plain"]), "param_elements": spec.param_numel,
-                     "optimizer_s": _median_diff(o, "fsdp", "plain"),
+                     "optimizer_s": _median_diff(o, "fsdp", "plain"), "ddp_s": _median_diff(t, "ddp", "plain"),
+                     "ddp_bytes": spec.param_numel * 4,
                      "pipeline_s": _median_diff(t, "pipeline", "plain_micro"), "pipeline_micro_batches": m,
                      "tp_linears": tp_linears(st), "fsdp_units": fsdp_units(st), "params": len(st.tensors),
                      "optimizer": spec.optimizer,
-                     "iqr_s": {"optimizer": _iqr_diff(o, "fsdp", "plain"), "pipeline": _iqr_diff(t, "pipeline", "plain_micro")}})
+                     "iqr_s": {"optimizer": _iqr_diff(o, "fsdp", "plain"), "pipeline": _iqr_diff(t, "pipeline", "plain_micro"),
+                               "ddp": _iqr_diff(t, "ddp", "plain")}})
     two = _fake_two_rank_mesh() or mesh
     ranks = two.size()
     for row, (name, cfg, w, x, y) in zip(rows, probes):
@@ -522,8 +530,8 @@ def measure_framework(reps: int, memory_bandwidth_bytes_per_s: float) -> dict[st
     per byte a parallelised Linear's all-reduces carry (both probes' growth from the small batch to the large
     over their growth in bytes, pooled), per parallelised Linear (what is left at the small batch, median
     over the probes), per FSDP2 unit and parameter (the two probes' equations solved; a negative share falls
-    back to all of it per parameter), per DTensor optimizer op, per pipeline schedule action (a micro-batch
-    on a stage; median over the probes); and per operator of a plain optimizer step + zero_grad (its memory
+    back to all of it per parameter), per DDP parameter and gradient byte (likewise), per DTensor optimizer
+    op, per pipeline schedule action (a micro-batch on a stage; median over the probes); and per operator of a plain optimizer step + zero_grad (its memory
     traffic taken out, as ``parbench.sim.timing.optimizer_time_s`` adds it back)."""
     from parbench.distributed import spawn
 
@@ -546,18 +554,26 @@ def fit_framework(rows: list[dict[str, Any]], memory_bandwidth_bytes_per_s: floa
     grown = [(r["tp_large_s"] - r["tp_s"], r["tp_large_bytes"] - r["tp_bytes"]) for r in rows if "tp_large_s" in r]
     per_byte = max(sum(d for d, _ in grown) / sum(b for _, b in grown), 0.0) if sum(b for _, b in grown) > 0 else 0.0
     tp = stats.median([max(r["tp_s"] - per_byte * r.get("tp_bytes", 0.0), 0.0) / r["tp_linears"] for r in rows])
-    (u1, p1, d1), (u2, p2, d2) = [(r["fsdp_units"], r["params"], max(r["fsdp_s"], 0.0)) for r in rows]
-    det = u1 * p2 - u2 * p1
-    unit, param = (d1 * p2 - d2 * p1) / det, (u1 * d2 - u2 * d1) / det
-    if unit < 0 or param < 0:
-        unit, param = 0.0, (d1 + d2) / (p1 + p2)
+    param, unit = _solve_two([(r["params"], r["fsdp_units"], max(r["fsdp_s"], 0.0)) for r in rows])
     pipeline = stats.median([max(r["pipeline_s"], 0.0) / r["pipeline_micro_batches"] for r in rows])
+    ddp_param, ddp_byte = _solve_two([(r["params"], r.get("ddp_bytes", 0), max(r.get("ddp_s", 0.0), 0.0)) for r in rows])
     ops = [r["params"] * (ADAMW_OPS_PER_TENSOR if r["optimizer"] == "adamw" else SGD_OPS_PER_TENSOR) for r in rows]
     op = max(sum(r["optimizer_s"] for r in rows), 0.0) / sum(ops)
     per_el = {"adamw": adamw_bytes_per_element(False) + 4, "sgd": SGD_BYTES_PER_ELEMENT + 4}  # update + zero_grad
     plain = stats.median([max(r["optimizer_plain_s"] - r["param_elements"] * per_el[r["optimizer"]] / memory_bandwidth_bytes_per_s,
                               0.0) / (n + r["params"]) for r, n in zip(rows, ops)])
-    return dict(zip(FRAMEWORK_FIELDS, (plain, tp, per_byte, unit, param, op, pipeline)), rows=rows)
+    return dict(zip(FRAMEWORK_FIELDS, (plain, tp, per_byte, unit, param, op, pipeline, ddp_param, ddp_byte)), rows=rows)
+
+
+def _solve_two(rows: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """(a, b) with a x_i + b y_i = d_i for two probes' (x, y, d); a share that comes out negative (or rows that
+    cannot separate them) falls back to all of it on the first: (sum d / sum x, 0)."""
+    (x1, y1, d1), (x2, y2, d2) = rows
+    det = x1 * y2 - x2 * y1
+    a, b = ((d1 * y2 - d2 * y1) / det, (x1 * d2 - x2 * d1) / det) if det else (-1.0, -1.0)
+    if a < 0 or b < 0:
+        return (d1 + d2) / (x1 + x2) if x1 + x2 else 0.0, 0.0
+    return a, b
 
 
 REFERENCE_STEPS = (("mlp", {}, 64), ("mlp", {"layers": 2, "hidden": 384}, 16), ("mlp", {"layers": 1, "hidden": 1024}, 128),

@@ -18,7 +18,10 @@ wrapper, so compute and communication (both modelled elsewhere) cancel:
   backward, per ``fully_shard`` unit and per parameter tensor in it;
 - ``dtensor_op_overhead_s``: one optimizer operator on a DTensor parameter beyond the plain tensor's;
 - ``pipeline_action_overhead_s``: torch.distributed.pipelining's schedule per micro-batch and stage, a
-  one-stage schedule against the same micro-batches in a plain loop.
+  one-stage schedule against the same micro-batches in a plain loop;
+- ``ddp_param_overhead_s`` and ``ddp_byte_overhead_s``: DistributedDataParallel's reducer per parameter tensor
+  (its autograd hook) and per gradient byte (the copies into and out of its buckets), one micro-batch's
+  forward + backward against the plain model, the two probes' equations solved.
 
 FSDP2 skips its all-gather and reduce-scatter paths on a one-rank mesh (it copies the shard straight into
 the unsharded parameter), so its costs are measured on a two-rank group whose collectives do nothing
@@ -30,6 +33,7 @@ has no partial sums to reduce, so its redistribution and functional collectives 
 
 from __future__ import annotations
 
+from parbench.config import Strategy
 from parbench.sim.comm import tp_ops
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout
@@ -72,6 +76,18 @@ def fsdp_units(stage: Stage) -> int:
     return sum(len(units) for units in stage.modules) + len(stage.chunks)
 
 
+def reduces_with_ddp(layout: Layout) -> bool:
+    """The runner's replicated data parallelism (ddp, zero1, hybrid dp x tp) wraps the model in torch's DDP;
+    its hybrid dp x pp all-reduces one flat buffer by hand instead."""
+    return (layout.fsdp2 and layout.dp > 1 and layout.zero <= 1 and not layout.flat_grad_allreduce
+            and layout.strategy in (Strategy.DDP, Strategy.ZERO1, Strategy.HYBRID))
+
+
+def ddp_grad_bytes(layout: Layout, stage: Stage) -> int:
+    """Bytes of the gradients DDP's buckets hold on a rank of ``stage`` (its tensor-parallel shards)."""
+    return sum(t.local_numel(layout.tp) for t in stage.tensors) * layout.grad_elem_bytes
+
+
 def pipelines_with_torch(layout: Layout) -> bool:
     """The runner's pipelines are torch.distributed.pipelining schedules."""
     return layout.fsdp2 and layout.pp > 1
@@ -91,6 +107,8 @@ def micro_batch_overhead_s(c: Cluster, model: ModelSpec, layout: Layout, stage: 
         s += tp_linears(stage) * c.tp_linear_overhead_s + tp_allreduce_bytes(model, layout, stage) * c.tp_byte_overhead_s
     if pipelines_with_torch(layout):
         s += len(stage.chunks) * c.pipeline_action_overhead_s
+    if reduces_with_ddp(layout):
+        s += len(stage.tensors) * c.ddp_param_overhead_s + ddp_grad_bytes(layout, stage) * c.ddp_byte_overhead_s
     if fsdp:
         s += fsdp_units(stage) * c.fsdp_unit_overhead_s + len(stage.tensors) * c.fsdp_param_overhead_s
     return s

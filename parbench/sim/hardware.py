@@ -112,6 +112,12 @@ class Cluster:
     tp_linear_overhead_s: float = 0.0
     """Host seconds torch's DTensor tensor parallelism adds to one parallelised Linear's forward + backward
     (``parbench.sim.framework``; 0 on GPUs, where the host runs ahead of the device)."""
+    ddp_param_overhead_s: float = 0.0
+    """Host seconds torch's DDP adds per parameter tensor and micro-batch (its reducer's autograd hook, the
+    gradient's view into its bucket) (``parbench.sim.framework``; 0 on GPUs)."""
+    ddp_byte_overhead_s: float = 0.0
+    """Host seconds torch's DDP adds per gradient byte and micro-batch (copying the gradients into their
+    buckets and the reduced buckets back)."""
     tp_byte_overhead_s: float = 0.0
     """Host seconds torch's tensor parallelism adds per byte of the activations (and their gradients) its
     functional all-reduces carry, beyond the per-Linear cost (``parbench.sim.framework``; 0 on GPUs)."""
@@ -169,7 +175,8 @@ class Cluster:
         if min(self.peak_flops_fp8, self.peak_flops_tf32, self.peak_flops_fp32, self.context_bytes, self.comm_buffer_bytes) < 0:
             raise ValueError("peak_flops_fp8, peak_flops_tf32, peak_flops_fp32, context_bytes and comm_buffer_bytes must be >= 0")
         overheads = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "tp_byte_overhead_s", "fsdp_unit_overhead_s",
-                     "fsdp_param_overhead_s", "dtensor_op_overhead_s", "pipeline_action_overhead_s")
+                     "fsdp_param_overhead_s", "dtensor_op_overhead_s", "pipeline_action_overhead_s",
+                     "ddp_param_overhead_s", "ddp_byte_overhead_s")
         if any(getattr(self, k) < 0 for k in overheads):
             raise ValueError(f"{', '.join(overheads)} must be >= 0")
         if not 0 < self.backward_gemm_ratio <= 2:

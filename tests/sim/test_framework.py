@@ -14,6 +14,7 @@ from parbench.sim.framework import dtensor_params, fsdp_units, micro_batch_overh
 from parbench.sim.stages import stages
 from parbench import workloads
 
+SHAPES_PROBE = WorkloadConfig(name="transformer", layers=2, hidden=96, heads=4, seq_len=32, vocab_size=256)
 SHAPES = {"mlp": WorkloadConfig(name="mlp", layers=3, hidden=512),
           "transformer": WorkloadConfig(name="transformer", layers=4, hidden=128, heads=4, seq_len=64, vocab_size=512)}
 
@@ -71,6 +72,26 @@ def test_tensor_parallel_bytes_add_their_cost_per_byte():
         assert predict(m, ddp, costly).step_time_s == predict(m, ddp, base).step_time_s
 
 
+def test_ddp_adds_its_cost_per_parameter_and_gradient_byte():
+    """10 us per parameter tensor and 1 ns per gradient byte under the runner's DDP (ddp, zero1): the mlp's 8
+    tensors (784 x 512 + 512 + 2 x (512 x 512 + 512) + 512 x 10 + 10 float32 values) each micro-batch; FSDP2,
+    tensor parallelism and the runner's hand-reduced dp x pp pay none of it."""
+    base = PRESETS["a100-80gb"]
+    costly = replace(base, ddp_param_overhead_s=1e-5, ddp_byte_overhead_s=1e-9)
+    cfg = SHAPES["mlp"]
+    m = model_spec(cfg)
+    grads = 4 * (784 * 512 + 512 + 2 * (512 * 512 + 512) + 512 * 10 + 10)
+    for strategy, micro in ((Strategy.DDP, 1), (Strategy.DDP, 2), (Strategy.ZERO1, 1)):
+        lay = replace(layout_from_run(RunConfig(workload=cfg, strategy=strategy, world_size=2, global_batch_size=32)),
+                      micro_batches=micro)  # the simulator's gradient accumulation: every micro-batch reduces
+        extra = micro * (8 * 1e-5 + grads * 1e-9)
+        assert predict(m, lay, costly).step_time_s - predict(m, lay, base).step_time_s == pytest.approx(extra, rel=1e-9)
+    for strategy, micro in ((Strategy.FSDP, 1), (Strategy.TP, 1), (Strategy.PIPELINE, 2)):
+        lay = layout_from_run(RunConfig(workload=cfg, strategy=strategy, world_size=2, global_batch_size=32,
+                                        micro_batches=micro))
+        assert predict(m, lay, costly).step_time_s == predict(m, lay, base).step_time_s
+
+
 def test_pipeline_schedules_add_their_cost_per_micro_batch_and_stage():
     """1 ms per schedule action on the runner's pipelines: a stage's beat (one micro-batch) grows by 1 ms per
     stage the rank holds, and the step by (m + (p-1)/v) beats (Narayanan et al. 2021: m micro-batches plus the
@@ -94,23 +115,26 @@ def test_the_framework_fit_takes_each_probes_measured_differences():
     """Per Linear and per byte all-reduced (each probe at two batch sizes), per FSDP unit and parameter (two
     equations, two unknowns), per DTensor optimizer op and per schedule action, from made-up rows whose answers
     are known: 0.5 ms per Linear, 1 ns per byte, 0.3 ms per unit, 0.02 ms per parameter, 10 us per DTensor op,
-    0.2 ms per schedule action."""
+    0.2 ms per schedule action, and DDP's 20 us per parameter and 0.2 ns per gradient byte (two equations)."""
     from parbench.sim.calibrate import fit_framework
     from parbench.sim.timing import ADAMW_OPS_PER_TENSOR, SGD_OPS_PER_TENSOR
 
     rows = [{"workload": "mlp", "tp_linears": 2, "fsdp_units": 4, "params": 6, "optimizer": "sgd",
              "tp_s": 2 * 5e-4 + 8192e-9, "tp_bytes": 8192, "tp_large_s": 2 * 5e-4 + 65536e-9, "tp_large_bytes": 65536,
              "fsdp_s": 4 * 3e-4 + 6 * 2e-5, "optimizer_s": 6 * SGD_OPS_PER_TENSOR * 1e-5,
-             "pipeline_s": 4 * 2e-4, "pipeline_micro_batches": 4, "optimizer_plain_s": 1e-4, "param_elements": 0},
+             "pipeline_s": 4 * 2e-4, "pipeline_micro_batches": 4, "optimizer_plain_s": 1e-4, "param_elements": 0,
+             "ddp_s": 6 * 2e-5 + 1_080_000 * 2e-10, "ddp_bytes": 1_080_000},
             {"workload": "transformer", "tp_linears": 12, "fsdp_units": 3, "params": 37, "optimizer": "adamw",
              "tp_s": 12 * 5e-4 + 1179648e-9, "tp_bytes": 1179648, "tp_large_s": 12 * 5e-4 + 9437184e-9,
              "tp_large_bytes": 9437184, "fsdp_s": 3 * 3e-4 + 37 * 2e-5, "optimizer_s": 37 * ADAMW_OPS_PER_TENSOR * 1e-5,
-             "pipeline_s": 2 * 2e-4, "pipeline_micro_batches": 2, "optimizer_plain_s": 1e-4, "param_elements": 0}]
+             "pipeline_s": 2 * 2e-4, "pipeline_micro_batches": 2, "optimizer_plain_s": 1e-4, "param_elements": 0,
+             "ddp_s": 37 * 2e-5 + 1_100_000 * 2e-10, "ddp_bytes": 1_100_000}]
     got = fit_framework(rows, 8e10)
     assert got["tp_linear_overhead_s"] == pytest.approx(5e-4) and got["tp_byte_overhead_s"] == pytest.approx(1e-9)
     assert got["fsdp_unit_overhead_s"] == pytest.approx(3e-4) and got["fsdp_param_overhead_s"] == pytest.approx(2e-5)
     assert got["dtensor_op_overhead_s"] == pytest.approx(1e-5)
     assert got["pipeline_action_overhead_s"] == pytest.approx(2e-4)
+    assert got["ddp_param_overhead_s"] == pytest.approx(2e-5) and got["ddp_byte_overhead_s"] == pytest.approx(2e-10)
 
 
 def test_framework_calibration_measures_positive_costs_on_a_one_rank_group():
@@ -132,6 +156,9 @@ def test_framework_calibration_measures_positive_costs_on_a_one_rank_group():
     assert [r["tp_large_bytes"] for r in got["rows"]] == [8 * r["tp_bytes"] for r in got["rows"]]
     assert got["rows"][1]["tp_s"] > 0  # the decoder probe's 12 wrapped Linears cost ~10 ms over its ~5 ms shard
     assert got["rows"][0]["fsdp_s"] > 0  # the mlp's FSDP2 step costs ~3 ms over its ~0.5 ms plain one
+    assert got["rows"][0]["ddp_s"] > 0  # and DDP's ~0.35 ms (IQR ~0.05)
+    assert [r["ddp_bytes"] for r in got["rows"]] == [4 * (784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10),
+                                                    4 * model_spec(SHAPES_PROBE).param_numel]
     assert [r["pipeline_micro_batches"] for r in got["rows"]] == [4, 4]
 
 
