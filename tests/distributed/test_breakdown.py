@@ -64,16 +64,17 @@ def test_single_has_no_communication_and_no_bubble(tmp_path):
     assert rec["time_compute_s"] > 0 and rec["time_optimizer_s"] > 0
 
 
-def test_ddp_compute_matches_the_no_sync_step_and_exposed_comm_the_difference(tmp_path):
-    """DDP over sleepy units 2048 wide (64 MiB of gradients: the all-reduce is ~100 ms, mostly
-    after the last backward sleep). The traced step without its exposed communication is the step
-    under no_sync, and the exposed communication is the timed step minus the no_sync step, both
-    measured in the same run; the noise allowed is the spread (p90 - p10) of the run's timed steps,
-    and at least a tenth of the step (sleeps wake late on a loaded machine). The timed and no_sync
-    medians come from different moments, so a burst of load in one of them moves their difference
-    by more than any spread shows: up to four fresh runs are measured before failing (as the
-    overhead gate does, a bout of load on a shared 2-core machine lasting a minute failed three in a
-    row once), and every attempt is reported."""
+def test_ddp_exposed_comm_is_bounded_by_the_no_sync_step(tmp_path):
+    """DDP over sleepy units 2048 wide (64 MiB of gradients). The no_sync step (measured in the same run) skips
+    both the all-reduce and DDP's copies of the gradients into its buckets and back; the trace books those
+    copies as compute (aten::copy_), its exposed communication as the waits on the all-reduce. So the traced
+    step without its exposed communication is at least the no_sync step, and the exposed communication at
+    most the timed step minus the no_sync step, each within the noise: the spread (p90 - p10) of the run's
+    timed steps, and at least a tenth of the step (sleeps wake late on a loaded machine). Measured on the
+    shared 2-core machine: traced exposed 9-23 ms against 33-35 ms timed - no_sync at 64 MiB, 44-70 ms
+    against 133-174 ms at 256 MiB, the rest of the difference the copies (about 0.4 ns per byte). Timed and
+    no_sync medians come from different moments, so up to five fresh runs are measured before failing, and
+    every attempt is reported."""
     attempts = []
     for attempt in range(5):
         rec = _run(tmp_path / str(attempt), strategy="ddp", world_size=2, workload={"name": SLEEPY, "hidden": 2048},
@@ -81,13 +82,13 @@ def test_ddp_compute_matches_the_no_sync_step_and_exposed_comm_the_difference(tm
         assert rec["time_comm_exposed_parameter_s"] > 0 and rec["time_comm_exposed_intermediate_s"] == 0.0
         noise = max(rec["step_time_s_p90"] - rec["step_time_s_p10"], 0.1 * rec["step_time_s_median"])
         without_comm = rec["traced_step_time_s"] - rec["time_comm_exposed_s"] - rec["time_bubble_s"]
-        gaps = (abs(without_comm - rec["compute_time_s_median"]), abs(rec["time_comm_exposed_parameter_s"] -
-                                                                        rec["exposed_comm_time_s"]))
+        compute_short = rec["compute_time_s_median"] - without_comm  # > noise: compute booked as communication
+        comm_over = rec["time_comm_exposed_parameter_s"] - rec["exposed_comm_time_s"]  # > noise: likewise
         attempts.append({"noise_s": noise, "traced_without_comm_s": without_comm,
                          "no_sync_median_s": rec["compute_time_s_median"],
                          "traced_exposed_s": rec["time_comm_exposed_parameter_s"],
                          "timed_minus_no_sync_s": rec["exposed_comm_time_s"]})
-        if max(gaps) <= noise:
+        if max(compute_short, comm_over) <= noise:
             return
     pytest.fail(f"outside the noise in 5 runs: {attempts}")
 
