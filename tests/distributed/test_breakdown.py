@@ -72,7 +72,7 @@ def test_ddp_exposed_comm_is_bounded_by_the_no_sync_step(tmp_path):
     most the timed step minus the no_sync step, each within the noise: the spread (p90 - p10) of the run's
     timed steps, and at least a tenth of the step (sleeps wake late on a loaded machine). Measured on the
     shared 2-core machine: traced exposed 9-23 ms against 33-35 ms timed - no_sync at 64 MiB, 44-70 ms
-    against 133-174 ms at 256 MiB, the rest of the difference the copies (about 0.4 ns per byte). Timed and
+    against 133-174 ms at 256 MiB, the rest of the difference the copies (0.2-0.4 ns per byte). Timed and
     no_sync medians come from different moments, so up to five fresh runs are measured before failing, and
     every attempt is reported."""
     attempts = []
