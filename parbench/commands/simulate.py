@@ -77,6 +77,9 @@ def add_parser(sub) -> None:
                         "(default: Megatron-LM's and torch's pipelines)")
     f.add_argument("--overlap-param-gather", action="store_true",
                    help="Megatron's distributed optimizer (zero 1) gathers the updated weights under the next forward")
+    f.add_argument("--overlap-p2p-comm", action="store_true",
+                   help="Megatron-LM's interleaved schedule: pipeline sends and receives run under other chunks' "
+                        "compute (its default there; needs --schedule interleaved1f1b and pp > 1)")
     f.add_argument("--te-fp8", action="store_true",
                    help="with --precision fp8: Transformer Engine's modules (weights cast once per step, FP8-saved "
                         "Linear inputs); default: torchao's float8")
@@ -176,9 +179,13 @@ def _layout(a: argparse.Namespace, cluster):
                     sequence_parallel=bool(a.sequence_parallel), precision=_precision(a),
                     attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather,
                     tp_comm_overlap=a.tp_comm_overlap, ep=a.ep or 1, moe_imbalance=a.moe_imbalance,
-                    **_framework(a, cluster).layout_flags(pp=pp, zero=a.zero or 0, precision=_precision(a)))
+                    **_framework(a, cluster).layout_flags(pp=pp, zero=a.zero or 0, precision=_precision(a),
+                                                          schedule=Schedule(a.schedule or "1f1b")))
     if a.overlap_param_gather and not layout.overlap_param_gather:
         raise ConfigError(f"--overlap-param-gather is Megatron's distributed optimizer: it needs --zero 1 (got {layout.zero})")
+    if a.overlap_p2p_comm and not layout.overlap_p2p_comm:
+        raise ConfigError(f"--overlap-p2p-comm is Megatron-LM's interleaved schedule: it needs pp > 1 and --schedule "
+                          f"interleaved1f1b without --deepspeed-pipeline (got pp={pp}, schedule {layout.schedule.value})")
     layout.check_mesh_size(a.gpus)
     return layout
 
@@ -208,7 +215,8 @@ def _framework(a: argparse.Namespace, cluster):
     if a.te_fp8 and a.precision != "fp8":
         raise ConfigError(f"--te-fp8 needs --precision fp8 (got {a.precision})")
     return Framework(attention_kernel=a.attention_kernel, te_fp8=a.te_fp8, fused_elementwise=not a.unfused_elementwise,
-                     overlap_param_gather=a.overlap_param_gather, deepspeed_pipeline=a.deepspeed_pipeline)
+                     overlap_param_gather=a.overlap_param_gather, deepspeed_pipeline=a.deepspeed_pipeline,
+                     overlap_p2p_comm=a.overlap_p2p_comm)
 
 
 def _attention(a: argparse.Namespace, cluster) -> str:

@@ -154,6 +154,14 @@ class Layout(ParallelLayout):
     ``SendActivation``, ``RecvGrad``, ``BackwardPass``, ``SendGrad``), so a micro-batch waits for its receives
     as well as its sends. False: Megatron-LM's and torch's batched isend/irecv, each receive running
     under the send it is paired with."""
+    overlap_p2p_comm: bool = False
+    """Megatron-LM's interleaved schedule with ``overlap_p2p_comm`` (its default: ``--no-overlap-p2p-communication``
+    turns it off, and ``arguments.py`` forces it off for any other schedule; Megatron Bridge's
+    ``CommOverlapConfig`` sets it wherever pp > 1 and vp > 1): each pipeline send and receive is issued
+    asynchronously before another chunk's forward or backward and waited after it
+    (``forward_backward_pipelining_with_interleaving`` in ``megatron/core/pipeline_parallel/schedules.py``),
+    so the transfers run under the micro-batch's compute (``overlap.pipeline_send_exposed_s``). False: each
+    transfer precedes the compute that needs it."""
     te_fp8: bool = False
     """FP8 through Transformer Engine's modules (Megatron-Core, NeMo): each weight is cast to FP8 on a step's
     first micro-batch and the cast reused by the others (``is_first_microbatch``), and each Linear saves its
@@ -202,6 +210,9 @@ class Layout(ParallelLayout):
             raise ConfigError("sp_saves_gathered_input needs sequence_parallel")
         if self.pp_blocking_p2p and self.pp == 1:
             raise ConfigError("pp_blocking_p2p needs pp > 1")
+        if self.overlap_p2p_comm and (self.pp == 1 or self.schedule is not Schedule.INTERLEAVED_1F1B or self.pp_blocking_p2p):
+            raise ConfigError("overlap_p2p_comm is Megatron-LM's interleaved schedule: it needs pp > 1, "
+                              "schedule interleaved1f1b and no blocking (DeepSpeed) p2p")
         if self.te_fp8 and self.precision.gemm_dtype != "fp8":
             raise ConfigError("te_fp8 needs precision fp8")
         if self.overlap_param_gather and (self.zero != 1 or self.fsdp2):
@@ -265,18 +276,22 @@ class Layout(ParallelLayout):
 class Framework:
     """What the training software does with any layout, as ``Layout`` flags: each applies where the layout
     allows it (the param-gather overlap under ZeRO-1, DeepSpeed's blocking p2p under a pipeline, its float32
-    gradient pass where gradients are float32 and replicated)."""
+    gradient pass where gradients are float32 and replicated, Megatron-LM's overlapped p2p under its
+    interleaved schedule)."""
 
     attention_kernel: str = ""
     te_fp8: bool = False
     fused_elementwise: bool = True
     overlap_param_gather: bool = False
     deepspeed_pipeline: bool = False
+    overlap_p2p_comm: bool = False
 
-    def layout_flags(self, *, pp: int, zero: int, precision: Precision) -> dict:
+    def layout_flags(self, *, pp: int, zero: int, precision: Precision, schedule: Schedule = Schedule.ONE_F_ONE_B) -> dict:
         return dict(attention_kernel=self.attention_kernel, te_fp8=self.te_fp8, fused_elementwise=self.fused_elementwise,
                     overlap_param_gather=self.overlap_param_gather and zero == 1,
                     pp_blocking_p2p=self.deepspeed_pipeline and pp > 1,
+                    overlap_p2p_comm=(self.overlap_p2p_comm and pp > 1 and schedule is Schedule.INTERLEAVED_1F1B
+                                      and not self.deepspeed_pipeline),
                     fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
                                                     and precision.fp32_grad_accumulation))
 

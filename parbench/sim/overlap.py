@@ -29,7 +29,10 @@ Sources, per rule:
   split into tp chunks pipelined with the GEMM that produces or consumes it: one chunk stays exposed;
 - pipeline sends: torch's and Megatron's 1F1B/GPipe/interleaved schedules wait for a micro-batch's
   activation (gradient) before computing on it, so one transfer per micro-batch per boundary lies on
-  the critical path (Narayanan et al., SC 2021, sec. 2.2 and 4.1);
+  the critical path (Narayanan et al., SC 2021, sec. 2.2 and 4.1). Megatron-LM's interleaved schedule
+  with ``overlap_p2p_comm`` (``Layout.overlap_p2p_comm``) issues each transfer before the compute of
+  another chunk and waits for it after: the transfers run under the micro-batch's compute, and only
+  their excess over it is exposed;
 - context-parallel K/V exchange (ring attention: Liu et al., "Ring Attention with Blockwise
   Transformers", 2023; Megatron-Core context parallelism): cp-1 K/V block transfers per attention
   layer, each under the attention of the block already held, so only the excess over that attention
@@ -78,9 +81,15 @@ def tensor_parallel_exposed_s(total_s: float, gemm_s: float, tp: int, *, overlap
     return min(total_s, max(total_s - hide * gemm_s, total_s / max(tp, 1)))
 
 
-def pipeline_send_exposed_s(total_s: float) -> float:
-    """Per micro-batch and boundary, the transfer precedes the compute that needs it (every schedule here)."""
-    return max(total_s, 0.0)
+def pipeline_send_exposed_s(total_s: float, compute_s: float = 0.0, *, overlap: bool = False, hide: float = 1.0,
+                            interference: float = 0.0) -> float:
+    """Per micro-batch and boundary, the transfer precedes the compute that needs it. ``overlap``: the
+    micro-batch's transfers run under its ``compute_s`` (every chunk's forward and backward), the excess exposed."""
+    if total_s <= 0:
+        return 0.0
+    if not overlap:
+        return total_s
+    return contended_s(min(total_s, max(total_s - hide * compute_s, 0.0)), total_s, interference)
 
 
 def context_parallel_exposed_s(total_s: float, attention_s: float, cp: int, *, hide: float,

@@ -171,7 +171,8 @@ def _micro_batch_exposed(c: Cluster, layout: Layout, ops: list[CommOp], chunk: C
     cp = _seconds(c, layout, ops, lambda op: op.group == "cp") / m
     ep = _seconds(c, layout, ops, lambda op: op.group == "ep") / m  # experts wait for their tokens: exposed
     return (ep + tensor_parallel_exposed_s(tp, chunk.gemm, layout.tp, overlap=layout.tp_comm_overlap, hide=hide)
-            + pipeline_send_exposed_s(pp)
+            + pipeline_send_exposed_s(pp, chunk.total, overlap=layout.overlap_p2p_comm, hide=hide,
+                                      interference=c.overlap_interference)
             + context_parallel_exposed_s(cp, chunk.attention, layout.cp, hide=hide, interference=c.overlap_interference))
 
 

@@ -191,8 +191,10 @@ def layout_for(p: Published) -> Layout:
                   schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B,
                   virtual_stages=p.virtual_stages, zero=p.zero, ep=p.ep,
                   recompute=p.recompute, sequence_parallel=p.sequence_parallel, flat_grad_allreduce=not p.overlap_grad_reduce,
-                  **Framework(deepspeed_pipeline=p.blocking_p2p, overlap_param_gather=p.overlap_param_gather)
-                  .layout_flags(pp=p.pp, zero=p.zero, precision=PRECISIONS[p.precision]),
+                  **Framework(deepspeed_pipeline=p.blocking_p2p, overlap_param_gather=p.overlap_param_gather,
+                              overlap_p2p_comm=True)  # Megatron-LM's default (applies to its interleaved schedule)
+                  .layout_flags(pp=p.pp, zero=p.zero, precision=PRECISIONS[p.precision],
+                                schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B),
                   precision=PRECISIONS[p.precision], attention="flash" if p.arch is not None else "eager")
 
 

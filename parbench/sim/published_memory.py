@@ -21,7 +21,8 @@ layout arithmetic the source states (global batch = local batch x data-parallel 
   tokens/s per GPU. What the tables leave to the recipes (``scripts/performance/configs/llama/`` and
   ``src/megatron/bridge/recipes/llama/llama3.py``): Transformer Engine layers, no recomputation, the
   distributed optimizer with ``overlap_grad_reduce`` and ``overlap_param_gather``, tensor-parallel
-  communication overlap, gradients reduced in bf16 (``grad_reduce_in_fp32 = False``), sequence parallelism.
+  communication overlap, pipeline sends overlapped with compute (``CommOverlapConfig`` sets ``overlap_p2p_comm``
+  where pp > 1 and vp > 1, gradients reduced in bf16 (``grad_reduce_in_fp32 = False``), sequence parallelism.
 - Megatron-LM's runs in ``parbench.sim.published.PUBLISHED`` (Narayanan et al. SC21 Tables 1-2, MT-NLG).
 """
 
@@ -201,7 +202,7 @@ def _megatron_bridge() -> list[Run]:
     """(container, model, GPUs, GBS, TP, PP, CP, VP, tokens/s per GPU); MBS 1, sequence 8192, FP8-CS. The
     attention kernel Transformer Engine runs on H100 is assumed of FlashAttention-3's class (``flash3``)."""
     fp8_bf16_grads = replace(PRECISIONS["fp8"], fp32_grad_accumulation=False)  # grad_reduce_in_fp32 = False
-    software = Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True)
+    software = Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True)
     table = (("25.11", "llama3-70b", 64, 128, 4, 8, 1, 5, 1602), ("25.11", "llama3-405b", 1024, 512, 8, 8, 2, 8, 292),
              ("26.02", "llama3-70b", 64, 256, 4, 8, 1, 5, 1621), ("26.02", "llama3-405b", 1024, 1536, 8, 8, 2, 8, 311))
     rows = []
@@ -210,7 +211,8 @@ def _megatron_bridge() -> list[Run]:
         layout = Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=gbs,
                         micro_batches=gbs // dp, schedule=Schedule.INTERLEAVED_1F1B, virtual_stages=vp, zero=1,
                         sequence_parallel=True, precision=fp8_bf16_grads, attention="flash", tp_comm_overlap=True,
-                        **software.layout_flags(pp=pp, zero=1, precision=fp8_bf16_grads))
+                        **software.layout_flags(pp=pp, zero=1, precision=fp8_bf16_grads,
+                                                schedule=Schedule.INTERLEAVED_1F1B))
         rows.append(Run(source=MBRIDGE, table=f"{container} NeMo container, DGX-H100",
                         name=f"{model} {gpus} H100 TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
                         arch=_llama3(model), cluster="h100-sxm", layout=layout, metric="tps_per_gpu", value=tps,

@@ -141,7 +141,7 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, dp: 
                                         recompute_every=o.recompute_every if recompute is Recompute.FULL else 1,
                                         sequence_parallel=tp > 1 if o.sequence_parallel is None else o.sequence_parallel,
                                         precision=o.precision, attention=o.attention, fp8_all_gather=o.fp8_all_gather,
-                                        **o.framework.layout_flags(pp=pp, zero=zero, precision=o.precision))
+                                        **o.framework.layout_flags(pp=pp, zero=zero, precision=o.precision, schedule=schedule))
                     except ValueError as exc:
                         yield None, str(exc)
                         continue
@@ -211,6 +211,7 @@ def describe(layout: Layout) -> str:
             f"{' sp' if layout.sequence_parallel else ''} {layout.attention} {_precision_name(layout)}"
             f"{' deepspeed-pipeline' if layout.pp_blocking_p2p or layout.fp32_grad_pass_per_micro_batch else ''}"
             f"{' te-fp8' if layout.te_fp8 else ''}{' overlap-param-gather' if layout.overlap_param_gather else ''}"
+            f"{' overlap-p2p-comm' if layout.overlap_p2p_comm else ''}"
             f"{f' attention-kernel={layout.attention_kernel}' if layout.attention_kernel else ''}"
             f"{' unfused-elementwise' if not layout.fused_elementwise else ''}")
 

@@ -186,6 +186,9 @@ def test_deepspeed_pipeline_flag_adds_its_costs_in_one_layout_and_in_the_search(
     (["--te-fp8"], "--te-fp8 needs --precision fp8"),
     (["--overlap-param-gather", "--precision", "fp8"], "--overlap-param-gather is Megatron's distributed optimizer"),
     (["--grad-reduce-in-bf16", "--precision", "fp16"], "--grad-reduce-in-bf16 applies to bf16 and fp8"),
+    (["--overlap-p2p-comm", "--pp", "4"], "--overlap-p2p-comm is Megatron-LM's interleaved schedule"),
+    (["--overlap-p2p-comm", "--pp", "4", "--schedule", "interleaved1f1b", "--virtual-stages", "2", "--global-batch", "64",
+      "--deepspeed-pipeline"], "--overlap-p2p-comm is Megatron-LM's interleaved schedule"),
 ])
 def test_training_software_flags_are_checked_before_anything_is_predicted(flags, message, capsys):
     assert main(["simulate", "--model", "llama3-70b", "--gpus", "64", *flags]) == 2
@@ -200,9 +203,10 @@ def test_training_software_flags_reach_the_layout(capsys):
                  "--virtual-stages", "5", "--schedule", "interleaved1f1b", "--seq", "8192", "--global-batch", "128",
                  "--zero", "1", "--precision", "fp8", "--sequence-parallel", "--tp-comm-overlap",
                  "--overlap-param-gather", "--te-fp8", "--grad-reduce-in-bf16", "--attention-kernel", "flash3",
-                 "--format", "json"]) == 0
+                 "--overlap-p2p-comm", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     layout = out["layout"]
     assert layout["te_fp8"] and layout["overlap_param_gather"] and layout["attention_kernel"] == "flash3"
+    assert layout["overlap_p2p_comm"]
     row = next(r for r in compare_runs() if r["source"] == MBRIDGE and "70b" in r["name"] and "GBS 128" in r["name"])
     assert 128 * 8192 / out["prediction"]["step_time_s"] / 64 == pytest.approx(row["predicted"], rel=1e-9)

@@ -13,8 +13,9 @@ from parbench.metrics.conventions import sent_bytes
 from parbench.sim import PRECISIONS, PRESETS, Layout, Link, Recompute, model_spec, predict
 from parbench.sim.comm import rank_ops
 from parbench.sim.hardware import collective_time_s
-from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, prefetch_exposed_s,
-                                  tensor_parallel_exposed_s)
+from parbench.sim.layout import Framework
+from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, pipeline_send_exposed_s,
+                                  prefetch_exposed_s, tensor_parallel_exposed_s)
 from parbench.sim.predict import TERMS, is_inter_node
 from parbench.sim.published import (ALL_ROWS, MOE_ROWS, MT_NLG, PUBLISHED, compare_published, megatron_flops,
                                     per_source)
@@ -79,6 +80,38 @@ def test_tensor_parallel_exposed_unless_overlapped():
     assert tensor_parallel_exposed_s(3.0, 10.0, 8, overlap=False, hide=1.0) == 3.0
     assert tensor_parallel_exposed_s(3.0, 10.0, 8, overlap=True, hide=1.0) == 3.0 / 8
     assert tensor_parallel_exposed_s(3.0, 1.0, 8, overlap=True, hide=1.0) == 2.0
+
+
+def test_pipeline_sends_are_exposed_unless_megatron_overlaps_them():
+    assert pipeline_send_exposed_s(3.0, 10.0) == 3.0  # each transfer precedes the compute that needs it
+    assert pipeline_send_exposed_s(3.0, 10.0, overlap=True, hide=1.0) == 0.0
+    assert pipeline_send_exposed_s(3.0, 1.0, overlap=True, hide=1.0) == 2.0  # the excess over the compute
+    assert pipeline_send_exposed_s(3.0, 10.0, overlap=True, hide=1.0, interference=0.5) == 1.5
+
+
+def test_megatron_interleaved_sends_hide_under_the_micro_batch():
+    """dp 8 x pp 2 on A100 nodes: the pipeline's sends leave the node. Stage 0 of an interleaved pipeline
+    (v = 2) holds chunks 0 and 2: two activations forward and one gradient back per micro-batch, each
+    1 x 2048 x 4096 bf16 values; 8 micro-batches. Exposed in full without overlap_p2p_comm; hidden with it
+    (compute far longer), less the interference on what hides."""
+    w = WorkloadConfig(name="transformer", layers=8, hidden=4096, heads=32, seq_len=2048, vocab_size=51200)
+    m = model_spec(w, megatron=True)
+    base = Layout(strategy=Strategy.HYBRID, dp=8, pp=2, global_batch_size=64, micro_batches=8, virtual_stages=2,
+                  schedule=Schedule.INTERLEAVED_1F1B, precision=PRECISIONS["bf16"], attention="flash")
+    sends = 3 * 8 * collective_time_s(A100, "send", 2048 * 4096 * 2, 2, inter_node=True)
+    for interference in (0.0, 0.5):
+        c = replace(A100, overlap_interference=interference)
+        plain, over = predict(m, base, c), predict(m, replace(base, overlap_p2p_comm=True), c)
+        assert plain.terms["time_comm_exposed_intermediate_s"] == pytest.approx(sends, rel=1e-9)
+        assert over.terms["time_comm_exposed_intermediate_s"] == pytest.approx(interference * sends, rel=1e-9)
+        assert over.terms["time_compute_s"] == plain.terms["time_compute_s"]
+    with pytest.raises(ValueError, match="overlap_p2p_comm is Megatron-LM's interleaved schedule"):
+        replace(base, schedule=Schedule.ONE_F_ONE_B, virtual_stages=1, overlap_p2p_comm=True)
+    # the framework flag applies where Megatron-LM applies it: interleaved pipelines only
+    flags = Framework(overlap_p2p_comm=True).layout_flags
+    assert flags(pp=2, zero=0, precision=PRECISIONS["bf16"], schedule=Schedule.INTERLEAVED_1F1B)["overlap_p2p_comm"]
+    assert not flags(pp=2, zero=0, precision=PRECISIONS["bf16"], schedule=Schedule.ONE_F_ONE_B)["overlap_p2p_comm"]
+    assert not flags(pp=1, zero=0, precision=PRECISIONS["bf16"], schedule=Schedule.INTERLEAVED_1F1B)["overlap_p2p_comm"]
 
 
 def test_ring_attention_hides_kv_under_attention():
