@@ -75,7 +75,8 @@ def report_lines(profile: dict) -> list[str]:
         lines.append(f"torch wrappers' host cost: {fw['tp_linear_overhead_s'] * 1e6:.0f} us per tensor-parallel Linear "
                      f"+ {fw.get('tp_byte_overhead_s', 0.0) * 1e9:.2f} ns per byte its all-reduces carry, "
                      f"FSDP2 {fw['fsdp_unit_overhead_s'] * 1e6:.0f} us per unit + {fw['fsdp_param_overhead_s'] * 1e6:.0f} us "
-                     f"per parameter (forward + backward of a micro-batch), {fw['dtensor_op_overhead_s'] * 1e6:.1f} us "
+                     f"per parameter + {fw.get('fsdp_byte_overhead_s', 0.0) * 1e9:.2f} ns per gathered byte "
+                     f"(forward + backward of a micro-batch), {fw['dtensor_op_overhead_s'] * 1e6:.1f} us "
                      f"per optimizer op on a DTensor, pipeline schedule {fw.get('pipeline_action_overhead_s', 0.0) * 1e6:.0f} us "
                      f"per micro-batch and stage, DDP {fw.get('ddp_param_overhead_s', 0.0) * 1e6:.1f} us per parameter + "
                      f"{fw.get('ddp_byte_overhead_s', 0.0) * 1e9:.2f} ns per gradient byte")

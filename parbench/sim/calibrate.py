@@ -354,6 +354,9 @@ def measure_collectives(n: int, sizes: list[int], reps: int, kinds: tuple[str, .
 FRAMEWORK_PROBES = (("mlp", {"layers": 2, "hidden": 256}),
                     ("transformer", {"layers": 2, "hidden": 96, "heads": 4, "seq_len": 32, "vocab_size": 256}))
 """Shapes for ``measure_framework``, unlike the simulator check's (docs/simulator.md), so that check is held out."""
+FSDP_WIDE_PROBE = ("mlp", {"layers": 2, "hidden": 1024})
+"""The mlp probe four times as wide (same units and parameter tensors, 14x the bytes): FSDP2 on it against
+FSDP2 on the probe gives the cost per gathered byte."""
 FRAMEWORK_BATCH = 8
 TP_LARGE_BATCH = 64
 """The tensor-parallel probes run at ``FRAMEWORK_BATCH`` and at this: the difference in their cost over the
@@ -362,7 +365,7 @@ difference in the bytes their all-reduces carry is the cost per byte, the rest t
 
 FRAMEWORK_FIELDS = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "tp_byte_overhead_s", "fsdp_unit_overhead_s",
                     "fsdp_param_overhead_s", "dtensor_op_overhead_s", "pipeline_action_overhead_s",
-                    "ddp_param_overhead_s", "ddp_byte_overhead_s")
+                    "ddp_param_overhead_s", "ddp_byte_overhead_s", "fsdp_byte_overhead_s")
 PIPELINE_PROBE_MICRO_BATCHES = 4
 """Micro-batches of the one-stage pipeline schedule ``framework_rank`` times (the default sweep's count)."""
 
@@ -496,15 +499,24 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
                                "ddp": _iqr_diff(t, "ddp", "plain")}})
     two = _fake_two_rank_mesh() or mesh
     ranks = two.size()
-    for row, (name, cfg, w, x, y) in zip(rows, probes):
+
+    def fsdp_cost(w, x, y) -> tuple[float, float]:
         fsdp, plain = w.build(0), w.build(0)
         for unit in fsdp.units:
             fully_shard(unit, mesh=two)
         fully_shard(fsdp, mesh=two)
         t = _alternate({"plain": lambda: w.loss(plain(x), y).backward(), "fsdp": lambda: w.loss(fsdp(x), y).backward()},
                        plan.reps, 0.1)
-        row.update(fsdp_s=_median_diff(t, "fsdp", "plain"), fsdp_ranks=ranks, tp_ranks=ranks)
-        row["iqr_s"]["fsdp"] = _iqr_diff(t, "fsdp", "plain")
+        return _median_diff(t, "fsdp", "plain"), _iqr_diff(t, "fsdp", "plain")
+
+    for row, (name, cfg, w, x, y) in zip(rows, probes):
+        row["fsdp_s"], row["iqr_s"]["fsdp"] = fsdp_cost(w, x, y)
+        row.update(fsdp_ranks=ranks, tp_ranks=ranks, fsdp_bytes=model_spec(cfg).param_numel * 4)
+        if name == FSDP_WIDE_PROBE[0]:
+            wide_cfg = WorkloadConfig(name=name, **FSDP_WIDE_PROBE[1])
+            wide = workloads.make(wide_cfg, 0)
+            row["fsdp_wide_s"], row["iqr_s"]["fsdp_wide"] = fsdp_cost(wide, *wide.rows(0, FRAMEWORK_BATCH, 0, FRAMEWORK_BATCH))
+            row["fsdp_wide_bytes"] = model_spec(wide_cfg).param_numel * 4
         tp = w.build(0)
         parallelize_module(tp, two, w.tp_plan(tp))
         shard = shard_shaped(w.build(0), w.tp_plan(tp), ranks)
@@ -529,8 +541,9 @@ def measure_framework(reps: int, memory_bandwidth_bytes_per_s: float) -> dict[st
     """Fit the host costs of torch's wrappers (``parbench.sim.framework``) from ``framework_rank``'s rows:
     per byte a parallelised Linear's all-reduces carry (both probes' growth from the small batch to the large
     over their growth in bytes, pooled), per parallelised Linear (what is left at the small batch, median
-    over the probes), per FSDP2 unit and parameter (the two probes' equations solved; a negative share falls
-    back to all of it per parameter), per DDP parameter and gradient byte (likewise), per DTensor optimizer
+    over the probes), per byte FSDP2 gathers (the mlp probe's growth from its own width to ``FSDP_WIDE_PROBE``'s
+    over the growth in bytes), per FSDP2 unit and parameter (the two probes' equations solved, their bytes'
+    share taken out first; a negative share falls back to all of it per parameter), per DDP parameter and gradient byte (likewise), per DTensor optimizer
     op, per pipeline schedule action (a micro-batch on a stage; median over the probes); and per operator of a plain optimizer step + zero_grad (its memory
     traffic taken out, as ``parbench.sim.timing.optimizer_time_s`` adds it back)."""
     from parbench.distributed import spawn
@@ -554,7 +567,11 @@ def fit_framework(rows: list[dict[str, Any]], memory_bandwidth_bytes_per_s: floa
     grown = [(r["tp_large_s"] - r["tp_s"], r["tp_large_bytes"] - r["tp_bytes"]) for r in rows if "tp_large_s" in r]
     per_byte = max(sum(d for d, _ in grown) / sum(b for _, b in grown), 0.0) if sum(b for _, b in grown) > 0 else 0.0
     tp = stats.median([max(r["tp_s"] - per_byte * r.get("tp_bytes", 0.0), 0.0) / r["tp_linears"] for r in rows])
-    param, unit = _solve_two([(r["params"], r["fsdp_units"], max(r["fsdp_s"], 0.0)) for r in rows])
+    wide = [r for r in rows if "fsdp_wide_s" in r]
+    fsdp_byte = (max((wide[0]["fsdp_wide_s"] - wide[0]["fsdp_s"]) / (wide[0]["fsdp_wide_bytes"] - wide[0]["fsdp_bytes"]), 0.0)
+                 if wide else 0.0)
+    param, unit = _solve_two([(r["params"], r["fsdp_units"], max(r["fsdp_s"] - fsdp_byte * r.get("fsdp_bytes", 0), 0.0))
+                              for r in rows])
     pipeline = stats.median([max(r["pipeline_s"], 0.0) / r["pipeline_micro_batches"] for r in rows])
     ddp_param, ddp_byte = _solve_two([(r["params"], r.get("ddp_bytes", 0), max(r.get("ddp_s", 0.0), 0.0)) for r in rows])
     ops = [r["params"] * (ADAMW_OPS_PER_TENSOR if r["optimizer"] == "adamw" else SGD_OPS_PER_TENSOR) for r in rows]
@@ -562,7 +579,8 @@ def fit_framework(rows: list[dict[str, Any]], memory_bandwidth_bytes_per_s: floa
     per_el = {"adamw": adamw_bytes_per_element(False) + 4, "sgd": SGD_BYTES_PER_ELEMENT + 4}  # update + zero_grad
     plain = stats.median([max(r["optimizer_plain_s"] - r["param_elements"] * per_el[r["optimizer"]] / memory_bandwidth_bytes_per_s,
                               0.0) / (n + r["params"]) for r, n in zip(rows, ops)])
-    return dict(zip(FRAMEWORK_FIELDS, (plain, tp, per_byte, unit, param, op, pipeline, ddp_param, ddp_byte)), rows=rows)
+    return dict(zip(FRAMEWORK_FIELDS, (plain, tp, per_byte, unit, param, op, pipeline, ddp_param, ddp_byte, fsdp_byte)),
+                rows=rows)
 
 
 def _solve_two(rows: list[tuple[float, float, float]]) -> tuple[float, float]:

@@ -14,8 +14,10 @@ wrapper, so compute and communication (both modelled elsewhere) cancel:
 - ``tp_linear_overhead_s`` and ``tp_byte_overhead_s``: one forward + backward of a Linear parallelised by
   ``parallelize_module``, and each byte its functional all-reduces carry (the same probe at two batch sizes:
   the fixed part per Linear, the part that grows with the activations per byte);
-- ``fsdp_unit_overhead_s`` and ``fsdp_param_overhead_s``: FSDP2's hooks for one micro-batch's forward +
-  backward, per ``fully_shard`` unit and per parameter tensor in it;
+- ``fsdp_unit_overhead_s``, ``fsdp_param_overhead_s`` and ``fsdp_byte_overhead_s``: FSDP2's hooks for one
+  micro-batch's forward + backward, per ``fully_shard`` unit, per parameter tensor in it and per byte of the
+  parameters it gathers (the copies into and out of its flat buffers: the mlp probe at two widths, same
+  units and tensors, gives the cost per byte; the two probes' equations then the rest);
 - ``dtensor_op_overhead_s``: one optimizer operator on a DTensor parameter beyond the plain tensor's;
 - ``pipeline_action_overhead_s``: torch.distributed.pipelining's schedule per micro-batch and stage, a
   one-stage schedule against the same micro-batches in a plain loop;
@@ -88,6 +90,12 @@ def ddp_grad_bytes(layout: Layout, stage: Stage) -> int:
     return sum(t.local_numel(layout.tp) for t in stage.tensors) * layout.grad_elem_bytes
 
 
+def fsdp_gathered_bytes(layout: Layout, stage: Stage) -> int:
+    """Bytes of the parameters FSDP2 gathers on a rank of ``stage`` (its tensor-parallel shards, in the dtype
+    they are gathered in)."""
+    return sum(t.local_numel(layout.tp) for t in stage.tensors) * layout.gather_elem_bytes
+
+
 def pipelines_with_torch(layout: Layout) -> bool:
     """The runner's pipelines are torch.distributed.pipelining schedules."""
     return layout.fsdp2 and layout.pp > 1
@@ -110,7 +118,8 @@ def micro_batch_overhead_s(c: Cluster, model: ModelSpec, layout: Layout, stage: 
     if reduces_with_ddp(layout):
         s += len(stage.tensors) * c.ddp_param_overhead_s + ddp_grad_bytes(layout, stage) * c.ddp_byte_overhead_s
     if fsdp:
-        s += fsdp_units(stage) * c.fsdp_unit_overhead_s + len(stage.tensors) * c.fsdp_param_overhead_s
+        s += (fsdp_units(stage) * c.fsdp_unit_overhead_s + len(stage.tensors) * c.fsdp_param_overhead_s
+              + fsdp_gathered_bytes(layout, stage) * c.fsdp_byte_overhead_s)
     return s
 
 

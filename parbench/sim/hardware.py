@@ -125,6 +125,9 @@ class Cluster:
     """Host seconds FSDP2's hooks add per ``fully_shard`` unit and micro-batch (forward + backward)."""
     fsdp_param_overhead_s: float = 0.0
     """Host seconds FSDP2 adds per parameter tensor of a unit and micro-batch (forward + backward)."""
+    fsdp_byte_overhead_s: float = 0.0
+    """Host seconds FSDP2 adds per byte of gathered parameters and micro-batch (forward + backward): its
+    copies into and out of the flat all-gather and reduce-scatter buffers (``parbench.sim.framework``)."""
     dtensor_op_overhead_s: float = 0.0
     """Host seconds an optimizer operator on a DTensor parameter costs beyond one on a plain tensor."""
     pipeline_action_overhead_s: float = 0.0
@@ -176,7 +179,7 @@ class Cluster:
             raise ValueError("peak_flops_fp8, peak_flops_tf32, peak_flops_fp32, context_bytes and comm_buffer_bytes must be >= 0")
         overheads = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "tp_byte_overhead_s", "fsdp_unit_overhead_s",
                      "fsdp_param_overhead_s", "dtensor_op_overhead_s", "pipeline_action_overhead_s",
-                     "ddp_param_overhead_s", "ddp_byte_overhead_s")
+                     "ddp_param_overhead_s", "ddp_byte_overhead_s", "fsdp_byte_overhead_s")
         if any(getattr(self, k) < 0 for k in overheads):
             raise ValueError(f"{', '.join(overheads)} must be >= 0")
         if not 0 < self.backward_gemm_ratio <= 2:

@@ -39,15 +39,21 @@ def test_counts_match_what_torch_wraps(name):
                                                                               fsdp_unit_overhead_s=1.0), model_spec(cfg), ddp, stage) == 0
 
 
+MLP_PARAM_BYTES = 4 * (784 * 512 + 512 + 2 * (512 * 512 + 512) + 512 * 10 + 10)
+"""The check's mlp (784 features, 3 hidden layers of 512, 10 classes) in float32."""
+
+
 def test_overheads_add_count_times_cost_to_the_step():
-    """1 ms per tensor-parallel Linear, 2 ms per FSDP unit, 0.5 ms per FSDP parameter, 10 us per optimizer
-    op on a DTensor: the mlp (3 hidden layers: 4 Linears, 8 parameters, SGD's 1.5 ops per tensor) under
-    tp x2 and fsdp x2 (one micro-batch: the runner's non-pipeline runs); a GPU preset (the cores do not bound it: no oversubscription)."""
+    """1 ms per tensor-parallel Linear, 2 ms per FSDP unit, 0.5 ms per FSDP parameter, 1 ns per byte FSDP
+    gathers, 10 us per optimizer op on a DTensor: the mlp (3 hidden layers: 4 Linears, 8 parameters, SGD's
+    1.5 ops per tensor) under tp x2 and fsdp x2 (one micro-batch: the runner's non-pipeline runs); a GPU preset
+    (the cores do not bound it: no oversubscription)."""
     base = PRESETS["a100-80gb"]
     costly = replace(base, tp_linear_overhead_s=1e-3, fsdp_unit_overhead_s=2e-3, fsdp_param_overhead_s=5e-4,
-                     dtensor_op_overhead_s=1e-5)
+                     fsdp_byte_overhead_s=1e-9, dtensor_op_overhead_s=1e-5)
     m = model_spec(SHAPES["mlp"])
-    for strategy, per_micro_batch, dtensors in ((Strategy.TP, 4 * 1e-3, 8), (Strategy.FSDP, 5 * 2e-3 + 8 * 5e-4, 8)):
+    for strategy, per_micro_batch, dtensors in ((Strategy.TP, 4 * 1e-3, 8),
+                                                (Strategy.FSDP, 5 * 2e-3 + 8 * 5e-4 + MLP_PARAM_BYTES * 1e-9, 8)):
         lay = layout_from_run(RunConfig(workload=SHAPES["mlp"], strategy=strategy, world_size=2, global_batch_size=32))
         extra = per_micro_batch + dtensors * 1.5 * 1e-5
         a, b = predict(m, lay, base), predict(m, lay, costly)
@@ -115,23 +121,28 @@ def test_the_framework_fit_takes_each_probes_measured_differences():
     """Per Linear and per byte all-reduced (each probe at two batch sizes), per FSDP unit and parameter (two
     equations, two unknowns), per DTensor optimizer op and per schedule action, from made-up rows whose answers
     are known: 0.5 ms per Linear, 1 ns per byte, 0.3 ms per unit, 0.02 ms per parameter, 10 us per DTensor op,
-    0.2 ms per schedule action, and DDP's 20 us per parameter and 0.2 ns per gradient byte (two equations)."""
+    0.2 ms per schedule action, DDP's 20 us per parameter and 0.2 ns per gradient byte (two equations), and
+    FSDP's 0.5 ns per gathered byte (the mlp probe at two widths, its bytes' share in every FSDP figure)."""
     from parbench.sim.calibrate import fit_framework
     from parbench.sim.timing import ADAMW_OPS_PER_TENSOR, SGD_OPS_PER_TENSOR
 
     rows = [{"workload": "mlp", "tp_linears": 2, "fsdp_units": 4, "params": 6, "optimizer": "sgd",
              "tp_s": 2 * 5e-4 + 8192e-9, "tp_bytes": 8192, "tp_large_s": 2 * 5e-4 + 65536e-9, "tp_large_bytes": 65536,
-             "fsdp_s": 4 * 3e-4 + 6 * 2e-5, "optimizer_s": 6 * SGD_OPS_PER_TENSOR * 1e-5,
+             "fsdp_s": 4 * 3e-4 + 6 * 2e-5 + 540_000 * 5e-10, "fsdp_bytes": 540_000,
+             "fsdp_wide_s": 4 * 3e-4 + 6 * 2e-5 + 7_400_000 * 5e-10, "fsdp_wide_bytes": 7_400_000,
+             "optimizer_s": 6 * SGD_OPS_PER_TENSOR * 1e-5,
              "pipeline_s": 4 * 2e-4, "pipeline_micro_batches": 4, "optimizer_plain_s": 1e-4, "param_elements": 0,
              "ddp_s": 6 * 2e-5 + 1_080_000 * 2e-10, "ddp_bytes": 1_080_000},
             {"workload": "transformer", "tp_linears": 12, "fsdp_units": 3, "params": 37, "optimizer": "adamw",
              "tp_s": 12 * 5e-4 + 1179648e-9, "tp_bytes": 1179648, "tp_large_s": 12 * 5e-4 + 9437184e-9,
-             "tp_large_bytes": 9437184, "fsdp_s": 3 * 3e-4 + 37 * 2e-5, "optimizer_s": 37 * ADAMW_OPS_PER_TENSOR * 1e-5,
+             "tp_large_bytes": 9437184, "fsdp_s": 3 * 3e-4 + 37 * 2e-5 + 1_100_000 * 5e-10, "fsdp_bytes": 1_100_000,
+             "optimizer_s": 37 * ADAMW_OPS_PER_TENSOR * 1e-5,
              "pipeline_s": 2 * 2e-4, "pipeline_micro_batches": 2, "optimizer_plain_s": 1e-4, "param_elements": 0,
              "ddp_s": 37 * 2e-5 + 1_100_000 * 2e-10, "ddp_bytes": 1_100_000}]
     got = fit_framework(rows, 8e10)
     assert got["tp_linear_overhead_s"] == pytest.approx(5e-4) and got["tp_byte_overhead_s"] == pytest.approx(1e-9)
     assert got["fsdp_unit_overhead_s"] == pytest.approx(3e-4) and got["fsdp_param_overhead_s"] == pytest.approx(2e-5)
+    assert got["fsdp_byte_overhead_s"] == pytest.approx(5e-10)
     assert got["dtensor_op_overhead_s"] == pytest.approx(1e-5)
     assert got["pipeline_action_overhead_s"] == pytest.approx(2e-4)
     assert got["ddp_param_overhead_s"] == pytest.approx(2e-5) and got["ddp_byte_overhead_s"] == pytest.approx(2e-10)
@@ -156,6 +167,10 @@ def test_framework_calibration_measures_positive_costs_on_a_one_rank_group():
     assert [r["tp_large_bytes"] for r in got["rows"]] == [8 * r["tp_bytes"] for r in got["rows"]]
     assert got["rows"][1]["tp_s"] > 0  # the decoder probe's 12 wrapped Linears cost ~10 ms over its ~5 ms shard
     assert got["rows"][0]["fsdp_s"] > 0  # the mlp's FSDP2 step costs ~3 ms over its ~0.5 ms plain one
+    mlp = got["rows"][0]  # and ~3 ms more at four times the width (0.5-0.7 ns per byte on these machines)
+    assert mlp["fsdp_bytes"] == mlp["ddp_bytes"]
+    assert mlp["fsdp_wide_bytes"] == 4 * (784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10)
+    assert mlp["fsdp_wide_s"] > mlp["fsdp_s"] and got["fsdp_byte_overhead_s"] > 0
     assert got["rows"][0]["ddp_s"] > 0  # and DDP's ~0.35 ms (IQR ~0.05)
     assert [r["ddp_bytes"] for r in got["rows"]] == [4 * (784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10),
                                                     4 * model_spec(SHAPES_PROBE).param_numel]
