@@ -357,6 +357,10 @@ FRAMEWORK_PROBES = (("mlp", {"layers": 2, "hidden": 256}),
 FSDP_WIDE_PROBE = ("mlp", {"layers": 2, "hidden": 1024})
 """The mlp probe four times as wide (same units and parameter tensors, 14x the bytes): FSDP2 on it against
 FSDP2 on the probe gives the cost per gathered byte."""
+FSDP_WIDE_REPS_FACTOR = 3
+"""The probe and its wide twin alternate, in the same rounds, for this many times the calibration's rounds.
+On this project's 2-core VM the wide twin's cost still moves between runs: 0.49-0.90 ns per byte over three
+measurements of 21 rounds (its FSDP2 step 5.8-8.4 ms over the plain one), 0.56-0.88 over five of 5 rounds."""
 FRAMEWORK_BATCH = 8
 TP_LARGE_BATCH = 64
 """The tensor-parallel probes run at ``FRAMEWORK_BATCH`` and at this: the difference in their cost over the
@@ -500,23 +504,27 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
     two = _fake_two_rank_mesh() or mesh
     ranks = two.size()
 
-    def fsdp_cost(w, x, y) -> tuple[float, float]:
+    def fsdp_steps(w, x, y, suffix: str = "") -> dict[str, Any]:
         fsdp, plain = w.build(0), w.build(0)
         for unit in fsdp.units:
             fully_shard(unit, mesh=two)
         fully_shard(fsdp, mesh=two)
-        t = _alternate({"plain": lambda: w.loss(plain(x), y).backward(), "fsdp": lambda: w.loss(fsdp(x), y).backward()},
-                       plan.reps, 0.1)
-        return _median_diff(t, "fsdp", "plain"), _iqr_diff(t, "fsdp", "plain")
+        return {f"plain{suffix}": lambda: w.loss(plain(x), y).backward(),
+                f"fsdp{suffix}": lambda: w.loss(fsdp(x), y).backward()}
 
     for row, (name, cfg, w, x, y) in zip(rows, probes):
-        row["fsdp_s"], row["iqr_s"]["fsdp"] = fsdp_cost(w, x, y)
-        row.update(fsdp_ranks=ranks, tp_ranks=ranks, fsdp_bytes=model_spec(cfg).param_numel * 4)
-        if name == FSDP_WIDE_PROBE[0]:
+        steps, reps = fsdp_steps(w, x, y), plan.reps
+        if name == FSDP_WIDE_PROBE[0]:  # the wide twin in the same rounds, so drift hits both alike
             wide_cfg = WorkloadConfig(name=name, **FSDP_WIDE_PROBE[1])
             wide = workloads.make(wide_cfg, 0)
-            row["fsdp_wide_s"], row["iqr_s"]["fsdp_wide"] = fsdp_cost(wide, *wide.rows(0, FRAMEWORK_BATCH, 0, FRAMEWORK_BATCH))
+            steps.update(fsdp_steps(wide, *wide.rows(0, FRAMEWORK_BATCH, 0, FRAMEWORK_BATCH), "_wide"))
+            reps = FSDP_WIDE_REPS_FACTOR * plan.reps
             row["fsdp_wide_bytes"] = model_spec(wide_cfg).param_numel * 4
+        t = _alternate(steps, reps, 0.1)
+        for key in ("fsdp", "fsdp_wide") if "fsdp_wide" in t else ("fsdp",):
+            plain_key = key.replace("fsdp", "plain")
+            row[f"{key}_s"], row["iqr_s"][key] = _median_diff(t, key, plain_key), _iqr_diff(t, key, plain_key)
+        row.update(fsdp_ranks=ranks, tp_ranks=ranks, fsdp_bytes=model_spec(cfg).param_numel * 4)
         tp = w.build(0)
         parallelize_module(tp, two, w.tp_plan(tp))
         shard = shard_shaped(w.build(0), w.tp_plan(tp), ranks)
