@@ -12,7 +12,7 @@ What is hidden is not free. ``interference`` is the fraction of the hidden secon
 NCCL's collectives run as kernels on the GPU's SMs and share its memory bandwidth with the compute they
 overlap, which slows that compute (contention is a major limiter of overlap in "Design Space
 Exploration of DMA based Finer-Grain Compute Communication Overlap", arXiv 2512.10236, abstract). It applies
-to the data-parallel, FSDP and context-parallel rules; tensor-parallel overlap (Transformer Engine's userbuffers,
+to the data-parallel, FSDP, context-parallel and overlapped pipeline-send rules; tensor-parallel overlap (Transformer Engine's userbuffers,
 torch's async tensor parallelism) pipelines chunks through copy engines and peer reads and takes none.
 
 Sources, per rule:
