@@ -80,6 +80,9 @@ def add_parser(sub) -> None:
     f.add_argument("--overlap-p2p-comm", action="store_true",
                    help="Megatron-LM's interleaved schedule: pipeline sends and receives run under other chunks' "
                         "compute (its default there; needs --schedule interleaved1f1b and pp > 1)")
+    f.add_argument("--megatron-cross-entropy", action="store_true",
+                   help="Megatron-LM's vocabulary-parallel cross-entropy: one float32 copy of the logits, worked in "
+                        "place (default: torch's loss kernels, three or four float32 copies at the loss's peak)")
     f.add_argument("--te-fp8", action="store_true",
                    help="with --precision fp8: Transformer Engine's modules (weights cast once per step, FP8-saved "
                         "Linear inputs); default: torchao's float8")
@@ -216,7 +219,7 @@ def _framework(a: argparse.Namespace, cluster):
         raise ConfigError(f"--te-fp8 needs --precision fp8 (got {a.precision})")
     return Framework(attention_kernel=a.attention_kernel, te_fp8=a.te_fp8, fused_elementwise=not a.unfused_elementwise,
                      overlap_param_gather=a.overlap_param_gather, deepspeed_pipeline=a.deepspeed_pipeline,
-                     overlap_p2p_comm=a.overlap_p2p_comm)
+                     overlap_p2p_comm=a.overlap_p2p_comm, megatron_cross_entropy=a.megatron_cross_entropy)
 
 
 def _attention(a: argparse.Namespace, cluster) -> str:

@@ -162,6 +162,11 @@ class Layout(ParallelLayout):
     (``forward_backward_pipelining_with_interleaving`` in ``megatron/core/pipeline_parallel/schedules.py``),
     so the transfers run under the micro-batch's compute (``overlap.pipeline_send_exposed_s``). False: each
     transfer precedes the compute that needs it."""
+    megatron_cross_entropy: bool = False
+    """Megatron-LM's vocabulary-parallel cross-entropy (``megatron/core/tensor_parallel/cross_entropy.py``, also
+    Megatron-DeepSpeed's and NeMo's): one float32 copy of the rank's logits, turned in place into the softmax it
+    saves and in backward, again in place, into the gradient; beside it only the activations' dtype copy of
+    that gradient handed back to the head (``parbench.sim.memory.loss_bytes``). False: torch's loss kernels."""
     te_fp8: bool = False
     """FP8 through Transformer Engine's modules (Megatron-Core, NeMo): each weight is cast to FP8 on a step's
     first micro-batch and the cast reused by the others (``is_first_microbatch``), and each Linear saves its
@@ -285,6 +290,7 @@ class Framework:
     overlap_param_gather: bool = False
     deepspeed_pipeline: bool = False
     overlap_p2p_comm: bool = False
+    megatron_cross_entropy: bool = False
 
     def layout_flags(self, *, pp: int, zero: int, precision: Precision, schedule: Schedule = Schedule.ONE_F_ONE_B) -> dict:
         return dict(attention_kernel=self.attention_kernel, te_fp8=self.te_fp8, fused_elementwise=self.fused_elementwise,
@@ -292,6 +298,7 @@ class Framework:
                     pp_blocking_p2p=self.deepspeed_pipeline and pp > 1,
                     overlap_p2p_comm=(self.overlap_p2p_comm and pp > 1 and schedule is Schedule.INTERLEAVED_1F1B
                                       and not self.deepspeed_pipeline),
+                    megatron_cross_entropy=self.megatron_cross_entropy,
                     fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
                                                     and precision.fp32_grad_accumulation))
 

@@ -11,7 +11,7 @@ peak = parameters + gradients + optimizer state (ZeRO stages: Rajbhandari et al.
        the current unit, one prefetched, the root kept between forward and backward, and an unsharded
        gradient being reduce-scattered), gradient communication buckets
      + the cluster's fixed costs: CUDA context and communicator buffers per process group
-     + allocator fragmentation, a fraction of what the caching allocator holds.
+     + allocator fragmentation, a fraction of what the caching allocator hands out and takes back every step.
 The fixed terms are properties of the cluster (``Cluster.context_bytes``, ``comm_buffer_bytes``,
 ``fragmentation``), never of the model.
 """
@@ -57,6 +57,12 @@ class Memory:
     @property
     def total_bytes(self) -> int:
         return sum(getattr(self, f.name) for f in fields(self))
+
+    @property
+    def churn_bytes(self) -> int:
+        """What a step allocates and frees again: activations, gathered parameters and gradients, the loss's
+        buffers and communication buckets (not the weights, gradients and optimizer state, allocated once)."""
+        return self.activation_bytes + self.unsharded_bytes + self.loss_bytes + self.buffer_bytes
 
     @property
     def allocator_bytes(self) -> int:
@@ -163,11 +169,16 @@ def loss_bytes(model: ModelSpec, layout: Layout) -> float:
     (log_softmax + nll_loss kernels) peaks in backward with three: the saved log-softmax, nll_loss's gradient
     and log_softmax's gradient. Vocabulary-parallel (torch.distributed.tensor.parallel.loss_parallel, its
     ``_nll_loss_and_log_softmax_backward``) holds four: the saved log-softmax, the zeroed grad_input,
-    exp(log-softmax) and their sum, beside which the product is written."""
+    exp(log-softmax) and their sum, beside which the product is written. Megatron-LM's
+    (``Layout.megatron_cross_entropy``) holds one, the softmax made in place from its float32 copy and turned
+    in place into the gradient, and the e-byte copy of that gradient the head's backward receives: 1 + e / 4."""
     if model.arch is None:
         return 0.0
     vocab_split = layout.tp if model.post.gemms[0].tp_sharded else 1
-    buffers = LOSS_PARALLEL_FP32_BUFFERS if vocab_split > 1 else LOSS_FP32_BUFFERS
+    if layout.megatron_cross_entropy:
+        buffers = 1 + layout.precision.activation_bytes / FP32_BYTES
+    else:
+        buffers = LOSS_PARALLEL_FP32_BUFFERS if vocab_split > 1 else LOSS_FP32_BUFFERS
     s = model.seq_len / layout.cp
     return buffers * FP32_BYTES * s * layout.micro_batch_size * model.vocab / vocab_split
 
@@ -272,11 +283,13 @@ def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluste
 
 def with_cluster_terms(mem: Memory, layout: Layout, cluster: Cluster | None) -> Memory:
     """Add the cluster's fixed costs: the CUDA context, communicator buffers per process group, and the
-    allocator's fragmentation as a fraction of what it holds."""
+    allocator's fragmentation as a fraction of what it allocates and frees every step (``Memory.churn_bytes``):
+    the weights, gradients and optimizer state are allocated once, before the first step, and fill their
+    blocks; the caching allocator's unusable remainders come from the tensors a step keeps making."""
     if cluster is None:
         return mem
     context = cluster.context_bytes + cluster.comm_buffer_bytes * process_groups(layout)
-    return replace(mem, context_bytes=context, fragmentation_bytes=int(cluster.fragmentation * mem.allocator_bytes))
+    return replace(mem, context_bytes=context, fragmentation_bytes=int(cluster.fragmentation * mem.churn_bytes))
 
 
 def ps_memory(model: ModelSpec, layout: Layout) -> list[Memory]:

@@ -192,7 +192,8 @@ def layout_for(p: Published) -> Layout:
                   virtual_stages=p.virtual_stages, zero=p.zero, ep=p.ep,
                   recompute=p.recompute, sequence_parallel=p.sequence_parallel, flat_grad_allreduce=not p.overlap_grad_reduce,
                   **Framework(deepspeed_pipeline=p.blocking_p2p, overlap_param_gather=p.overlap_param_gather,
-                              overlap_p2p_comm=True)  # Megatron-LM's default (applies to its interleaved schedule)
+                              overlap_p2p_comm=True,  # Megatron-LM's default (applies to its interleaved schedule)
+                              megatron_cross_entropy=True)
                   .layout_flags(pp=p.pp, zero=p.zero, precision=PRECISIONS[p.precision],
                                 schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B),
                   precision=PRECISIONS[p.precision], attention="flash" if p.arch is not None else "eager")

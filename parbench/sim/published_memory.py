@@ -42,6 +42,7 @@ TT_H100 = "torchtitan docs/performance.md @eaea6f6"
 TT_A100 = "torchtitan docs/performance.md @0413364"
 FOUNDRY = "llm-foundry scripts/train/benchmarking/README.md @061f2c7"
 MBRIDGE = "Megatron-Bridge docs/performance-summary.md (DGX-H100, FP8)"
+NEMO = "NeMo docs/source/performance/performance_summary.md @070a0bb (24.07, DGX-H100, FP8)"
 INFEASIBLE = "clearly infeasible (states alone exceed the device)"
 
 
@@ -198,25 +199,93 @@ def _foundry() -> list[Run]:
     return rows
 
 
+def _nvidia_fp8(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, vp: int = 1,
+                recompute: str = "none") -> Layout:
+    """The layout of an NVIDIA FP8 performance recipe (NeMo, Megatron-Bridge) as its table prints it (GBS, MBS,
+    TP, PP, CP, VP), with what the recipes share: Transformer Engine layers in FP8 (each weight cast once per
+    step), the distributed optimizer (ZeRO-1) gathering the updated weights under the next forward and
+    reducing gradients in bf16, sequence parallelism and tensor-parallel communication overlap wherever
+    TP > 1, pipeline sends overlapped with other chunks' compute wherever VP > 1, Megatron's in-place
+    vocabulary-parallel cross-entropy, and the Hopper attention kernel (``flash3``)."""
+    dp = gpus // (tp * pp * cp)
+    precision = replace(PRECISIONS["fp8"], fp32_grad_accumulation=False)  # grad_reduce_in_fp32 = False
+    schedule = Schedule.INTERLEAVED_1F1B if vp > 1 else Schedule.ONE_F_ONE_B
+    software = Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True,
+                         megatron_cross_entropy=True)
+    return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=gbs,
+                  micro_batches=gbs // (dp * mbs), schedule=schedule, virtual_stages=vp, zero=1,
+                  sequence_parallel=tp > 1, tp_comm_overlap=tp > 1, precision=precision, attention="flash",
+                  recompute=Recompute(recompute),
+                  **software.layout_flags(pp=pp, zero=1, precision=precision, schedule=schedule))
+
+
 def _megatron_bridge() -> list[Run]:
     """(container, model, GPUs, GBS, TP, PP, CP, VP, tokens/s per GPU); MBS 1, sequence 8192, FP8-CS. The
-    attention kernel Transformer Engine runs on H100 is assumed of FlashAttention-3's class (``flash3``)."""
-    fp8_bf16_grads = replace(PRECISIONS["fp8"], fp32_grad_accumulation=False)  # grad_reduce_in_fp32 = False
-    software = Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True)
+    attention kernel Transformer Engine runs on H100 is assumed of FlashAttention-3's class (``flash3``). The
+    table's Llama 3 8B row (Megatron FSDP) is left out: the 25.11 recipe it ran is not the one published
+    later (which sets full recomputation of 5 layers and no FSDP), and what it set is not recoverable."""
     table = (("25.11", "llama3-70b", 64, 128, 4, 8, 1, 5, 1602), ("25.11", "llama3-405b", 1024, 512, 8, 8, 2, 8, 292),
              ("26.02", "llama3-70b", 64, 256, 4, 8, 1, 5, 1621), ("26.02", "llama3-405b", 1024, 1536, 8, 8, 2, 8, 311))
     rows = []
     for container, model, gpus, gbs, tp, pp, cp, vp, tps in table:
-        dp = gpus // (tp * pp * cp)
-        layout = Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=gbs,
-                        micro_batches=gbs // dp, schedule=Schedule.INTERLEAVED_1F1B, virtual_stages=vp, zero=1,
-                        sequence_parallel=True, precision=fp8_bf16_grads, attention="flash", tp_comm_overlap=True,
-                        **software.layout_flags(pp=pp, zero=1, precision=fp8_bf16_grads,
-                                                schedule=Schedule.INTERLEAVED_1F1B))
         rows.append(Run(source=MBRIDGE, table=f"{container} NeMo container, DGX-H100",
                         name=f"{model} {gpus} H100 TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
-                        arch=_llama3(model), cluster="h100-sxm", layout=layout, metric="tps_per_gpu", value=tps,
+                        arch=_llama3(model), cluster="h100-sxm", metric="tps_per_gpu", value=tps,
+                        layout=_nvidia_fp8(gpus=gpus, gbs=gbs, tp=tp, pp=pp, cp=cp, vp=vp),
                         notes=("FP8-CS", "Transformer Engine", "attention kernel assumed flash3")))
+    return rows
+
+
+def megatron_padded_vocab(vocab: int, tp: int, divisible_by: int = 128) -> int:
+    """Megatron-LM pads the vocabulary to a multiple of ``make_vocab_size_divisible_by`` x TP
+    (``_vocab_size_with_padding``), so that each tensor-parallel rank's slice of the head is whole."""
+    multiple = divisible_by * tp
+    return -(-vocab // multiple) * multiple
+
+
+def _nemo_arch(model: str, tp: int) -> Architecture:
+    """The NeMo-Framework-Launcher's shapes (``launcher_scripts/conf/training``): GPT-3 (GPT-2's 50257-token
+    BPE vocabulary, learned positions, LayerNorm, biases, tied embeddings, hidden dropout 0.1 in the
+    ``*_fp8_performance.yaml`` recipes), Nemotron (squared-ReLU MLP 4 x hidden, rotary positions, LayerNorm,
+    no biases, untied, a 256,000-token vocabulary: Hugging Face transformers' ``NemotronConfig`` default),
+    Llama 2 and 3 (``parbench.sim.models``); every vocabulary padded as Megatron pads it."""
+    gpt3 = {"gpt3-5b": (24, 4096, 32), "gpt3-20b": (44, 6144, 48), "gpt3-175b": (96, 12288, 96)}
+    nemotron = {"nemotron-8b": (32, 4096, 32, 32), "nemotron-22b": (40, 6144, 48, 48),
+                "nemotron-340b": (96, 18432, 96, 8)}
+    if model in gpt3:
+        layers, hidden, heads = gpt3[model]
+        return Architecture(name=model, layers=layers, hidden=hidden, heads=heads, seq_len=2048,
+                            vocab=megatron_padded_vocab(50257, tp), tie_embeddings=True, dropout=True)
+    if model in nemotron:
+        layers, hidden, heads, kv = nemotron[model]
+        return Architecture(name=model, layers=layers, hidden=hidden, heads=heads, kv_heads=kv, seq_len=4096,
+                            vocab=megatron_padded_vocab(256000, tp), positions="rotary", bias="none")
+    arch = MODELS[model].arch
+    return replace(arch, vocab=megatron_padded_vocab(arch.vocab, tp))
+
+
+def _nemo() -> list[Run]:
+    """NeMo 24.07's DGX-H100 FP8 pre-training table: (model, GPUs, GBS, MBS, sequence, TP, PP, CP, VP,
+    tokens/s per GPU), every layout as printed. Beyond what ``_nvidia_fp8`` states for NVIDIA's recipes, the
+    launcher's ``gpt3/*_fp8_performance.yaml`` (commit 1e46ac6) set selective recomputation (the attention
+    core) for GPT-3; the Llama and Nemotron configs set none."""
+    table = (("gpt3-5b", 64, 2048, 4, 2048, 1, 1, 1, 1, 22521), ("gpt3-20b", 64, 256, 2, 2048, 2, 1, 1, 1, 5851),
+             ("gpt3-175b", 128, 256, 1, 2048, 4, 8, 1, 6, 726), ("gpt3-175b", 512, 2048, 2, 2048, 4, 8, 1, 6, 782),
+             ("llama2-7b", 8, 128, 1, 4096, 1, 1, 1, 1, 16847), ("llama2-13b", 16, 128, 1, 4096, 1, 4, 1, 10, 8646),
+             ("llama2-70b", 64, 128, 1, 4096, 4, 4, 1, 20, 1707), ("nemotron-8b", 64, 256, 4, 4096, 2, 1, 1, 1, 12701),
+             ("nemotron-22b", 64, 256, 2, 4096, 2, 4, 1, 10, 4256),
+             ("nemotron-340b", 128, 32, 1, 4096, 8, 8, 1, 12, 322),
+             ("llama3-8b", 8, 128, 1, 8192, 1, 1, 2, 1, 12036), ("llama3-70b", 64, 128, 1, 8192, 4, 4, 2, 5, 1533))
+    rows = []
+    for model, gpus, gbs, mbs, seq, tp, pp, cp, vp, tps in table:
+        arch = replace(_nemo_arch(model, tp), seq_len=seq)
+        recompute = "selective" if model.startswith("gpt3") else "none"
+        rows.append(Run(source=NEMO, table="Pretraining, NeMo 24.07, DGX-H100",
+                        name=f"{model} {gpus} H100 MBS {mbs} TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
+                        arch=arch, cluster="h100-sxm", metric="tps_per_gpu", value=tps,
+                        layout=_nvidia_fp8(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp, recompute=recompute),
+                        notes=("FP8", "Transformer Engine", "attention kernel assumed flash3",
+                               "selective recomputation" if recompute != "none" else "")))
     return rows
 
 
@@ -251,7 +320,7 @@ def _infeasible() -> list[Run]:
 
 
 def runs() -> list[Run]:
-    return _torchtitan_h100() + _torchtitan_a100() + _foundry() + _megatron_bridge() + _megatron() + _infeasible()
+    return _torchtitan_h100() + _torchtitan_a100() + _foundry() + _megatron_bridge() + _nemo() + _megatron() + _infeasible()
 
 
 def _metric(p: Prediction, run: Run) -> float | None:

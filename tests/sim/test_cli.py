@@ -210,3 +210,15 @@ def test_training_software_flags_reach_the_layout(capsys):
     assert layout["overlap_p2p_comm"]
     row = next(r for r in compare_runs() if r["source"] == MBRIDGE and "70b" in r["name"] and "GBS 128" in r["name"])
     assert 128 * 8192 / out["prediction"]["step_time_s"] / 64 == pytest.approx(row["predicted"], rel=1e-9)
+
+
+def test_megatron_cross_entropy_flag_holds_one_fp32_copy_of_the_logits(capsys):
+    """--megatron-cross-entropy: 1 + 2/4 float32 logit buffers at the loss's peak instead of torch's 4 (vocabulary-
+    parallel at tp 2); nothing else in the prediction's memory moves."""
+    args = ["simulate", "--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--zero", "1", "--format", "json"]
+    main(args)
+    torch_loss = json.loads(capsys.readouterr().out)["prediction"]["memory"]
+    main([*args, "--megatron-cross-entropy"])
+    megatron = json.loads(capsys.readouterr().out)["prediction"]["memory"]
+    assert megatron["loss_bytes"] == pytest.approx(torch_loss["loss_bytes"] * 1.5 / 4, rel=1e-6)
+    assert megatron["param_bytes"] == torch_loss["param_bytes"] and megatron["activation_bytes"] == torch_loss["activation_bytes"]

@@ -195,3 +195,32 @@ def test_fsdp_under_autocast_gathers_bf16_weights_and_casts_none():
         lay = Layout(strategy=Strategy.FSDP, dp=2, global_batch_size=4, precision=PRECISIONS["amp"], zero=zero)
         plain = replace(lay, precision=replace(PRECISIONS["amp"], weight_cast_bytes=0))
         assert stage_memory(m, lay, stage).activation_bytes == stage_memory(m, plain, stage).activation_bytes
+
+
+def test_megatron_cross_entropy_holds_one_fp32_copy_of_the_logits_and_the_heads_bf16_gradient():
+    """Megatron-LM's vocabulary-parallel cross-entropy casts the rank's logits to float32 once and works in place
+    (softmax saved, then turned into the gradient); the head's backward receives that gradient in bf16. torch's
+    loss_parallel holds four float32 buffers of the same logits at its peak."""
+    model = architecture_spec(ARCH, megatron=True)
+    torch_loss = Layout(strategy=Strategy.HYBRID, tp=2, global_batch_size=4, micro_batches=1, precision=BF16,
+                        attention="flash")
+    megatron = replace(torch_loss, megatron_cross_entropy=True)
+    logits = 64 * 4 * 1000 // 2  # seq x micro-batch x vocabulary / tp on one rank
+    assert loss_bytes(model, megatron) == logits * (4 + 2)
+    assert loss_bytes(model, torch_loss) == logits * 4 * 4
+
+
+def test_fragmentation_is_a_share_of_what_a_step_allocates_not_of_the_state_allocated_once():
+    """The caching allocator's unusable remainders come from the tensors each step makes and frees; weights,
+    gradients and optimizer state, allocated once, add none."""
+    from parbench.sim.memory import with_cluster_terms
+
+    model, cluster = architecture_spec(ARCH), PRESETS["h100-sxm"]
+    lay = Layout(strategy=Strategy.HYBRID, dp=4, zero=1, global_batch_size=8, micro_batches=2, precision=BF16,
+                 attention="flash")
+    raw = stage_memory(model, lay, stages(model, 1, 1)[0])
+    mem = with_cluster_terms(raw, lay, cluster)
+    churn = raw.activation_bytes + raw.unsharded_bytes + raw.loss_bytes + raw.buffer_bytes
+    assert churn > 0 and mem.fragmentation_bytes == int(0.13 * churn)
+    heavier = replace(raw, param_bytes=10 * raw.param_bytes, optim_bytes=10 * raw.optim_bytes)
+    assert with_cluster_terms(heavier, lay, cluster).fragmentation_bytes == mem.fragmentation_bytes

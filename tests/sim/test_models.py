@@ -184,3 +184,24 @@ def test_hf_workloads_have_their_own_architecture():
     plain = model_spec(WorkloadConfig(name="transformer", layers=L, hidden=d, heads=4, seq_len=t, vocab_size=v))
     assert llama.param_numel == L * (4 * d * d + 3 * d * 4 * d + 2 * d) + 2 * v * d + d
     assert llama.forward_flops_per_sample - plain.forward_flops_per_sample == L * 2 * t * d * 4 * d
+
+
+def test_nemo_rows_are_the_tables_layouts_with_megatrons_padded_vocabulary():
+    """NeMo 24.07's DGX-H100 table as printed (GBS, MBS, TP, PP, CP, VP), the data-parallel size and micro-batch
+    count the layout arithmetic gives, and each vocabulary padded to a multiple of 128 x TP as Megatron pads it."""
+    from parbench.sim.layout import Recompute
+    from parbench.sim.published_memory import NEMO, megatron_padded_vocab, runs
+
+    rows = {r.name: r for r in runs() if r.source == NEMO}
+    assert len(rows) == 12 and all(r.metric == "tps_per_gpu" and r.cluster == "h100-sxm" for r in rows.values())
+    assert megatron_padded_vocab(50257, 4) == 512 * 99 and megatron_padded_vocab(32000, 4) == 512 * 63
+    assert megatron_padded_vocab(256000, 8) == 256000 and megatron_padded_vocab(50257, 1) == 128 * 393
+    llama = rows["llama2-70b 64 H100 MBS 1 TP 4 PP 4 CP 1 VP 20 GBS 128"]
+    lay = llama.layout
+    assert (lay.dp, lay.micro_batches, lay.micro_batch_size, lay.v, lay.world_size) == (4, 32, 1, 20, 64)
+    assert lay.sequence_parallel and lay.tp_comm_overlap and lay.overlap_p2p_comm and lay.megatron_cross_entropy
+    assert lay.zero == 1 and lay.overlap_param_gather and lay.te_fp8 and llama.arch.vocab == 32256
+    gpt = rows["gpt3-5b 64 H100 MBS 4 TP 1 PP 1 CP 1 VP 1 GBS 2048"]
+    assert (gpt.layout.dp, gpt.layout.micro_batch_size, gpt.layout.micro_batches) == (64, 4, 8)
+    assert gpt.layout.recompute is Recompute.SELECTIVE and not gpt.layout.sequence_parallel and gpt.arch.dropout
+    assert rows["llama3-70b 64 H100 MBS 1 TP 4 PP 4 CP 2 VP 5 GBS 128"].layout.dp == 2
