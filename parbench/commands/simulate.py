@@ -28,12 +28,15 @@ def add_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("model (a preset, a Hugging Face config, or a shape; shape flags override the first two)")
     w.add_argument("--model", choices=sorted(MODELS), help="a published model (sources in parbench/sim/models.py)")
-    w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, gpt2, gpt_neox)")
+    w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gpt2, gpt_neox; mixtral and qwen3_moe with their experts)")
     w.add_argument("--workload", choices=WORKLOAD_NAMES, help="a runner workload's shape (default transformer)")
     w.add_argument("--layers", type=int, help="decoder blocks (default: the preset's)")
     w.add_argument("--hidden", type=int, help="model width d_model (default: the preset's)")
     w.add_argument("--heads", type=int, help="attention heads (default: the preset's)")
     w.add_argument("--kv-heads", type=int, help="key/value heads (grouped-query attention); default = heads")
+    w.add_argument("--head-dim", type=int,
+                   help="width of one attention head, where it is not hidden / heads (Qwen3, Mistral NeMo: q is "
+                        "hidden x heads x head-dim)")
     w.add_argument("--ffn-hidden", type=int, help="MLP inner width; default 4 x hidden")
     w.add_argument("--gated-mlp", action=argparse.BooleanOptionalAction, help="SwiGLU MLP (gate, up, down)")
     w.add_argument("--tie-embeddings", action=argparse.BooleanOptionalAction, help="head shares the token embedding")
@@ -128,7 +131,7 @@ def _architecture(a: argparse.Namespace):
                             heads=a.heads or 4, seq_len=a.seq or 2048, vocab_size=a.vocab or 51200)
         arch = runner_architecture(wl)
     changes = {k: v for k, v in (("layers", a.layers), ("hidden", a.hidden), ("heads", a.heads),
-                                 ("kv_heads", a.kv_heads), ("ffn_hidden", a.ffn_hidden), ("gated_mlp", a.gated_mlp),
+                                 ("kv_heads", a.kv_heads), ("head_size", a.head_dim), ("ffn_hidden", a.ffn_hidden), ("gated_mlp", a.gated_mlp),
                                  ("tie_embeddings", a.tie_embeddings), ("seq_len", a.seq), ("vocab", a.vocab),
                                  ("experts", a.experts), ("top_k", a.top_k), ("capacity_factor", a.capacity_factor),
                                  ("expert_ffn", a.expert_ffn), ("moe_every", a.moe_every))

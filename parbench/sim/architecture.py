@@ -35,6 +35,10 @@ class Architecture:
     """Tokens per training sample."""
     kv_heads: int = 0
     """Key/value heads (grouped-query attention); 0 = ``heads`` (multi-head attention)."""
+    head_size: int = 0
+    """Width of one attention head (q, k and v alike); 0 = hidden / heads. Some models set it apart from
+    the width (Qwen3, Gemma, Mistral NeMo: ``head_dim`` in their config.json), so that q is d x heads x
+    head_size and the output projection heads x head_size x d."""
     ffn_hidden: int = 0
     """Width of the MLP's inner layer; 0 = 4 x hidden."""
     gated_mlp: bool = False
@@ -73,11 +77,12 @@ class Architecture:
         for k in ("layers", "hidden", "heads", "vocab", "seq_len"):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k}={getattr(self, k)} must be >= 1")
-        for k in ("kv_heads", "ffn_hidden", "max_positions"):
+        for k in ("kv_heads", "ffn_hidden", "max_positions", "head_size"):
             if getattr(self, k) < 0:
                 raise ValueError(f"{k}={getattr(self, k)} must be >= 0 (0 = the default)")
-        if self.hidden % self.heads:
-            raise ValueError(f"heads={self.heads} does not divide hidden={self.hidden}")
+        if self.hidden % self.heads and not self.head_size:
+            raise ValueError(f"heads={self.heads} does not divide hidden={self.hidden} (set head_size for attention "
+                             f"heads of their own width)")
         if self.heads % self.n_kv_heads:
             raise ValueError(f"kv_heads={self.n_kv_heads} does not divide heads={self.heads}")
         for k, valid in (("norm", NORMS), ("positions", POSITIONS), ("bias", BIASES)):
@@ -106,7 +111,12 @@ class Architecture:
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.head_size or self.hidden // self.heads
+
+    @property
+    def q_width(self) -> int:
+        """Width of the q projection's output and of the attention output: heads x head_dim."""
+        return self.heads * self.head_dim
 
     @property
     def kv_width(self) -> int:
@@ -131,19 +141,41 @@ HF_FAMILIES = {
     "llama": ("rmsnorm", "rotary", "none", False),
     "mistral": ("rmsnorm", "rotary", "none", False),
     "qwen2": ("rmsnorm", "rotary", "qkv", False),
+    "qwen3": ("rmsnorm", "rotary", "none", False),
+    "mixtral": ("rmsnorm", "rotary", "none", False),
+    "qwen3_moe": ("rmsnorm", "rotary", "none", False),
     "gpt2": ("layernorm", "learned", "all", True),
     "gpt_neox": ("layernorm", "rotary", "all", False),
 }
 
 
+def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
+    """Mixture-of-experts fields of a Mixtral or Qwen3-MoE config: experts per layer, experts per token, one
+    expert's width, which blocks carry experts (Qwen3-MoE's ``decoder_sparse_step``). Qwen3-MoE's
+    ``mlp_only_layers`` (dense blocks at chosen indices) is not modelled and is refused."""
+    if kind == "mixtral":
+        return dict(experts=data["num_local_experts"], top_k=data["num_experts_per_tok"],
+                    expert_ffn=data["intermediate_size"])
+    if kind == "qwen3_moe":
+        if data.get("mlp_only_layers"):
+            raise ValueError(f"config.json mlp_only_layers={data['mlp_only_layers']}: dense blocks at chosen indices "
+                             f"are not modelled (experts every decoder_sparse_step-th block only)")
+        return dict(experts=data["num_experts"], top_k=data["num_experts_per_tok"],
+                    expert_ffn=data["moe_intermediate_size"], moe_every=data.get("decoder_sparse_step") or 1)
+    return {}
+
+
 def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
-    """An Architecture from a Hugging Face ``config.json`` (Llama, Mistral, Qwen2, GPT-2, GPT-NeoX).
+    """An Architecture from a Hugging Face ``config.json`` (Llama, Mistral, Qwen2, Qwen3, GPT-2, GPT-NeoX, and
+    the mixtures of experts Mixtral and Qwen3-MoE).
 
     Fields read (transformers' names): layers ``num_hidden_layers``/``n_layer``, width
-    ``hidden_size``/``n_embd``, heads ``num_attention_heads``/``n_head``, ``num_key_value_heads``,
-    ``intermediate_size``/``n_inner``, ``vocab_size``, ``max_position_embeddings``/``n_positions``,
-    ``tie_word_embeddings``, ``hidden_act``/``activation_function`` (silu: gated MLP), and for Llama
-    ``attention_bias``/``mlp_bias``. ``seq_len`` 0 trains at the model's maximum positions."""
+    ``hidden_size``/``n_embd``, heads ``num_attention_heads``/``n_head``, ``num_key_value_heads``, ``head_dim``
+    (a head width of its own), ``intermediate_size``/``n_inner``, ``vocab_size``,
+    ``max_position_embeddings``/``n_positions``, ``tie_word_embeddings``, ``hidden_act``/``activation_function``
+    (silu: gated MLP), for Llama ``attention_bias``/``mlp_bias``, and the experts' fields (``_hf_experts``).
+    Qwen3's per-head q and k norms (2 x head_dim weights a block) are left out. ``seq_len`` 0 trains at the
+    model's maximum positions."""
     kind = data.get("model_type")
     if kind not in HF_FAMILIES:
         raise ValueError(f"config.json model_type={kind!r} is not supported; valid: {', '.join(HF_FAMILIES)}")
@@ -158,16 +190,19 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
                               ("heads", heads), ("vocab_size", data.get("vocab_size"))) if v is None]
     if missing:
         raise ValueError(f"config.json lacks {', '.join(missing)}")
-    if data.get("head_dim") and data["head_dim"] * heads != hidden:
-        raise ValueError(f"config.json head_dim={data['head_dim']} x heads={heads} != hidden_size={hidden}: attention "
-                         f"wider or narrower than the model is not modelled")
+    head_dim = data.get("head_dim") or 0
+    try:
+        experts = _hf_experts(data, kind)
+    except KeyError as exc:
+        raise ValueError(f"config.json of a {kind} model lacks {exc.args[0]}") from None
     return Architecture(
         layers=_first(data, "num_hidden_layers", "n_layer"), hidden=hidden, heads=heads,
         kv_heads=_first(data, "num_key_value_heads", default=heads), vocab=data["vocab_size"],
+        head_size=head_dim if head_dim * heads != hidden else 0,
         ffn_hidden=_first(data, "intermediate_size", "n_inner", default=0) or 0,
         gated_mlp=act in GATED_ACTIVATIONS, tie_embeddings=bool(data.get("tie_word_embeddings", tie_default)),
         norm=norm, positions=positions, bias=bias, max_positions=max_pos if positions == "learned" else 0,
-        seq_len=seq_len or max_pos or 2048, name=str(data.get("_name_or_path") or kind))
+        seq_len=seq_len or max_pos or 2048, name=str(data.get("_name_or_path") or kind), **experts)
 
 
 def read_hf_config(path: str | Path, *, seq_len: int = 0) -> Architecture:

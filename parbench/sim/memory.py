@@ -111,13 +111,14 @@ def in_flight_micro_batches(layout: Layout, stage_rank: int) -> float:
 def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
     """Bytes one transformer layer keeps for backward per micro-batch (Korthikanti et al. 2022, sec. 4.1,
     term by term, with s the rank's tokens (seq / cp), b the micro-batch, a heads, t = tp, e the
-    activation bytes, f the MLP width, k the k/v width, h_q = h):
+    activation bytes, f the MLP width, k the k/v width, h_q = heads x head_dim, h unless the heads have a width
+    of their own):
 
     - replicated over t unless sequence parallel: both norms' inputs, the qkv and MLP inputs: 4 e sbh,
       plus two 1-byte dropout masks 2 sbh (with dropout); under sequence parallelism the qkv and MLP
       inputs stay whole (2 e sbh) where the framework saves them all-gathered
       (``Layout.sp_saves_gathered_input``);
-    - split over t: q, k, v e sb(h + 2k); the attention output e sbh; the MLP e sbf x (2: activation
+    - split over t: q, k, v e sb(h_q + 2k); the attention output e sb h_q; the MLP e sbf x (2: activation
       input and down input; gated: gate, up and down input, 3, when the gate runs fused (Megatron-LM's
       ``bias_swiglu_impl`` and Transformer Engine's ``LayerNormMLP`` save only the first Linear's output
       and recompute silu in backward, as torch.compile's partitioner does), 4 in eager torch, whose
@@ -137,11 +138,12 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
         return e * 6 * layout.micro_batch_size * model.hidden  # mlp: input, pre-activation and output of each Linear
     arch, t, e, r = model.arch, layout.tp, layout.precision.activation_bytes, layout.precision.residual_bytes
     s, b, h, f, k, a = model.seq_len / layout.cp, layout.micro_batch_size, arch.hidden, arch.ffn, arch.kv_width, arch.heads
+    q = arch.q_width
     sb, sp = s * b, layout.sequence_parallel
     layer_input = r * sb * h / (t if sp else 1)
     if layout.recompute is Recompute.OPS:
-        gemm_outputs = 3 * h + 2 * k + (2 if arch.gated_mlp else 1) * f
-        kept = layer_input + (e * sb * gemm_outputs / 2 + e * sb * h + FP32_BYTES * a * sb) / t
+        gemm_outputs = q + 2 * k + 2 * h + (2 if arch.gated_mlp else 1) * f
+        kept = layer_input + (e * sb * gemm_outputs / 2 + e * sb * q + FP32_BYTES * a * sb) / t
     else:
         # the norms' inputs (the residual stream's dtype) and dropout masks, then the norms' outputs: the inputs
         # of qkv and of the MLP
@@ -150,7 +152,7 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
         gemm_inputs = 2 * g * sb * h
         mlp = (3 if layout.fused_elementwise else 4) if arch.gated_mlp else 2
         # the attention output is flash's saved output and the projection's input; TE keeps an FP8 copy too
-        split = e * sb * (h + 2 * k) + e * sb * h + (g * sb * h if layout.te_fp8 else 0) + e * sb * f * (mlp - 1) + g * sb * f
+        split = e * sb * (q + 2 * k) + e * sb * q + (g * sb * q if layout.te_fp8 else 0) + e * sb * f * (mlp - 1) + g * sb * f
         if layout.attention == "flash":
             split += FP32_BYTES * a * sb
         elif layout.recompute is not Recompute.SELECTIVE:

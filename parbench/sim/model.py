@@ -208,7 +208,7 @@ def eager_elementwise(arch: Architecture, mlp_width: int = 0) -> tuple[int, int]
     if arch.norm == "rmsnorm":
         terms.append((RMSNORM_EAGER, 2 * arch.hidden))
     if arch.positions == "rotary":
-        terms.append((ROTARY_EAGER, arch.hidden + arch.kv_width))
+        terms.append((ROTARY_EAGER, arch.q_width + arch.kv_width))
     if arch.gated_mlp:
         terms.append((SWIGLU_EAGER, mlp_width or arch.ffn))
     return sum(k[0] * n for k, n in terms), sum(k[1] * n for k, n in terms)
@@ -228,24 +228,25 @@ def _norm(name: str, d: int, arch: Architecture) -> tuple[Tensor, ...]:
 
 
 def block_unit(i: int, arch: Architecture, *, megatron: bool = False) -> Unit:
-    """One pre-norm block: q (d x d), k and v (d x kv_heads x head_dim each: GQA), proj (d x d), the MLP
-    (up d x f, plus gate d x f when gated, down f x d) and two norms, in the runner's registration order."""
-    d, t, f, kv, heads = arch.hidden, arch.seq_len, arch.ffn, arch.kv_width, arch.heads
+    """One pre-norm block: q (d x heads x head_dim, d x d unless the heads have a width of their own), k and v
+    (d x kv_heads x head_dim each: GQA), proj (heads x head_dim x d), the MLP (up d x f, plus gate d x f when
+    gated, down f x d) and two norms, in the runner's registration order."""
+    d, t, f, kv, heads, q = arch.hidden, arch.seq_len, arch.ffn, arch.kv_width, arch.heads, arch.q_width
     p = f"units.{i}"
     qkv_bias, other_bias = arch.bias in ("all", "qkv"), arch.bias == "all"
     gate = _linear(f"{p}.mlp.gate", d, f, bias=other_bias, split="rows") if arch.gated_mlp else ()
     up = _linear(f"{p}.mlp.up", d, f, bias=other_bias, split="rows")
     mlp = (*gate, *up) if arch.norms_last else (*up, *gate)
     mlp += _linear(f"{p}.mlp.down", f, d, bias=other_bias, split="cols")
-    attn = (*_linear(f"{p}.attn.q", d, d, bias=qkv_bias, split="rows"),
+    attn = (*_linear(f"{p}.attn.q", d, q, bias=qkv_bias, split="rows"),
             *_linear(f"{p}.attn.k", d, kv, bias=qkv_bias, split="rows"),
             *_linear(f"{p}.attn.v", d, kv, bias=qkv_bias, split="rows"),
-            *_linear(f"{p}.attn.proj", d, d, bias=other_bias, split="cols"))
+            *_linear(f"{p}.attn.proj", q, d, bias=other_bias, split="cols"))
     ln1, ln2 = _norm(f"{p}.ln1", d, arch), _norm(f"{p}.ln2", d, arch)
     params = (*attn, *mlp, *ln1, *ln2) if arch.norms_last else (*ln1, *attn, *ln2, *mlp)
     up = 2 * f if arch.gated_mlp else f
     hd = arch.head_dim
-    gemms = (Gemm(m=t, k=d, n=d + 2 * kv), Gemm(m=t, k=d, n=d),  # qkv, proj
+    gemms = (Gemm(m=t, k=d, n=q + 2 * kv), Gemm(m=t, k=q, n=d),  # qkv, proj
              Gemm(m=t, k=hd, n=t, batched=heads), Gemm(m=t, k=t, n=hd, batched=heads),  # QK^T, AV
              Gemm(m=t, k=d, n=up), Gemm(m=t, k=f, n=d))  # mlp
     fp32, act = eager_elementwise(arch)

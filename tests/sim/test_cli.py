@@ -222,3 +222,13 @@ def test_megatron_cross_entropy_flag_holds_one_fp32_copy_of_the_logits(capsys):
     megatron = json.loads(capsys.readouterr().out)["prediction"]["memory"]
     assert megatron["loss_bytes"] == pytest.approx(torch_loss["loss_bytes"] * 1.5 / 4, rel=1e-6)
     assert megatron["param_bytes"] == torch_loss["param_bytes"] and megatron["activation_bytes"] == torch_loss["activation_bytes"]
+
+
+def test_head_dim_flag_gives_the_heads_their_own_width(capsys):
+    """--head-dim 64 on Llama 3 8B (32 heads, 8 k/v heads): q and the output projection shrink from 4096 x 4096 to
+    4096 x 2048 each, k and v from 4096 x 1024 to 4096 x 512, in every one of the 32 blocks."""
+    main(["simulate", "--model", "llama3-8b", "--gpus", "8", "--zero", "3", "--format", "json"])
+    base = json.loads(capsys.readouterr().out)["model"]["parameters"]
+    main(["simulate", "--model", "llama3-8b", "--gpus", "8", "--zero", "3", "--head-dim", "64", "--format", "json"])
+    assert json.loads(capsys.readouterr().out)["model"]["parameters"] == base - 32 * (2 * 4096 * 2048 + 2 * 4096 * 512)
+    assert main(["simulate", "--model", "llama3-8b", "--head-dim", "0"]) == 2

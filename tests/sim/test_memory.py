@@ -224,3 +224,17 @@ def test_fragmentation_is_a_share_of_what_a_step_allocates_not_of_the_state_allo
     assert churn > 0 and mem.fragmentation_bytes == int(0.13 * churn)
     heavier = replace(raw, param_bytes=10 * raw.param_bytes, optim_bytes=10 * raw.optim_bytes)
     assert with_cluster_terms(heavier, lay, cluster).fragmentation_bytes == mem.fragmentation_bytes
+
+
+def test_heads_of_their_own_width_keep_q_and_the_attention_output_at_that_width():
+    """q (and the attention output flash saves and the projection reads) is heads x head_dim wide, k and v
+    kv_heads x head_dim: heads of 128 on the 256-wide model with 4 heads and 2 k/v heads make q 512 instead of
+    256 and k, v 256 instead of 128, so a layer keeps e s b ((512 + 2 x 256) + 512 - ((256 + 2 x 128) + 256))
+    more bytes (q, k, v and the attention output)."""
+    plain = Layout(strategy=Strategy.HYBRID, global_batch_size=2, micro_batches=1, precision=BF16, attention="flash")
+    wide = replace(ARCH, head_size=128)
+    extra = activation_bytes_per_layer(architecture_spec(wide), plain) - activation_bytes_per_layer(architecture_spec(ARCH), plain)
+    assert extra == 2 * 64 * 2 * ((512 + 2 * 256) + 512 - ((256 + 2 * 128) + 256))
+    with pytest.raises(ValueError, match="heads=3 does not divide hidden=256"):
+        replace(ARCH, heads=3, kv_heads=1)
+    assert replace(ARCH, heads=3, kv_heads=1, head_size=64).q_width == 192

@@ -13,7 +13,7 @@ from parbench.config import Strategy
 from parbench.sim import PRECISIONS, PRESETS, Layout, predict
 from parbench.sim.architecture import Architecture, from_hf_config, read_hf_config
 from parbench.sim.memory import activation_bytes_per_layer
-from parbench.sim.model import architecture_spec
+from parbench.sim.model import Gemm, architecture_spec
 from parbench.sim.models import MODELS
 from parbench.sim.stages import stages
 
@@ -149,9 +149,14 @@ def test_hf_config_reader_maps_each_family(tmp_path):
     neox = from_hf_config({"model_type": "gpt_neox", "num_hidden_layers": 2, "hidden_size": 64,
                            "num_attention_heads": 4, "intermediate_size": 256, "vocab_size": 100, "hidden_act": "gelu"})
     assert (neox.norm, neox.positions, neox.gated_mlp, neox.tie_embeddings) == ("layernorm", "rotary", False, False)
-    with pytest.raises(ValueError, match="head_dim=128 x heads=32 != hidden_size=5120"):
-        from_hf_config({"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 5120, "num_attention_heads": 32,
-                        "head_dim": 128, "vocab_size": 100})
+    # Mistral NeMo's heads are narrower than its width: q is 5120 x 32 x 128, the output projection 4096 x 5120
+    nemo = from_hf_config({"model_type": "mistral", "num_hidden_layers": 40, "hidden_size": 5120, "num_attention_heads": 32,
+                           "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 14336, "vocab_size": 131072,
+                           "hidden_act": "silu", "max_position_embeddings": 1024000})
+    per_block = 2 * 5120 * 4096 + 2 * 5120 * 8 * 128 + 3 * 5120 * 14336 + 2 * 5120
+    assert architecture_spec(nemo).param_numel == 40 * per_block + 2 * 131072 * 5120 + 5120  # 12.2B
+    assert architecture_spec(nemo).units[0].gemms[:2] == (Gemm(m=nemo.seq_len, k=5120, n=4096 + 2 * 1024),
+                                                          Gemm(m=nemo.seq_len, k=4096, n=5120))
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({"model_type": "bert"}))
     with pytest.raises(ValueError, match="model_type='bert' is not supported"):
@@ -205,3 +210,27 @@ def test_nemo_rows_are_the_tables_layouts_with_megatrons_padded_vocabulary():
     assert (gpt.layout.dp, gpt.layout.micro_batch_size, gpt.layout.micro_batches) == (64, 4, 8)
     assert gpt.layout.recompute is Recompute.SELECTIVE and not gpt.layout.sequence_parallel and gpt.arch.dropout
     assert rows["llama3-70b 64 H100 MBS 1 TP 4 PP 4 CP 2 VP 5 GBS 128"].layout.dp == 2
+
+
+def test_hf_mixtures_of_experts_read_their_experts_and_head_width():
+    """Mixtral 8x7B (46.7B parameters, its model card) and Qwen3-30B-A3B (30.5B: 128 experts of width 768, 8 per
+    token, 32 heads of 128 on a 2048-wide model) from their config.json fields, counted by hand."""
+    mixtral = from_hf_config({"model_type": "mixtral", "num_hidden_layers": 32, "hidden_size": 4096,
+                              "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+                              "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 32000,
+                              "max_position_embeddings": 32768, "hidden_act": "silu"})
+    block = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 8 * 3 * 4096 * 14336 + 4096 * 8 + 2 * 4096
+    assert architecture_spec(mixtral).param_numel == 32 * block + 2 * 32000 * 4096 + 4096
+    assert round(architecture_spec(mixtral).param_numel / 1e9, 1) == 46.7
+    qwen = {"model_type": "qwen3_moe", "num_hidden_layers": 48, "hidden_size": 2048, "num_attention_heads": 32,
+            "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144, "moe_intermediate_size": 768,
+            "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
+            "vocab_size": 151936, "max_position_embeddings": 40960, "hidden_act": "silu"}
+    arch = from_hf_config(qwen)
+    block = 2048 * 4096 + 2 * 2048 * 512 + 4096 * 2048 + 2048 * 128 + 128 * 3 * 2048 * 768 + 2 * 2048
+    assert architecture_spec(arch).param_numel == 48 * block + 2 * 151936 * 2048 + 2048
+    assert (arch.experts, arch.top_k, arch.expert_width, arch.q_width) == (128, 8, 768, 4096)
+    with pytest.raises(ValueError, match="mlp_only_layers=\\[0\\]: dense blocks at chosen indices are not modelled"):
+        from_hf_config({**qwen, "mlp_only_layers": [0]})
+    with pytest.raises(ValueError, match="config.json of a qwen3_moe model lacks num_experts"):
+        from_hf_config({k: v for k, v in qwen.items() if k != "num_experts"})
