@@ -41,6 +41,8 @@ _A100 = "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a10
 _H100 = "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100), {} column, sparse figures halved"
 _H200 = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200), {} column, sparse figures halved"
 _L40S = "NVIDIA L40S datasheet (nvidia.com/en-us/data-center/l40s), sparse figures halved"
+_BLACKWELL = ("NVIDIA GB200 NVL72 / HGX B200 specifications (nvidia.com/en-us/data-center/gb200-nvl72), 'Individual "
+              "Blackwell GPU Specifications', {} column, sparse figures halved")
 
 # (pattern on the device name, datasheet); the first match wins: specific variants before families
 DATASHEETS: tuple[tuple[str, Datasheet], ...] = (
@@ -55,6 +57,10 @@ DATASHEETS: tuple[tuple[str, Datasheet], ...] = (
                             peak_flops={"fp32": 60e12, "tf32": 417.5e12, "bf16": 835.5e12, "fp8": 1670.5e12})),
     (r"H200", Datasheet(model="H200 SXM", memory_bytes=141 * 10**9, source=_H200.format("H200 SXM"),
                         peak_flops={"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12, "fp8": 1979e12})),
+    (r"GB200", Datasheet(model="GB200", memory_bytes=186 * 10**9, source=_BLACKWELL.format("GB200 NVL72"),
+                         peak_flops={"fp32": 80e12, "tf32": 1250e12, "bf16": 2500e12, "fp8": 5000e12})),
+    (r"B200", Datasheet(model="B200 (HGX)", memory_bytes=180 * 10**9, source=_BLACKWELL.format("HGX B200"),
+                        peak_flops={"fp32": 75e12, "tf32": 1100e12, "bf16": 2250e12, "fp8": 4500e12})),
     (r"A100", Datasheet(model="A100", memory_bytes=80 * 10**9, source=_A100,
                         peak_flops={"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12})),
     (r"L40S", Datasheet(model="L40S", memory_bytes=48 * 10**9, source=_L40S,

@@ -383,11 +383,42 @@ H200_SOURCES = {
                        "of peak, the 1.3B GPT's own GEMMs 0.68, FlashAttention-2 0.21; kept at the at-scale fit, which "
                        "also carries what one GPU alone does not (NCCL kernels sharing the SMs, a full node's power)",
 }
+BLACKWELL_SOURCES = {
+    **H100_SOURCES,
+    "peak_flops": "NVIDIA HGX B200 specifications (the GB200 NVL72 page's 'Individual Blackwell GPU Specifications', HGX "
+                  "B200 column): FP16/BF16 4.5 PFLOPS with sparsity = 2,250 TFLOP/s dense",
+    "peak_flops_fp8": "the same table: FP8 9 PFLOPS with sparsity = 4,500 TFLOP/s dense",
+    "peak_flops_tf32": "the same table: TF32 2.2 PFLOPS with sparsity = 1,100 dense; FP32 75 TFLOP/s (parbench.devices.DATASHEETS)",
+    "memory_bytes": "the same table: 180 GB HBM3E",
+    "memory_bandwidth_bytes_per_s": "the same table: 7.7 TB/s; x0.8 achievable (assumed, as the H100's)",
+    "intra": "fifth-generation NVLink 1.8 TB/s total = 900 GB/s per direction; x0.8 busbw (assumed, as the H100's)",
+    "inter": "DGX B200: 8x ConnectX-7 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
+    "gemm_efficiency": "the H100's fitted 0.60, attention 0.19 and flash3 0.33 (their fits, llm-foundry's H100 rows), not "
+                       "refitted: checked on Megatron-Bridge's DGX-B200 and DGX-GB200 rows, held out "
+                       "(parbench validate --published)",
+}
+GB200_SOURCES = {
+    **BLACKWELL_SOURCES,
+    "peak_flops": "NVIDIA GB200 NVL72 specifications ('Individual Blackwell GPU Specifications', GB200 NVL72 column): "
+                  "FP16/BF16 5 PFLOPS with sparsity = 2,500 TFLOP/s dense",
+    "peak_flops_fp8": "the same table: FP8 10 PFLOPS with sparsity = 5,000 TFLOP/s dense",
+    "peak_flops_tf32": "the same table: TF32 2.5 PFLOPS with sparsity = 1,250 dense; FP32 80 TFLOP/s",
+    "memory_bytes": "the same table: 186 GB HBM3E",
+    "memory_bandwidth_bytes_per_s": "the same table: 8 TB/s; x0.8 achievable (assumed)",
+    "gpus_per_node": "GB200 NVL72: 72 GPUs in one NVLink domain (the rack), each at 1.8 TB/s",
+    "inter": "beyond the rack, one ConnectX-7 400 Gb/s per GPU = 50 GB/s; x0.9 (assumed)",
+}
+_BLACKWELL = {**_H100, "peak_flops": 2250e12, "peak_flops_fp8": 4500e12, **float32_peaks("B200 (HGX)"),
+              "memory_bandwidth_bytes_per_s": 0.8 * 7700e9, "intra": Link(latency_s=4e-6, bandwidth_bytes_per_s=0.8 * 900e9)}
 PRESETS: dict[str, Cluster] = {
     "a100-80gb": Cluster(name="a100-80gb", memory_bytes=81920 * MIB, sources=A100_SOURCES, **_A100),
     "h100-sxm": Cluster(name="h100-sxm", memory_bytes=81559 * MIB, sources=H100_SOURCES, **_H100),
     "h200-sxm": Cluster(name="h200-sxm", memory_bytes=143771 * MIB, sources=H200_SOURCES,
                         **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 4800e9}),
+    "b200": Cluster(name="b200", memory_bytes=180 * 10**9, sources=BLACKWELL_SOURCES, **_BLACKWELL),
+    "gb200-nvl72": Cluster(name="gb200-nvl72", memory_bytes=186 * 10**9, sources=GB200_SOURCES,
+                           **{**_BLACKWELL, "peak_flops": 2500e12, "peak_flops_fp8": 5000e12, **float32_peaks("GB200"),
+                              "memory_bandwidth_bytes_per_s": 0.8 * 8000e9, "gpus_per_node": 72}),
     "h100-96gb": Cluster(name="h100-96gb", memory_bytes=96 * GIB - (81920 - 81559) * MIB, sources=H100_96_SOURCES,
                          **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 2400e9}),
 }

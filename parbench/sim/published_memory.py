@@ -41,7 +41,7 @@ from parbench.sim.predict import Prediction, predict
 TT_H100 = "torchtitan docs/performance.md @eaea6f6"
 TT_A100 = "torchtitan docs/performance.md @0413364"
 FOUNDRY = "llm-foundry scripts/train/benchmarking/README.md @061f2c7"
-MBRIDGE = "Megatron-Bridge docs/performance-summary.md (DGX-H100, FP8)"
+MBRIDGE = "Megatron-Bridge docs/performance-summary.md (DGX H100, B200, GB200; FP8)"
 NEMO = "NeMo docs/source/performance/performance_summary.md @070a0bb (24.07, DGX-H100, FP8)"
 INFEASIBLE = "clearly infeasible (states alone exceed the device)"
 
@@ -220,18 +220,28 @@ def _nvidia_fp8(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, 
 
 
 def _megatron_bridge() -> list[Run]:
-    """(container, model, GPUs, GBS, TP, PP, CP, VP, tokens/s per GPU); MBS 1, sequence 8192, FP8-CS. The
-    attention kernel Transformer Engine runs on H100 is assumed of FlashAttention-3's class (``flash3``). The
-    table's Llama 3 8B row (Megatron FSDP) is left out: the 25.11 recipe it ran is not the one published
-    later (which sets full recomputation of 5 layers and no FSDP), and what it set is not recoverable."""
-    table = (("25.11", "llama3-70b", 64, 128, 4, 8, 1, 5, 1602), ("25.11", "llama3-405b", 1024, 512, 8, 8, 2, 8, 292),
-             ("26.02", "llama3-70b", 64, 256, 4, 8, 1, 5, 1621), ("26.02", "llama3-405b", 1024, 1536, 8, 8, 2, 8, 311))
+    """(container, system, model, GPUs, GBS, MBS, TP, PP, CP, VP, tokens/s per GPU); sequence 8192, FP8-CS, every
+    dense Llama row of the tables whose recipe is the distributed optimizer (FSDP 0) on a system with a preset.
+    The attention kernel Transformer Engine runs on Hopper and Blackwell is assumed of FlashAttention-3's class
+    (``flash3``). Left out: the H100 Llama 3 8B row (Megatron FSDP; the 25.11 recipe it ran is not the one
+    published later, which sets full recomputation of 5 layers and no FSDP), the FSDP 70B rows, the MXFP8 and
+    NVFP4 rows, GB300 and B300 (no preset), and the mixtures of experts (``docs/simulator.md``)."""
+    table = (("25.11", "DGX-H100", "llama3-70b", 64, 128, 1, 4, 8, 1, 5, 1602),
+             ("25.11", "DGX-H100", "llama3-405b", 1024, 512, 1, 8, 8, 2, 8, 292),
+             ("26.02", "DGX-H100", "llama3-70b", 64, 256, 1, 4, 8, 1, 5, 1621),
+             ("26.02", "DGX-H100", "llama3-405b", 1024, 1536, 1, 8, 8, 2, 8, 311),
+             ("25.11", "DGX-B200", "llama3-8b", 8, 128, 2, 1, 1, 1, 1, 30624),
+             ("25.11", "DGX-B200", "llama3-405b", 128, 64, 1, 4, 8, 2, 8, 661),
+             ("25.11", "DGX-GB200", "llama3-8b", 8, 128, 2, 1, 1, 1, 1, 31508),
+             ("25.11", "DGX-GB200", "llama3-405b", 256, 1536, 1, 4, 16, 1, 4, 813),
+             ("26.02", "DGX-GB200", "llama3-405b", 256, 1536, 1, 4, 16, 1, 4, 793))
+    clusters = {"DGX-H100": "h100-sxm", "DGX-B200": "b200", "DGX-GB200": "gb200-nvl72"}
     rows = []
-    for container, model, gpus, gbs, tp, pp, cp, vp, tps in table:
-        rows.append(Run(source=MBRIDGE, table=f"{container} NeMo container, DGX-H100",
-                        name=f"{model} {gpus} H100 TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
-                        arch=_llama3(model), cluster="h100-sxm", metric="tps_per_gpu", value=tps,
-                        layout=_nvidia_fp8(gpus=gpus, gbs=gbs, tp=tp, pp=pp, cp=cp, vp=vp),
+    for container, system, model, gpus, gbs, mbs, tp, pp, cp, vp, tps in table:
+        rows.append(Run(source=MBRIDGE, table=f"{container} NeMo container, {system}",
+                        name=f"{model} {gpus} {system.removeprefix('DGX-')} MBS {mbs} TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
+                        arch=_llama3(model), cluster=clusters[system], metric="tps_per_gpu", value=tps,
+                        layout=_nvidia_fp8(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp),
                         notes=("FP8-CS", "Transformer Engine", "attention kernel assumed flash3")))
     return rows
 
