@@ -20,6 +20,8 @@ from parbench.distributed import local_device
     ("NVIDIA H200 NVL", "H200 NVL", 835.5e12),
     ("NVIDIA A100-SXM4-80GB", "A100", 312e12),
     ("NVIDIA A100 80GB PCIe", "A100", 312e12),
+    ("NVIDIA B200", "B200 (HGX)", 4.5e15 / 2),  # 4.5 PFLOPS BF16 with sparsity
+    ("NVIDIA GB200", "GB200", 5e15 / 2),  # contains "B200": the superchip's own figure comes first
 ])
 def test_datasheet_matches_the_variant_not_the_family(name, model, bf16):
     sheet = devices.datasheet(name)
