@@ -21,7 +21,7 @@ ARCH_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp"
 
 
 def add_parser(sub) -> None:
-    from parbench.sim.layout import ATTENTION_KINDS, PRECISIONS, Recompute
+    from parbench.sim.layout import ATTENTION_KINDS, PRECISIONS, SOFTWARE, Recompute
     from parbench.sim.models import MODELS
 
     p = sub.add_parser("simulate", help="predict a layout at scale (or --search all layouts)", description=__doc__,
@@ -74,6 +74,14 @@ def add_parser(sub) -> None:
     c.add_argument("--tp-comm-overlap", action="store_true",
                    help="tensor-parallel collectives overlapped with their GEMMs (default: exposed)")
     f = p.add_argument_group("training software (how the framework runs the layout; --search applies them to every layout)")
+    f.add_argument("--software", default="torch", choices=tuple(SOFTWARE),
+                   help="the training software's own set of the flags below (each flag given adds to it): torch; "
+                        "megatron-lm (overlapped interleaved sends, its cross-entropy); megatron-deepspeed "
+                        "(DeepSpeed's pipeline engine); nemo (NVIDIA's NeMo / Megatron-Bridge recipes: "
+                        "Transformer Engine FP8 under --precision fp8, the distributed optimizer's overlapped "
+                        "gather under --zero 1, overlapped sends, sequence parallelism and the tensor-parallel "
+                        "overlap where tp > 1, bf16 gradient reduction, the Hopper attention kernel where the "
+                        "cluster has one)")
     f.add_argument("--deepspeed-pipeline", action="store_true",
                    help="DeepSpeed's pipeline engine (Megatron-DeepSpeed): blocking pipeline sends and receives (pp > 1) "
                         "and, under bf16/fp8 with zero <= 2, its bf16 optimizer's float32 gradient pass per micro-batch "
@@ -178,15 +186,19 @@ def _layout(a: argparse.Namespace, cluster):
     gb = a.global_batch or dp * mb
     if gb % (dp * mb):  # the micro-batch count is gb / (dp x micro-batch size)
         raise ConfigError(f"global batch {gb} is not divisible by dp x micro-batch = {dp} x {mb}")
+    software = _framework(a, cluster)
+    precision, by_software = software.precision_for(_precision(a)), software.tp_flags(tp)
     layout = Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, replicate=a.replicate or 1,
                     global_batch_size=gb, micro_batches=gb // (dp * mb), schedule=Schedule(a.schedule or "1f1b"),
                     virtual_stages=a.virtual_stages or 1, zero=a.zero or 0,
                     recompute=Recompute(a.recompute or "none"), recompute_every=a.recompute_every or 1,
-                    sequence_parallel=bool(a.sequence_parallel), precision=_precision(a),
+                    sequence_parallel=by_software["sequence_parallel"] if a.sequence_parallel is None
+                    else a.sequence_parallel, precision=precision,
                     attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather,
-                    tp_comm_overlap=a.tp_comm_overlap, ep=a.ep or 1, moe_imbalance=a.moe_imbalance,
-                    **_framework(a, cluster).layout_flags(pp=pp, zero=a.zero or 0, precision=_precision(a),
-                                                          schedule=Schedule(a.schedule or "1f1b")))
+                    tp_comm_overlap=a.tp_comm_overlap or by_software["tp_comm_overlap"], ep=a.ep or 1,
+                    moe_imbalance=a.moe_imbalance,
+                    **software.layout_flags(pp=pp, zero=a.zero or 0, precision=precision,
+                                            schedule=Schedule(a.schedule or "1f1b")))
     if a.overlap_param_gather and not layout.overlap_param_gather:
         raise ConfigError(f"--overlap-param-gather is Megatron's distributed optimizer: it needs --zero 1 (got {layout.zero})")
     if a.overlap_p2p_comm and not layout.overlap_p2p_comm:
@@ -212,17 +224,32 @@ def _precision(a: argparse.Namespace):
 
 
 def _framework(a: argparse.Namespace, cluster):
-    """The training software's flags, checked against the cluster (its attention kernels) before anything runs."""
-    from parbench.sim.layout import Framework
+    """The training software (``--software``) with each flag given added to it, checked against the cluster
+    (its attention kernels) before anything runs. A software's own attention kernel falls back to the next
+    one the cluster knows (the Hopper kernel's place on an A100 is FlashAttention-2's)."""
+    from dataclasses import replace
+
+    from parbench.sim.layout import SOFTWARE
 
     if a.attention_kernel and a.attention_kernel not in cluster.attention_kernels:
         known = ", ".join(sorted(cluster.attention_kernels)) or "none"
         raise ConfigError(f"--attention-kernel {a.attention_kernel!r}: cluster {cluster.name} knows {known}")
     if a.te_fp8 and a.precision != "fp8":
         raise ConfigError(f"--te-fp8 needs --precision fp8 (got {a.precision})")
-    return Framework(attention_kernel=a.attention_kernel, te_fp8=a.te_fp8, fused_elementwise=not a.unfused_elementwise,
-                     overlap_param_gather=a.overlap_param_gather, deepspeed_pipeline=a.deepspeed_pipeline,
-                     overlap_p2p_comm=a.overlap_p2p_comm, megatron_cross_entropy=a.megatron_cross_entropy)
+    base = SOFTWARE[a.software]
+    kernel = a.attention_kernel or next((k for k in KERNEL_FALLBACK.get(base.attention_kernel, ())
+                                         if k in cluster.attention_kernels), "")
+    return replace(base, attention_kernel=kernel, te_fp8=base.te_fp8 or a.te_fp8,
+                   fused_elementwise=base.fused_elementwise and not a.unfused_elementwise,
+                   overlap_param_gather=base.overlap_param_gather or a.overlap_param_gather,
+                   deepspeed_pipeline=base.deepspeed_pipeline or a.deepspeed_pipeline,
+                   overlap_p2p_comm=base.overlap_p2p_comm or a.overlap_p2p_comm,
+                   megatron_cross_entropy=base.megatron_cross_entropy or a.megatron_cross_entropy,
+                   reduce_grads_in_bf16=base.reduce_grads_in_bf16 or a.grad_reduce_in_bf16)
+
+
+KERNEL_FALLBACK = {"flash3": ("flash3", "flash2")}
+"""A software's attention kernel, then what takes its place on a cluster without it."""
 
 
 def _attention(a: argparse.Namespace, cluster) -> str:
@@ -337,7 +364,7 @@ def _search_options(a: argparse.Namespace):
                          recompute=Recompute(a.recompute) if a.recompute else None,
                          recompute_every=a.recompute_every or 1, sequence_parallel=a.sequence_parallel,
                          replicate=a.replicate or 1, fp8_all_gather=a.fp8_all_gather, ep=a.ep,
-                         moe_imbalance=a.moe_imbalance)
+                         moe_imbalance=a.moe_imbalance, tp_comm_overlap=a.tp_comm_overlap)
 
 
 def _progress(done: int, total: int) -> None:
@@ -350,7 +377,9 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
     from parbench.sim.search import describe, pareto_front, search
 
     gb = a.global_batch or a.gpus
-    opts = replace(_search_options(a), attention=_attention(a, cluster), framework=_framework(a, cluster))
+    software = _framework(a, cluster)
+    opts = replace(_search_options(a), attention=_attention(a, cluster), framework=software,
+                   precision=software.precision_for(_precision(a)))
     progress = _progress if sys.stderr.isatty() and a.format == "table" else None
     cands = search(model, cluster, gpus=a.gpus, global_batch=gb, options=opts, progress=progress)
     feasible = [c for c in cands if c.feasible]

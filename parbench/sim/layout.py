@@ -8,7 +8,7 @@ validation predicts exactly what the runner ran.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from parbench.config import RunConfig
 from parbench.layout import ParallelLayout
@@ -282,7 +282,8 @@ class Framework:
     """What the training software does with any layout, as ``Layout`` flags: each applies where the layout
     allows it (the param-gather overlap under ZeRO-1, DeepSpeed's blocking p2p under a pipeline, its float32
     gradient pass where gradients are float32 and replicated, Megatron-LM's overlapped p2p under its
-    interleaved schedule)."""
+    interleaved schedule, Transformer Engine's FP8 modules under FP8, sequence parallelism and the
+    tensor-parallel overlap where tp > 1). ``SOFTWARE`` names the frameworks' own sets."""
 
     attention_kernel: str = ""
     te_fp8: bool = False
@@ -291,9 +292,15 @@ class Framework:
     deepspeed_pipeline: bool = False
     overlap_p2p_comm: bool = False
     megatron_cross_entropy: bool = False
+    tensor_parallel_overlap: bool = False
+    """Sequence parallelism, and the tensor-parallel collectives overlapped with their GEMMs (Transformer
+    Engine's userbuffers), wherever tp > 1."""
+    reduce_grads_in_bf16: bool = False
+    """Replicated gradients accumulated and reduced in bf16 (``grad_reduce_in_fp32 = False``) under bf16/FP8."""
 
     def layout_flags(self, *, pp: int, zero: int, precision: Precision, schedule: Schedule = Schedule.ONE_F_ONE_B) -> dict:
-        return dict(attention_kernel=self.attention_kernel, te_fp8=self.te_fp8, fused_elementwise=self.fused_elementwise,
+        return dict(attention_kernel=self.attention_kernel, te_fp8=self.te_fp8 and precision.gemm_dtype == "fp8",
+                    fused_elementwise=self.fused_elementwise,
                     overlap_param_gather=self.overlap_param_gather and zero == 1,
                     pp_blocking_p2p=self.deepspeed_pipeline and pp > 1,
                     overlap_p2p_comm=(self.overlap_p2p_comm and pp > 1 and schedule is Schedule.INTERLEAVED_1F1B
@@ -301,6 +308,32 @@ class Framework:
                     megatron_cross_entropy=self.megatron_cross_entropy,
                     fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
                                                     and precision.fp32_grad_accumulation))
+
+    def tp_flags(self, tp: int) -> dict:
+        """Sequence parallelism and the tensor-parallel overlap, where the software turns them on and tp > 1."""
+        on = self.tensor_parallel_overlap and tp > 1
+        return dict(sequence_parallel=on, tp_comm_overlap=on)
+
+    def precision_for(self, precision: Precision) -> Precision:
+        """The precision as the software runs it: bf16 gradient reduction where it reduces in bf16."""
+        if self.reduce_grads_in_bf16 and precision.fp32_grad_accumulation:
+            return replace(precision, fp32_grad_accumulation=False)
+        return precision
+
+
+SOFTWARE: dict[str, Framework] = {
+    "torch": Framework(),
+    "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True),
+    "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True),
+    "nemo": Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True,
+                      megatron_cross_entropy=True, tensor_parallel_overlap=True, reduce_grads_in_bf16=True),
+}
+"""Training software by name (``parbench simulate --software``): torch's own (torchtitan, FSDP2); Megatron-LM
+(its interleaved schedule's overlapped sends, its vocabulary-parallel cross-entropy); Megatron-DeepSpeed
+(DeepSpeed's pipeline engine around Megatron's layers); and NVIDIA's NeMo / Megatron-Bridge performance
+recipes: Transformer Engine's FP8 modules under FP8, the distributed optimizer's overlapped parameter
+gather, overlapped pipeline sends, sequence parallelism with the tensor-parallel overlap, gradients reduced
+in bf16, and the Hopper attention kernel (``parbench.sim.published_memory._nvidia_fp8``, the recipes' files)."""
 
 
 RUN_PRECISIONS = {"fp32": Precision(gemm_dtype="fp32"), "tf32": Precision(gemm_dtype="tf32"), "bf16": PRECISIONS["amp"]}

@@ -37,11 +37,11 @@ Mixture of experts (H100 80GB SXM, 8 per node, 8 x 400 Gbit/s InfiniBand):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from parbench.config import Schedule, Strategy
 from parbench.sim.hardware import PRESETS, Cluster
-from parbench.sim.layout import PRECISIONS, Framework, Layout, Recompute
+from parbench.sim.layout import PRECISIONS, SOFTWARE, Layout, Recompute
 from parbench.sim.architecture import Architecture
 from parbench.sim.model import ModelSpec, architecture_spec
 from parbench.sim.predict import predict
@@ -191,9 +191,8 @@ def layout_for(p: Published) -> Layout:
                   schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B,
                   virtual_stages=p.virtual_stages, zero=p.zero, ep=p.ep,
                   recompute=p.recompute, sequence_parallel=p.sequence_parallel, flat_grad_allreduce=not p.overlap_grad_reduce,
-                  **Framework(deepspeed_pipeline=p.blocking_p2p, overlap_param_gather=p.overlap_param_gather,
-                              overlap_p2p_comm=True,  # Megatron-LM's default (applies to its interleaved schedule)
-                              megatron_cross_entropy=True)
+                  **replace(SOFTWARE["megatron-deepspeed" if p.blocking_p2p else "megatron-lm"],
+                            overlap_param_gather=p.overlap_param_gather)
                   .layout_flags(pp=p.pp, zero=p.zero, precision=PRECISIONS[p.precision],
                                 schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B),
                   precision=PRECISIONS[p.precision], attention="flash" if p.arch is not None else "eager")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from parbench.config import Schedule, Strategy
 from parbench.sim.architecture import Architecture
 from parbench.sim.hardware import PRESETS
-from parbench.sim.layout import PRECISIONS, Framework, Layout, Recompute
+from parbench.sim.layout import PRECISIONS, SOFTWARE, Layout, Recompute
 from parbench.sim.model import architecture_spec
 from parbench.sim.models import MODELS
 from parbench.sim.predict import Prediction, predict
@@ -202,20 +202,15 @@ def _foundry() -> list[Run]:
 def _nvidia_fp8(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, vp: int = 1,
                 recompute: str = "none") -> Layout:
     """The layout of an NVIDIA FP8 performance recipe (NeMo, Megatron-Bridge) as its table prints it (GBS, MBS,
-    TP, PP, CP, VP), with what the recipes share: Transformer Engine layers in FP8 (each weight cast once per
-    step), the distributed optimizer (ZeRO-1) gathering the updated weights under the next forward and
-    reducing gradients in bf16, sequence parallelism and tensor-parallel communication overlap wherever
-    TP > 1, pipeline sends overlapped with other chunks' compute wherever VP > 1, Megatron's in-place
-    vocabulary-parallel cross-entropy, and the Hopper attention kernel (``flash3``)."""
+    TP, PP, CP, VP), run as those recipes run every layout (``SOFTWARE['nemo']``), on the distributed
+    optimizer (ZeRO-1)."""
     dp = gpus // (tp * pp * cp)
-    precision = replace(PRECISIONS["fp8"], fp32_grad_accumulation=False)  # grad_reduce_in_fp32 = False
+    software = SOFTWARE["nemo"]
+    precision = software.precision_for(PRECISIONS["fp8"])
     schedule = Schedule.INTERLEAVED_1F1B if vp > 1 else Schedule.ONE_F_ONE_B
-    software = Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True,
-                         megatron_cross_entropy=True)
     return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=gbs,
                   micro_batches=gbs // (dp * mbs), schedule=schedule, virtual_stages=vp, zero=1,
-                  sequence_parallel=tp > 1, tp_comm_overlap=tp > 1, precision=precision, attention="flash",
-                  recompute=Recompute(recompute),
+                  precision=precision, attention="flash", recompute=Recompute(recompute), **software.tp_flags(tp),
                   **software.layout_flags(pp=pp, zero=1, precision=precision, schedule=schedule))
 
 

@@ -51,6 +51,9 @@ class SearchOptions:
     ep: int | None = None
     """Expert-parallel degree (MoE models); None: every divisor of dp that divides the experts."""
     moe_imbalance: float = 1.0
+    tp_comm_overlap: bool = False
+    """Tensor-parallel collectives overlapped with their GEMMs in every layout with tp > 1 (also where the
+    framework overlaps them)."""
     framework: Framework = Framework()
     """How the training software runs every layout (kernels, FP8 module, overlaps, DeepSpeed's pipeline)."""
 
@@ -140,6 +143,7 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, dp: 
                                         virtual_stages=v, zero=zero, recompute=recompute,
                                         recompute_every=o.recompute_every if recompute is Recompute.FULL else 1,
                                         sequence_parallel=tp > 1 if o.sequence_parallel is None else o.sequence_parallel,
+                                        tp_comm_overlap=(o.tp_comm_overlap or o.framework.tensor_parallel_overlap) and tp > 1,
                                         precision=o.precision, attention=o.attention, fp8_all_gather=o.fp8_all_gather,
                                         **o.framework.layout_flags(pp=pp, zero=zero, precision=o.precision, schedule=schedule))
                     except ValueError as exc:
@@ -211,7 +215,7 @@ def describe(layout: Layout) -> str:
             f"{' sp' if layout.sequence_parallel else ''} {layout.attention} {_precision_name(layout)}"
             f"{' deepspeed-pipeline' if layout.pp_blocking_p2p or layout.fp32_grad_pass_per_micro_batch else ''}"
             f"{' te-fp8' if layout.te_fp8 else ''}{' overlap-param-gather' if layout.overlap_param_gather else ''}"
-            f"{' overlap-p2p-comm' if layout.overlap_p2p_comm else ''}"
+            f"{' tp-comm-overlap' if layout.tp_comm_overlap else ''}{' overlap-p2p-comm' if layout.overlap_p2p_comm else ''}"
             f"{' megatron-cross-entropy' if layout.megatron_cross_entropy else ''}"
             f"{f' attention-kernel={layout.attention_kernel}' if layout.attention_kernel else ''}"
             f"{' unfused-elementwise' if not layout.fused_elementwise else ''}")

@@ -232,3 +232,41 @@ def test_head_dim_flag_gives_the_heads_their_own_width(capsys):
     main(["simulate", "--model", "llama3-8b", "--gpus", "8", "--zero", "3", "--head-dim", "64", "--format", "json"])
     assert json.loads(capsys.readouterr().out)["model"]["parameters"] == base - 32 * (2 * 4096 * 2048 + 2 * 4096 * 512)
     assert main(["simulate", "--model", "llama3-8b", "--head-dim", "0"]) == 2
+
+
+def test_software_nemo_is_the_recipes_flags_and_gives_the_published_rows_layout(capsys):
+    """--software nemo alone gives the layout the explicit flags above give (and Megatron-Bridge's 70B row), and
+    the published rows' builder is that software too; on an A100 in bf16 it keeps the FP8 modules off and runs
+    FlashAttention-2 where Hopper's kernel is missing."""
+    from parbench.sim.layout import SOFTWARE
+    from parbench.sim.published_memory import MBRIDGE, runs
+
+    args = ["simulate", "--model", "llama3-70b", "--cluster", "h100-sxm", "--gpus", "64", "--tp", "4", "--pp", "8",
+            "--virtual-stages", "5", "--schedule", "interleaved1f1b", "--seq", "8192", "--global-batch", "128",
+            "--zero", "1", "--precision", "fp8", "--format", "json"]
+    assert main([*args, "--software", "nemo"]) == 0
+    layout = json.loads(capsys.readouterr().out)["layout"]
+    row = next(r for r in runs() if r.source == MBRIDGE and "70b" in r.name and "GBS 128" in r.name)
+    from parbench.commands.simulate import _layout_dict
+
+    assert layout == json.loads(json.dumps(_layout_dict(row.layout)))
+    assert main([*args, "--software", "torch"]) == 3  # without the recipe (no sequence parallelism, TE, bf16 gradients): 124 GiB
+    torch_layout = json.loads(capsys.readouterr().out)["layout"]
+    assert not torch_layout["te_fp8"] and not torch_layout["tp_comm_overlap"] and not torch_layout["sequence_parallel"]
+    assert main(["simulate", "--model", "llama3-8b", "--cluster", "a100-80gb", "--gpus", "8", "--tp", "2", "--zero", "1",
+                 "--software", "nemo", "--format", "json"]) == 0
+    a100 = json.loads(capsys.readouterr().out)["layout"]
+    assert a100["attention_kernel"] == "flash2" and not a100["te_fp8"] and a100["tp_comm_overlap"]
+    assert SOFTWARE["nemo"].tp_flags(1) == {"sequence_parallel": False, "tp_comm_overlap": False}
+
+
+def test_search_applies_the_tensor_parallel_overlap_to_every_layout_with_tp(capsys):
+    """--tp-comm-overlap under --search (a layout flag given fixes that choice): every ranked layout with tp > 1
+    overlaps its tensor-parallel collectives; without it none does."""
+    args = ["simulate", "--model", "llama3-70b", "--cluster", "h100-sxm", "--gpus", "64", "--global-batch", "64",
+            "--search", "--top", "5", "--tp", "4"]
+    main([*args, "--tp-comm-overlap"])
+    ranked = [line for line in capsys.readouterr().out.splitlines() if "tp=4" in line and "GiB" not in line[:8]]
+    assert ranked and all("tp-comm-overlap" in line for line in ranked)
+    main(args)
+    assert not any("tp-comm-overlap" in line for line in capsys.readouterr().out.splitlines())
