@@ -154,14 +154,14 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
     expert's width, which blocks carry experts (Qwen3-MoE's ``decoder_sparse_step``). Qwen3-MoE's
     ``mlp_only_layers`` (dense blocks at chosen indices) is not modelled and is refused."""
     if kind == "mixtral":
-        return dict(experts=data["num_local_experts"], top_k=data["num_experts_per_tok"],
-                    expert_ffn=data["intermediate_size"])
+        return {"experts": data["num_local_experts"], "top_k": data["num_experts_per_tok"],
+                "expert_ffn": data["intermediate_size"]}
     if kind == "qwen3_moe":
         if data.get("mlp_only_layers"):
             raise ValueError(f"config.json mlp_only_layers={data['mlp_only_layers']}: dense blocks at chosen indices "
                              f"are not modelled (experts every decoder_sparse_step-th block only)")
-        return dict(experts=data["num_experts"], top_k=data["num_experts_per_tok"],
-                    expert_ffn=data["moe_intermediate_size"], moe_every=data.get("decoder_sparse_step") or 1)
+        return {"experts": data["num_experts"], "top_k": data["num_experts_per_tok"],
+                "expert_ffn": data["moe_intermediate_size"], "moe_every": data.get("decoder_sparse_step") or 1}
     return {}
 
 

@@ -312,7 +312,7 @@ class Framework:
     def tp_flags(self, tp: int) -> dict:
         """Sequence parallelism and the tensor-parallel overlap, where the software turns them on and tp > 1."""
         on = self.tensor_parallel_overlap and tp > 1
-        return dict(sequence_parallel=on, tp_comm_overlap=on)
+        return {"sequence_parallel": on, "tp_comm_overlap": on}
 
     def precision_for(self, precision: Precision) -> Precision:
         """The precision as the software runs it: bf16 gradient reduction where it reduces in bf16."""
