@@ -94,6 +94,9 @@ def add_parser(sub) -> None:
     f.add_argument("--megatron-cross-entropy", action="store_true",
                    help="Megatron-LM's vocabulary-parallel cross-entropy: one float32 copy of the logits, worked in "
                         "place (default: torch's loss kernels, three or four float32 copies at the loss's peak)")
+    f.add_argument("--compiled-loss", action="store_true",
+                   help="the cross-entropy compiled with the model (torchtitan with --training.compile): the logits and "
+                        "their gradient in the activations' dtype, no float32 copy")
     f.add_argument("--te-fp8", action="store_true",
                    help="with --precision fp8: Transformer Engine's modules (weights cast once per step, FP8-saved "
                         "Linear inputs); default: torchao's float8")
@@ -245,6 +248,7 @@ def _framework(a: argparse.Namespace, cluster):
                    deepspeed_pipeline=base.deepspeed_pipeline or a.deepspeed_pipeline,
                    overlap_p2p_comm=base.overlap_p2p_comm or a.overlap_p2p_comm,
                    megatron_cross_entropy=base.megatron_cross_entropy or a.megatron_cross_entropy,
+                   compiled_loss=base.compiled_loss or a.compiled_loss,
                    reduce_grads_in_bf16=base.reduce_grads_in_bf16 or a.grad_reduce_in_bf16)
 
 

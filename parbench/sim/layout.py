@@ -167,6 +167,11 @@ class Layout(ParallelLayout):
     Megatron-DeepSpeed's and NeMo's): one float32 copy of the rank's logits, turned in place into the softmax it
     saves and in backward, again in place, into the gradient; beside it only the activations' dtype copy of
     that gradient handed back to the head (``parbench.sim.memory.loss_bytes``). False: torch's loss kernels."""
+    compiled_loss: bool = False
+    """The cross-entropy compiled with the model (torchtitan's ``training.compile`` compiles its loss function,
+    ``torchtitan/components/loss.py``): Inductor fuses the float32 upcast into the log-softmax and its
+    backward, so the loss holds the e-byte logits it saves and the e-byte gradient it returns, no float32
+    copy (``parbench.sim.memory.loss_bytes``)."""
     te_fp8: bool = False
     """FP8 through Transformer Engine's modules (Megatron-Core, NeMo): each weight is cast to FP8 on a step's
     first micro-batch and the cast reused by the others (``is_first_microbatch``), and each Linear saves its
@@ -292,6 +297,7 @@ class Framework:
     deepspeed_pipeline: bool = False
     overlap_p2p_comm: bool = False
     megatron_cross_entropy: bool = False
+    compiled_loss: bool = False
     tensor_parallel_overlap: bool = False
     """Sequence parallelism, and the tensor-parallel collectives overlapped with their GEMMs (Transformer
     Engine's userbuffers), wherever tp > 1."""
@@ -305,7 +311,7 @@ class Framework:
                     pp_blocking_p2p=self.deepspeed_pipeline and pp > 1,
                     overlap_p2p_comm=(self.overlap_p2p_comm and pp > 1 and schedule is Schedule.INTERLEAVED_1F1B
                                       and not self.deepspeed_pipeline),
-                    megatron_cross_entropy=self.megatron_cross_entropy,
+                    megatron_cross_entropy=self.megatron_cross_entropy, compiled_loss=self.compiled_loss,
                     fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
                                                     and precision.fp32_grad_accumulation))
 

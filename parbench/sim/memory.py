@@ -173,11 +173,14 @@ def loss_bytes(model: ModelSpec, layout: Layout) -> float:
     ``_nll_loss_and_log_softmax_backward``) holds four: the saved log-softmax, the zeroed grad_input,
     exp(log-softmax) and their sum, beside which the product is written. Megatron-LM's
     (``Layout.megatron_cross_entropy``) holds one, the softmax made in place from its float32 copy and turned
-    in place into the gradient, and the e-byte copy of that gradient the head's backward receives: 1 + e / 4."""
+    in place into the gradient, and the e-byte copy of that gradient the head's backward receives: 1 + e / 4.
+    A compiled loss (``Layout.compiled_loss``) holds the e-byte logits it saves and its e-byte gradient: 2 e / 4."""
     if model.arch is None:
         return 0.0
     vocab_split = layout.tp if model.post.gemms[0].tp_sharded else 1
-    if layout.megatron_cross_entropy:
+    if layout.compiled_loss:
+        buffers = 2 * layout.precision.activation_bytes / FP32_BYTES
+    elif layout.megatron_cross_entropy:
         buffers = 1 + layout.precision.activation_bytes / FP32_BYTES
     else:
         buffers = LOSS_PARALLEL_FP32_BUFFERS if vocab_split > 1 else LOSS_FP32_BUFFERS

@@ -8,6 +8,8 @@ layout arithmetic the source states (global batch = local batch x data-parallel 
 - torchtitan ``docs/performance.md`` at commit eaea6f6a2fa940f03a10906be1df3489cf30af85 (Tables 1-6):
   Llama 3.1 8B/70B/405B on H100 96GB HBM2e (Grand Teton), FSDP2 / TP / PP / CP, memory in GiB (the
   caching allocator's peak reserved memory), TPS per GPU. Sequence length 8192 unless the table says.
+- torchtitan ``benchmarks/llama3_8b_h200_2025-06_torchtitan.md`` at commit bcdeaa37c92d1eaceeec3351e7ac81be6a1488af
+  (Trainy, June 2025): Llama 3.1 8B with FSDP on 32 and 64 H200, TPS per GPU and memory in GiB.
 - torchtitan ``docs/performance.md`` at commit 041336434916bdc0f88c1f89fda176fd3c2092e4 (Llama 3 and
   Llama 2 tables): FSDP2 on 64 A100 80GB, WPS (tokens/s per GPU) and MFU; its footnote 1 reports the
   Llama 2 70B local-batch-2 selective-op run as out of memory.
@@ -40,6 +42,7 @@ from parbench.sim.predict import Prediction, predict
 
 TT_H100 = "torchtitan docs/performance.md @eaea6f6"
 TT_A100 = "torchtitan docs/performance.md @0413364"
+TT_H200 = "torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md @bcdeaa3"
 FOUNDRY = "llm-foundry scripts/train/benchmarking/README.md @061f2c7"
 MBRIDGE = "Megatron-Bridge docs/performance-summary.md (DGX H100, B200, GB200; FP8)"
 NEMO = "NeMo docs/source/performance/performance_summary.md @070a0bb (24.07, DGX-H100, FP8)"
@@ -147,6 +150,21 @@ def _torchtitan_h100() -> list[Run]:
                         layout=_fsdp(kernel=SDPA, gpus=512, local=8, micro=_tt_micro(8, pp=8, v=1), tp=8, pp=8, cp=cp, recompute="full",
                                      precision="fp8"),
                         metric="tps_per_gpu", value=tps, notes=("torch.compile", "8 micro-batches of 1 (torchtitan's default)")))
+    return rows
+
+
+def _torchtitan_h200() -> list[Run]:
+    """Llama 3.1 8B on 4 and 8 hosts of 8 H200 (400 Gb/s per GPU), June 2025 (torch 2.8, torchtitan e7c0cae):
+    FSDP over every GPU, local batch 2, sequence 8192, torch.compile (which compiles the loss too), Float8 with
+    FP8 all-gathers, the train config's selective op AC; TPS per GPU and peak reserved memory at step 100."""
+    rows = []
+    for hosts, tps, mem in ((4, 10938, 47.96), (8, 10753, 46.97)):
+        layout = replace(_fsdp(kernel=SDPA, gpus=8 * hosts, local=2, recompute="ops", precision="fp8"),
+                         fp8_all_gather=True, compiled_loss=True)
+        rows.append(Run(source=TT_H200, table="Results", name=f"Llama 3.1 8B FSDP {8 * hosts} H200 fp8 torch.compile",
+                        arch=_llama3("llama3-8b"), cluster="h200-sxm", memory_gib=mem, layout=layout,
+                        series="torchtitan Llama 3.1 8B FSDP fp8 H200", metric="tps_per_gpu", value=tps,
+                        notes=("torch.compile", "float8 all-gather")))
     return rows
 
 
@@ -325,7 +343,7 @@ def _infeasible() -> list[Run]:
 
 
 def runs() -> list[Run]:
-    return _torchtitan_h100() + _torchtitan_a100() + _foundry() + _megatron_bridge() + _nemo() + _megatron() + _infeasible()
+    return _torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge() + _nemo() + _megatron() + _infeasible()
 
 
 def _metric(p: Prediction, run: Run) -> float | None:

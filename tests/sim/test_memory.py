@@ -208,6 +208,8 @@ def test_megatron_cross_entropy_holds_one_fp32_copy_of_the_logits_and_the_heads_
     logits = 64 * 4 * 1000 // 2  # seq x micro-batch x vocabulary / tp on one rank
     assert loss_bytes(model, megatron) == logits * (4 + 2)
     assert loss_bytes(model, torch_loss) == logits * 4 * 4
+    # compiled (torchtitan compiles its loss with the model): the bf16 logits it saves and its bf16 gradient
+    assert loss_bytes(model, replace(torch_loss, compiled_loss=True)) == logits * (2 + 2)
 
 
 def test_fragmentation_is_a_share_of_what_a_step_allocates_not_of_the_state_allocated_once():

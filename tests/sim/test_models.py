@@ -179,7 +179,7 @@ def test_published_runs_that_trained_fit_and_oom_ones_do_not():
     assert oom and not any(r["predicted_fits"] for r in oom)
     with_memory = [r for r in rows if r["memory_gib_published"]]
     within = [r for r in with_memory if abs(r["memory_error_pct"]) <= 10]
-    assert len(with_memory) == 18 and len(within) == 18, [(r["name"], round(r["memory_error_pct"])) for r in with_memory]
+    assert len(with_memory) == 20 and len(within) == 20, [(r["name"], round(r["memory_error_pct"])) for r in with_memory]
     by = {s["source"]: s for s in summarize_by_source(rows)}
     assert sum(s["rows"] for s in by.values()) == len(rows)
 
