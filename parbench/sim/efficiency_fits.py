@@ -56,8 +56,9 @@ def fit_foundry_efficiencies(cluster: str = "h100-sxm", *, fit_gemm: bool = True
 
 def h100_rows_grid(gemms: tuple[float, ...] = (0.55, 0.60, 0.65, 0.70),
                    attentions: tuple[float, ...] = (0.17, 0.19, 0.21, 0.23)) -> list[dict]:
-    """A check, not a fit: the mean |error| of every published H100 row with a metric (llm-foundry, which the
-    presets' pair is fitted on, and the held-out torchtitan and Megatron-Bridge rows) over a grid of (GEMM,
+    """A check, not a fit: the mean |error| of every published row with a metric on the H100's tensor cores
+    (llm-foundry, which the presets' pair is fitted on, and the held-out torchtitan H100 and H200, Megatron-Bridge
+    H100 and NeMo rows) over a grid of (GEMM,
     attention) efficiencies, the Hopper kernel kept at ``HOPPER_FLASH3_OVER_FLASH2`` x the attention figure as the preset derives it."""
     mine = [r for r in runs() if r.metric and PRESETS[r.cluster].peak_flops == PRESETS["h100-sxm"].peak_flops]
     specs = {id(r): architecture_spec(r.arch, megatron=True) for r in mine}

@@ -318,8 +318,8 @@ H100_SOURCES = {
     "gpus_per_node": "DGX H100: 8 GPUs per node",
     "gemm_efficiency": "0.60: fitted jointly with attention_efficiency (the pair minimising mean |error|, "
                        "parbench.sim.efficiency_fits.fit_foundry_efficiencies()) to llm-foundry's H100 rows (11, MPT 1B-70B, "
-                       "2K-65K tokens); torchtitan's H100 tables (18 rows, the h100-96gb preset) and the Megatron-LM "
-                       "Mixtral row held out (parbench validate --published)",
+                       "2K-65K tokens); torchtitan's H100 tables (18 rows, the h100-96gb preset), the Megatron-LM "
+                       "Mixtral row, Megatron-Bridge's and NeMo's DGX-H100 rows held out (parbench validate --published)",
     "attention_efficiency": "0.19: fitted with gemm_efficiency on the same 11 rows (their 16K-65K-token rows are "
                             "mostly attention). FlashAttention-2 reaches 35% of the H100's BF16 peak in its forward "
                             "pass (Shah et al., \"FlashAttention-3\", arXiv 2407.08608, 2024, abstract) and less in "
