@@ -66,6 +66,10 @@ def add_parser(sub) -> None:
                    help="MoE: max/mean tokens per expert rank (>= 1; default 1: balanced routing)")
     c.add_argument("--schedule", choices=[s.value for s in Schedule], help="pipeline schedule (default: 1f1b)")
     c.add_argument("--virtual-stages", type=int, help="model chunks per pipeline rank, interleaved1f1b (default: 1)")
+    c.add_argument("--pipeline-layout", metavar="LAYOUT",
+                   help="layers of every pipeline chunk in Megatron-LM's pipeline_model_parallel_layout syntax, e.g. "
+                        "\"Et*2|(t*2|)*34,t*3|(t*2|)*3,tL\" (E embedding, t layer, L loss, | between chunks); "
+                        "default: contiguous, earlier chunks taking the remainder")
     c.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters (default: 0)")
     c.add_argument("--recompute", choices=[r.value for r in Recompute],
                    help="none; selective (attention core); ops (keep every other GEMM output); full")
@@ -191,7 +195,15 @@ def _layout(a: argparse.Namespace, cluster):
         raise ConfigError(f"global batch {gb} is not divisible by dp x micro-batch = {dp} x {mb}")
     software = _framework(a, cluster)
     precision, by_software = software.precision_for(_precision(a)), software.tp_flags(tp)
-    layout = Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, replicate=a.replicate or 1,
+    chunk_layers = ()
+    if a.pipeline_layout:
+        from parbench.sim.stages import megatron_pipeline_layout
+
+        try:
+            chunk_layers = megatron_pipeline_layout(a.pipeline_layout)
+        except ValueError as exc:
+            raise ConfigError(f"--pipeline-layout: {exc}") from None
+    layout = Layout(chunk_layers=chunk_layers, strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, replicate=a.replicate or 1,
                     global_batch_size=gb, micro_batches=gb // (dp * mb), schedule=Schedule(a.schedule or "1f1b"),
                     virtual_stages=a.virtual_stages or 1, zero=a.zero or 0,
                     recompute=Recompute(a.recompute or "none"), recompute_every=a.recompute_every or 1,
@@ -280,6 +292,9 @@ def handle(a: argparse.Namespace) -> int:
     if _no_model_given(a):
         print(TOY_NOTE.format(models=", ".join(MODELS)), file=sys.stderr)
     if a.search:
+        if a.pipeline_layout:
+            raise ConfigError("--pipeline-layout names one layout's chunks; give it with --pp and --virtual-stages, "
+                              "without --search")
         return _search(a, model, cluster)
     from parbench.sim.predict import predict
     from parbench.sim.search import layout_violations

@@ -116,7 +116,7 @@ def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int) -> list[C
     """Data-parallel gradient/parameter traffic of one stage rank over the dp group."""
     if layout.dp * layout.cp == 1:
         return []
-    key = (model, layout.pp, layout.v, layout.tp)
+    key = (model, layout.pp, layout.split, layout.tp)
     if layout.ep > 1:
         return _ep_grad_ops(layout, stage, pb)
     if layout.flat_grad_allreduce:
@@ -380,7 +380,7 @@ def rank_ops(model: ModelSpec, layout: Layout) -> dict[str, list[CommOp]]:
     if layout.strategy is Strategy.PS:
         return _ps_ops(model, layout)
     out = {}
-    for st in stages(model, layout.pp, layout.v):
+    for st in stages(model, layout.pp, layout.split):
         out[f"stage{st.rank}"] = merge(_grad_ops(model, layout, st, pb) + tp_ops(model, layout, st)
                                        + _pp_ops(model, layout, st) + _data_ops(model, layout, st)
                                        + _cp_ops(model, layout, st) + _tied_embedding_ops(model, layout, st)

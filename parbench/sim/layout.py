@@ -206,6 +206,10 @@ class Layout(ParallelLayout):
     flat_grad_allreduce: bool = False
     """Gradients all-reduced as one flat buffer per stage (the runner's hybrid dp x pp: DDP cannot wrap a
     pipeline stage in torch 2.13) instead of DDP's buckets."""
+    chunk_layers: tuple[int, ...] = ()
+    """Layers of every pipeline chunk in chunk order (pp x virtual stages of them; chunk c on rank c mod pp,
+    the embedding on the first, the head and loss on the last): Megatron-LM's ``pipeline_model_parallel_layout``,
+    which recipes set to balance the head. Empty: contiguous chunks, the earlier taking the remainder."""
 
     def __post_init__(self) -> None:
         self.check_layout()
@@ -242,12 +246,21 @@ class Layout(ParallelLayout):
             raise ConfigError(f"recompute_every={self.recompute_every} applies to recompute=full only")
         if self.moe_imbalance < 1:
             raise ConfigError(f"moe_imbalance={self.moe_imbalance} must be >= 1 (max/mean tokens per expert rank)")
+        if self.chunk_layers and (len(self.chunk_layers) != self.chunks or min(self.chunk_layers) < 0):
+            raise ConfigError(f"chunk_layers={self.chunk_layers} must give pp x virtual stages = {self.chunks} "
+                              f"chunks of >= 0 layers")
         if self.fp8_all_gather and (self.precision.gemm_dtype != "fp8" or self.zero != 3):
             raise ConfigError("fp8_all_gather needs precision fp8 and zero=3")
 
     @property
     def world_size(self) -> int:
         return self.mesh_size + (self.servers if self.strategy is Strategy.PS else 0)
+
+    @property
+    def split(self) -> int | tuple[int, ...]:
+        """How the pipeline splits the layers (``parbench.sim.stages.stages``): the layers of every chunk where
+        the layout names them, else the chunks per rank."""
+        return self.chunk_layers or self.v
 
     @property
     def shard_group(self) -> int:

@@ -75,7 +75,7 @@ class Memory:
 
 def state_numels(model: ModelSpec, layout: Layout, stage: Stage) -> tuple[int, int, int, int]:
     """(params, grads, optimizer-state elements, optimizer tensors) one rank of ``stage`` holds (worst rank)."""
-    n, key = layout.shard_group, (model, layout.pp, layout.v, layout.tp)
+    n, key = layout.shard_group, (model, layout.pp, layout.split, layout.tp)
     local = stage_local_numels(*key)[stage.rank]
     full = sum(local)
     if layout.fsdp2 and layout.zero >= 2:
@@ -198,7 +198,7 @@ def unsharded_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> int:
     (comm.py), so until then each gradient is whole; its parameters are whole anyway."""
     if layout.zero < 2 or layout.shard_group == 1:
         return 0
-    full, root, top2, biggest = _gathered_numels(model, layout.pp, layout.v, layout.tp, stage.rank)
+    full, root, top2, biggest = _gathered_numels(model, layout.pp, layout.split, layout.tp, stage.rank)
     if layout.pp > 1:  # under a pipeline schedule the stage stays gathered and accumulates full gradients
         # until its last backward (m + 1 gathers, comm.py), in FSDP2's reduce dtype (fp32 under mixed precision
         # with a master copy; the communication dtype under the runner's autocast policy)

@@ -268,7 +268,7 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     cats = {name: bytes_by_category(o) for name, o in ops.items()}
     comm_bytes = {k: max(c[k] for c in cats.values()) for k in CATEGORIES}
     busiest = max(ops, key=lambda name: sum(cats[name].values()))
-    sts = stages(model, layout.pp, layout.v)
+    sts = stages(model, layout.pp, layout.split)
     mems = (ps_memory(model, layout) if layout.strategy is Strategy.PS
             else [stage_memory(model, layout, st, cluster) for st in sts])
     kinds = [mm.as_dict() for mm in mems]

@@ -39,6 +39,7 @@ from parbench.sim.layout import PRECISIONS, SOFTWARE, Layout, Recompute
 from parbench.sim.model import architecture_spec
 from parbench.sim.models import MODELS
 from parbench.sim.predict import Prediction, predict
+from parbench.sim.stages import megatron_pipeline_layout
 
 TT_H100 = "torchtitan docs/performance.md @eaea6f6"
 TT_A100 = "torchtitan docs/performance.md @0413364"
@@ -218,7 +219,7 @@ def _foundry() -> list[Run]:
 
 
 def _nvidia_fp8(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, vp: int = 1,
-                recompute: str = "none") -> Layout:
+                recompute: str = "none", pipeline_layout: str = "") -> Layout:
     """The layout of an NVIDIA FP8 performance recipe (NeMo, Megatron-Bridge) as its table prints it (GBS, MBS,
     TP, PP, CP, VP), run as those recipes run every layout (``SOFTWARE['nemo']``), on the distributed
     optimizer (ZeRO-1)."""
@@ -229,7 +230,12 @@ def _nvidia_fp8(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, 
     return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=gbs,
                   micro_batches=gbs // (dp * mbs), schedule=schedule, virtual_stages=vp, zero=1,
                   precision=precision, attention="flash", recompute=Recompute(recompute), **software.tp_flags(tp),
+                  chunk_layers=megatron_pipeline_layout(pipeline_layout) if pipeline_layout else (),
                   **software.layout_flags(pp=pp, zero=1, precision=precision, schedule=schedule))
+
+
+LLAMA3_70B_H100_LAYOUT = "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL"
+"""Megatron-Bridge's ``llama3_70b_pretrain_64gpu_h100_fp8cs_config`` (GBS 256): 40 chunks over PP 8 x VP 5."""
 
 
 def _megatron_bridge() -> list[Run]:
@@ -238,10 +244,12 @@ def _megatron_bridge() -> list[Run]:
     The attention kernel Transformer Engine runs on Hopper and Blackwell is assumed of FlashAttention-3's class
     (``flash3``). Left out: the H100 Llama 3 8B row (Megatron FSDP; the 25.11 recipe it ran is not the one
     published later, which sets full recomputation of 5 layers and no FSDP), the FSDP 70B rows, the MXFP8 and
-    NVFP4 rows, GB300 and B300 (no preset), and the mixtures of experts (``docs/simulator.md``)."""
+    NVFP4 rows, GB300 and B300 (no preset), and the mixtures of experts (``docs/simulator.md``). The 70B at GBS 256
+    (26.02) runs its recipe's ``pipeline_model_parallel_layout`` (``llama3_70b_pretrain_64gpu_h100_fp8cs_config``
+    at GBS 256: one layer and the head on the last chunk, three layers on one other); the GBS 128 recipe sets none."""
     table = (("25.11", "DGX-H100", "llama3-70b", 64, 128, 1, 4, 8, 1, 5, 1602),
              ("25.11", "DGX-H100", "llama3-405b", 1024, 512, 1, 8, 8, 2, 8, 292),
-             ("26.02", "DGX-H100", "llama3-70b", 64, 256, 1, 4, 8, 1, 5, 1621),
+             ("26.02", "DGX-H100", "llama3-70b", 64, 256, 1, 4, 8, 1, 5, 1621, LLAMA3_70B_H100_LAYOUT),
              ("26.02", "DGX-H100", "llama3-405b", 1024, 1536, 1, 8, 8, 2, 8, 311),
              ("25.11", "DGX-B200", "llama3-8b", 8, 128, 2, 1, 1, 1, 1, 30624),
              ("25.11", "DGX-B200", "llama3-405b", 128, 64, 1, 4, 8, 2, 8, 661),
@@ -250,12 +258,14 @@ def _megatron_bridge() -> list[Run]:
              ("26.02", "DGX-GB200", "llama3-405b", 256, 1536, 1, 4, 16, 1, 4, 793))
     clusters = {"DGX-H100": "h100-sxm", "DGX-B200": "b200", "DGX-GB200": "gb200-nvl72"}
     rows = []
-    for container, system, model, gpus, gbs, mbs, tp, pp, cp, vp, tps in table:
+    for container, system, model, gpus, gbs, mbs, tp, pp, cp, vp, tps, *layout in table:
         rows.append(Run(source=MBRIDGE, table=f"{container} NeMo container, {system}",
                         name=f"{model} {gpus} {system.removeprefix('DGX-')} MBS {mbs} TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
                         arch=_llama3(model), cluster=clusters[system], metric="tps_per_gpu", value=tps,
-                        layout=_nvidia_fp8(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp),
-                        notes=("FP8-CS", "Transformer Engine", "attention kernel assumed flash3")))
+                        layout=_nvidia_fp8(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp,
+                                           pipeline_layout=layout[0] if layout else ""),
+                        notes=("FP8-CS", "Transformer Engine", "attention kernel assumed flash3",
+                               f"pipeline layout {layout[0]}" if layout else "")))
     return rows
 
 

@@ -89,6 +89,8 @@ def layout_violations(model: ModelSpec, layout: Layout, cluster: Cluster) -> lis
         out.append(f"ep={layout.ep} does not divide experts={experts}")
     if layout.chunks > len(model.units):
         out.append(f"pp x virtual stages = {layout.pp} x {layout.v} = {layout.chunks} > layers={len(model.units)}")
+    if layout.chunk_layers and sum(layout.chunk_layers) != len(model.units):
+        out.append(f"the pipeline layout's chunks hold {sum(layout.chunk_layers)} layers, the model {len(model.units)}")
     return out
 
 

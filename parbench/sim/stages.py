@@ -4,8 +4,10 @@ chunks r, r + pp, ... as in the interleaved layout of Narayanan et al., SC 2021)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate
 
 from parbench.sim.layout import Layout
 from parbench.sim.model import ModelSpec, Tensor, Unit
@@ -34,9 +36,18 @@ class Stage:
 
 
 @lru_cache(maxsize=4096)
-def stages(model: ModelSpec, pp: int, v: int) -> tuple[Stage, ...]:
-    n = pp * v
-    bounds = contiguous_splits(len(model.units), n)
+def stages(model: ModelSpec, pp: int, v: int | tuple[int, ...]) -> tuple[Stage, ...]:
+    """The pipeline ranks of ``model``: ``v`` chunks per rank, contiguous (``Layout.split``), or the layers of
+    every chunk in order (``Layout.chunk_layers``, which must add up to the model's layers)."""
+    if isinstance(v, tuple):
+        if sum(v) != len(model.units) or len(v) % pp:
+            raise ValueError(f"chunk_layers={v} must add up to the model's {len(model.units)} layers "
+                             f"in a multiple of pp={pp} chunks")
+        n, ends = len(v), list(accumulate(v))
+        bounds = list(zip([0, *ends[:-1]], ends))
+    else:
+        n = pp * v
+        bounds = contiguous_splits(len(model.units), n)
     out = []
     for rank in range(pp):
         chunks, modules, tensors = [], [], []
@@ -51,3 +62,29 @@ def stages(model: ModelSpec, pp: int, v: int) -> tuple[Stage, ...]:
                         *(model.post.params if c.last else ()), *copy]
         out.append(Stage(rank, tuple(chunks), tuple(modules), tuple(tensors)))
     return tuple(out)
+
+
+def megatron_pipeline_layout(text: str) -> tuple[int, ...]:
+    """The layers of every chunk from Megatron-LM's ``pipeline_model_parallel_layout`` string: ``t`` a
+    transformer layer, ``E`` the embedding (first chunk only), ``L`` the loss and head (last chunk only),
+    ``|`` between chunks, ``x*n`` and ``(...)*n`` repeating, commas and spaces ignored. For example
+    ``"Et*2|(t*2|)*34,t*3|(t*2|)*3,tL"``: 40 chunks of 2 layers but one of 3 and the last of 1."""
+    flat = _expand(text.replace(",", "").replace(" ", ""))
+    if set(flat) - set("tEL|"):
+        raise ValueError(f"pipeline layout {text!r}: only t, E, L, |, *n and parentheses are understood")
+    chunks = flat.split("|")
+    if "E" in "".join(chunks[1:]) or flat.count("E") != 1 or not chunks[0].startswith("E"):
+        raise ValueError(f"pipeline layout {text!r}: the embedding E opens the first chunk, once")
+    if "L" in "".join(chunks[:-1]) or flat.count("L") != 1 or not chunks[-1].endswith("L"):
+        raise ValueError(f"pipeline layout {text!r}: the loss L closes the last chunk, once")
+    return tuple(c.count("t") for c in chunks)
+
+
+def _expand(text: str) -> str:
+    """``(...)*n`` and ``x*n`` written out, innermost groups first."""
+    group = re.compile(r"\(([^()]*)\)\*(\d+)")
+    while group.search(text):
+        text = group.sub(lambda m: m.group(1) * int(m.group(2)), text)
+    if "(" in text or ")" in text:
+        raise ValueError(f"pipeline layout: unbalanced or unrepeated parentheses in {text!r}")
+    return re.sub(r"([tEL])\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)

@@ -270,3 +270,23 @@ def test_search_applies_the_tensor_parallel_overlap_to_every_layout_with_tp(caps
     assert ranked and all("tp-comm-overlap" in line for line in ranked)
     main(args)
     assert not any("tp-comm-overlap" in line for line in capsys.readouterr().out.splitlines())
+
+
+def test_pipeline_layout_flag_gives_the_recipes_chunks_and_is_checked_against_the_model(capsys):
+    """--pipeline-layout with Megatron-Bridge's 70B layout and --software nemo gives its 26.02 row's prediction;
+    a layout whose chunks hold other than the model's layers, or one given to --search, exits 2."""
+    from parbench.sim.published_memory import LLAMA3_70B_H100_LAYOUT, MBRIDGE, compare_runs
+
+    args = ["simulate", "--model", "llama3-70b", "--cluster", "h100-sxm", "--gpus", "64", "--tp", "4", "--pp", "8",
+            "--virtual-stages", "5", "--schedule", "interleaved1f1b", "--seq", "8192", "--global-batch", "256",
+            "--zero", "1", "--precision", "fp8", "--software", "nemo", "--format", "json"]
+    assert main([*args, "--pipeline-layout", LLAMA3_70B_H100_LAYOUT]) == 0
+    out = json.loads(capsys.readouterr().out)
+    row = next(r for r in compare_runs() if r["source"] == MBRIDGE and "70b" in r["name"] and "GBS 256" in r["name"])
+    assert 256 * 8192 / out["prediction"]["step_time_s"] / 64 == pytest.approx(row["predicted"], rel=1e-9)
+    assert main([*args]) == 0
+    assert 256 * 8192 / json.loads(capsys.readouterr().out)["prediction"]["step_time_s"] / 64 < row["predicted"]
+    assert main([*args, "--pipeline-layout", LLAMA3_70B_H100_LAYOUT.replace("tL", "t*2L")]) == 2
+    assert "the pipeline layout's chunks hold 81 layers, the model 80" in capsys.readouterr().err
+    assert main(["simulate", "--model", "llama3-70b", "--gpus", "64", "--search", "--pipeline-layout", "Et|tL"]) == 2
+    assert "without --search" in capsys.readouterr().err

@@ -352,3 +352,29 @@ def test_transformer_engine_casts_each_weight_once_per_step():
     every, cached = unit_times_s(c, u, **kw)[0], unit_times_s(c, u, **kw, weight_casts=1 / m)[0]
     weights = sum(g.k * g.n / (tp if g.tp_sharded else 1) for g in u.gemms if g.batched == 1)
     assert every - cached == pytest.approx((1 - 1 / m) * weights * 5 / c.memory_bandwidth_bytes_per_s)
+
+
+def test_megatron_pipeline_layout_names_every_chunks_layers_and_stages_follow_it():
+    """Megatron-Bridge's Llama 3 70B H100 layout: the embedding and 2 layers, 34 chunks of 2, one of 3, 3 of 2,
+    then 1 layer and the loss: 40 chunks, 80 layers. Chunk c runs on rank c mod 8, so rank 3 holds 11 layers
+    (chunk 35 is its fifth) and rank 7 nine and the head."""
+    from parbench.sim.architecture import Architecture
+    from parbench.sim.model import architecture_spec
+    from parbench.sim.stages import megatron_pipeline_layout, stages
+
+    chunks = megatron_pipeline_layout("Et*2|(t*2|)*34,t*3|(t*2|)*3,tL")
+    assert chunks == (2,) * 35 + (3,) + (2,) * 3 + (1,)
+    model = architecture_spec(Architecture(layers=80, hidden=64, heads=4, vocab=100, seq_len=16))
+    ranks = stages(model, 8, chunks)
+    assert [sum(c.hi - c.lo for c in r.chunks) for r in ranks] == [10, 10, 10, 11, 10, 10, 10, 9]
+    assert ranks[7].chunks[-1].last and (ranks[7].chunks[-1].lo, ranks[7].chunks[-1].hi) == (79, 80)
+    assert megatron_pipeline_layout("E(t|)*3tL") == (1, 1, 1, 1) and megatron_pipeline_layout("Et*4L") == (4,)
+    for bad, why in (("t*2|Et", "embedding E opens"), ("Et|tL|t", "loss L closes"), ("Et|(t|tL", "parentheses"),
+                     ("Et|x|tL", "only t, E, L")):
+        with pytest.raises(ValueError, match=why):
+            megatron_pipeline_layout(bad)
+    with pytest.raises(ValueError, match="must add up to the model's 80 layers"):
+        stages(model, 8, chunks[:-1] + (2,))
+    with pytest.raises(ConfigError, match="must give pp x virtual stages = 16 chunks"):
+        Layout(pp=8, virtual_stages=2, schedule=Schedule.INTERLEAVED_1F1B, global_batch_size=8, micro_batches=8,
+               chunk_layers=(5,) * 8)
