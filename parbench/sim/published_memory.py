@@ -236,6 +236,10 @@ def _nvidia_fp8(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, 
 
 LLAMA3_70B_H100_LAYOUT = "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL"
 """Megatron-Bridge's ``llama3_70b_pretrain_64gpu_h100_fp8cs_config`` (GBS 256): 40 chunks over PP 8 x VP 5."""
+LLAMA31_405B_LAYOUT = "Et|(t*2|)*62,tL"
+"""Megatron-Bridge's ``llama31_405b_pretrain_config`` (every 405B recipe starts from it) sets
+``account_for_embedding_in_pipeline_split`` and ``account_for_loss_in_pipeline_split``: the embedding and the
+loss each count as a layer, so 126 layers + 2 fill 64 chunks of 2, the first and the last holding one layer."""
 
 
 def _megatron_bridge() -> list[Run]:
@@ -248,14 +252,14 @@ def _megatron_bridge() -> list[Run]:
     (26.02) runs its recipe's ``pipeline_model_parallel_layout`` (``llama3_70b_pretrain_64gpu_h100_fp8cs_config``
     at GBS 256: one layer and the head on the last chunk, three layers on one other); the GBS 128 recipe sets none."""
     table = (("25.11", "DGX-H100", "llama3-70b", 64, 128, 1, 4, 8, 1, 5, 1602),
-             ("25.11", "DGX-H100", "llama3-405b", 1024, 512, 1, 8, 8, 2, 8, 292),
+             ("25.11", "DGX-H100", "llama3-405b", 1024, 512, 1, 8, 8, 2, 8, 292, LLAMA31_405B_LAYOUT),
              ("26.02", "DGX-H100", "llama3-70b", 64, 256, 1, 4, 8, 1, 5, 1621, LLAMA3_70B_H100_LAYOUT),
-             ("26.02", "DGX-H100", "llama3-405b", 1024, 1536, 1, 8, 8, 2, 8, 311),
+             ("26.02", "DGX-H100", "llama3-405b", 1024, 1536, 1, 8, 8, 2, 8, 311, LLAMA31_405B_LAYOUT),
              ("25.11", "DGX-B200", "llama3-8b", 8, 128, 2, 1, 1, 1, 1, 30624),
-             ("25.11", "DGX-B200", "llama3-405b", 128, 64, 1, 4, 8, 2, 8, 661),
+             ("25.11", "DGX-B200", "llama3-405b", 128, 64, 1, 4, 8, 2, 8, 661, LLAMA31_405B_LAYOUT),
              ("25.11", "DGX-GB200", "llama3-8b", 8, 128, 2, 1, 1, 1, 1, 31508),
-             ("25.11", "DGX-GB200", "llama3-405b", 256, 1536, 1, 4, 16, 1, 4, 813),
-             ("26.02", "DGX-GB200", "llama3-405b", 256, 1536, 1, 4, 16, 1, 4, 793))
+             ("25.11", "DGX-GB200", "llama3-405b", 256, 1536, 1, 4, 16, 1, 4, 813, LLAMA31_405B_LAYOUT),
+             ("26.02", "DGX-GB200", "llama3-405b", 256, 1536, 1, 4, 16, 1, 4, 793, LLAMA31_405B_LAYOUT))
     clusters = {"DGX-H100": "h100-sxm", "DGX-B200": "b200", "DGX-GB200": "gb200-nvl72"}
     rows = []
     for container, system, model, gpus, gbs, mbs, tp, pp, cp, vp, tps, *layout in table:
