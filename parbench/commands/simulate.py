@@ -155,7 +155,8 @@ def _architecture(a: argparse.Namespace):
         if k == "capacity_factor":
             continue  # 0 = dropless; the Architecture refuses a negative one
         if isinstance(v, int) and not isinstance(v, bool) and v < 1:
-            raise ConfigError(f"--{k.replace('_', '-')}={v} must be >= 1")
+            flag = {"head_size": "head-dim", "seq_len": "seq", "ffn_hidden": "ffn-hidden"}.get(k, k.replace("_", "-"))
+            raise ConfigError(f"--{flag}={v} must be >= 1")
     try:
         return replace(arch, **changes)
     except ValueError as exc:

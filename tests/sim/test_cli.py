@@ -114,6 +114,10 @@ def test_no_model_flag_names_the_toy_default_and_model(capsys):
     (["--pp", "16", "--layers", "4", "--gpus", "16"], "> layers=4"),
     (["--model", "llama3-8b", "--precision", "fp8", "--cluster", "a100-80gb"], "has no FP8 peak"),
     (["--model", "llama3-8b", "--cp", "3", "--gpus", "3"], "cp=3: seq=8192"),
+    (["--model", "llama3-8b", "--head-dim", "-3"], "--head-dim=-3 must be >= 1"),
+    (["--model", "llama3-70b", "--gpus", "64", "--tp", "4", "--pp", "8", "--pipeline-layout", "Et*40|t*39L"],
+     "chunk_layers=(40, 39) must give pp x virtual stages = 8 chunks"),
+    (["--model", "llama3-8b", "--pp", "2", "--pipeline-layout", "Et*16|t*16"], "the loss L closes the last chunk"),
 ])
 def test_bad_input_exits_2_with_the_rule(argv, message, capsys):
     assert main(["simulate", *argv]) == 2
