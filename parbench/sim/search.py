@@ -5,6 +5,7 @@ throughput, and extract the throughput-vs-memory Pareto front."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import groupby
 from typing import Callable, Iterator
 
 from parbench.config import Schedule, Strategy
@@ -220,7 +221,17 @@ def describe(layout: Layout) -> str:
             f"{' tp-comm-overlap' if layout.tp_comm_overlap else ''}{' overlap-p2p-comm' if layout.overlap_p2p_comm else ''}"
             f"{' megatron-cross-entropy' if layout.megatron_cross_entropy else ''}{' compiled-loss' if layout.compiled_loss else ''}"
             f"{f' attention-kernel={layout.attention_kernel}' if layout.attention_kernel else ''}"
-            f"{' unfused-elementwise' if not layout.fused_elementwise else ''}")
+            f"{' unfused-elementwise' if not layout.fused_elementwise else ''}"
+            f"{f' chunk-layers={_runs(layout.chunk_layers)}' if layout.chunk_layers else ''}")
+
+
+def _runs(values: tuple[int, ...]) -> str:
+    """Run-length form of a sequence: (2, 2, 2, 3, 1) -> '2x3,3,1'."""
+    out: list[str] = []
+    for v, group in groupby(values):
+        n = len(list(group))
+        out.append(f"{v}x{n}" if n > 1 else str(v))
+    return ",".join(out)
 
 
 def _precision_name(layout: Layout) -> str:

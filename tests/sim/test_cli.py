@@ -284,6 +284,8 @@ def test_pipeline_layout_flag_gives_the_recipes_chunks_and_is_checked_against_th
     args = ["simulate", "--model", "llama3-70b", "--cluster", "h100-sxm", "--gpus", "64", "--tp", "4", "--pp", "8",
             "--virtual-stages", "5", "--schedule", "interleaved1f1b", "--seq", "8192", "--global-batch", "256",
             "--zero", "1", "--precision", "fp8", "--software", "nemo", "--format", "json"]
+    assert main([*args[:-2], "--pipeline-layout", LLAMA3_70B_H100_LAYOUT]) == 0
+    assert "chunk-layers=2x35,3,2x3,1" in capsys.readouterr().out.splitlines()[0]
     assert main([*args, "--pipeline-layout", LLAMA3_70B_H100_LAYOUT]) == 0
     out = json.loads(capsys.readouterr().out)
     row = next(r for r in compare_runs() if r["source"] == MBRIDGE and "70b" in r["name"] and "GBS 256" in r["name"])
