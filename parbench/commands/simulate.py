@@ -51,7 +51,7 @@ def add_parser(sub) -> None:
                    help="the runner's tensor-parallel layout (separate q/k/v all-reduces, replicated embedding and "
                         "head) instead of Megatron-LM's (fused qkv, vocabulary-parallel embedding and head)")
     c = p.add_argument_group("cluster and layout (under --search, any layout flag given fixes that choice)")
-    c.add_argument("--cluster", default="h100-sxm", help="a100-80gb, h100-sxm, h100-96gb, h200-sxm, b200, gb200-nvl72, local, or a .toml/.json file")
+    c.add_argument("--cluster", default="h100-sxm", help="a100-80gb, a100-40gb, h100-sxm, h100-96gb, h200-sxm, b200, gb200-nvl72, local, or a .toml/.json file")
     c.add_argument("--results-dir", default="results", help="where `local` looks for the calibrated profile")
     c.add_argument("--gpus", type=int, default=8, help="devices in the cluster (dp x tp x pp)")
     c.add_argument("--dp", type=int, help="default: gpus / (tp x pp x cp)")
@@ -80,6 +80,7 @@ def add_parser(sub) -> None:
     f = p.add_argument_group("training software (how the framework runs the layout; --search applies them to every layout)")
     f.add_argument("--software", default="torch", choices=tuple(SOFTWARE),
                    help="the training software's own set of the flags below (each flag given adds to it): torch; "
+                        "torchtitan (compiled, its loss too; FlashAttention-2 through torch's SDPA); "
                         "megatron-lm (overlapped interleaved sends, its cross-entropy); megatron-deepspeed "
                         "(DeepSpeed's pipeline engine); nemo (NVIDIA's NeMo / Megatron-Bridge recipes: "
                         "Transformer Engine FP8 under --precision fp8, the distributed optimizer's overlapped "
@@ -261,11 +262,11 @@ def _framework(a: argparse.Namespace, cluster):
                    deepspeed_pipeline=base.deepspeed_pipeline or a.deepspeed_pipeline,
                    overlap_p2p_comm=base.overlap_p2p_comm or a.overlap_p2p_comm,
                    megatron_cross_entropy=base.megatron_cross_entropy or a.megatron_cross_entropy,
-                   compiled_loss=base.compiled_loss or a.compiled_loss,
+                   compiled_loss=(base.compiled_loss and not a.unfused_elementwise) or a.compiled_loss,
                    reduce_grads_in_bf16=base.reduce_grads_in_bf16 or a.grad_reduce_in_bf16)
 
 
-KERNEL_FALLBACK = {"flash3": ("flash3", "flash2")}
+KERNEL_FALLBACK = {"flash3": ("flash3", "flash2"), "flash2": ("flash2",)}
 """A software's attention kernel, then what takes its place on a cluster without it."""
 
 

@@ -383,6 +383,12 @@ H200_SOURCES = {
                        "of peak, the 1.3B GPT's own GEMMs 0.68, FlashAttention-2 0.21; kept at the at-scale fit, which "
                        "also carries what one GPU alone does not (NCCL kernels sharing the SMs, a full node's power)",
 }
+A100_40_SOURCES = {
+    **A100_SOURCES,
+    "memory_bytes": "A100 40GB: 40,960 MiB as nvidia-smi reports the 40 GB part (half the 80 GB part's 81,920 MiB)",
+    "memory_bandwidth_bytes_per_s": "A100 datasheet, 40GB column: HBM2 1,555 GB/s; x0.8 achievable (assumed)",
+    "gemm_efficiency": "the A100 80GB's fitted 0.70 and attention 0.34 (same tensor cores and clocks)",
+}
 BLACKWELL_SOURCES = {
     **H100_SOURCES,
     "peak_flops": "NVIDIA HGX B200 specifications (the GB200 NVL72 page's 'Individual Blackwell GPU Specifications', HGX "
@@ -412,6 +418,8 @@ _BLACKWELL = {**_H100, "peak_flops": 2250e12, "peak_flops_fp8": 4500e12, **float
               "memory_bandwidth_bytes_per_s": 0.8 * 7700e9, "intra": Link(latency_s=4e-6, bandwidth_bytes_per_s=0.8 * 900e9)}
 PRESETS: dict[str, Cluster] = {
     "a100-80gb": Cluster(name="a100-80gb", memory_bytes=81920 * MIB, sources=A100_SOURCES, **_A100),
+    "a100-40gb": Cluster(name="a100-40gb", memory_bytes=40960 * MIB, sources=A100_40_SOURCES,
+                         **{**_A100, "memory_bandwidth_bytes_per_s": 0.8 * 1555e9}),
     "h100-sxm": Cluster(name="h100-sxm", memory_bytes=81559 * MIB, sources=H100_SOURCES, **_H100),
     "h200-sxm": Cluster(name="h200-sxm", memory_bytes=143771 * MIB, sources=H200_SOURCES,
                         **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 4800e9}),

@@ -342,12 +342,15 @@ class Framework:
 
 SOFTWARE: dict[str, Framework] = {
     "torch": Framework(),
+    "torchtitan": Framework(attention_kernel="flash2", compiled_loss=True),
     "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True),
     "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True),
     "nemo": Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True,
                       megatron_cross_entropy=True, tensor_parallel_overlap=True, reduce_grads_in_bf16=True),
 }
-"""Training software by name (``parbench simulate --software``): torch's own (torchtitan, FSDP2); Megatron-LM
+"""Training software by name (``parbench simulate --software``): torch's own (FSDP2, DTensor); torchtitan with
+``training.compile`` (torch's scaled_dot_product_attention, FlashAttention-2 on these GPUs, and the loss compiled
+with the model; ``--unfused-elementwise`` makes it eager, its loss too); Megatron-LM
 (its interleaved schedule's overlapped sends, its vocabulary-parallel cross-entropy); Megatron-DeepSpeed
 (DeepSpeed's pipeline engine around Megatron's layers); and NVIDIA's NeMo / Megatron-Bridge performance
 recipes: Transformer Engine's FP8 modules under FP8, the distributed optimizer's overlapped parameter

@@ -262,6 +262,15 @@ def test_software_nemo_is_the_recipes_flags_and_gives_the_published_rows_layout(
     a100 = json.loads(capsys.readouterr().out)["layout"]
     assert a100["attention_kernel"] == "flash2" and not a100["te_fp8"] and a100["tp_comm_overlap"]
     assert SOFTWARE["nemo"].tp_flags(1) == {"sequence_parallel": False, "tp_comm_overlap": False}
+    titan = ["simulate", "--model", "llama3-8b", "--gpus", "8", "--zero", "3", "--software", "torchtitan", "--format", "json"]
+    main([*titan, "--cluster", "a100-80gb"])
+    compiled = json.loads(capsys.readouterr().out)["layout"]
+    assert compiled["attention_kernel"] == "flash2" and compiled["compiled_loss"] and compiled["fused_elementwise"]
+    main([*titan, "--cluster", "a100-80gb", "--unfused-elementwise"])
+    eager = json.loads(capsys.readouterr().out)["layout"]
+    assert not eager["compiled_loss"] and not eager["fused_elementwise"]
+    main([*titan, "--cluster", "h100-96gb"])  # no FlashAttention-2 figure of its own: the preset's attention efficiency
+    assert json.loads(capsys.readouterr().out)["layout"]["attention_kernel"] == ""
 
 
 def test_search_applies_the_tensor_parallel_overlap_to_every_layout_with_tp(capsys):
