@@ -305,7 +305,9 @@ def _nemo() -> list[Run]:
     """NeMo 24.07's DGX-H100 FP8 pre-training table: (model, GPUs, GBS, MBS, sequence, TP, PP, CP, VP,
     tokens/s per GPU), every layout as printed. Beyond what ``_nvidia_fp8`` states for NVIDIA's recipes, the
     launcher's ``gpt3/*_fp8_performance.yaml`` (commit 1e46ac6) set selective recomputation (the attention
-    core) for GPT-3; the Llama and Nemotron configs set none."""
+    core) for GPT-3; the Llama and Nemotron configs set none. The table's fine-tuning rows are left out: SFT packs
+    short SQuAD samples into 4096 tokens that attend only within each sample, and LoRA trains adapters alone;
+    the model represents neither."""
     table = (("gpt3-5b", 64, 2048, 4, 2048, 1, 1, 1, 1, 22521), ("gpt3-20b", 64, 256, 2, 2048, 2, 1, 1, 1, 5851),
              ("gpt3-175b", 128, 256, 1, 2048, 4, 8, 1, 6, 726), ("gpt3-175b", 512, 2048, 2, 2048, 4, 8, 1, 6, 782),
              ("llama2-7b", 8, 128, 1, 4096, 1, 1, 1, 1, 16847), ("llama2-13b", 16, 128, 1, 4096, 1, 4, 1, 10, 8646),
