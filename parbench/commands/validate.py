@@ -38,12 +38,13 @@ def handle(a: argparse.Namespace) -> int:
     published, sources = _published() if a.published else ([], [])
     runs, run_sources = _published_runs() if a.published else ([], [])
     series = _trends(runs)
+    splits = _splits(runs)
     ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
         print(json.dumps({"summary": summary, "noise_floor": noise, "terms": terms, "runs": rows, "skipped": skipped,
                           "published": published, "published_by_source": sources,
                           "published_memory_runs": runs, "published_memory_by_source": run_sources,
-                          "published_trends": series}, default=str))
+                          "published_trends": series, "published_splits": splits}, default=str))
         return 0 if ok else 1
     if cluster:
         _print_local(rows, skipped, summary, terms, noise)
@@ -59,6 +60,7 @@ def handle(a: argparse.Namespace) -> int:
         _print_published(published, sources)
     _print_runs_by_source(run_sources)
     _print_trends(series)
+    _print_splits(splits)
     return 0 if ok else 1
 
 
@@ -77,6 +79,26 @@ def _print_trends(series: dict) -> None:
               f"predicted {t['predicted_sign']:+d}  {'ok' if t['match'] else 'WRONG'}")
     right = sum(t["match"] for t in series.values())
     print(f"  trend sign right on {right} of {len(series)} series")
+
+
+def _splits(runs: list[dict]) -> dict:
+    from parbench.sim.published import fixed_and_per_micro_batch
+
+    return fixed_and_per_micro_batch(runs)
+
+
+def _print_splits(splits: dict) -> None:
+    if not splits:
+        return
+    print("\none layout at several micro-batch counts m per step: step = fixed + m x per-micro-batch, fitted to the "
+          "published and to the predicted steps:")
+    print(f"  {'layout':<52}{'m':>14}{'per-micro-batch s':>19}{'err %':>7}{'fixed s':>16}{'line fit':>10}")
+    for name, s in splits.items():
+        ms = "-".join(map(str, (s["micro_batches"][0], s["micro_batches"][-1])))
+        print(f"  {name[:51]:<52}{ms:>14}{s['per_micro_batch_s_published']:>9.4f} /{s['per_micro_batch_s_predicted']:>8.4f}"
+              f"{s['per_micro_batch_error_pct']:>+7.1f}{s['fixed_s_published']:>7.2f} /{s['fixed_s_predicted']:>7.2f}"
+              f"{s['fit_max_pct']:>9.1f}%")
+    print("  (published / predicted; line fit: the published rows' largest distance from their own line)")
 
 
 def _published_runs() -> tuple[list[dict], list[dict]]:

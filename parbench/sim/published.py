@@ -232,6 +232,37 @@ def trends(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
+def fixed_and_per_micro_batch(rows: list[dict]) -> dict[str, dict]:
+    """Where a source ran one layout at two or more micro-batch counts per step (more data-parallel ranks at
+    the same global batch, or a larger global batch on the same ranks), its step time splits in two: a part
+    that grows with the count m (each micro-batch's compute and transfers) and a part that does not (pipeline
+    fill and drain, the gradient reduction and optimizer step after the flush). Fitting step = fixed + m x
+    per_micro_batch to the published step times and, apart, to the predicted ones (``fit.fit_alpha_beta``:
+    least squares of the relative residuals, both parts >= 0) says which part the model gets wrong.
+
+    Rows carry ``split`` (the layout without its data-parallel degree, global batch and micro-batch count;
+    '' where not comparable), ``split_label`` (a group is named by its rows' scaling series where one has it), ``micro_batches``, ``step_s_published`` and ``step_s_predicted``.
+    A group needs two distinct counts; ``fit_max_pct``: how far the published rows lie from their own line."""
+    from parbench.sim.fit import fit_alpha_beta, pct_errors
+
+    out = {}
+    for key in dict.fromkeys(r["split"] for r in rows if r.get("split")):
+        group = sorted((r for r in rows if r.get("split") == key), key=lambda r: r["micro_batches"])
+        ms = [r["micro_batches"] for r in group]
+        if len(set(ms)) < 2:
+            continue
+        published = fit_alpha_beta(ms, [r["step_s_published"] for r in group])
+        predicted = fit_alpha_beta(ms, [r["step_s_predicted"] for r in group])
+        label = next((r["series"] for r in group if r.get("series")), group[0]["split_label"])
+        out[label] = {
+            "source": group[0]["source"], "rows": [r["name"] for r in group], "micro_batches": ms,
+            "fixed_s_published": published[0], "fixed_s_predicted": predicted[0],
+            "per_micro_batch_s_published": published[1], "per_micro_batch_s_predicted": predicted[1],
+            "per_micro_batch_error_pct": (predicted[1] - published[1]) / published[1] * 100,
+            "fit_max_pct": max(pct_errors(*published, ms, [r["step_s_published"] for r in group]))}
+    return out
+
+
 def per_source(rows: list[dict]) -> list[dict]:
     """Per source: rows, mean and max |error| % of the iteration time, and each scaling series' trend."""
     out = []

@@ -30,7 +30,8 @@ layout arithmetic the source states (global batch = local batch x data-parallel 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import hashlib
+from dataclasses import dataclass, field, fields, replace
 
 from parbench.config import Schedule, Strategy
 from parbench.sim.architecture import Architecture
@@ -372,6 +373,27 @@ def _metric(p: Prediction, run: Run) -> float | None:
     return None
 
 
+def _published_step_s(p: Prediction, run: Run, metric: float | None) -> float | None:
+    """The published step time: as printed, or the predicted step scaled by predicted / published metric
+    (tokens/s per GPU and MFU are both inversely proportional to the step time of a fixed layout)."""
+    if not run.metric or not metric:
+        return None
+    return run.value if run.metric == "s_per_iteration" else p.step_time_s * metric / run.value
+
+
+def _split_key(run: Run) -> str:
+    """What must match for two runs to share their per-micro-batch work (source, device, model, and the
+    layout but for its data-parallel degree, global batch and micro-batch count), as a short digest."""
+    lay = run.layout
+    rest = {f.name: getattr(lay, f.name) for f in fields(lay) if f.name not in ("dp", "global_batch_size", "micro_batches")}
+    key = repr((run.source, run.cluster, replace(run.arch, name=""), lay.global_batch_size // (lay.dp * lay.micro_batches), rest))
+    return hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+def _split_label(run: Run) -> str:
+    return run.series or run.name.rsplit(" GBS ", 1)[0]
+
+
 def compare_runs() -> list[dict]:
     """Each run beside its prediction: fits?, predicted peak (allocator) memory, the metric and errors in %."""
     out = []
@@ -382,6 +404,9 @@ def compare_runs() -> list[dict]:
         mem = (p.peak_memory_bytes - p.memory.context_bytes) / 2**30  # the worst rank's allocator peak
         out.append({"source": run.source, "table": run.table, "name": run.name, "cluster": run.cluster,
                     "gpus": run.layout.world_size, "series": run.series,
+                    "split": _split_key(run) if run.ran and run.metric else "", "split_label": _split_label(run),
+                    "micro_batches": run.layout.micro_batches, "step_s_predicted": p.step_time_s,
+                    "step_s_published": _published_step_s(p, run, metric),
                     "ran": run.ran, "predicted_fits": p.feasible, "peak_gib_predicted": p.peak_memory_bytes / 2**30,
                     "allocator_gib_predicted": mem, "memory_gib_published": run.memory_gib,
                     "memory_error_pct": (mem - run.memory_gib) / run.memory_gib * 100 if run.memory_gib else None,

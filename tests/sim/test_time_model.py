@@ -651,3 +651,54 @@ def test_every_gpu_preset_cites_its_figures_and_the_new_ones_match_their_datashe
     assert (b200.peak_flops, b200.peak_flops_fp8, b200.memory_bytes) == (4.5e15 / 2, 9e15 / 2, 180e9)
     assert (gb200.peak_flops, gb200.peak_flops_fp8, gb200.memory_bytes) == (5e15 / 2, 10e15 / 2, 186e9)
     assert b200.intra.bandwidth_bytes_per_s == 0.8 * 1.8e12 / 2 and gb200.gpus_per_node == 72
+
+
+# --- which part of the step the model gets wrong: fixed or per micro-batch -------------------------
+
+def test_fixed_and_per_micro_batch_parts_recover_a_known_line():
+    """Rows whose steps lie on 2 s + m x 0.25 s give back those parts; the predicted steps, 10% slower per
+    micro-batch with the same fixed part, read as +10.0% per micro-batch; a row that does not share the
+    layout (another ``split``) and a group with one micro-batch count are left out."""
+    from parbench.sim.published import fixed_and_per_micro_batch
+
+    def row(name, m, split="a"):
+        return {"name": name, "source": "S", "series": "", "split": split, "split_label": "A", "micro_batches": m,
+                "step_s_published": 2 + 0.25 * m, "step_s_predicted": 2 + 0.275 * m}
+
+    got = fixed_and_per_micro_batch([row("x", 96), row("y", 384), row("z", 192), row("w", 8, "b"), row("v", 8, "b")])
+    assert list(got) == ["A"]
+    a = got["A"]
+    assert a["micro_batches"] == [96, 192, 384] and a["rows"] == ["x", "z", "y"]
+    assert a["fixed_s_published"] == pytest.approx(2.0) and a["fixed_s_predicted"] == pytest.approx(2.0)
+    assert a["per_micro_batch_s_published"] == pytest.approx(0.25)
+    assert a["per_micro_batch_error_pct"] == pytest.approx(10.0)
+    assert a["fit_max_pct"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
+    """The groups come from the rows themselves: SC21's two Table 2 series and MT-NLG (one layout, more
+    data-parallel ranks at one global batch), Megatron-Bridge's 405B on 1024 H100 (GBS 512 and 1536 on one
+    layout); not the GB200 pair (one micro-batch count) nor torchtitan's 1F1B / interleaved pair (two
+    schedules). SC21 Table 1's 529.6B row shares Table 2's layout and joins its series. MT-NLG's published parts, by numpy's unweighted least squares on the printed times (60.1,
+    50.2, 44.4 s at 240, 192, 160 micro-batches), to the weighted fit's precision."""
+    import numpy as np
+
+    from parbench.sim.published import fixed_and_per_micro_batch
+    from parbench.sim.published_memory import compare_runs
+
+    splits = fixed_and_per_micro_batch(compare_runs())
+    assert set(splits) == {"SC21 174.6B", "SC21 529.6B", "MT-NLG 530B", "llama3-405b 1024 H100 MBS 1 TP 8 PP 8 CP 2 VP 8"}
+    mt = splits["MT-NLG 530B"]
+    assert mt["micro_batches"] == [160, 192, 240]
+    slope, intercept = np.polyfit([240, 192, 160], [60.1, 50.2, 44.4], 1)
+    assert mt["per_micro_batch_s_published"] == pytest.approx(slope, rel=0.01)
+    assert mt["fixed_s_published"] == pytest.approx(intercept, rel=0.05)
+    assert splits["SC21 174.6B"]["micro_batches"] == [96, 192, 384]  # 1536 samples over dp 16, 8, 4
+    # Table 1's 529.6B row (2520 samples over dp 9) runs Table 2's layout at Table 2's 2240-GPU count of 280
+    assert splits["SC21 529.6B"]["micro_batches"] == [280, 280, 560, 1120]
+    bridge = splits["llama3-405b 1024 H100 MBS 1 TP 8 PP 8 CP 2 VP 8"]
+    assert bridge["micro_batches"] == [64, 192]  # GBS 512 and 1536 over dp 8 (1024 / (8 x 8 x 2))
+    # two points lie on their line; the published step of GBS 512 is 512 x 8192 tokens / (292 x 1024 GPUs)
+    assert bridge["fit_max_pct"] == pytest.approx(0.0, abs=1e-6)
+    assert bridge["fixed_s_published"] + 64 * bridge["per_micro_batch_s_published"] == \
+        pytest.approx(512 * 8192 / (292 * 1024), rel=1e-9)
