@@ -88,3 +88,37 @@ def terms_figure(frame: pd.DataFrame) -> go.Figure:
     fig.add_trace(go.Bar(x=labels, y=measured, name="measured (median)"))
     fig.add_trace(go.Bar(x=labels, y=predicted, name="predicted (median)"))
     return fig.update_layout(barmode="group", yaxis_title="ms per step", title="step time by term")
+
+
+def published_errors_figure(rows: list[dict]) -> go.Figure:
+    """Every published run with a metric (``published_memory.compare_runs``): its signed error in % (predicted
+    against published), one row of points per source, the per-source targets shaded (|mean| <= 5%, each row
+    within 12%). Points right of zero are predicted faster (or, for iteration times, slower) than published."""
+    fig = go.Figure()
+    have = [r for r in rows if r.get("metric_error_pct") is not None]
+    if not have:
+        return fig.update_layout(title="no published rows")
+    fig.add_vrect(x0=-5, x1=5, fillcolor="green", opacity=0.08, line_width=0)
+    for x in (-12, 12):
+        fig.add_vline(x=x, line={"dash": "dot", "color": "gray"})
+    for source in dict.fromkeys(r["source"] for r in have):
+        mine = [r for r in have if r["source"] == source]
+        label = source.split(" @")[0][:48]
+        fig.add_trace(go.Scatter(x=[r["metric_error_pct"] for r in mine], y=[label] * len(mine), mode="markers",
+                                 name=label, text=[f"{r['name']} ({r['cluster']}, {r['gpus']} GPUs)" for r in mine],
+                                 hovertemplate="%{text}: %{x:+.1f}%<extra></extra>", marker={"size": 9}))
+    return fig.update_layout(title="Published runs: prediction error per row (%, shaded: within 5%; dotted: 12%)",
+                             xaxis_title="predicted vs published metric (%)", showlegend=False,
+                             height=160 + 40 * len({r["source"] for r in have}))
+
+
+def published_split_frame(splits: dict[str, dict]) -> pd.DataFrame:
+    """``published.fixed_and_per_micro_batch`` as a table: per layout, the micro-batch counts and the fixed and
+    per-micro-batch parts of the step, published beside predicted (seconds)."""
+    return pd.DataFrame([{"layout": name, "source": s["source"],
+                          "micro-batches": f"{s['micro_batches'][0]}-{s['micro_batches'][-1]}",
+                          "per micro-batch published s": s["per_micro_batch_s_published"],
+                          "per micro-batch predicted s": s["per_micro_batch_s_predicted"],
+                          "per micro-batch error %": s["per_micro_batch_error_pct"],
+                          "fixed published s": s["fixed_s_published"], "fixed predicted s": s["fixed_s_predicted"]}
+                         for name, s in splits.items()])

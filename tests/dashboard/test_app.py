@@ -23,7 +23,7 @@ VIEW_CHARTS = {  # view key -> chart keys it must draw on the fixture
     "step_time": ("step-time-box",),
     "compare": ("compare-ratios",),
     "correctness": ("loss-curves", "loss-diff"),
-    "simulator": ("sim-whatif-memory", "sim-whatif-time"),
+    "simulator": ("sim-whatif-memory", "sim-whatif-time", "sim-published"),
 }
 TITLES = {k: m.TITLE for k, m in VIEWS}
 
@@ -183,6 +183,25 @@ def test_simulator_what_if_needs_no_calibration(monkeypatch):
     assert any("parbench calibrate" in i.value for i in at.info)
     at.number_input(key="sim-tp").set_value(3).run()  # 3 does not divide 32 heads
     assert not at.exception
+
+
+def test_simulator_shows_the_published_runs_without_calibration(monkeypatch):
+    """The published comparison (``validate --published``) in the view: one row of points per source with a
+    metric, the per-source table, and the layouts split into fixed and per-micro-batch parts."""
+    from parbench.sim.published_memory import compare_runs
+
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    assert not at.exception
+    runs = compare_runs()
+    with_metric = {r["source"] for r in runs if r["metric"]}
+    traces = figure(at, "sim-published")["data"]
+    assert len(traces) == len(with_metric)
+    assert sum(len(t["x"]) for t in traces) == sum(r["metric_error_pct"] is not None for r in runs)
+    frames = [d.value for d in at.dataframe]
+    sources = next(f for f in frames if "memory mean |error| %" in f.columns)
+    assert set(sources["source"]) == {r["source"] for r in runs}
+    splits = next(f for f in frames if "fixed published s" in f.columns)
+    assert "MT-NLG 530B" in set(splits["layout"])
 
 
 def test_corrupt_record_is_a_visible_warning_and_skipped(monkeypatch, results_copy):
