@@ -91,9 +91,10 @@ def terms_figure(frame: pd.DataFrame) -> go.Figure:
 
 
 def published_errors_figure(rows: list[dict]) -> go.Figure:
-    """Every published run with a metric (``published_memory.compare_runs``): its signed error in % (predicted
-    against published), one row of points per source, the per-source targets shaded (|mean| <= 5%, each row
-    within 12%). Points right of zero are predicted faster (or, for iteration times, slower) than published."""
+    """Every published run with a metric (``published_memory.compare_runs``): its predicted rate against the
+    published one in %, one row of points per source, the per-source targets shaded (|mean| <= 5%, each row
+    within 12%). Rates throughout (an iteration time t becomes 1/t), so right of zero is always predicted
+    faster than published."""
     fig = go.Figure()
     have = [r for r in rows if r.get("metric_error_pct") is not None]
     if not have:
@@ -103,13 +104,21 @@ def published_errors_figure(rows: list[dict]) -> go.Figure:
         fig.add_vline(x=x, line={"dash": "dot", "color": "gray"})
     for source in dict.fromkeys(r["source"] for r in have):
         mine = [r for r in have if r["source"] == source]
-        label = source.split(" @")[0][:48]
-        fig.add_trace(go.Scatter(x=[r["metric_error_pct"] for r in mine], y=[label] * len(mine), mode="markers",
+        label = source[:56]
+        fig.add_trace(go.Scatter(x=[_rate_error_pct(r) for r in mine], y=[label] * len(mine), mode="markers",
                                  name=label, text=[f"{r['name']} ({r['cluster']}, {r['gpus']} GPUs)" for r in mine],
                                  hovertemplate="%{text}: %{x:+.1f}%<extra></extra>", marker={"size": 9}))
-    return fig.update_layout(title="Published runs: prediction error per row (%, shaded: within 5%; dotted: 12%)",
-                             xaxis_title="predicted vs published metric (%)", showlegend=False,
+    return fig.update_layout(title="Published runs: predicted vs published throughput per row (%, shaded: within 5%; "
+                                   "dotted: 12%)", xaxis_title="predicted faster (+) or slower (-) than published, %",
+                             showlegend=False,
                              height=160 + 40 * len({r["source"] for r in have}))
+
+
+def _rate_error_pct(row: dict) -> float:
+    """A row's error as a rate: tokens/s and MFU as they are, an iteration time's (published / predicted - 1)."""
+    if row["metric"] == "s_per_iteration":
+        return (row["published"] / row["predicted"] - 1) * 100
+    return row["metric_error_pct"]
 
 
 def published_split_frame(splits: dict[str, dict]) -> pd.DataFrame:
