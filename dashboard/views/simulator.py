@@ -89,18 +89,24 @@ def _published() -> tuple[list[dict], list[dict], dict]:
     return rows, summarize_by_source(rows), fixed_and_per_micro_batch(rows)
 
 
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
 def published_section() -> None:
     """Every published run the simulator is checked on (``parbench validate --published``): each row's error
     by source, the per-source summary, and the layouts split into fixed and per-micro-batch parts."""
     rows, sources, splits = _published()
     st.plotly_chart(sim_charts.published_errors_figure(rows), key="sim-published")
     table = pd.DataFrame([{"source": s["source"], "rows": s["rows"], "metric": s["metric"],
-                           "mean |error| %": s["metric_mean_abs_error_pct"], "max |error| %": s["metric_max_abs_error_pct"],
-                           "memory rows": s["memory_rows"], "memory mean |error| %": s["memory_mean_abs_error_pct"],
+                           "mean |error| %": _round(s["metric_mean_abs_error_pct"]),
+                           "max |error| %": _round(s["metric_max_abs_error_pct"]), "memory rows": s["memory_rows"],
+                           "memory mean |error| %": _round(s["memory_mean_abs_error_pct"]),
                            "trained, predicted to fit": f"{s['ran_predicted_to_fit']} of {s['ran']}",
                            "OOM, predicted not to fit": f"{s['infeasible_predicted_not_to_fit']} of {s['infeasible']}"}
                           for s in sources])
-    st.dataframe(table, key="sim-published-sources", hide_index=True)
+    st.dataframe(table, key="sim-published-sources", hide_index=True,
+                 column_config={"source": st.column_config.TextColumn(width="medium")})
     st.caption("One layout at several micro-batch counts per step: the step split into a fixed part (pipeline fill "
                "and drain, gradient reduction, optimizer) and a per-micro-batch part, published beside predicted.")
     st.dataframe(sim_charts.published_split_frame(splits), key="sim-published-splits", hide_index=True)

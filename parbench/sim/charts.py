@@ -123,11 +123,11 @@ def _rate_error_pct(row: dict) -> float:
 
 def published_split_frame(splits: dict[str, dict]) -> pd.DataFrame:
     """``published.fixed_and_per_micro_batch`` as a table: per layout, the micro-batch counts and the fixed and
-    per-micro-batch parts of the step, published beside predicted (seconds)."""
-    return pd.DataFrame([{"layout": name, "source": s["source"],
-                          "micro-batches": f"{s['micro_batches'][0]}-{s['micro_batches'][-1]}",
-                          "per micro-batch published s": s["per_micro_batch_s_published"],
-                          "per micro-batch predicted s": s["per_micro_batch_s_predicted"],
-                          "per micro-batch error %": s["per_micro_batch_error_pct"],
-                          "fixed published s": s["fixed_s_published"], "fixed predicted s": s["fixed_s_predicted"]}
+    per-micro-batch ("per-mb") parts of the step, published beside predicted (seconds)."""
+    return pd.DataFrame([{"layout": name, "micro-batches": f"{s['micro_batches'][0]}-{s['micro_batches'][-1]}",
+                          "per-mb published s": round(s["per_micro_batch_s_published"], 4),
+                          "per-mb predicted s": round(s["per_micro_batch_s_predicted"], 4),
+                          "per-mb error %": round(s["per_micro_batch_error_pct"], 1),
+                          "fixed published s": round(s["fixed_s_published"], 2),
+                          "fixed predicted s": round(s["fixed_s_predicted"], 2)}
                          for name, s in splits.items()])
