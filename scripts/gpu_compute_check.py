@@ -18,7 +18,10 @@ prediction for the same shape on the ``--cluster`` preset:
    sequence 2048, vocabulary 51200; bf16 autocast as the runner's ``--precision bf16``; the runner's
    AdamW, and a fused AdamW after it) at several batch sizes: forward, backward and optimizer timed apart,
    and the allocator's peak, beside the simulator's ``compute_parts_s``, ``time_optimizer_s`` and
-   ``peak_memory_bytes``.
+   ``peak_memory_bytes``;
+6. the GEMM curve t = fixed + flops / (efficiency x peak) fitted to the bf16 GEMMs of 2 and 3
+   (``parbench.sim.efficiency_fits.fit_gemm_curve``) beside the preset's ``gemm_overhead_s`` and
+   ``gemm_efficiency``.
 
 Every timing is the median of several calls after warm-up calls, by CUDA events (``time.perf_counter``
 with ``--smoke``, which runs tiny shapes on the CPU to check this script's code, not the hardware).
@@ -40,6 +43,7 @@ import torch.nn.functional as F
 
 from parbench.config import RunConfig, WorkloadConfig
 from parbench.sim import layout_from_run, load_cluster, model_spec, predict
+from parbench.sim.efficiency_fits import fit_gemm_curve
 from parbench.sim.timing import gemm_bytes, gemm_time_s, unit_times_s
 from parbench.workloads import transformer
 
@@ -269,6 +273,13 @@ def main(argv: list[str] | None = None) -> dict:
             result[name] = section()
         except Exception as e:  # noqa: BLE001 - recorded in the output, the script goes on
             result[name] = {"error": f"{type(e).__name__}: {e}"[:500]}
+    if all(isinstance(result[k], list) for k in ("gemm_square", "gemm_model")):
+        try:
+            fit = fit_gemm_curve(result["gemm_square"] + result["gemm_model"], cluster.peak_flops)
+            result["gemm_curve"] = {**fit, "preset_fixed_s": cluster.gemm_overhead_s,
+                                    "preset_efficiency": cluster.gemm_efficiency}
+        except ValueError as e:  # too few GEMMs above the launch floor to fit a line
+            result["gemm_curve"] = {"error": str(e)}
     text = json.dumps(result, indent=1, default=str)
     print(text)
     if a.out:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from parbench.sim.fit import fit_alpha_beta
 from parbench.sim.hardware import HOPPER_FLASH3_OVER_FLASH2, PRESETS, Cluster
 from parbench.sim.model import architecture_spec
 from parbench.sim.predict import predict
@@ -88,3 +89,54 @@ def fit_overlap_interference() -> float:
                        / r.value - 1) for r in mine) / len(mine)
 
     return min((round(0.05 * i, 2) for i in range(21)), key=mae)
+
+
+LAUNCH_BOUND = 1.5
+"""A measured GEMM within this factor of the fastest one timed is bound by its launch, not its kernel, and
+stays out of ``fit_gemm_curve``: on one H200 the 256-, 512- and 1024-wide square GEMMs read 21.6, 21.7 and
+30.0 us, the time torch takes to launch one from the host (2048-wide: 38.2 us)."""
+
+
+def fit_gemm_curve(rows: list[dict], peak_flops: float) -> dict:
+    """A device's GEMM curve, t = fixed + flops / (efficiency x peak), fitted to measured bf16 GEMMs
+    (``scripts/gpu_compute_check.py``'s rows: m, k, n, measured_s) by the calibration's least squares on
+    relative error (``fit.fit_alpha_beta``); the launch-bound ones are left out (``LAUNCH_BOUND``), so
+    ``rows`` must hold one small enough to show the launch floor (the check's 256-wide square)."""
+    timed = [r for r in rows if r.get("dtype", "bf16") == "bf16"]
+    floor = min(r["measured_s"] for r in timed)
+    kept = [r for r in timed if r["measured_s"] >= LAUNCH_BOUND * floor]
+    flops = [2.0 * r["m"] * r["k"] * r["n"] for r in kept]
+    fixed, per_flop = fit_alpha_beta(flops, [r["measured_s"] for r in kept])
+    worst = max(abs((fixed + per_flop * f) / r["measured_s"] - 1) for f, r in zip(flops, kept))
+    return {"fixed_s": fixed, "efficiency": 1.0 / (per_flop * peak_flops), "gemms": len(kept),
+            "left_out_launch_bound": len(timed) - len(kept), "max_error_pct": worst * 100}
+
+
+HOPPER_PRESETS = ("h100-sxm", "h100-96gb", "h200-sxm", "b200", "gb200-nvl72")
+"""The presets that carry the H100's fitted pair (the Blackwell ones inherit it, nothing refitted)."""
+
+
+def gemm_overhead_grid(overheads: tuple[float, ...] = (0.0, 5e-6, 10e-6, 15e-6, 22e-6)) -> list[dict]:
+    """A check, not a fit: for each fixed cost per GEMM on the Hopper presets, the pair refitted to
+    llm-foundry's H100 rows (``fit_foundry_efficiencies``) and every source's mean |error| with it. The
+    presets are swapped for the duration of each step and restored."""
+    from parbench.sim.published import compare_published, per_source
+    from parbench.sim.published_memory import compare_runs, summarize_by_source
+
+    saved = {n: PRESETS[n] for n in HOPPER_PRESETS}
+    out = []
+    try:
+        for overhead in overheads:
+            for n in HOPPER_PRESETS:
+                PRESETS[n] = replace(saved[n], gemm_overhead_s=overhead)
+            gemm, attention = fit_foundry_efficiencies("h100-sxm")
+            for n in HOPPER_PRESETS:
+                PRESETS[n] = replace(PRESETS[n], gemm_efficiency=gemm, attention_efficiency=attention,
+                                     attention_kernels={"flash3": round(attention * HOPPER_FLASH3_OVER_FLASH2, 2)})
+            means = {s["source"]: s["metric_mean_abs_error_pct"] for s in summarize_by_source(compare_runs())
+                     if s["metric_mean_abs_error_pct"] is not None}
+            means.update({s["source"]: s["mean_abs_error_pct"] for s in per_source(compare_published())})
+            out.append({"gemm_overhead_s": overhead, "gemm": gemm, "attention": attention, "mean_abs_error_pct": means})
+    finally:
+        PRESETS.update(saved)
+    return out

@@ -335,6 +335,8 @@ def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes
     assert b2["batch"] == 2 and b2["params"] == 118528  # 2 x 12 d^2 + 13 d (blocks), (128 + 32 + 128) d + 2 d
     assert all(b2["measured_s"][k] > 0 and b2["predicted_s"][k] > 0
                for k in ("forward", "backward", "optimizer", "optimizer_fused"))
+    curve = out["gemm_curve"]  # fitted to the smoke GEMMs, beside the preset it was run for
+    assert curve["gemms"] >= 2 and (curve["preset_fixed_s"], curve["preset_efficiency"]) == (5e-6, 0.60)
     assert PRESETS["h200-sxm"].peak_flops == 989e12 and PRESETS["h200-sxm"].memory_bandwidth_bytes_per_s == 0.8 * 4800e9
 
 
@@ -642,7 +644,7 @@ def test_every_gpu_preset_cites_its_figures_and_the_new_ones_match_their_datashe
     """Each preset names a source for every physical figure; the A100 40GB and Blackwell presets carry the
     datasheets' numbers (dense = half the sparse figure; memory as printed), at the derating every preset uses."""
     need = ("peak_flops", "memory_bytes", "memory_bandwidth_bytes_per_s", "intra", "inter", "gemm_efficiency",
-            "attention_efficiency", "fragmentation", "context_bytes")
+            "attention_efficiency", "fragmentation", "context_bytes", "gemm_overhead_s")
     for name, cluster in PRESETS.items():
         assert not [k for k in need if not cluster.sources.get(k)], name
     a100_40, b200, gb200 = PRESETS["a100-40gb"], PRESETS["b200"], PRESETS["gb200-nvl72"]
@@ -702,3 +704,19 @@ def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
     assert bridge["fit_max_pct"] == pytest.approx(0.0, abs=1e-6)
     assert bridge["fixed_s_published"] + 64 * bridge["per_micro_batch_s_published"] == \
         pytest.approx(512 * 8192 / (292 * 1024), rel=1e-9)
+
+
+def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
+    """At the presets' own 5 us the grid refits the pair they carry and gives each source the mean |error|
+    that ``validate --published`` reports; the presets it swapped are the same objects afterwards."""
+    from parbench.sim.efficiency_fits import HOPPER_PRESETS, gemm_overhead_grid
+    from parbench.sim.published_memory import compare_runs, summarize_by_source
+
+    before = {n: PRESETS[n] for n in HOPPER_PRESETS}
+    (row,) = gemm_overhead_grid((5e-6,))
+    assert all(PRESETS[n] is before[n] for n in HOPPER_PRESETS)
+    assert (row["gemm"], row["attention"]) == (0.60, 0.19)
+    for s in summarize_by_source(compare_runs()):
+        if s["metric_mean_abs_error_pct"] is not None:
+            assert row["mean_abs_error_pct"][s["source"]] == pytest.approx(s["metric_mean_abs_error_pct"], abs=1e-9)
+    assert row["mean_abs_error_pct"]["Smith et al. 2022 (MT-NLG)"] == pytest.approx(11.2, abs=0.05)
