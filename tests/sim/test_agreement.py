@@ -10,7 +10,7 @@ import pytest
 
 from parbench.cli import main
 from parbench.config import RunConfig, Strategy, WorkloadConfig
-from parbench.launch import run
+from parbench.launch import References, run
 from parbench.sim import PRESETS
 from parbench.sim.calibrate import machine_drift
 from parbench.sim.hardware import cluster_to_dict, profile_path
@@ -60,9 +60,11 @@ def _config(strategy: Strategy, index: int) -> RunConfig:
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    """One real run per case, all written to one results directory."""
+    """One real run per case, all written to one results directory; runs of one workload and batch share
+    their single-process reference, as a sweep's do (19 cases, 8 references)."""
     out = tmp_path_factory.mktemp("sim-agreement")
-    records = {case: run(_config(*case), results_dir=out) for case in CASES}
+    references = References()
+    records = {case: run(_config(*case), results_dir=out, references=references) for case in CASES}
     return out, records
 
 
