@@ -355,7 +355,7 @@ with the model; ``--unfused-elementwise`` makes it eager, its loss too); Megatro
 (DeepSpeed's pipeline engine around Megatron's layers); and NVIDIA's NeMo / Megatron-Bridge performance
 recipes: Transformer Engine's FP8 modules under FP8, the distributed optimizer's overlapped parameter
 gather, overlapped pipeline sends, sequence parallelism with the tensor-parallel overlap, gradients reduced
-in bf16, and the Hopper attention kernel (``parbench.sim.published_memory._nvidia_fp8``, the recipes' files)."""
+in bf16, and the Hopper attention kernel (``parbench.sim.published_memory._nvidia``, the recipes' files)."""
 
 
 RUN_PRECISIONS = {"fp32": Precision(gemm_dtype="fp32"), "tf32": Precision(gemm_dtype="tf32"), "bf16": PRECISIONS["amp"]}

@@ -25,6 +25,12 @@ layout arithmetic the source states (global batch = local batch x data-parallel 
   distributed optimizer with ``overlap_grad_reduce`` and ``overlap_param_gather``, tensor-parallel
   communication overlap, pipeline sends overlapped with compute (``CommOverlapConfig`` sets ``overlap_p2p_comm``
   where pp > 1 and vp > 1, gradients reduced in bf16 (``grad_reduce_in_fp32 = False``), sequence parallelism.
+- NVIDIA's DGX Cloud benchmarking recipes (github.com/NVIDIA/dgxc-benchmarking): ``nemo_megatron/README_175b.md``
+  at commit 0b71cfda5163540778e2a3d2db59858bf62f96f7, ``llama3.1/README_405b.md``, ``llama3.1/README_70b.md``
+  and ``nemotron/README_340b.md`` at commit 143b90dd91f9be958fed4773ae95d941a3356a82: GPT-3 175B, Llama 3.1
+  405B and 70B and Nemotron-4 340B pre-training on 64 to 2304 DGX H100 GPUs, each in BF16 and in FP8 with the
+  same layout (TP, PP, CP, VP, MBS as printed; the global batch grows with the GPUs), NeMo containers 24.09
+  and 24.11; seconds per step (the last of 50 or 100 steps).
 - Megatron-LM's runs in ``parbench.sim.published.PUBLISHED`` (Narayanan et al. SC21 Tables 1-2, MT-NLG).
 """
 
@@ -48,6 +54,7 @@ TT_H200 = "torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md @bcdeaa3"
 FOUNDRY = "llm-foundry scripts/train/benchmarking/README.md @061f2c7"
 MBRIDGE = "Megatron-Bridge docs/performance-summary.md (DGX H100, B200, GB200; FP8)"
 NEMO = "NeMo docs/source/performance/performance_summary.md @070a0bb (24.07, DGX-H100, FP8)"
+DGXC = "NVIDIA dgxc-benchmarking recipes (NeMo 24.09-24.11, DGX H100, BF16 and FP8)"
 INFEASIBLE = "clearly infeasible (states alone exceed the device)"
 
 
@@ -219,14 +226,14 @@ def _foundry() -> list[Run]:
     return rows
 
 
-def _nvidia_fp8(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, vp: int = 1,
-                recompute: str = "none", pipeline_layout: str = "") -> Layout:
-    """The layout of an NVIDIA FP8 performance recipe (NeMo, Megatron-Bridge) as its table prints it (GBS, MBS,
-    TP, PP, CP, VP), run as those recipes run every layout (``SOFTWARE['nemo']``), on the distributed
-    optimizer (ZeRO-1)."""
+def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, vp: int = 1,
+            recompute: str = "none", pipeline_layout: str = "", precision: str = "fp8") -> Layout:
+    """The layout of an NVIDIA performance recipe (NeMo, Megatron-Bridge, DGX Cloud benchmarking) as its table
+    prints it (GBS, MBS, TP, PP, CP, VP, FP8 or BF16), run as those recipes run every layout
+    (``SOFTWARE['nemo']``), on the distributed optimizer (ZeRO-1)."""
     dp = gpus // (tp * pp * cp)
     software = SOFTWARE["nemo"]
-    precision = software.precision_for(PRECISIONS["fp8"])
+    precision = software.precision_for(PRECISIONS[precision])
     schedule = Schedule.INTERLEAVED_1F1B if vp > 1 else Schedule.ONE_F_ONE_B
     return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=gbs,
                   micro_batches=gbs // (dp * mbs), schedule=schedule, virtual_stages=vp, zero=1,
@@ -267,7 +274,7 @@ def _megatron_bridge() -> list[Run]:
         rows.append(Run(source=MBRIDGE, table=f"{container} NeMo container, {system}",
                         name=f"{model} {gpus} {system.removeprefix('DGX-')} MBS {mbs} TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
                         arch=_llama3(model), cluster=clusters[system], metric="tps_per_gpu", value=tps,
-                        layout=_nvidia_fp8(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp,
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp,
                                            pipeline_layout=layout[0] if layout else ""),
                         notes=("FP8-CS", "Transformer Engine", "attention kernel assumed flash3",
                                f"pipeline layout {layout[0]}" if layout else "")))
@@ -304,7 +311,7 @@ def _nemo_arch(model: str, tp: int) -> Architecture:
 
 def _nemo() -> list[Run]:
     """NeMo 24.07's DGX-H100 FP8 pre-training table: (model, GPUs, GBS, MBS, sequence, TP, PP, CP, VP,
-    tokens/s per GPU), every layout as printed. Beyond what ``_nvidia_fp8`` states for NVIDIA's recipes, the
+    tokens/s per GPU), every layout as printed. Beyond what ``_nvidia`` states for NVIDIA's recipes, the
     launcher's ``gpt3/*_fp8_performance.yaml`` (commit 1e46ac6) set selective recomputation (the attention
     core) for GPT-3; the Llama and Nemotron configs set none. The table's fine-tuning rows are left out: SFT packs
     short SQuAD samples into 4096 tokens that attend only within each sample, and LoRA trains adapters alone;
@@ -323,7 +330,7 @@ def _nemo() -> list[Run]:
         rows.append(Run(source=NEMO, table="Pretraining, NeMo 24.07, DGX-H100",
                         name=f"{model} {gpus} H100 MBS {mbs} TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
                         arch=arch, cluster="h100-sxm", metric="tps_per_gpu", value=tps,
-                        layout=_nvidia_fp8(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp, recompute=recompute),
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp, recompute=recompute),
                         notes=("FP8", "Transformer Engine", "attention kernel assumed flash3",
                                "selective recomputation" if recompute != "none" else "")))
     return rows
@@ -359,8 +366,56 @@ def _infeasible() -> list[Run]:
                 arch=MODELS["llama2-70b"].arch, layout=plain(16, 1), ran=False)]
 
 
+DGXC_GPT3 = "nemo_megatron/README_175b.md @0b71cfd"
+DGXC_LLAMA = "llama3.1/README_{size}.md @143b90d"
+DGXC_NEMOTRON = "nemotron/README_340b.md @143b90d"
+
+
+def _dgxc() -> list[Run]:
+    """NVIDIA's DGX Cloud benchmarking tables: (table, model, container, TP, PP, CP, VP, then per column: GPUs,
+    GBS, layers, PP, VP, and the seconds per step in BF16 and in FP8). MBS 1 everywhere. Each README names the
+    layout it must run and the NeMo-Framework-Launcher config it starts from; what the tables leave to those
+    configs is what ``_nvidia`` states for NVIDIA's recipes (no recomputation: the 340B config sets none;
+    ``launcher_scripts/conf/training/nemotron/nemotron_340b.yaml`` also sets sequence parallelism, the
+    tensor-parallel overlap and overlapped pipeline sends). The 405B rows below 576 GPUs are the README's
+    proxy configs: the same layer at 7, 21 or 42 layers (their GBS and PP as printed), not a scaling series.
+    Shapes as ``_nemo_arch`` (GPT-3 with the launcher's hidden dropout). Vocabularies: GPT-3's 50257-token BPE; the 405B recipe's GPT-2 BPE tokenizer (its README: 'uses the
+    GPT2BPETokenizer as a proxy'); the 70B's Llama 3 tokenizer; Nemotron's 256,000; each padded as Megatron
+    pads it."""
+    gpt3 = tuple((g, 2 * g, 96, 8, 12, bf, f8) for g, bf, f8 in zip(
+        (128, 256, 512, 1024, 2048), (8.309, 8.408, 8.42, 8.453, 8.49), (5.626, 5.725, 5.774, 5.82, 5.96)))
+    l405 = ((32, 126, 7, 1, 1, 8.85, 5.80), (96, 126, 21, 3, 7, 8.75, 5.71), (192, 252, 42, 3, 7, 16.93, 11.00),
+            (576, 252, 126, 9, 7, 17.20, 11.24), (1152, 504, 126, 9, 7, 17.52, 11.31), (2304, 1008, 126, 9, 7, 17.62, 12.35))
+    l70 = tuple((g, 2 * g, 80, 4, 5, bf, f8) for g, bf, f8 in zip(
+        (64, 128, 256, 512, 1024, 2048), (14.72, 14.73, 14.8, 14.89, 14.92, 14.98),
+        (11.01, 10.93, 11.16, 11.18, 11.28, 11.39)))
+    nemotron = tuple((g, g // 4, 96, 8, 12, bf, f8) for g, bf, f8 in zip(
+        (128, 256, 512, 1024, 2048), (4.61, 4.67, 4.7, 4.73, 4.84), (3.16, 3.21, 3.26, 3.34, 3.49)))
+    tables = ((DGXC_GPT3, "GPT-3 175B", _nemo_arch("gpt3-175b", 4), "", 4, 1, gpt3),
+              (DGXC_LLAMA.format(size="405b"), "Llama 3.1 405B",
+               replace(MODELS["llama3-405b"].arch, vocab=megatron_padded_vocab(50257, 8)), "24.09", 8, 2, l405),
+              (DGXC_LLAMA.format(size="70b"), "Llama 3.1 70B", _nemo_arch("llama3-70b", 4), "24.09", 4, 2, l70),
+              (DGXC_NEMOTRON, "Nemotron-4 340B", _nemo_arch("nemotron-340b", 8), "24.11", 8, 1, nemotron))
+    rows = []
+    for table, model, arch, container, tp, cp, columns in tables:
+        full = arch.layers
+        for gpus, gbs, layers, pp, vp, *seconds in columns:
+            for precision, s in zip(("bf16", "fp8"), seconds):
+                proxy = layers != full
+                label = f"{model}{f' ({layers}-layer proxy)' if proxy else ''} {precision.upper()}"
+                rows.append(Run(source=DGXC, table=f"{table}{f', {container}' if container else ''}, {precision.upper()}",
+                                name=f"{label} {gpus} H100 TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
+                                arch=replace(arch, layers=layers), cluster="h100-sxm", metric="s_per_iteration",
+                                value=s, series="" if proxy else f"DGXC {model} {precision.upper()}",
+                                layout=_nvidia(gpus=gpus, gbs=gbs, tp=tp, pp=pp, cp=cp, vp=vp, precision=precision),
+                                notes=(precision.upper(), "Transformer Engine", "attention kernel assumed flash3",
+                                       "proxy config" if proxy else "")))
+    return rows
+
+
 def runs() -> list[Run]:
-    return _torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge() + _nemo() + _megatron() + _infeasible()
+    return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge() + _nemo()
+            + _dgxc() + _megatron() + _infeasible())
 
 
 def _metric(p: Prediction, run: Run) -> float | None:
