@@ -389,12 +389,15 @@ def _dgxc() -> list[Run]:
     l70 = tuple((g, 2 * g, 80, 4, 5, bf, f8) for g, bf, f8 in zip(
         (64, 128, 256, 512, 1024, 2048), (14.72, 14.73, 14.8, 14.89, 14.92, 14.98),
         (11.01, 10.93, 11.16, 11.18, 11.28, 11.39)))
+    l8 = tuple((g, 16 * g, 32, 1, 1, bf, f8) for g, bf, f8 in zip(
+        (8, 16, 32, 64, 128), (12.91, 13.00, 13.05, 13.08, 13.10), (9.67, 9.73, 9.75, 9.80, 9.82)))
     nemotron = tuple((g, g // 4, 96, 8, 12, bf, f8) for g, bf, f8 in zip(
         (128, 256, 512, 1024, 2048), (4.61, 4.67, 4.7, 4.73, 4.84), (3.16, 3.21, 3.26, 3.34, 3.49)))
     tables = ((DGXC_GPT3, "GPT-3 175B", _nemo_arch("gpt3-175b", 4), "", 4, 1, gpt3),
               (DGXC_LLAMA.format(size="405b"), "Llama 3.1 405B",
                replace(MODELS["llama3-405b"].arch, vocab=megatron_padded_vocab(50257, 8)), "24.09", 8, 2, l405),
               (DGXC_LLAMA.format(size="70b"), "Llama 3.1 70B", _nemo_arch("llama3-70b", 4), "24.09", 4, 2, l70),
+              (DGXC_LLAMA.format(size="8b"), "Llama 3.1 8B", _nemo_arch("llama3-8b", 1), "24.09", 1, 2, l8),
               (DGXC_NEMOTRON, "Nemotron-4 340B", _nemo_arch("nemotron-340b", 8), "24.11", 8, 1, nemotron))
     rows = []
     for table, model, arch, container, tp, cp, columns in tables:

@@ -232,6 +232,8 @@ DGXC_TOKENS_PER_S = {
     ("Llama 3.1 405B", "FP8"): (178118, 180674, 187740, 183664, 365055, 668626),
     ("Llama 3.1 70B", "BF16"): (71235, 142373, 283399, 563372, 1124478, 2248957),
     ("Llama 3.1 70B", "FP8"): (95239, 191871, 375834, 750323, 1487342, 2945955),
+    ("Llama 3.1 8B", "BF16"): (81222, 161319, 321403, 641331, 1280704),
+    ("Llama 3.1 8B", "FP8"): (108436, 215535, 430185, 855980, 1708474),
     ("Nemotron-4 340B", "BF16"): (28432, 56134, 111551, 221686, 433296),
     ("Nemotron-4 340B", "FP8"): (41478, 81665, 160825, 313945, 600903),
 }
@@ -240,12 +242,12 @@ DGXC_TOKENS_PER_S = {
 def test_dgxc_rows_reproduce_the_readmes_throughput_and_accumulation():
     """Each DGX Cloud row's sequence x GBS / seconds per step is the README's printed tokens/s (to its rounding:
     0.1%), and its micro-batch count is the gradient accumulation the README's table header prints (GA 63 for
-    the 405B, 64 for the 70B, 16 for Nemotron; the 175B's header prints none)."""
+    the 405B, 64 for the 70B, 32 for the 8B, 16 for Nemotron; the 175B's header prints none)."""
     from parbench.sim.published_memory import DGXC, runs
 
     rows = [r for r in runs() if r.source == DGXC]
-    assert len(rows) == 44 and all(r.metric == "s_per_iteration" and r.cluster == "h100-sxm" for r in rows)
-    assert len({r.series for r in rows if r.series}) == 8
+    assert len(rows) == 54 and all(r.metric == "s_per_iteration" and r.cluster == "h100-sxm" for r in rows)
+    assert len({r.series for r in rows if r.series}) == 10
     for (model, precision), figures in DGXC_TOKENS_PER_S.items():
         mine = sorted((r for r in rows if r.name.startswith(model) and f" {precision} " in r.name),
                       key=lambda r: r.layout.world_size)
@@ -257,7 +259,7 @@ def test_dgxc_rows_reproduce_the_readmes_throughput_and_accumulation():
                 assert 8192 * 4096 / 14.92 == pytest.approx(tps, rel=1e-3) and r.value == 14.98
                 continue
             assert r.arch.seq_len * r.layout.global_batch_size / r.value == pytest.approx(tps, rel=1e-3), r.name
-    accumulation = {"Llama 3.1 405B": 63, "Llama 3.1 70B": 64, "Nemotron-4 340B": 16}
+    accumulation = {"Llama 3.1 405B": 63, "Llama 3.1 70B": 64, "Llama 3.1 8B": 32, "Nemotron-4 340B": 16}
     for r in rows:
         ga = next((v for k, v in accumulation.items() if r.name.startswith(k)), None)
         assert ga is None or r.layout.micro_batches == ga, r.name

@@ -722,20 +722,29 @@ def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
     assert row["mean_abs_error_pct"]["Smith et al. 2022 (MT-NLG)"] == pytest.approx(11.2, abs=0.05)
 
 
-def test_the_dgx_cloud_rows_held_out_meet_the_published_targets():
-    """NVIDIA's DGX Cloud benchmarking tables (44 rows, 4 models in BF16 and FP8 on 32-2304 H100) set no constant
-    of the model: mean |error| 4.6%, max 10.7%, every one of their 8 weak-scaling series' trend signs right. The
-    rows' BF16 steps come out slow (+6.2% on average) and their FP8 twins fast (-3.0%): the model's FP8-over-BF16
-    speedup is about 9% above what these recipes measure."""
+def test_the_dgx_cloud_rows_held_out():
+    """NVIDIA's DGX Cloud benchmarking tables (54 rows, 5 models in BF16 and FP8 on 8-2304 H100) set no constant
+    of the model: mean |error| 6.4%, max 16.2%, every one of their 10 weak-scaling series' trend signs right.
+    The misses are the Llama 3.1 8B rows (TP 1, CP 2): +12.5..+16.2%, where NeMo 24.07's table ran the same
+    layout in FP8 12.6% slower (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.1%.
+    The other BF16 rows come out slow (+6.2% on average) and their FP8 twins fast (-3.0%)."""
     from parbench.sim.published import trends
-    from parbench.sim.published_memory import DGXC, compare_runs, summarize_by_source
+    from parbench.sim.published_memory import DGXC, NEMO, compare_runs, summarize_by_source
 
-    rows = [r for r in compare_runs() if r["source"] == DGXC]
+    every = compare_runs()
+    rows = [r for r in every if r["source"] == DGXC]
     (s,) = summarize_by_source(rows)
-    assert (s["rows"], s["ran_predicted_to_fit"]) == (44, 43)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(4.6, abs=0.05)
-    assert s["metric_max_abs_error_pct"] == pytest.approx(10.7, abs=0.05)
+    assert (s["rows"], s["ran_predicted_to_fit"]) == (54, 53)
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(6.4, abs=0.05)
+    assert s["metric_max_abs_error_pct"] == pytest.approx(16.2, abs=0.05)
     series = trends(rows)
-    assert len(series) == 8 and all(t["match"] and t["measured_sign"] == -1 for t in series.values())
-    bias = {p: sum(r["metric_error_pct"] for r in rows if f" {p} " in r["name"]) / 22 for p in ("BF16", "FP8")}
-    assert bias["BF16"] == pytest.approx(6.2, abs=0.05) and bias["FP8"] == pytest.approx(-3.0, abs=0.05)
+    assert len(series) == 10 and all(t["match"] and t["measured_sign"] == -1 for t in series.values())
+    small = [r for r in rows if r["name"].startswith("Llama 3.1 8B")]
+    assert len(small) == 10 and min(r["metric_error_pct"] for r in small) > 12
+    nemo = next(r for r in every if r["source"] == NEMO and r["name"].startswith("llama3-8b 8 H100"))
+    mine = next(r for r in small if r["name"].startswith("Llama 3.1 8B FP8 8 H100"))
+    assert nemo["step_s_published"] / mine["published"] == pytest.approx(1.126, abs=0.001)
+    assert abs(nemo["metric_error_pct"]) < 0.2 and mine["step_s_predicted"] == pytest.approx(nemo["step_s_predicted"], rel=1e-9)
+    rest = [r for r in rows if r not in small]
+    bias = {p: [r["metric_error_pct"] for r in rest if f" {p} " in r["name"]] for p in ("BF16", "FP8")}
+    assert sum(bias["BF16"]) / 22 == pytest.approx(6.2, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-3.0, abs=0.05)
