@@ -7,7 +7,8 @@ prediction for the same shape on the ``--cluster`` preset:
    ``memory_bandwidth_bytes_per_s``;
 2. GEMM efficiency curve: bf16 square matmuls from 256 to 16384, as achieved / the preset's dense peak,
    beside ``gemm_time_s`` for the same shape; float32 ones at 4096 and 8192 on TF32 tensor cores and on
-   CUDA cores, against the preset's TF32 and FP32 peaks;
+   CUDA cores, against the preset's TF32 and FP32 peaks; FP8 ones (``torch._scaled_mm``) from 2048 to 16384
+   against the preset's FP8 peak, skipped with the reason below compute capability 8.9;
 3. the GPT's own GEMMs (each forward GEMM of a block and the head, with its input-gradient and
    weight-gradient products) against ``gemm_time_s``: is backward twice forward?
 4. causal attention (``scaled_dot_product_attention``) per backend torch offers (flash, cuDNN,
@@ -139,6 +140,27 @@ def gemm_curve(cluster, device: str, smoke: bool) -> list[dict]:
                    for dtype in ("tf32", "fp32") for n in (sizes[-4:-2] or sizes[:1])]
 
 
+def fp8_gemms(cluster, device: str) -> list[dict] | dict:
+    """Square FP8 GEMMs (e4m3 x e4m3 -> bf16 with per-tensor scales, ``torch._scaled_mm``: the FP8 tensor cores
+    that Transformer Engine and torchao's float8 training call) at the sizes of the bf16 curve's top half. The
+    presets give FP8 GEMMs the bf16 efficiency at the FP8 peak; each row's ``efficiency_of_peak`` beside the bf16
+    row of the same size says whether FP8 reaches the same share of its (2x) peak."""
+    if device != "cuda" or torch.cuda.get_device_capability() < (8, 9):
+        return {"skipped": "FP8 tensor cores need a CUDA device of compute capability 8.9 or newer (Ada, Hopper)"}
+    rows, one = [], torch.ones((), device=device)
+    for n in (2048, 4096, 8192, 16384):
+        a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()  # column-major, as the FP8 kernels take it
+        t = median_s(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
+                     device, reps=20, warmup=5)
+        flops = 2.0 * n**3
+        predicted = gemm_time_s(cluster, flops, 2 * n * n + 2 * n * n, "fp8")  # 1-byte operands, bf16 result
+        rows.append({"gemm": f"square {n}", "dtype": "fp8", "m": n, "k": n, "n": n, "measured_s": t,
+                     "achieved_tflops": flops / t / 1e12, "efficiency_of_peak": flops / t / cluster.peak_flops_fp8,
+                     "predicted_s": predicted, "error_pct": error_pct(predicted, t)})
+    return rows
+
+
 def model_gemms(cluster, device: str, w: WorkloadConfig, batch: int) -> list[dict]:
     """Each distinct forward GEMM of the model (rows = batch x tokens) with its two backward products:
     input gradient dX = dY W^T and weight gradient dW = X^T dY."""
@@ -264,6 +286,7 @@ def main(argv: list[str] | None = None) -> dict:
               "cuda": torch.version.cuda, "cluster": a.cluster}
     sections = {"memory_bandwidth": lambda: memory_bandwidth(cluster, device, a.smoke),
                 "gemm_square": lambda: gemm_curve(cluster, device, a.smoke),
+                "gemm_fp8": lambda: fp8_gemms(cluster, device),
                 "gemm_model": lambda: model_gemms(cluster, device, w, batches[0]),
                 "attention": lambda: attention(cluster, device, w, max(batches)),
                 "attention_fp32": lambda: attention(cluster, device, w, max(batches), "fp32"),
