@@ -151,7 +151,7 @@ def fp8_gemms(cluster, device: str) -> list[dict] | dict:
     for n in (2048, 4096, 8192, 16384):
         a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
         b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()  # column-major, as the FP8 kernels take it
-        t = median_s(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
+        t = median_s(lambda a=a, b=b: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
                      device, reps=20, warmup=5)
         flops = 2.0 * n**3
         predicted = gemm_time_s(cluster, flops, 2 * n * n + 2 * n * n, "fp8")  # 1-byte operands, bf16 result
