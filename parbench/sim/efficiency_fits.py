@@ -5,6 +5,7 @@ per-source correction). The rows a fit uses are named in each function; every ot
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import product
 
 from parbench.sim.fit import fit_alpha_beta
 from parbench.sim.hardware import HOPPER_FLASH3_OVER_FLASH2, PRESETS, Cluster
@@ -56,24 +57,27 @@ def fit_foundry_efficiencies(cluster: str = "h100-sxm", *, fit_gemm: bool = True
 
 
 def h100_rows_grid(gemms: tuple[float, ...] = (0.55, 0.60, 0.65, 0.70),
-                   attentions: tuple[float, ...] = (0.17, 0.19, 0.21, 0.23)) -> list[dict]:
+                   attentions: tuple[float, ...] = (0.17, 0.19, 0.21, 0.23),
+                   fp8_shares: tuple[float, ...] = (1.0,)) -> list[dict]:
     """A check, not a fit: the mean |error| of every published row with a metric on the H100's tensor cores
     (llm-foundry, which the presets' pair is fitted on, and the held-out torchtitan H100 and H200, Megatron-Bridge
     H100 and NeMo rows) over a grid of (GEMM,
-    attention) efficiencies, the Hopper kernel kept at ``HOPPER_FLASH3_OVER_FLASH2`` x the attention figure as the preset derives it."""
+    attention) efficiencies, the Hopper kernel kept at ``HOPPER_FLASH3_OVER_FLASH2`` x the attention figure as the preset derives it.
+    ``fp8_shares``: an FP8 GEMM's share of its own peak relative to a BF16 GEMM's share of its peak (1.0, the
+    presets' assumption: both run at the one GEMM efficiency), applied as a lower FP8 peak."""
     mine = [r for r in runs() if r.metric and PRESETS[r.cluster].peak_flops == PRESETS["h100-sxm"].peak_flops]
     specs = {id(r): architecture_spec(r.arch, megatron=True) for r in mine}
     out = []
-    for gemm in gemms:
-        for attention in attentions:
-            errs: dict[str, list[float]] = {}
-            for r in mine:
-                c = replace(PRESETS[r.cluster], gemm_efficiency=gemm, attention_efficiency=attention,
-                            attention_kernels={"flash3": HOPPER_FLASH3_OVER_FLASH2 * attention})
-                errs.setdefault(r.source, []).append(abs(_metric(predict(specs[id(r)], r.layout, c), r) / r.value - 1) * 100)
-            every = [e for v in errs.values() for e in v]
-            out.append({"gemm": gemm, "attention": attention, "mean_abs_error_pct": sum(every) / len(every),
-                        "by_source": {k: (sum(v) / len(v), max(v)) for k, v in errs.items()}})
+    for gemm, attention, share in product(gemms, attentions, fp8_shares):
+        errs: dict[str, list[float]] = {}
+        for r in mine:
+            base = PRESETS[r.cluster]
+            c = replace(base, gemm_efficiency=gemm, attention_efficiency=attention, peak_flops_fp8=share * base.peak_flops_fp8,
+                        attention_kernels={"flash3": HOPPER_FLASH3_OVER_FLASH2 * attention})
+            errs.setdefault(r.source, []).append(abs(_metric(predict(specs[id(r)], r.layout, c), r) / r.value - 1) * 100)
+        every = [e for v in errs.values() for e in v]
+        out.append({"gemm": gemm, "attention": attention, "fp8_share": share, "mean_abs_error_pct": sum(every) / len(every),
+                    "by_source": {k: (sum(v) / len(v), max(v)) for k, v in errs.items()}})
     return out
 
 
