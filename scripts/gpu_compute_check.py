@@ -297,12 +297,12 @@ def main(argv: list[str] | None = None) -> dict:
         except Exception as e:  # noqa: BLE001 - recorded in the output, the script goes on
             result[name] = {"error": f"{type(e).__name__}: {e}"[:500]}
     if all(isinstance(result[k], list) for k in ("gemm_square", "gemm_model")):
+        preset = {"preset_fixed_s": cluster.gemm_overhead_s, "preset_efficiency": cluster.gemm_efficiency}
         try:
-            fit = fit_gemm_curve(result["gemm_square"] + result["gemm_model"], cluster.peak_flops)
-            result["gemm_curve"] = {**fit, "preset_fixed_s": cluster.gemm_overhead_s,
-                                    "preset_efficiency": cluster.gemm_efficiency}
-        except ValueError as e:  # too few GEMMs above the launch floor to fit a line
-            result["gemm_curve"] = {"error": str(e)}
+            result["gemm_curve"] = {**fit_gemm_curve(result["gemm_square"] + result["gemm_model"], cluster.peak_flops),
+                                    **preset}
+        except ValueError as e:  # too few GEMMs above the launch floor, or none that grows with its flops
+            result["gemm_curve"] = {"error": str(e), **preset}
     text = json.dumps(result, indent=1, default=str)
     print(text)
     if a.out:

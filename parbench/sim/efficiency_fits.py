@@ -110,8 +110,12 @@ def fit_gemm_curve(rows: list[dict], peak_flops: float) -> dict:
     floor = min(r["measured_s"] for r in timed)
     kept = [r for r in timed if r["measured_s"] >= LAUNCH_BOUND * floor]
     flops = [2.0 * r["m"] * r["k"] * r["n"] for r in kept]
-    fixed, per_flop = fit_alpha_beta(flops, [r["measured_s"] for r in kept])
-    worst = max(abs((fixed + per_flop * f) / r["measured_s"] - 1) for f, r in zip(flops, kept))
+    times = [r["measured_s"] for r in kept]
+    fixed, per_flop = fit_alpha_beta(flops, times)
+    if per_flop <= 0:  # the fit clamped the slope: no kept GEMM took longer for more flops (noise, or all launch-bound)
+        raise ValueError(f"no efficiency to fit: the {len(kept)} GEMMs above the launch floor do not take longer "
+                         f"with more flops ({', '.join(f'{t * 1e6:.1f} us' for t in times)})")
+    worst = max(abs((fixed + per_flop * f) / t - 1) for f, t in zip(flops, times))
     return {"fixed_s": fixed, "efficiency": 1.0 / (per_flop * peak_flops), "gemms": len(kept),
             "left_out_launch_bound": len(timed) - len(kept), "max_error_pct": worst * 100}
 

@@ -144,3 +144,14 @@ def test_the_gemm_curve_recovers_a_known_line_above_the_launch_floor():
     curve = fit_gemm_curve(rows, peak)
     assert (curve["gemms"], curve["left_out_launch_bound"]) == (5, 2)
     assert curve["fixed_s"] == pytest.approx(10e-6, rel=1e-6) and curve["efficiency"] == pytest.approx(0.5, rel=1e-6)
+
+
+def test_the_gemm_curve_refuses_gemms_that_do_not_grow_with_their_flops():
+    """Timings that fall as the flops grow (noise on tiny shapes) clamp the fitted slope to zero: the fit says so
+    in a ValueError, which ``scripts/gpu_compute_check.py`` records in its output, instead of dividing by zero
+    and losing every figure the check had measured."""
+    from parbench.sim.efficiency_fits import fit_gemm_curve
+
+    rows = [{"m": n, "k": n, "n": n, "measured_s": t} for n, t in ((64, 1e-6), (128, 9e-6), (256, 6e-6), (512, 3e-6))]
+    with pytest.raises(ValueError, match="do not take longer with more flops"):
+        fit_gemm_curve(rows, 1e15)

@@ -4,6 +4,7 @@ broken into the runner's terms, and the published rows (pure Python, no process 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import replace
 
 import pytest
@@ -356,7 +357,11 @@ def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes
     assert all(b2["measured_s"][k] > 0 and b2["predicted_s"][k] > 0
                for k in ("forward", "backward", "optimizer", "optimizer_fused"))
     curve = out["gemm_curve"]  # fitted to the smoke GEMMs, beside the preset it was run for
-    assert curve["gemms"] >= 2 and (curve["preset_fixed_s"], curve["preset_efficiency"]) == (5e-6, 0.60)
+    assert (curve["preset_fixed_s"], curve["preset_efficiency"]) == (5e-6, 0.60)
+    if "error" in curve:  # CPU timings of 64-wide GEMMs are noise: a fit can find no slope, and must say so
+        assert re.search("do not take longer with more flops|need >= 2 points", curve["error"]), curve["error"]
+    else:
+        assert curve["gemms"] >= 2 and curve["efficiency"] > 0
     assert PRESETS["h200-sxm"].peak_flops == 989e12 and PRESETS["h200-sxm"].memory_bandwidth_bytes_per_s == 0.8 * 4800e9
 
 
