@@ -67,8 +67,13 @@ def handle_overhead(a: argparse.Namespace) -> int:
 
 
 def handle_gate(a: argparse.Namespace) -> int:
-    from parbench.bench import gate
+    from pathlib import Path
 
+    from parbench.bench import gate
+    from parbench.config import ConfigError
+
+    if not Path(a.suite).is_dir():  # before pytest starts: its own message would be "no benchmark run"
+        raise ConfigError(f"--suite {a.suite}: no such directory (the benchmark tests, e.g. tests/benchmarks)")
     return gate.run(a.storage, suite=a.suite, threshold=a.threshold or gate.THRESHOLD)
 
 

@@ -19,14 +19,16 @@ def add_parser(sub) -> None:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from parbench.launch import measure_run, save
     from parbench.results import check_writable, is_storage_error
-    from parbench.summary import print_run
 
     layout = layout_from_args(a)  # --nnodes > 1: torchrun on every node (parbench.multinode)
     cfg = config_from_args(a)  # ConfigError -> exit 2 before anything is spawned
     if not a.no_save:
         check_writable(a.results_dir)  # a measurement must never be lost to an unwritable directory
+    # torch and the strategies only now (5-6 s to import on a 2-core machine): bad input is refused in well
+    # under a second
+    from parbench.launch import measure_run, save
+    from parbench.summary import print_run
     if layout is not None:
         from parbench.multinode.launch import node_command
 

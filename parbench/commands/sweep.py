@@ -93,8 +93,6 @@ def handle(a: argparse.Namespace) -> int:
     from parbench.sweep.nodes import execute_nodes, for_layout
     from parbench.sweep.progress import progress_bar
     from parbench.sweep.report import print_summary
-
-    from parbench.distributed import prestart
     from parbench.results import check_writable
 
     console = Console()
@@ -108,6 +106,9 @@ def handle(a: argparse.Namespace) -> int:
     if not a.dry_run:
         check_writable(results_dir)
     if layout is None and not a.dry_run:
+        # torch: seconds to import, so not before the checks above
+        from parbench.distributed import prestart
+
         prestart()  # only now: nothing is started for a sweep that cannot run
     nodes = "" if layout is None else f" on {layout.nnodes} nodes x {layout.nproc_per_node} ranks (node {layout.node_rank})"
     console.print(f"sweep {the_plan.spec.sweep_id}{nodes}: {len(the_plan.points)} points x {the_plan.spec.repeats} "
