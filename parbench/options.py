@@ -11,6 +11,7 @@ import argparse
 import ast
 import dataclasses
 import enum
+import functools
 import inspect
 import textwrap
 import types
@@ -38,8 +39,10 @@ class Option:
     choices: tuple[str, ...] | None = None
 
 
+@functools.cache  # reads and parses the class's source: once per class, not once per option asked for
 def field_docs(cls: type) -> dict[str, str]:
-    """Each field's docstring (the string literal under it), the base classes' included, one line each."""
+    """Each field's docstring (the string literal under it), the base classes' included, one line each.
+    The one dict per class is shared: read it, do not change it."""
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if not dataclasses.is_dataclass(klass):

@@ -73,7 +73,7 @@ def handle_gate(a: argparse.Namespace) -> int:
     from parbench.config import ConfigError
 
     if not Path(a.suite).is_dir():  # before pytest starts: its own message would be "no benchmark run"
-        raise ConfigError(f"--suite {a.suite}: no such directory (the benchmark tests, e.g. tests/benchmarks)")
+        raise ConfigError(f"--suite {a.suite}: no such directory (the directory of the benchmark tests)")
     return gate.run(a.storage, suite=a.suite, threshold=a.threshold or gate.THRESHOLD)
 
 
