@@ -37,9 +37,10 @@ WAKE_S = 0.25
 """Longest the launcher sleeps between looks at its ranks' result files when no rank exits."""
 ERROR_GRACE_S = 0.5
 """After the first failure, how long the other ranks get to report theirs (the first is the cause)."""
-PRELOAD = ("torch", "torch.distributed", "parbench.runner")
-"""What the forkserver imports once: torch and the runner (which imports every strategy and workload),
-the code nearly every rank function runs. A rank function's own module is added at the first launch."""
+PRELOAD = ("torch", "torch.distributed", "parbench.runner", "parbench.strategies.every")
+"""What the forkserver imports once: torch, the runner and every strategy module (the runner imports a
+strategy's module only when a rank builds it), the code nearly every rank function runs. A rank
+function's own module is added at the first launch."""
 
 
 @dataclass(frozen=True, kw_only=True)

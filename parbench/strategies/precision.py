@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 import torch.distributed as dist
-from torch.distributed.fsdp import MixedPrecisionPolicy
+
+if TYPE_CHECKING:
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
 
 def configure(precision: str, device: torch.device) -> None:
     """Process-wide switches: TF32 matmuls on CUDA for ``tf32``, off otherwise (torch's default)."""
@@ -87,6 +90,8 @@ def reduce_dtype(precision: str) -> torch.dtype:
 
 def fsdp_policy(precision: str) -> MixedPrecisionPolicy:
     """FSDP2: bf16 parameters for compute (bf16 all-gather) and bf16 gradient reduce-scatter."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy  # FSDP's import brings DTensor: only where it is used
+
     if precision == "bf16":
         return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)
     return MixedPrecisionPolicy()
