@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 
 from parbench.config import DataMode, Strategy
 from parbench.metrics.categories import CATEGORIES
@@ -374,18 +376,26 @@ def _ps_ops(model: ModelSpec, layout: Layout) -> dict[str, list[CommOp]]:
     return {"worker": merge(worker), "server": server}
 
 
-def rank_ops(model: ModelSpec, layout: Layout) -> dict[str, list[CommOp]]:
-    """Ops per distinct rank role: ``stage{s}`` (the worst dp rank of pipeline stage s), ps ``server``."""
-    pb = layout.grad_reduce_bytes
+@lru_cache(maxsize=1024)
+def rank_ops(model: ModelSpec, layout: Layout) -> Mapping[str, tuple[CommOp, ...]]:
+    """Ops per distinct rank role: ``stage{s}`` (the worst dp rank of pipeline stage s), ps ``server``.
+    Read-only and cached: they depend on the model and the layout, not on the cluster (a fit predicts each
+    layout on many clusters)."""
     if layout.strategy is Strategy.PS:
-        return _ps_ops(model, layout)
-    out = {}
+        return MappingProxyType({k: tuple(v) for k, v in _ps_ops(model, layout).items()})
+    pb = layout.grad_reduce_bytes
+    out, built = {}, {}
     for st in stages(model, layout.pp, layout.split):
-        out[f"stage{st.rank}"] = merge(_grad_ops(model, layout, st, pb) + tp_ops(model, layout, st)
-                                       + _pp_ops(model, layout, st) + _data_ops(model, layout, st)
-                                       + _cp_ops(model, layout, st) + _tied_embedding_ops(model, layout, st)
-                                       + _ep_ops(model, layout, st))
-    return out
+        # stages of equal shapes that receive equal activations hold and send the same: a pipeline's middle
+        # stages are built once
+        key = (st.shape_key, tuple(model.units[c.lo - 1].out_elems_per_sample for c in st.chunks if not c.first))
+        if key not in built:
+            built[key] = tuple(merge(_grad_ops(model, layout, st, pb) + tp_ops(model, layout, st)
+                                     + _pp_ops(model, layout, st) + _data_ops(model, layout, st)
+                                     + _cp_ops(model, layout, st) + _tied_embedding_ops(model, layout, st)
+                                     + _ep_ops(model, layout, st)))
+        out[f"stage{st.rank}"] = built[key]
+    return MappingProxyType(out)
 
 
 def merge(ops: list[CommOp]) -> list[CommOp]:

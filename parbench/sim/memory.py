@@ -286,6 +286,18 @@ def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluste
     return with_cluster_terms(mem, layout, cluster)
 
 
+def stages_memory(model: ModelSpec, layout: Layout, sts: tuple[Stage, ...], cluster: Cluster | None = None) -> list[Memory]:
+    """``stage_memory`` of every stage; stages of equal shapes (``Stage.shape_key``) that hold as many micro-batches
+    in flight hold the same, and are computed once."""
+    out, done = [], {}
+    for st in sts:
+        key = (st.shape_key, in_flight_micro_batches(layout, st.rank))
+        if key not in done:
+            done[key] = stage_memory(model, layout, st, cluster)
+        out.append(done[key])
+    return out
+
+
 def with_cluster_terms(mem: Memory, layout: Layout, cluster: Cluster | None) -> Memory:
     """Add the cluster's fixed costs: the CUDA context, communicator buffers per process group, and the
     allocator's fragmentation as a fraction of what it allocates and frees every step (``Memory.churn_bytes``):

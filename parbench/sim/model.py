@@ -9,8 +9,8 @@ decoder (``parbench.sim.architecture``: GQA, gated MLP, tied embeddings, RMSNorm
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from dataclasses import dataclass, field, fields, replace
+from functools import cached_property, lru_cache
 
 from parbench.config import WorkloadConfig
 from parbench.sim.architecture import Architecture
@@ -107,6 +107,19 @@ class Unit:
     def param_numel(self, tp: int = 1) -> int:
         return sum(t.local_numel(tp) for t in self.params)
 
+    @cached_property
+    def shape_key(self) -> int:
+        """One number per distinct unit up to its parameters' names: units with equal keys take equal time and
+        memory and send the same bytes (a model's identical layers are computed once per prediction; an int
+        hashes at no cost)."""
+        params = tuple((t.shape, t.tp_split, t.expert, t.linear) for t in self.params)
+        key = (params, *(getattr(self, f.name) for f in fields(self) if f.name != "params"))
+        return _SHAPE_KEYS.setdefault(key, len(_SHAPE_KEYS))
+
+
+_SHAPE_KEYS: dict[tuple, int] = {}
+"""Unit shapes seen in this process -> their ``Unit.shape_key`` (a few per model)."""
+
 
 @dataclass(frozen=True, kw_only=True, eq=False)  # identity hash: cheap cache key for the per-stage figures
 class ModelSpec:
@@ -143,7 +156,7 @@ class ModelSpec:
     def param_numel(self) -> int:
         return self.pre.param_numel() + sum(u.param_numel() for u in self.units) + self.post.param_numel()
 
-    @property
+    @cached_property
     def forward_flops_per_sample(self) -> int:
         """Sum of the GEMMs' 2mkn; equals ``Workload.forward_flops_per_sample`` (Kaplan et al. 2020)."""
         return sum(g.flops for u in (self.pre, *self.units, self.post) for g in u.gemms)

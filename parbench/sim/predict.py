@@ -16,6 +16,7 @@ busiest link's total communication time. MFU = model FLOPs / (step time x world 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -26,7 +27,7 @@ from parbench.sim.comm import CommOp, by_collective, bytes_by_category, fsdp_rou
 from parbench.sim.framework import micro_batch_overhead_s, optimizer_overhead_s
 from parbench.sim.hardware import Cluster, collective_time_s
 from parbench.sim.layout import Layout, Recompute
-from parbench.sim.memory import Memory, ps_memory, stage_memory, state_numels
+from parbench.sim.memory import Memory, ps_memory, stages_memory, state_numels
 from parbench.sim.model import ModelSpec, expert_local
 from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, pipeline_send_exposed_s,
                                   prefetch_exposed_s, tensor_parallel_exposed_s)
@@ -152,18 +153,18 @@ class StageTime:
         return sum(self.exposed_tail.values()) + self.optimizer + self.other
 
 
-def _seconds(c: Cluster, layout: Layout, ops: list[CommOp], pick) -> float:
+def _seconds(c: Cluster, layout: Layout, ops: Sequence[CommOp], pick) -> float:
     return sum(op_time_s(c, layout, op) for op in ops if pick(op))
 
 
-def _links(c: Cluster, layout: Layout, ops: list[CommOp]) -> dict[str, float]:
+def _links(c: Cluster, layout: Layout, ops: Sequence[CommOp]) -> dict[str, float]:
     out = {"intra": 0.0, "inter": 0.0}
     for op in ops:
         out["inter" if is_inter_node(c, layout, op.group) else "intra"] += op_time_s(c, layout, op)
     return out
 
 
-def _micro_batch_exposed(c: Cluster, layout: Layout, ops: list[CommOp], chunk: ChunkTime) -> float:
+def _micro_batch_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chunk: ChunkTime) -> float:
     """Tensor-parallel, pipeline and context-parallel traffic per micro-batch, after its overlap rule."""
     m, hide = layout.micro_batches, c.overlap
     tp = _seconds(c, layout, ops, lambda op: op.group == "tp") / m
@@ -176,7 +177,7 @@ def _micro_batch_exposed(c: Cluster, layout: Layout, ops: list[CommOp], chunk: C
             + context_parallel_exposed_s(cp, chunk.attention, layout.cp, hide=hide, interference=c.overlap_interference))
 
 
-def _parameter_exposed(c: Cluster, layout: Layout, ops: list[CommOp], chunk: ChunkTime, *, ps: bool) -> float:
+def _parameter_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chunk: ChunkTime, *, ps: bool) -> float:
     """Data-parallel gradient (and FSDP gather) traffic after overlap with the compute it may hide under."""
     grad = [op for op in ops if op.phase == "grad"]
     gather = [op for op in ops if op.phase == "gather"]
@@ -193,7 +194,7 @@ def _parameter_exposed(c: Cluster, layout: Layout, ops: list[CommOp], chunk: Chu
                               interference=c.overlap_interference)
 
 
-def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: list[CommOp], slow: float,
+def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Sequence[CommOp], slow: float,
                 *, ps: bool = False) -> StageTime:
     chunk = ZERO_TIME
     for ch, units in zip(st.chunks, st.modules):
@@ -270,13 +271,18 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     busiest = max(ops, key=lambda name: sum(cats[name].values()))
     sts = stages(model, layout.pp, layout.split)
     mems = (ps_memory(model, layout) if layout.strategy is Strategy.PS
-            else [stage_memory(model, layout, st, cluster) for st in sts])
+            else stages_memory(model, layout, sts, cluster))
     kinds = [mm.as_dict() for mm in mems]
     memory = Memory(**{k: max(d[k] for d in kinds) for k in kinds[0]})
     slow = oversubscription(cluster, layout.world_size) * cluster.step_scale
     ps = layout.strategy is Strategy.PS
-    times = [_stage_time(cluster, model, layout, st, ops.get(f"stage{st.rank}", ops.get("worker", [])), slow, ps=ps)
-             for st in sts]
+    times, timed = [], {}
+    for st in sts:
+        mine = ops.get(f"stage{st.rank}", ops.get("worker", ()))
+        key = (st.shape_key, tuple(mine))  # a pipeline's middle stages: the same shapes and ops, timed once
+        if key not in timed:
+            timed[key] = _stage_time(cluster, model, layout, st, mine, slow, ps=ps)
+        times.append(timed[key])
     server_s = sum(op_time_s(cluster, layout, op) for op in ops["server"]) if ps else 0.0
     terms = step_terms(cluster, layout, times, server_s)
     step = sum(terms.values())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import accumulate
 
 from parbench.sim.layout import Layout
@@ -33,6 +33,21 @@ class Stage:
     """Per chunk: the FSDP units it wraps (pre/post join the chunk's root module)."""
     tensors: tuple[Tensor, ...]
     """Every parameter tensor of the stage in registration order (pre, units, post per chunk)."""
+
+    @cached_property
+    def shape_key(self) -> int:
+        """One number per distinct stage up to its rank and its tensors' names: its chunks' places in the model,
+        its units (``Unit.shape_key``), its tensors' shapes and whether they are the root's (pre, post). Stages
+        with equal keys take equal time and send the same bytes: a pipeline's middle stages are timed once."""
+        tensors = tuple((t.name.startswith(("pre.", "post.")), t.shape, t.tp_split, t.expert, t.linear)
+                        for t in self.tensors)
+        key = (tuple((c.first, c.last) for c in self.chunks), tuple(tuple(u.shape_key for u in m) for m in self.modules),
+               tensors)
+        return _STAGE_KEYS.setdefault(key, len(_STAGE_KEYS))
+
+
+_STAGE_KEYS: dict[tuple, int] = {}
+"""Stage shapes seen in this process -> their ``Stage.shape_key``."""
 
 
 @lru_cache(maxsize=4096)

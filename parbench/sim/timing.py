@@ -168,14 +168,20 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
                   cp=layout.cp, flash=layout.attention == "flash", gemm_dtype=layout.precision.gemm_dtype,
                   kernel=layout.attention_kernel, fused=layout.fused_elementwise,
                   weight_casts=1 / layout.micro_batches if layout.te_fp8 else 1.0)
+    counts: dict[tuple, int] = {}
+    shapes: dict[tuple, tuple[Unit, str, bool]] = {}
     for u in members:
         # FP8 recipes keep the output projection (the vocabulary head) in bf16: torchtitan's float8 converter
         # skips the module named "output", Megatron-Core's output layer is not a Transformer Engine layer
         dtype = "" if u is model.post else layout.precision.gemm_dtype
         raw = first and u is model.units[0] and not input_needs_grad(model, 0)
+        key = (u.shape_key, dtype, raw)  # a model's identical layers: timed once, counted
+        counts[key] = counts.get(key, 0) + 1
+        shapes.setdefault(key, (u, dtype, raw))
+    for key, (u, dtype, raw) in shapes.items():
         f, b, attn, gemm = unit_times_s(c, u, **{**kwargs, "gemm_dtype": dtype}, input_grad=not raw)
         redo = f * layout.recomputed_fraction + (attn if core else 0.0) + ((gemm - attn) / 2 + (f - gemm) if ops else 0.0)
-        total = total + ChunkTime(f, b, redo, 3 * gemm, 3 * attn)
+        total = total + ChunkTime(f, b, redo, 3 * gemm, 3 * attn).scaled(counts[key])
     return total
 
 
