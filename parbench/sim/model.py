@@ -331,6 +331,7 @@ def runner_architecture(cfg: WorkloadConfig) -> Architecture:
     return Architecture(**common)
 
 
+@lru_cache(maxsize=512)  # one object per architecture: what the per-model caches downstream key on
 def architecture_spec(arch: Architecture, *, megatron: bool = False, vocab_parallel: bool | None = None) -> ModelSpec:
     """Embed -> Block x L -> norm + head. ``megatron``: Megatron-LM's tensor-parallel layout (fused qkv:
     2 backward all-reduces per block instead of one per column-wise Linear; vocabulary-parallel
