@@ -18,10 +18,11 @@ from parbench.record import build_record, failed_record
 def launch(cfg: RunConfig) -> Outcome:
     """Check ``cfg`` on this machine (ConfigError before any process exists), then run its ranks."""
     from parbench.runner import run_rank
+    from parbench.workloads import preload_modules
 
     preflight.check(cfg)
     return spawn(cfg.world_size, run_rank, cfg, timeout_s=cfg.timeout_s, backend=cfg.backend.value,
-                 device=cfg.device, threads=cfg.threads)
+                 device=cfg.device, threads=cfg.threads, preload=preload_modules([cfg.workload.name]))
 
 
 def run(cfg: RunConfig, *, results_dir: str | Path | None = "results", sweep_id: str | None = None,

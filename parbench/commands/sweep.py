@@ -108,8 +108,10 @@ def handle(a: argparse.Namespace) -> int:
     if layout is None and not a.dry_run:
         # torch: seconds to import, so not before the checks above
         from parbench.distributed import prestart
+        from parbench.workloads import preload_modules
 
-        prestart()  # only now: nothing is started for a sweep that cannot run
+        # only now: nothing is started for a sweep that cannot run
+        prestart(*preload_modules(p.config.workload.name for p in the_plan.points))
     nodes = "" if layout is None else f" on {layout.nnodes} nodes x {layout.nproc_per_node} ranks (node {layout.node_rank})"
     console.print(f"sweep {the_plan.spec.sweep_id}{nodes}: {len(the_plan.points)} points x {the_plan.spec.repeats} "
                   f"repeats = {the_plan.runs} runs, {len(the_plan.skipped)} points skipped -> {results_dir}/")

@@ -72,12 +72,13 @@ def _preload(modules: tuple[str, ...]) -> None:
 
 
 def spawn(world_size: int, rank_fn: RankFn, payload: Any, *, timeout_s: float, backend: str = "gloo",
-          device: str = "cpu", threads: int = 1) -> Outcome:
+          device: str = "cpu", threads: int = 1, preload: tuple[str, ...] = ()) -> Outcome:
     """Run ``rank_fn(payload, info)`` on ``world_size`` ranks; never leaves a rank process behind.
 
     ``rank_fn`` must be a module-level function (it is pickled by reference); its return values,
-    pickled, are ``Outcome.results`` in rank order."""
-    _preload((rank_fn.__module__,))
+    pickled, are ``Outcome.results`` in rank order. ``preload``: further modules for the forkserver to
+    import, where this launch starts it (``_preload``)."""
+    _preload((rank_fn.__module__, *preload))
     group = Group(backend=backend, device=device, threads=threads, timeout_s=timeout_s)
     out_dir = scratch.launch_dir()  # removed with its session directory, even after kill -9
     store = master_store(world_size + 1, timeout_s=timeout_s)  # listens on 127.0.0.1 only

@@ -7,6 +7,7 @@ that needs what the workload does not provide (a tp plan, enough pipeline units 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -26,6 +27,10 @@ GENERIC_STRATEGIES = ("single", "ddp", "zero1", "zero2", "fsdp", "ps")
 CHECK_BATCH = 2
 """Samples of the workload's own batch the parent pushes through its model before spawning."""
 
+PRELOAD = {"hf-llama": ("parbench.workloads.hf_preload",), "hf-gpt2": ("parbench.workloads.hf_preload",)}
+"""Modules worth importing once in the forkserver, before it forks ranks of a workload, rather than in
+each rank (``preload_modules``)."""
+
 assert tuple(FACTORIES) == WORKLOAD_NAMES, "config.WORKLOAD_NAMES must list the built-in factories"
 
 
@@ -42,6 +47,11 @@ def make(cfg: WorkloadConfig, seed: int) -> Workload:
         raise ConfigError(f"workload {cfg.name!r}: the factory returned {type(workload).__name__}, "
                           "not a parbench.workloads.Workload")
     return workload
+
+
+def preload_modules(names: Iterable[str]) -> tuple[str, ...]:
+    """What the forkserver should import for runs of the workloads ``names`` (``PRELOAD``), each once."""
+    return tuple(dict.fromkeys(m for name in names for m in PRELOAD.get(name, ())))
 
 
 def check(cfg: "RunConfig") -> None:

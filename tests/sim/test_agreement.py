@@ -51,6 +51,7 @@ SHAPES: dict[Strategy, list[dict]] = {
                   dict(world_size=4, servers=2, workload=TRANSFORMER)],
 }
 CASES = [(s, i) for s in BUILDERS for i in range(len(SHAPES.get(s, [{}])))]
+pytestmark = pytest.mark.hf  # one case runs transformers' Llama
 
 
 def _config(strategy: Strategy, index: int) -> RunConfig:

@@ -10,6 +10,7 @@ from tests.references import run
 from parbench.workloads import check, describe, make
 
 pytest.importorskip("transformers", reason="the hf extra is not installed: pip install 'parbench[hf]' torch==2.13.0")
+pytestmark = pytest.mark.hf
 
 V, D, L, H, T = 64, 32, 2, 4, 16
 LLAMA = dict(name="hf-llama", layers=L, hidden=D, heads=H, seq_len=T, vocab_size=V)
