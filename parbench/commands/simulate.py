@@ -81,6 +81,7 @@ def add_parser(sub) -> None:
     f.add_argument("--software", default="torch", choices=tuple(SOFTWARE),
                    help="the training software's own set of the flags below (each flag given adds to it): torch; "
                         "torchtitan (compiled, its loss too; FlashAttention-2 through torch's SDPA); "
+                        "llm-foundry (flash-attn's fused cross-entropy); "
                         "megatron-lm (overlapped interleaved sends, its cross-entropy); megatron-deepspeed "
                         "(DeepSpeed's pipeline engine); nemo (NVIDIA's NeMo / Megatron-Bridge recipes: "
                         "Transformer Engine FP8 under --precision fp8, the distributed optimizer's overlapped "
@@ -100,8 +101,8 @@ def add_parser(sub) -> None:
                    help="Megatron-LM's vocabulary-parallel cross-entropy: one float32 copy of the logits, worked in "
                         "place (default: torch's loss kernels, three or four float32 copies at the loss's peak)")
     f.add_argument("--compiled-loss", action="store_true",
-                   help="the cross-entropy compiled with the model (torchtitan with --training.compile): the logits and "
-                        "their gradient in the activations' dtype, no float32 copy")
+                   help="a fused cross-entropy (torchtitan's loss compiled with --training.compile, flash-attn's "
+                        "CrossEntropyLoss): the logits and their gradient in the activations' dtype, no float32 copy")
     f.add_argument("--te-fp8", action="store_true",
                    help="with --precision fp8: Transformer Engine's modules (weights cast once per step, FP8-saved "
                         "Linear inputs); default: torchao's float8")

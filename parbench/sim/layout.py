@@ -168,10 +168,12 @@ class Layout(ParallelLayout):
     saves and in backward, again in place, into the gradient; beside it only the activations' dtype copy of
     that gradient handed back to the head (``parbench.sim.memory.loss_bytes``). False: torch's loss kernels."""
     compiled_loss: bool = False
-    """The cross-entropy compiled with the model (torchtitan's ``training.compile`` compiles its loss function,
-    ``torchtitan/components/loss.py``): Inductor fuses the float32 upcast into the log-softmax and its
-    backward, so the loss holds the e-byte logits it saves and the e-byte gradient it returns, no float32
-    copy (``parbench.sim.memory.loss_bytes``)."""
+    """A fused cross-entropy that keeps no float32 copy of the logits: the loss compiled with the model
+    (torchtitan's ``training.compile`` compiles its loss function, ``torchtitan/components/loss.py``; Inductor
+    fuses the float32 upcast into the log-softmax and its backward) or flash-attn's ``CrossEntropyLoss``
+    (``flash_attn/losses/cross_entropy.py``, llm-foundry's MPT default ``loss_fn: fused_crossentropy``: it
+    saves the logits as given and one float32 log-sum-exp per row, and returns the gradient in the logits'
+    dtype). Either holds the e-byte logits and the e-byte gradient (``parbench.sim.memory.loss_bytes``)."""
     te_fp8: bool = False
     """FP8 through Transformer Engine's modules (Megatron-Core, NeMo): each weight is cast to FP8 on a step's
     first micro-batch and the cast reused by the others (``is_first_microbatch``), and each Linear saves its
@@ -345,12 +347,14 @@ SOFTWARE: dict[str, Framework] = {
     "torchtitan": Framework(attention_kernel="flash2", compiled_loss=True),
     "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True),
     "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True),
+    "llm-foundry": Framework(compiled_loss=True),
     "nemo": Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True,
                       megatron_cross_entropy=True, tensor_parallel_overlap=True, reduce_grads_in_bf16=True),
 }
 """Training software by name (``parbench simulate --software``): torch's own (FSDP2, DTensor); torchtitan with
 ``training.compile`` (torch's scaled_dot_product_attention, FlashAttention-2 on these GPUs, and the loss compiled
-with the model; ``--unfused-elementwise`` makes it eager, its loss too); Megatron-LM
+with the model; ``--unfused-elementwise`` makes it eager, its loss too); MosaicML's llm-foundry (FSDP through
+Composer, flash-attn's fused cross-entropy, ``Layout.compiled_loss``); Megatron-LM
 (its interleaved schedule's overlapped sends, its vocabulary-parallel cross-entropy); Megatron-DeepSpeed
 (DeepSpeed's pipeline engine around Megatron's layers); and NVIDIA's NeMo / Megatron-Bridge performance
 recipes: Transformer Engine's FP8 modules under FP8, the distributed optimizer's overlapped parameter

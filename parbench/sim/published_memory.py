@@ -91,8 +91,9 @@ def _llama3(name: str, seq: int = 8192) -> Architecture:
 def _mpt(size: str, seq: int) -> Architecture:
     """llm-foundry's MPT benchmark shapes: d_model, layers, heads; vocab 50368, learned positions of seq rows,
     tied embeddings, LayerNorm and Linear biases (the table's NumParams equal this architecture's count)."""
-    d, layers, heads = {"1b": (2048, 24, 16), "3b": (2560, 32, 32), "7b": (4096, 32, 32), "13b": (5120, 40, 40),
-                        "30b": (7168, 48, 64), "70b": (8192, 80, 64)}[size]
+    d, layers, heads = {"125m": (768, 12, 12), "350m": (1024, 24, 16), "760m": (1536, 24, 12), "1b": (2048, 24, 16),
+                        "3b": (2560, 32, 32), "7b": (4096, 32, 32), "13b": (5120, 40, 40), "30b": (7168, 48, 64),
+                        "70b": (8192, 80, 64)}[size]
     return Architecture(name=f"mpt-{size}", layers=layers, hidden=d, heads=heads, vocab=50368, seq_len=seq,
                         tie_embeddings=True)
 
@@ -203,7 +204,8 @@ def _torchtitan_a100() -> list[Run]:
 
 
 def _foundry() -> list[Run]:
-    """(table, size, seq, gpus, MFU %, micro-batch, grad accum, activation checkpointing)."""
+    """(table, size, seq, gpus, MFU %, micro-batch, grad accum, activation checkpointing), run as llm-foundry
+    runs every layout (``SOFTWARE['llm-foundry']``: its MPT's default loss is flash-attn's fused cross-entropy)."""
     table = (
         ("H100 80GB BF16", "h100-sxm", (("70b", 2048, 64, 42.57, 8, 4, True), ("70b", 2048, 32, 36.15, 2, 16, True),
                                         ("30b", 8192, 8, 29.92, 1, 21, True), ("30b", 2048, 32, 43.92, 14, 3, True),
@@ -221,8 +223,10 @@ def _foundry() -> list[Run]:
         for size, seq, gpus, mfu, micro, accum, ckpt in entries:
             rows.append(Run(source=FOUNDRY, table=name, name=f"MPT-{size} seq {seq} on {gpus} ({'AC' if ckpt else 'no AC'})",
                             arch=_mpt(size, seq), cluster=cluster, metric="mfu", value=mfu / 100,
-                            layout=_fsdp(gpus=gpus, local=micro * accum, micro=micro,
-                                         recompute="full" if ckpt else "none")))
+                            layout=replace(_fsdp(gpus=gpus, local=micro * accum, micro=micro,
+                                                 recompute="full" if ckpt else "none"),
+                                           **SOFTWARE["llm-foundry"].layout_flags(pp=1, zero=3,
+                                                                                 precision=PRECISIONS["bf16"]))))
     return rows
 
 

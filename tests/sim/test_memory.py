@@ -212,6 +212,24 @@ def test_megatron_cross_entropy_holds_one_fp32_copy_of_the_logits_and_the_heads_
     assert loss_bytes(model, replace(torch_loss, compiled_loss=True)) == logits * (2 + 2)
 
 
+def test_llm_foundry_runs_flash_attns_fused_cross_entropy_which_lets_its_published_layouts_fit():
+    """llm-foundry's MPT defaults to flash-attn's CrossEntropyLoss: it saves the bf16 logits it is given and
+    returns a bf16 gradient, 4 bytes a logit where torch's loss holds three float32 buffers (12). Its H100
+    table ran the 760M MPT without checkpointing at 24 x 2048 tokens per micro-batch on 8 GPUs (MFU 34.9%)."""
+    from parbench.sim.layout import SOFTWARE
+    from parbench.sim.predict import predict
+    from parbench.sim.published_memory import FOUNDRY, _fsdp, _mpt, runs
+
+    assert all(r.layout.compiled_loss for r in runs() if r.source == FOUNDRY)
+    model = architecture_spec(_mpt("760m", 2048), megatron=True)
+    torch_loss = _fsdp(gpus=8, local=48, micro=24)
+    foundry = replace(torch_loss, **SOFTWARE["llm-foundry"].layout_flags(pp=1, zero=3, precision=torch_loss.precision))
+    assert loss_bytes(model, foundry) == 24 * 2048 * 50368 * (2 + 2)
+    assert loss_bytes(model, torch_loss) == 24 * 2048 * 50368 * 4 * 3
+    assert predict(model, foundry, PRESETS["h100-sxm"]).feasible
+    assert not predict(model, torch_loss, PRESETS["h100-sxm"]).feasible
+
+
 def test_fragmentation_is_a_share_of_what_a_step_allocates_not_of_the_state_allocated_once():
     """The caching allocator's unusable remainders come from the tensors each step makes and frees; weights,
     gradients and optimizer state, allocated once, add none."""
