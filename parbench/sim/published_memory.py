@@ -203,24 +203,89 @@ def _torchtitan_a100() -> list[Run]:
     return rows
 
 
-def _foundry() -> list[Run]:
-    """(table, size, seq, gpus, MFU %, micro-batch, grad accum, activation checkpointing), run as llm-foundry
-    runs every layout (``SOFTWARE['llm-foundry']``: its MPT's default loss is flash-attn's fused cross-entropy)."""
-    table = (
-        ("H100 80GB BF16", "h100-sxm", (("70b", 2048, 64, 42.57, 8, 4, True), ("70b", 2048, 32, 36.15, 2, 16, True),
-                                        ("30b", 8192, 8, 29.92, 1, 21, True), ("30b", 2048, 32, 43.92, 14, 3, True),
-                                        ("13b", 32768, 8, 31.68, 1, 3, True), ("13b", 2048, 8, 39.79, 2, 1, False),
-                                        ("7b", 65536, 8, 28.59, 1, 2, True), ("7b", 8192, 8, 37.14, 8, 2, True),
-                                        ("7b", 2048, 8, 46.44, 6, 1, False), ("3b", 16384, 8, 36.34, 1, 6, False),
-                                        ("1b", 2048, 8, 41.82, 14, 1, False))),
-        ("A100 80GB", "a100-80gb", (("70b", 2048, 64, 53.33, 8, 4, True), ("30b", 2048, 8, 55.3, 3, 21, True),
-                                    ("13b", 2048, 8, 59.57, 2, 3, False), ("13b", 32768, 8, 51.69, 1, 3, True),
-                                    ("7b", 2048, 8, 64.23, 6, 2, False), ("7b", 65536, 8, 46.97, 1, 2, True),
-                                    ("3b", 16384, 8, 57.13, 1, 6, False), ("1b", 32768, 8, 55.52, 1, 4, False))),
-    )
+FOUNDRY_TABLES = {
+    "H100 80GB BF16": ("h100-sxm", (
+        ("70b", 2048, 64, 42.57, 8, 4, True), ("70b", 2048, 32, 36.15, 2, 16, True),
+        ("30b", 8192, 8, 29.92, 1, 21, True), ("30b", 4096, 8, 35.86, 1, 21, True),
+        ("30b", 2048, 32, 43.92, 14, 3, True), ("30b", 2048, 16, 43.07, 10, 3, True),
+        ("30b", 2048, 8, 38.11, 3, 21, True), ("30b", 1024, 8, 38.76, 6, 21, True),
+        ("13b", 32768, 8, 31.68, 1, 3, True), ("13b", 16384, 8, 35.55, 3, 3, True),
+        ("13b", 4096, 8, 41.6, 10, 3, True), ("13b", 2048, 64, 39.86, 2, 1, False),
+        ("13b", 2048, 32, 39.95, 2, 1, False), ("13b", 2048, 16, 39.58, 2, 1, False),
+        ("13b", 2048, 8, 39.79, 2, 1, False), ("13b", 1024, 8, 44.27, 40, 3, True),
+        ("7b", 65536, 8, 28.59, 1, 2, True), ("7b", 32768, 8, 30.94, 2, 2, True), ("7b", 8192, 8, 37.14, 8, 2, True),
+        ("7b", 4096, 8, 40.42, 16, 2, True), ("7b", 2048, 8, 46.44, 6, 1, False),
+        ("7b", 1024, 8, 42.83, 64, 2, True), ("3b", 65536, 8, 26.81, 1, 2, True),
+        ("3b", 32768, 8, 28.84, 3, 6, True), ("3b", 16384, 8, 36.34, 1, 6, False),
+        ("3b", 8192, 8, 40.31, 3, 6, False), ("3b", 4096, 8, 42.31, 5, 6, False),
+        ("3b", 2048, 64, 40.8, 6, 3, False), ("3b", 2048, 32, 41.7, 6, 3, False),
+        ("3b", 2048, 16, 43.73, 10, 3, False), ("3b", 1024, 8, 46.2, 20, 6, False),
+        ("3b", 512, 8, 46.32, 40, 6, False), ("1b", 65536, 8, 26.34, 1, 2, True),
+        ("1b", 32768, 8, 33.54, 1, 4, False), ("1b", 16384, 8, 35.22, 2, 4, False),
+        ("1b", 8192, 8, 37.73, 3, 4, False), ("1b", 4096, 8, 40.26, 7, 4, False),
+        ("1b", 2048, 64, 40.85, 20, 1, False), ("1b", 2048, 32, 41.52, 20, 1, False),
+        ("1b", 2048, 16, 42.36, 20, 1, False), ("1b", 2048, 8, 41.82, 14, 1, False),
+        ("1b", 1024, 8, 41.95, 18, 4, False), ("1b", 512, 8, 43.21, 56, 4, False),
+        ("760m", 32768, 8, 31.84, 1, 2, False), ("760m", 16384, 8, 33.57, 3, 2, False),
+        ("760m", 8192, 8, 34.84, 6, 2, False), ("760m", 4096, 8, 35.83, 12, 2, False),
+        ("760m", 2048, 32, 37.57, 24, 1, False), ("760m", 2048, 16, 37.89, 24, 1, False),
+        ("760m", 2048, 8, 34.9, 24, 2, False), ("760m", 1024, 8, 39.76, 48, 2, False),
+        ("760m", 512, 8, 40.42, 96, 2, False),
+    )),
+    "A100 80GB": ("a100-80gb", (
+        ("70b", 2048, 64, 53.33, 8, 4, True), ("70b", 2048, 32, 48.56, 2, 16, True),
+        ("30b", 8192, 8, 39.38, 1, 21, True), ("30b", 4096, 8, 51.37, 1, 21, True),
+        ("30b", 2048, 8, 55.3, 3, 21, True), ("30b", 1024, 8, 55.82, 6, 21, True),
+        ("30b", 512, 8, 56.4, 12, 21, True), ("13b", 32768, 8, 51.69, 1, 3, True),
+        ("13b", 16384, 8, 54.07, 3, 3, True), ("13b", 8192, 8, 56.07, 5, 3, True),
+        ("13b", 4096, 8, 57.62, 10, 3, True), ("13b", 2048, 8, 59.57, 2, 3, False),
+        ("13b", 1024, 8, 59.48, 40, 3, True), ("7b", 65536, 8, 46.97, 1, 2, True),
+        ("7b", 32768, 8, 49.46, 2, 2, True), ("7b", 16384, 8, 51.96, 4, 2, True), ("7b", 8192, 8, 54.47, 8, 2, True),
+        ("7b", 4096, 8, 54.84, 16, 2, True), ("7b", 2048, 8, 64.23, 6, 2, False),
+        ("7b", 1024, 8, 58.01, 64, 2, True), ("3b", 65536, 8, 46.05, 1, 2, True),
+        ("3b", 32768, 8, 47.18, 3, 6, True), ("3b", 16384, 8, 57.13, 1, 6, False),
+        ("3b", 8192, 8, 59.34, 3, 6, False), ("3b", 4096, 8, 60.53, 5, 6, False),
+        ("3b", 2048, 8, 62.11, 10, 2, False), ("3b", 1024, 8, 62.73, 20, 6, False),
+        ("3b", 512, 8, 63.71, 40, 6, False), ("1b", 65536, 8, 46.18, 1, 2, True),
+        ("1b", 32768, 8, 55.52, 1, 4, False), ("1b", 16384, 8, 56.6, 2, 4, False),
+        ("1b", 8192, 8, 56.69, 3, 4, False), ("1b", 4096, 8, 59.0, 7, 4, False),
+        ("1b", 2048, 8, 59.86, 14, 4, False), ("1b", 1024, 8, 60.15, 18, 4, False),
+        ("1b", 512, 8, 60.68, 56, 4, False), ("760m", 65536, 8, 45.34, 1, 2, True),
+        ("760m", 32768, 8, 54.57, 1, 2, False), ("760m", 16384, 8, 54.64, 3, 2, False),
+        ("760m", 8192, 8, 55.31, 6, 2, False), ("760m", 4096, 8, 56.05, 12, 2, False),
+        ("760m", 2048, 8, 56.85, 24, 2, False), ("760m", 1024, 8, 47.76, 48, 2, False),
+        ("760m", 512, 8, 45.07, 96, 2, False), ("350m", 65536, 8, 52.7, 1, 2, False),
+        ("350m", 32768, 8, 52.46, 2, 2, False), ("350m", 16384, 8, 53.28, 4, 2, False),
+        ("350m", 8192, 8, 53.8, 8, 2, False), ("350m", 4096, 8, 53.31, 16, 2, False),
+        ("350m", 2048, 8, 51.62, 32, 2, False), ("350m", 1024, 8, 50.51, 64, 2, False),
+        ("350m", 512, 8, 50.61, 128, 2, False), ("125m", 65536, 8, 54.13, 1, 2, False),
+        ("125m", 32768, 8, 52.71, 2, 2, False), ("125m", 16384, 8, 50.61, 4, 2, False),
+        ("125m", 8192, 8, 48.85, 8, 2, False), ("125m", 4096, 8, 46.08, 16, 2, False),
+        ("125m", 2048, 8, 44.79, 40, 2, False), ("125m", 1024, 8, 43.15, 64, 2, False),
+        ("125m", 512, 8, 42.56, 128, 2, False),
+    )),
+}
+"""llm-foundry's README tables, every BF16 row of its H100 and A100 80GB tables: (size, seq, gpus, MFU %,
+micro-batch, grad accum, activation checkpointing)."""
+FOUNDRY_VALIDATION = {
+    "H100 80GB BF16": (("70b", 2048, 64), ("70b", 2048, 32), ("30b", 8192, 8), ("30b", 2048, 32), ("13b", 32768, 8),
+                       ("13b", 2048, 8), ("7b", 65536, 8), ("7b", 8192, 8), ("7b", 2048, 8), ("3b", 16384, 8),
+                       ("1b", 2048, 8)),
+    "A100 80GB": (("70b", 2048, 64), ("30b", 2048, 8), ("13b", 2048, 8), ("13b", 32768, 8), ("7b", 2048, 8),
+                  ("7b", 65536, 8), ("3b", 16384, 8), ("1b", 32768, 8)),
+}
+"""The rows of ``FOUNDRY_TABLES`` in the validation set (``runs``; the efficiencies' fit set, one or two per
+model size, 2K tokens and the longest); ``foundry_table_check`` predicts every row."""
+
+
+def _foundry(*, every: bool = False) -> list[Run]:
+    """``FOUNDRY_TABLES``'s validation rows (``every``: all of them), run as llm-foundry runs every layout
+    (``SOFTWARE['llm-foundry']``: its MPT's default loss is flash-attn's fused cross-entropy)."""
     rows = []
-    for name, cluster, entries in table:
+    for name, (cluster, entries) in FOUNDRY_TABLES.items():
         for size, seq, gpus, mfu, micro, accum, ckpt in entries:
+            if not every and (size, seq, gpus) not in FOUNDRY_VALIDATION[name]:
+                continue
             rows.append(Run(source=FOUNDRY, table=name, name=f"MPT-{size} seq {seq} on {gpus} ({'AC' if ckpt else 'no AC'})",
                             arch=_mpt(size, seq), cluster=cluster, metric="mfu", value=mfu / 100,
                             layout=replace(_fsdp(gpus=gpus, local=micro * accum, micro=micro,
@@ -228,6 +293,28 @@ def _foundry() -> list[Run]:
                                            **SOFTWARE["llm-foundry"].layout_flags(pp=1, zero=3,
                                                                                  precision=PRECISIONS["bf16"]))))
     return rows
+
+
+def foundry_table_check() -> dict[str, dict]:
+    """A check beyond the validation set, fitting nothing: every row of ``FOUNDRY_TABLES`` predicted, per table:
+    rows, mean / median / max |MFU error| %, the median signed error of the rows with and without activation
+    checkpointing, and the trained layouts predicted not to fit."""
+    from statistics import mean, median
+
+    out = {}
+    for name in FOUNDRY_TABLES:
+        errs, checkpointed, plain, refused = [], [], [], []
+        for run in (r for r in _foundry(every=True) if r.table == name):
+            p = predict(architecture_spec(run.arch, megatron=True), run.layout, PRESETS[run.cluster])
+            e = (p.mfu / run.value - 1) * 100
+            errs.append(abs(e))
+            (checkpointed if run.layout.recompute is Recompute.FULL else plain).append(e)
+            if not p.feasible:
+                refused.append(run.name)
+        out[name] = {"rows": len(errs), "mean_abs_error_pct": mean(errs), "median_abs_error_pct": median(errs),
+                     "max_abs_error_pct": max(errs), "median_error_pct_checkpointed": median(checkpointed),
+                     "median_error_pct_not_checkpointed": median(plain), "trained_predicted_not_to_fit": refused}
+    return out
 
 
 def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, vp: int = 1,

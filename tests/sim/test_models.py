@@ -35,8 +35,10 @@ def test_llama2_7b_parameter_count_by_hand():
     assert architecture_spec(MODELS["llama2-7b"].arch).param_numel == L * (4 * d * d + 3 * d * f + 2 * d) + 2 * V * d + d
 
 
-@pytest.mark.parametrize("size,seq,published", [("7b", 2048, 6658859008), ("13b", 2048, 12853954560),
-                                                 ("30b", 2048, 29975214080), ("70b", 2048, 64862437376)])
+@pytest.mark.parametrize("size,seq,published", [("125m", 2048, 125311488), ("350m", 2048, 355985408),
+                                                 ("760m", 2048, 760470528), ("7b", 2048, 6658859008),
+                                                 ("13b", 2048, 12853954560), ("30b", 2048, 29975214080),
+                                                 ("70b", 2048, 64862437376)])
 def test_mpt_shapes_reproduce_llm_foundrys_numparams(size, seq, published):
     from parbench.sim.published_memory import _mpt
 
