@@ -12,7 +12,7 @@ from parbench.sim.hardware import HOPPER_FLASH3_OVER_FLASH2, PRESETS, Cluster
 from parbench.sim.model import architecture_spec
 from parbench.sim.predict import predict
 from parbench.sim.published import TABLE1, Published, compare_published
-from parbench.sim.published_memory import FOUNDRY, _metric, runs
+from parbench.sim.published_memory import FOUNDRY, MOE_FIT_ROWS, _metric, runs
 
 
 def best_efficiency(mae) -> float:
@@ -59,13 +59,14 @@ def fit_foundry_efficiencies(cluster: str = "h100-sxm", *, fit_gemm: bool = True
 def h100_rows_grid(gemms: tuple[float, ...] = (0.55, 0.60, 0.65, 0.70),
                    attentions: tuple[float, ...] = (0.17, 0.19, 0.21, 0.23),
                    fp8_shares: tuple[float, ...] = (1.0,)) -> list[dict]:
-    """A check, not a fit: the mean |error| of every published row with a metric on the H100's tensor cores
+    """A check, not a fit: the mean |error| of every published dense row with a metric on the H100's tensor cores
     (llm-foundry, which the presets' pair is fitted on, and the held-out torchtitan H100 and H200, Megatron-Bridge
     H100 and NeMo rows) over a grid of (GEMM,
     attention) efficiencies, the Hopper kernel kept at ``HOPPER_FLASH3_OVER_FLASH2`` x the attention figure as the preset derives it.
     ``fp8_shares``: an FP8 GEMM's share of its own peak relative to a BF16 GEMM's share of its peak (1.0, the
     presets' assumption: both run at the one GEMM efficiency), applied as a lower FP8 peak."""
-    mine = [r for r in runs() if r.metric and PRESETS[r.cluster].peak_flops == PRESETS["h100-sxm"].peak_flops]
+    mine = [r for r in runs() if r.metric and PRESETS[r.cluster].peak_flops == PRESETS["h100-sxm"].peak_flops
+            and not r.arch.experts]  # dense: an MoE row's error is its experts' path, not these efficiencies
     specs = {id(r): architecture_spec(r.arch, megatron=True) for r in mine}
     out = []
     for gemm, attention, share in product(gemms, attentions, fp8_shares):
@@ -93,6 +94,20 @@ def fit_overlap_interference() -> float:
                        / r.value - 1) for r in mine) / len(mine)
 
     return min((round(0.05 * i, 2) for i in range(21)), key=mae)
+
+
+def fit_moe_expert_fixed_s() -> float:
+    """The GPU presets' ``moe_expert_fixed_s`` on a 10 us grid from 0 to 1 ms minimising the mean |error| of the
+    Megatron-Bridge rows named in ``MOE_FIT_ROWS`` (Qwen3-30B-A3B on 8 B200 and on 8 GB200), every other
+    constant kept. The other Qwen3 rows (H100, Qwen3-235B-A22B) and the Megatron-LM Mixtral row are held out."""
+    mine = [r for r in runs() if r.name.startswith(MOE_FIT_ROWS)]
+    specs = {id(r): architecture_spec(r.arch, megatron=True) for r in mine}
+
+    def mae(k: float) -> float:
+        return sum(abs(_metric(predict(specs[id(r)], r.layout, replace(PRESETS[r.cluster], moe_expert_fixed_s=k)), r)
+                       / r.value - 1) for r in mine) / len(mine)
+
+    return min((round(1e-5 * i, 5) for i in range(101)), key=mae)
 
 
 LAUNCH_BOUND = 1.5

@@ -134,6 +134,11 @@ class Cluster:
     """Host seconds torch.distributed.pipelining's schedule adds per micro-batch and stage (its forward and
     backward actions: splitting the batch, the stage's input and output bookkeeping, the per-micro-batch
     loss), beyond the same micro-batches run in a plain loop."""
+    moe_expert_fixed_s: float = 0.0
+    """Seconds per expert a rank holds, per MoE block and micro-batch (forward + backward), beyond the experts'
+    GEMM FLOPs: the per-expert kernels of a grouped expert MLP (its GEMMs' launches, the inputs' quantisation,
+    the token chunks sorted to and from expert order), which the device runs right after the dispatcher's
+    host synchronisation, so not hidden under its queue (``parbench.sim.timing.moe_expert_fixed_s``)."""
     compute_slowdown: dict[int, float] = field(default_factory=dict)
     """Calibrated CPU profiles: per-rank compute time with n ranks computing at once / alone (n -> factor):
     cores shared with each other, with the calibration's own collectives threads and with other jobs."""
@@ -179,7 +184,7 @@ class Cluster:
             raise ValueError("peak_flops_fp8, peak_flops_tf32, peak_flops_fp32, context_bytes and comm_buffer_bytes must be >= 0")
         overheads = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "tp_byte_overhead_s", "fsdp_unit_overhead_s",
                      "fsdp_param_overhead_s", "dtensor_op_overhead_s", "pipeline_action_overhead_s",
-                     "ddp_param_overhead_s", "ddp_byte_overhead_s", "fsdp_byte_overhead_s")
+                     "ddp_param_overhead_s", "ddp_byte_overhead_s", "fsdp_byte_overhead_s", "moe_expert_fixed_s")
         if any(getattr(self, k) < 0 for k in overheads):
             raise ValueError(f"{', '.join(overheads)} must be >= 0")
         if not 0 < self.backward_gemm_ratio <= 2:
@@ -279,11 +284,19 @@ GPU_MEMORY_SOURCES = {
                      "0.93, 1.22, 2.04 GB; this rule gives 0.58, 2.34, 4.68, a share of all the allocator holds 3.0, 4.4, 6.2",
     "backward_gemm_ratio": "1.0: cuBLAS takes a transposed operand as a layout flag (cublasGemmEx's transa/transb), and "
                            "the fitted gemm_efficiency is a forward + backward figure",
+    "moe_expert_fixed_s": "400 us per expert a rank holds, per MoE block and micro-batch: fitted "
+                          "(parbench.sim.efficiency_fits.fit_moe_expert_fixed_s, a 10 us grid) to Megatron-Bridge's "
+                          "Qwen3-30B-A3B on 8 B200 (4096 tokens per micro-batch) and on 8 GB200 (16384), FP8, 16 experts "
+                          "a rank: +237% and +68% without it (one cost per micro-batch, not per token, closes both), "
+                          "+0.5% and -3.9% with it. Held out: Qwen3-235B-A22B on 64 B200 +100% -> +4.0%, on 256 GB200 "
+                          "(BF16, 4 experts a rank) +16% -> -3.3%; the Megatron-LM Mixtral row (1 expert a rank) 4.7% -> "
+                          "6.5%; Qwen3-30B-A3B on 16 H100 (FP8 current scaling) +174% -> +78%, not explained",
     "transcendental_s_per_element": "0: GELU, SiLU and softmax kernels are memory-bound on these GPUs (the CUDA cores' "
                                     "float32 rate, 19.5-67 TFLOP/s by datasheet, leaves 50-100 FLOPs per element at "
                                     "the rate HBM delivers 2-byte elements read and written; one such function takes 10-30)",
 }
-GPU_FIXED = dict(context_bytes=723 * MIB, comm_buffer_bytes=128 * MIB, fragmentation=0.13, overlap_interference=0.5)
+GPU_FIXED = dict(context_bytes=723 * MIB, comm_buffer_bytes=128 * MIB, fragmentation=0.13, overlap_interference=0.5,
+                 moe_expert_fixed_s=400e-6)
 A100_SOURCES = {
     **GPU_MEMORY_SOURCES,
     "peak_flops": "NVIDIA A100 Tensor Core GPU datasheet (2021): BF16/FP16 312 TFLOP/s dense",

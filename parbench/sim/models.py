@@ -26,6 +26,15 @@ def _llama(name: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, v
                         seq_len=seq, gated_mlp=True, norm="rmsnorm", positions="rotary", bias="none")
 
 
+def _qwen3_moe(name: str, layers: int, hidden: int, heads: int, ffn: int, expert_ffn: int) -> Architecture:
+    """Qwen3's mixtures of experts: Llama's block with 4 key/value heads of 128, every MLP 128 SwiGLU experts
+    of which a router picks 8, a 151,936-token vocabulary, trained at 4096 tokens (the report's general
+    pre-training stage); the per-head q and k norms (256 weights a block) left out."""
+    return Architecture(name=name, layers=layers, hidden=hidden, heads=heads, kv_heads=4, head_size=128, ffn_hidden=ffn,
+                        vocab=151936, seq_len=4096, gated_mlp=True, norm="rmsnorm", positions="rotary", bias="none",
+                        experts=128, top_k=8, expert_ffn=expert_ffn)
+
+
 MODELS: dict[str, ModelPreset] = {
     "gpt3-175b": ModelPreset(
         arch=Architecture(name="gpt3-175b", layers=96, hidden=12288, heads=96, vocab=50257, seq_len=2048,
@@ -61,6 +70,16 @@ MODELS: dict[str, ModelPreset] = {
         arch=_llama("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 8192), published_params=7.24e9,
         source="Jiang et al., 'Mistral 7B', 2023, Table 1 (dim 4096, 32 layers, hidden_dim 14336, 32 heads, "
                "8 kv heads, context 8192, vocab 32000); huggingface.co/mistralai/Mistral-7B-v0.1 and its 7.24B params"),
+    "qwen3-30b-a3b": ModelPreset(
+        arch=_qwen3_moe("qwen3-30b-a3b", 48, 2048, 32, 6144, 768), published_params=30.5e9,
+        source="Qwen Team, 'Qwen3 Technical Report', 2025, its MoE architecture table (48 layers, 32 q / 4 kv heads, 128 experts, "
+               "8 activated); huggingface.co/Qwen/Qwen3-30B-A3B config.json (hidden 2048, head_dim 128, "
+               "moe_intermediate_size 768, vocab 151936, untied) and its 30.5B parameters"),
+    "qwen3-235b-a22b": ModelPreset(
+        arch=_qwen3_moe("qwen3-235b-a22b", 94, 4096, 64, 12288, 1536), published_params=235e9,
+        source="the same table (94 layers, 64 q / 4 kv heads, 128 experts, 8 activated); "
+               "huggingface.co/Qwen/Qwen3-235B-A22B config.json (hidden 4096, head_dim 128, "
+               "moe_intermediate_size 1536, vocab 151936, untied) and its 235B parameters"),
 }
 
 

@@ -52,7 +52,7 @@ TT_H100 = "torchtitan docs/performance.md @eaea6f6"
 TT_A100 = "torchtitan docs/performance.md @0413364"
 TT_H200 = "torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md @bcdeaa3"
 FOUNDRY = "llm-foundry scripts/train/benchmarking/README.md @061f2c7"
-MBRIDGE = "Megatron-Bridge docs/performance-summary.md (DGX H100, B200, GB200; FP8)"
+MBRIDGE = "Megatron-Bridge docs/performance-summary.md (DGX H100, B200, GB200; FP8 and BF16)"
 NEMO = "NeMo docs/source/performance/performance_summary.md @070a0bb (24.07, DGX-H100, FP8)"
 DGXC = "NVIDIA dgxc-benchmarking recipes (NeMo 24.09-24.11, DGX H100, BF16 and FP8)"
 INFEASIBLE = "clearly infeasible (states alone exceed the device)"
@@ -317,7 +317,7 @@ def foundry_table_check() -> dict[str, dict]:
     return out
 
 
-def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, vp: int = 1,
+def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, vp: int = 1, ep: int = 1,
             recompute: str = "none", pipeline_layout: str = "", precision: str = "fp8") -> Layout:
     """The layout of an NVIDIA performance recipe (NeMo, Megatron-Bridge, DGX Cloud benchmarking) as its table
     prints it (GBS, MBS, TP, PP, CP, VP, FP8 or BF16), run as those recipes run every layout
@@ -326,7 +326,7 @@ def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: 
     software = SOFTWARE["nemo"]
     precision = software.precision_for(PRECISIONS[precision])
     schedule = Schedule.INTERLEAVED_1F1B if vp > 1 else Schedule.ONE_F_ONE_B
-    return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=gbs,
+    return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, global_batch_size=gbs,
                   micro_batches=gbs // (dp * mbs), schedule=schedule, virtual_stages=vp, zero=1,
                   precision=precision, attention="flash", recompute=Recompute(recompute), **software.tp_flags(tp),
                   chunk_layers=megatron_pipeline_layout(pipeline_layout) if pipeline_layout else (),
@@ -369,6 +369,35 @@ def _megatron_bridge() -> list[Run]:
                                            pipeline_layout=layout[0] if layout else ""),
                         notes=("FP8-CS", "Transformer Engine", "attention kernel assumed flash3",
                                f"pipeline layout {layout[0]}" if layout else "")))
+    return rows + _megatron_bridge_moe()
+
+
+MOE_FIT_ROWS = ("qwen3-30b-a3b 8 B200", "qwen3-30b-a3b 8 GB200")
+"""The Megatron-Bridge rows ``Cluster.moe_expert_fixed_s`` is fitted on (``efficiency_fits.fit_moe_expert_fixed_s``):
+one model, one container and precision on two systems of one GPU generation, at 4096 and 16384 tokens per
+micro-batch, which separates a cost per micro-batch from one per token. The other mixtures of experts are held out."""
+
+
+def _megatron_bridge_moe() -> list[Run]:
+    """(container, system, model, GPUs, precision, GBS, MBS, TP, PP, VP, EP, tokens/s per GPU): the Qwen3 mixtures
+    of experts of the same tables, sequence 4096, every row on a system with a preset and a well-formed line (the
+    25.11 H100 Qwen3-235B line lacks its GBS). The tables state that their MoE benchmarks force-balance the
+    tokens over the experts and drop none: balanced, dropless routing, as predicted. FP8-MX (Blackwell's
+    32-element block scaling) runs as FP8 at the device's FP8 peak."""
+    table = (("25.11", "DGX-H100", "qwen3-30b-a3b", 16, "fp8", 512, 2, 1, 2, 24, 8, 5275),
+             ("25.11", "DGX-B200", "qwen3-30b-a3b", 8, "fp8", 512, 1, 1, 1, 1, 8, 9299),
+             ("25.11", "DGX-GB200", "qwen3-30b-a3b", 8, "fp8", 512, 4, 1, 1, 1, 8, 23766),
+             ("25.11", "DGX-B200", "qwen3-235b-a22b", 64, "fp8", 1024, 1, 1, 8, 2, 8, 3269),
+             ("25.11", "DGX-GB200", "qwen3-235b-a22b", 256, "bf16", 8192, 1, 1, 8, 3, 32, 4916))
+    clusters = {"DGX-H100": "h100-sxm", "DGX-B200": "b200", "DGX-GB200": "gb200-nvl72"}
+    rows = []
+    for container, system, model, gpus, precision, gbs, mbs, tp, pp, vp, ep, tps in table:
+        rows.append(Run(source=MBRIDGE, table=f"{container} NeMo container, {system}",
+                        name=f"{model} {gpus} {system.removeprefix('DGX-')} MBS {mbs} TP {tp} PP {pp} VP {vp} EP {ep} GBS {gbs}",
+                        arch=MODELS[model].arch, cluster=clusters[system], metric="tps_per_gpu", value=tps,
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vp=vp, ep=ep, precision=precision),
+                        notes=("FP8-CS" if system == "DGX-H100" else "FP8-MX" if precision == "fp8" else "BF16",
+                               "Transformer Engine", "attention kernel assumed flash3", "balanced dropless routing")))
     return rows
 
 

@@ -180,9 +180,23 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
         shapes.setdefault(key, (u, dtype, raw))
     for key, (u, dtype, raw) in shapes.items():
         f, b, attn, gemm = unit_times_s(c, u, **{**kwargs, "gemm_dtype": dtype}, input_grad=not raw)
+        fixed = moe_expert_fixed_s(c, u, layout)  # a third forward, two thirds backward, as the experts' GEMMs
+        f, b = f + fixed / 3, b + 2 * fixed / 3
         redo = f * layout.recomputed_fraction + (attn if core else 0.0) + ((gemm - attn) / 2 + (f - gemm) if ops else 0.0)
         total = total + ChunkTime(f, b, redo, 3 * gemm, 3 * attn).scaled(counts[key])
     return total
+
+
+def moe_expert_fixed_s(c: Cluster, u: Unit, layout: Layout) -> float:
+    """Seconds an MoE block's experts cost per micro-batch beyond their GEMMs' FLOPs: ``Cluster.moe_expert_fixed_s``
+    for each expert this rank holds (experts / ep), forward + backward; 0 for a dense block. Charged on top of
+    the device's work, not under it: a dropless dispatcher sizes its all-to-all and the experts' grouped GEMM
+    from token counts it first copies to the host and waits for (Megatron-Core's ``MoEAlltoAllTokenDispatcher``
+    synchronises "before expert parallel AlltoAll communication to get the input_splits and output_splits CPU
+    values"), so the device starts every MoE block's expert path with an empty queue."""
+    if not u.moe_assignments_per_sample:
+        return 0.0
+    return len(u.moe_assignments_per_sample) // layout.ep * c.moe_expert_fixed_s
 
 
 def adamw_bytes_per_element(fused: bool) -> int:

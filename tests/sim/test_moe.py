@@ -136,3 +136,57 @@ def test_distributed_optimizer_shards_each_group_over_its_own_ranks():
     dense = m.param_numel - experts_local
     assert params == grads == m.param_numel
     assert optim == -(-dense // dp) + -(-experts_local // (dp // ep))
+
+
+def test_each_held_expert_adds_its_fixed_cost_per_moe_block_and_micro_batch():
+    """Per micro-batch a rank pays moe_expert_fixed_s for each of the E/ep experts it holds in each MoE block
+    (here 2 MoE blocks of 4 experts, ep 2: 2 x 2 x h), a third in forward and two thirds in backward; a dense
+    model and a profile without the cost pay nothing."""
+    from dataclasses import replace
+
+    from parbench.sim.timing import chunk_times_s
+
+    h = 1e-3
+    with_cost, without = replace(H100, moe_expert_fixed_s=h), replace(H100, moe_expert_fixed_s=0.0)
+    layout = _layout(dp=2, ep=2)
+    m = expert_local(model_spec(MOE), 2)
+
+    def chunk(c):
+        return chunk_times_s(c, m, layout, m.units, first=True, last=True)
+
+    a, b = chunk(with_cost), chunk(without)
+    assert a.forward - b.forward == pytest.approx(2 * 2 * h / 3)
+    assert a.backward - b.backward == pytest.approx(2 * 2 * 2 * h / 3)
+    dense = model_spec(WorkloadConfig(name="transformer", layers=4, hidden=64, heads=4, seq_len=32, vocab_size=256))
+    dense_layout = _layout(strategy=Strategy.DDP, dp=2, ep=1)
+    assert (chunk_times_s(with_cost, dense, dense_layout, dense.units, first=True, last=True)
+            == chunk_times_s(without, dense, dense_layout, dense.units, first=True, last=True))
+
+
+def test_qwen3_moe_rows_predicted_with_the_fitted_expert_cost():
+    """Megatron-Bridge's Qwen3 rows: without the per-expert cost every one is predicted too fast (the B200 row
+    more than 3x); with it the fit pair and the held-out Qwen3-235B-A22B rows are within 5%. The H100 row stays
+    far off (documented, not explained)."""
+    from dataclasses import replace
+
+    from parbench.sim.published_memory import MBRIDGE, _metric, runs
+
+    rows = {r.name: r for r in runs() if r.source == MBRIDGE and r.arch.experts}
+    assert len(rows) == 5
+
+    def error(r, cost=None):
+        c = PRESETS[r.cluster] if cost is None else replace(PRESETS[r.cluster], moe_expert_fixed_s=cost)
+        return _metric(predict(architecture_spec(r.arch, megatron=True), r.layout, c), r) / r.value - 1
+
+    assert all(error(r, 0.0) > 0.15 for r in rows.values())
+    assert error(rows["qwen3-30b-a3b 8 B200 MBS 1 TP 1 PP 1 VP 1 EP 8 GBS 512"], 0.0) > 2
+    for name, r in rows.items():
+        if "H100" not in name:
+            assert abs(error(r)) < 0.05, (name, error(r))
+
+
+@pytest.mark.slow
+def test_fit_moe_expert_fixed_s_recovers_the_presets():
+    from parbench.sim.efficiency_fits import fit_moe_expert_fixed_s
+
+    assert fit_moe_expert_fixed_s() == H100.moe_expert_fixed_s == PRESETS["b200"].moe_expert_fixed_s == 4e-4
