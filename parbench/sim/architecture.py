@@ -67,8 +67,16 @@ class Architecture:
     """Inner width of one expert's MLP; 0 = ``ffn``."""
     moe_every: int = 1
     """Every moe_every-th block (blocks moe_every-1, 2 moe_every-1, ...) is an MoE block."""
+    window: int = 0
+    """Sliding-window attention (Beltagy et al., "Longformer", 2020; Mistral 7B, GPT-OSS): a token attends to
+    itself and at most ``window`` - 1 earlier tokens; 0 = every earlier token."""
+    window_every: int = 1
+    """Which blocks slide their window: blocks 0, window_every, 2 window_every, ... (1: all, Mistral 7B; 2: every
+    other one, alternating with full attention from the first, GPT-OSS)."""
 
     def __post_init__(self) -> None:
+        if self.window < 0 or self.window_every < 1:
+            raise ValueError(f"window={self.window} >= 0 and window_every={self.window_every} >= 1 needed")
         if self.experts < 0 or self.top_k < 1 or self.moe_every < 1 or self.capacity_factor < 0 or self.expert_ffn < 0:
             raise ValueError(f"experts={self.experts} >= 0, top_k={self.top_k} >= 1, moe_every={self.moe_every} >= 1, "
                              f"capacity_factor={self.capacity_factor} >= 0 and expert_ffn={self.expert_ffn} >= 0 needed")
@@ -104,6 +112,13 @@ class Architecture:
     def is_moe_layer(self, index: int) -> bool:
         """Whether block ``index`` carries experts (as parbench.workloads.moe.is_moe_block)."""
         return self.experts > 0 and (index + 1) % self.moe_every == 0
+
+    def attention_keys(self, index: int) -> int:
+        """Keys the last token of block ``index`` attends to: the window where that block slides one shorter
+        than the sequence, else the sequence."""
+        if self.window and index % self.window_every == 0:
+            return min(self.window, self.seq_len)
+        return self.seq_len
 
     @property
     def moe_layers(self) -> int:
@@ -144,6 +159,7 @@ HF_FAMILIES = {
     "qwen3": ("rmsnorm", "rotary", "none", False),
     "mixtral": ("rmsnorm", "rotary", "none", False),
     "qwen3_moe": ("rmsnorm", "rotary", "none", False),
+    "gpt_oss": ("rmsnorm", "rotary", "all", False),
     "gpt2": ("layernorm", "learned", "all", True),
     "gpt_neox": ("layernorm", "rotary", "all", False),
 }
@@ -156,6 +172,9 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
     if kind == "mixtral":
         return {"experts": data["num_local_experts"], "top_k": data["num_experts_per_tok"],
                 "expert_ffn": data["intermediate_size"]}
+    if kind == "gpt_oss":
+        return {"experts": data["num_local_experts"], "top_k": data["num_experts_per_tok"],
+                "expert_ffn": data["intermediate_size"]}
     if kind == "qwen3_moe":
         if data.get("mlp_only_layers"):
             raise ValueError(f"config.json mlp_only_layers={data['mlp_only_layers']}: dense blocks at chosen indices "
@@ -165,15 +184,36 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
     return {}
 
 
+def _hf_window(data: dict[str, Any]) -> dict[str, Any]:
+    """Sliding-window fields: ``sliding_window`` (Mistral: every block; null or absent: none; Qwen's is unused
+    unless ``use_sliding_window``) and GPT-OSS's ``layer_types``, its blocks alternating "sliding_attention"
+    and "full_attention" from the first."""
+    window = data.get("sliding_window") or 0
+    if data.get("use_sliding_window") is False:  # Qwen2/Qwen3 carry a window they do not use
+        window = 0
+    types = data.get("layer_types")
+    if not window or not types:
+        return {"window": window}
+    sliding = [i for i, kind in enumerate(types) if kind == "sliding_attention"]
+    if not sliding:
+        return {"window": 0}
+    every = sliding[1] - sliding[0] if len(sliding) > 1 else len(types)
+    if sliding != list(range(0, len(types), every)):
+        raise ValueError(f"config.json layer_types: sliding-window blocks at {sliding[:8]}...; only every n-th "
+                         f"block from the first is modelled")
+    return {"window": window, "window_every": every}
+
+
 def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     """An Architecture from a Hugging Face ``config.json`` (Llama, Mistral, Qwen2, Qwen3, GPT-2, GPT-NeoX, and
-    the mixtures of experts Mixtral and Qwen3-MoE).
+    the mixtures of experts Mixtral, Qwen3-MoE and GPT-OSS).
 
     Fields read (transformers' names): layers ``num_hidden_layers``/``n_layer``, width
     ``hidden_size``/``n_embd``, heads ``num_attention_heads``/``n_head``, ``num_key_value_heads``, ``head_dim``
     (a head width of its own), ``intermediate_size``/``n_inner``, ``vocab_size``,
     ``max_position_embeddings``/``n_positions``, ``tie_word_embeddings``, ``hidden_act``/``activation_function``
-    (silu: gated MLP), for Llama ``attention_bias``/``mlp_bias``, and the experts' fields (``_hf_experts``).
+    (silu: gated MLP), for Llama ``attention_bias``/``mlp_bias``, the experts' fields (``_hf_experts``) and
+    the sliding window (``_hf_window``; GPT-OSS: every Linear with a bias, SwiGLU experts).
     Qwen3's per-head q and k norms (2 x head_dim weights a block) are left out. ``seq_len`` 0 trains at the
     model's maximum positions."""
     kind = data.get("model_type")
@@ -200,9 +240,9 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
         kv_heads=_first(data, "num_key_value_heads", default=heads), vocab=data["vocab_size"],
         head_size=head_dim if head_dim * heads != hidden else 0,
         ffn_hidden=_first(data, "intermediate_size", "n_inner", default=0) or 0,
-        gated_mlp=act in GATED_ACTIVATIONS, tie_embeddings=bool(data.get("tie_word_embeddings", tie_default)),
+        gated_mlp=act in GATED_ACTIVATIONS or kind == "gpt_oss", tie_embeddings=bool(data.get("tie_word_embeddings", tie_default)),
         norm=norm, positions=positions, bias=bias, max_positions=max_pos if positions == "learned" else 0,
-        seq_len=seq_len or max_pos or 2048, name=str(data.get("_name_or_path") or kind), **experts)
+        seq_len=seq_len or max_pos or 2048, name=str(data.get("_name_or_path") or kind), **experts, **_hf_window(data))
 
 
 def read_hf_config(path: str | Path, *, seq_len: int = 0) -> Architecture:

@@ -61,6 +61,9 @@ class Gemm:
     """Independent products of this shape (attention heads)."""
     tp_sharded: bool = True
     """Whether tensor parallelism divides this GEMM's work by tp."""
+    keys: int = 0
+    """Attention core of a sliding window: the keys a query sees at most (``Architecture.window``), which this
+    product's n (QK^T) or k (AV) already counts; 0 = causal over all m tokens."""
 
     @property
     def flops(self) -> int:
@@ -258,15 +261,16 @@ def block_unit(i: int, arch: Architecture, *, megatron: bool = False) -> Unit:
     ln1, ln2 = _norm(f"{p}.ln1", d, arch), _norm(f"{p}.ln2", d, arch)
     params = (*attn, *mlp, *ln1, *ln2) if arch.norms_last else (*ln1, *attn, *ln2, *mlp)
     up = 2 * f if arch.gated_mlp else f
-    hd = arch.head_dim
+    hd, w = arch.head_dim, arch.attention_keys(i)
+    keys = w if w < t else 0
     gemms = (Gemm(m=t, k=d, n=q + 2 * kv), Gemm(m=t, k=q, n=d),  # qkv, proj
-             Gemm(m=t, k=hd, n=t, batched=heads), Gemm(m=t, k=t, n=hd, batched=heads),  # QK^T, AV
+             Gemm(m=t, k=hd, n=w, batched=heads, keys=keys), Gemm(m=t, k=w, n=hd, batched=heads, keys=keys),  # QK^T, AV
              Gemm(m=t, k=d, n=up), Gemm(m=t, k=f, n=d))  # mlp
     fp32, act = eager_elementwise(arch)
     col_inputs = (d,) * (2 if megatron else 4 + arch.gated_mlp)  # q, k, v (or one qkv), up (and gate) read the stream
     return Unit(params=params, gemms=gemms, out_elems_per_sample=t * d,
                 elementwise_elems_per_sample=t * (4 * d + (3 if arch.gated_mlp else 2) * f),
-                score_elems_per_sample=heads * t * t, transcendental_elems_per_sample=t * f,
+                score_elems_per_sample=heads * t * w, transcendental_elems_per_sample=t * f,
                 unfused_fp32_elems_per_sample=t * fp32, unfused_act_elems_per_sample=t * act,
                 tp_row_allreduces=2, tp_row_out=t * d, tp_col_inputs=tuple(x * t for x in col_inputs),
                 ops_forward=39, ops_backward=92)

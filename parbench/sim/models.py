@@ -7,7 +7,7 @@ publishers' Hugging Face ``config.json`` files; ``seq_len`` is the context the m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from parbench.sim.architecture import Architecture
 
@@ -67,9 +67,10 @@ MODELS: dict[str, ModelPreset] = {
         source="Llama 3 Herd, Table 3 (126 layers, 16384, FFN 53248, 128 heads, 8 kv heads); "
                "huggingface.co/meta-llama/Llama-3.1-405B config.json and its 406B params"),
     "mistral-7b": ModelPreset(
-        arch=_llama("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 8192), published_params=7.24e9,
+        arch=replace(_llama("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 8192), window=4096), published_params=7.24e9,
         source="Jiang et al., 'Mistral 7B', 2023, Table 1 (dim 4096, 32 layers, hidden_dim 14336, 32 heads, "
-               "8 kv heads, context 8192, vocab 32000); huggingface.co/mistralai/Mistral-7B-v0.1 and its 7.24B params"),
+               "8 kv heads, window_size 4096, context 8192, vocab 32000); huggingface.co/mistralai/Mistral-7B-v0.1 "
+               "and its 7.24B params"),
     "qwen3-30b-a3b": ModelPreset(
         arch=_qwen3_moe("qwen3-30b-a3b", 48, 2048, 32, 6144, 768), published_params=30.5e9,
         source="Qwen Team, 'Qwen3 Technical Report', 2025, its MoE architecture table (48 layers, 32 q / 4 kv heads, 128 experts, "
@@ -80,6 +81,16 @@ MODELS: dict[str, ModelPreset] = {
         source="the same table (94 layers, 64 q / 4 kv heads, 128 experts, 8 activated); "
                "huggingface.co/Qwen/Qwen3-235B-A22B config.json (hidden 4096, head_dim 128, "
                "moe_intermediate_size 1536, vocab 151936, untied) and its 235B parameters"),
+    "gpt-oss-120b": ModelPreset(
+        arch=Architecture(name="gpt-oss-120b", layers=36, hidden=2880, heads=64, kv_heads=8, head_size=64,
+                          ffn_hidden=2880, vocab=201088, seq_len=4096, gated_mlp=True, norm="rmsnorm",
+                          positions="rotary", bias="all", experts=128, top_k=4, window=128, window_every=2),
+        published_params=116.8e9,
+        source="OpenAI, 'gpt-oss-120b & gpt-oss-20b Model Card', 2025 (36 layers, 116.8B parameters, 128 experts "
+               "of which 4 per token, attention alternating a banded window of 128 tokens with dense attention, "
+               "64 query and 8 key/value heads of 64, biases, the 201,088-token o200k_harmony vocabulary); "
+               "huggingface.co/openai/gpt-oss-120b config.json (hidden 2880, intermediate_size 2880, "
+               "initial_context_length 4096, untied); attention sinks (64 logits a block) left out"),
 }
 
 

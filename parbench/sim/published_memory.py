@@ -379,24 +379,29 @@ micro-batch, which separates a cost per micro-batch from one per token. The othe
 
 
 def _megatron_bridge_moe() -> list[Run]:
-    """(container, system, model, GPUs, precision, GBS, MBS, TP, PP, VP, EP, tokens/s per GPU): the Qwen3 mixtures
-    of experts of the same tables, sequence 4096, every row on a system with a preset and a well-formed line (the
-    25.11 H100 Qwen3-235B line lacks its GBS). The tables state that their MoE benchmarks force-balance the
+    """(container, system, model, GPUs, precision, GBS, MBS, sequence, TP, PP, VP, EP, tokens/s per GPU): the Qwen3
+    and GPT-OSS mixtures of experts of the same tables, every row on a system with a preset and a well-formed line
+    (the 25.11 H100 Qwen3-235B line lacks its GBS). The tables state that their MoE benchmarks force-balance the
     tokens over the experts and drop none: balanced, dropless routing, as predicted. FP8-MX (Blackwell's
     32-element block scaling) runs as FP8 at the device's FP8 peak."""
-    table = (("25.11", "DGX-H100", "qwen3-30b-a3b", 16, "fp8", 512, 2, 1, 2, 24, 8, 5275),
-             ("25.11", "DGX-B200", "qwen3-30b-a3b", 8, "fp8", 512, 1, 1, 1, 1, 8, 9299),
-             ("25.11", "DGX-GB200", "qwen3-30b-a3b", 8, "fp8", 512, 4, 1, 1, 1, 8, 23766),
-             ("25.11", "DGX-B200", "qwen3-235b-a22b", 64, "fp8", 1024, 1, 1, 8, 2, 8, 3269),
-             ("25.11", "DGX-GB200", "qwen3-235b-a22b", 256, "bf16", 8192, 1, 1, 8, 3, 32, 4916))
+    table = (("25.11", "DGX-H100", "qwen3-30b-a3b", 16, "fp8", 512, 2, 4096, 1, 2, 24, 8, 5275),
+             ("25.11", "DGX-B200", "qwen3-30b-a3b", 8, "fp8", 512, 1, 4096, 1, 1, 1, 8, 9299),
+             ("25.11", "DGX-GB200", "qwen3-30b-a3b", 8, "fp8", 512, 4, 4096, 1, 1, 1, 8, 23766),
+             ("25.11", "DGX-B200", "qwen3-235b-a22b", 64, "fp8", 1024, 1, 4096, 1, 8, 2, 8, 3269),
+             ("25.11", "DGX-GB200", "qwen3-235b-a22b", 256, "bf16", 8192, 1, 4096, 1, 8, 3, 32, 4916),
+             ("25.11", "DGX-H100", "gpt-oss-120b", 64, "bf16", 512, 4, 4096, 1, 4, 1, 8, 5630),
+             ("25.11", "DGX-B200", "gpt-oss-120b", 64, "bf16", 512, 4, 4096, 1, 1, 1, 8, 8213),
+             ("25.11", "DGX-GB200", "gpt-oss-120b", 64, "bf16", 1280, 1, 8192, 1, 1, 1, 64, 15876))
     clusters = {"DGX-H100": "h100-sxm", "DGX-B200": "b200", "DGX-GB200": "gb200-nvl72"}
     rows = []
-    for container, system, model, gpus, precision, gbs, mbs, tp, pp, vp, ep, tps in table:
+    for container, system, model, gpus, precision, gbs, mbs, seq, tp, pp, vp, ep, tps in table:
         rows.append(Run(source=MBRIDGE, table=f"{container} NeMo container, {system}",
-                        name=f"{model} {gpus} {system.removeprefix('DGX-')} MBS {mbs} TP {tp} PP {pp} VP {vp} EP {ep} GBS {gbs}",
-                        arch=MODELS[model].arch, cluster=clusters[system], metric="tps_per_gpu", value=tps,
+                        name=f"{model} {gpus} {system.removeprefix('DGX-')} MBS {mbs} seq {seq} TP {tp} PP {pp} VP {vp} "
+                             f"EP {ep} GBS {gbs}",
+                        arch=replace(MODELS[model].arch, seq_len=seq), cluster=clusters[system], metric="tps_per_gpu",
+                        value=tps,
                         layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vp=vp, ep=ep, precision=precision),
-                        notes=("FP8-CS" if system == "DGX-H100" else "FP8-MX" if precision == "fp8" else "BF16",
+                        notes=("BF16" if precision == "bf16" else "FP8-CS" if system == "DGX-H100" else "FP8-MX",
                                "Transformer Engine", "attention kernel assumed flash3", "balanced dropless routing")))
     return rows
 

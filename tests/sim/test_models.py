@@ -290,3 +290,38 @@ def test_hf_mixtures_of_experts_read_their_experts_and_head_width():
         from_hf_config({**qwen, "mlp_only_layers": [0]})
     with pytest.raises(ValueError, match="config.json of a qwen3_moe model lacks num_experts"):
         from_hf_config({k: v for k, v in qwen.items() if k != "num_experts"})
+
+
+def test_sliding_window_attention_computes_the_band_only():
+    """A block sliding a window of w keys over t tokens computes, per head, sum over queries of min(i + 1, w)
+    scores, t w - w (w - 1) / 2, in QK^T and again in AV (4 hd FLOPs a score); full causal attention t (t + 1) / 2.
+    Timed at the attention efficiency on a device with no launch cost and unbounded memory bandwidth."""
+    from parbench.sim.model import block_unit
+    from parbench.sim.timing import unit_times_s
+
+    c = replace(PRESETS["h100-sxm"], gemm_overhead_s=0.0, memory_bandwidth_bytes_per_s=1e30)
+    arch = Architecture(name="w", layers=2, hidden=512, heads=8, vocab=256, seq_len=4096, window=256, window_every=2)
+    t, w, hd, heads = 4096, 256, 64, 8
+    rate = c.peak_flops * c.attention_efficiency
+    windowed, full = (unit_times_s(c, block_unit(i, arch), mb=1, tp=1, act_bytes=2, flash=True)[2] for i in (0, 1))
+    assert arch.attention_keys(0) == w and arch.attention_keys(1) == t
+    assert windowed == pytest.approx(4 * hd * heads * (t * w - w * w / 2) / rate, rel=1e-3)
+    assert full == pytest.approx(4 * hd * heads * t * t / 2 / rate, rel=1e-3)
+    assert (windowed / full) == pytest.approx((t * w - w * (w - 1) / 2) / (t * (t + 1) / 2), rel=2e-3)
+
+
+def test_hf_configs_read_their_sliding_windows():
+    base = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 100,
+            "max_position_embeddings": 8192, "hidden_act": "silu"}
+    mistral = from_hf_config({**base, "model_type": "mistral", "sliding_window": 4096})
+    assert (mistral.window, mistral.window_every) == (4096, 1)
+    assert from_hf_config({**base, "model_type": "mistral", "sliding_window": None}).window == 0
+    assert from_hf_config({**base, "model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": False}).window == 0
+    oss = from_hf_config({**base, "model_type": "gpt_oss", "sliding_window": 128, "num_local_experts": 8,
+                          "num_experts_per_tok": 2, "intermediate_size": 256,
+                          "layer_types": ["sliding_attention", "full_attention"] * 2})
+    assert (oss.window, oss.window_every, oss.experts, oss.top_k, oss.gated_mlp, oss.bias) == (128, 2, 8, 2, True, "all")
+    with pytest.raises(ValueError, match="layer_types"):
+        from_hf_config({**base, "model_type": "gpt_oss", "sliding_window": 128, "num_local_experts": 8,
+                        "num_experts_per_tok": 2, "intermediate_size": 256,
+                        "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"]})
