@@ -415,7 +415,9 @@ BLACKWELL_SOURCES = {
                   "B200 column): FP16/BF16 4.5 PFLOPS with sparsity = 2,250 TFLOP/s dense",
     "peak_flops_fp8": "the same table: FP8 9 PFLOPS with sparsity = 4,500 TFLOP/s dense",
     "peak_flops_tf32": "the same table: TF32 2.2 PFLOPS with sparsity = 1,100 dense; FP32 75 TFLOP/s (parbench.devices.DATASHEETS)",
-    "memory_bytes": "the same table: 180 GB HBM3E",
+    "memory_bytes": "the same table: 180 GB HBM3E; usable as nvidia-smi reports a B200 (the convention of every "
+                    "preset, GPU_MEMORY_SOURCES): 183,359 MiB (published nvidia-smi printouts of DGX B200 "
+                    "nodes, drivers 570-595), 179.1 GiB, not 180e9 bytes (167.6 GiB)",
     "memory_bandwidth_bytes_per_s": "the same table: 7.7 TB/s; x0.8 achievable (assumed, as the H100's)",
     "intra": "fifth-generation NVLink 1.8 TB/s total = 900 GB/s per direction; x0.8 busbw (assumed, as the H100's)",
     "inter": "DGX B200: 8x ConnectX-7 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
@@ -429,7 +431,8 @@ GB200_SOURCES = {
                   "FP16/BF16 5 PFLOPS with sparsity = 2,500 TFLOP/s dense",
     "peak_flops_fp8": "the same table: FP8 10 PFLOPS with sparsity = 5,000 TFLOP/s dense",
     "peak_flops_tf32": "the same table: TF32 2.5 PFLOPS with sparsity = 1,250 dense; FP32 80 TFLOP/s",
-    "memory_bytes": "the same table: 186 GB HBM3E",
+    "memory_bytes": "the same table: 186 GB HBM3E; usable as nvidia-smi reports a GB200: 189,471 MiB (published "
+                    "nvidia-smi printouts of GB200 NVL72 trays), 185.0 GiB, not 186e9 bytes (173.2 GiB)",
     "memory_bandwidth_bytes_per_s": "the same table: 8 TB/s; x0.8 achievable (assumed)",
     "gpus_per_node": "GB200 NVL72: 72 GPUs in one NVLink domain (the rack), each at 1.8 TB/s",
     "inter": "beyond the rack, one ConnectX-7 400 Gb/s per GPU = 50 GB/s; x0.9 (assumed)",
@@ -443,8 +446,8 @@ PRESETS: dict[str, Cluster] = {
     "h100-sxm": Cluster(name="h100-sxm", memory_bytes=81559 * MIB, sources=H100_SOURCES, **_H100),
     "h200-sxm": Cluster(name="h200-sxm", memory_bytes=143771 * MIB, sources=H200_SOURCES,
                         **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 4800e9}),
-    "b200": Cluster(name="b200", memory_bytes=180 * 10**9, sources=BLACKWELL_SOURCES, **_BLACKWELL),
-    "gb200-nvl72": Cluster(name="gb200-nvl72", memory_bytes=186 * 10**9, sources=GB200_SOURCES,
+    "b200": Cluster(name="b200", memory_bytes=183359 * MIB, sources=BLACKWELL_SOURCES, **_BLACKWELL),
+    "gb200-nvl72": Cluster(name="gb200-nvl72", memory_bytes=189471 * MIB, sources=GB200_SOURCES,
                            **{**_BLACKWELL, "peak_flops": 2500e12, "peak_flops_fp8": 5000e12, **float32_peaks("GB200"),
                               "memory_bandwidth_bytes_per_s": 0.8 * 8000e9, "gpus_per_node": 72}),
     "h100-96gb": Cluster(name="h100-96gb", memory_bytes=96 * GIB - (81920 - 81559) * MIB, sources=H100_96_SOURCES,

@@ -172,7 +172,7 @@ def test_published_runs_that_trained_fit_and_oom_ones_do_not():
     ran = [r for r in rows if r["ran"]]
     assert len(ran) >= 20 and len({r["source"] for r in ran}) >= 3
     # Megatron-Bridge's Llama 3.1 405B on 256 GB200 (TP 4, PP 16, VP 4, no recomputation in its recipe) is
-    # predicted to need 192 GiB of the 173 a GB200 has: 79 chunk forwards of 2 layers in flight on the first
+    # predicted to need 192 GiB of the 185 a GB200 has: 77 chunk forwards of 2 layers in flight on the second
     # stage (Megatron-LM's interleaved warm-up) at 0.86 GiB a layer, in both containers. Nemotron-4 340B in BF16 on
     # 128 H100 (DGX Cloud benchmarking; TP 8, PP 8, VP 12, data-parallel 2) is predicted at 84 GiB of 79.6: 103
     # one-layer chunk forwards in flight at 0.25 GiB, beside 54 GiB of weights, gradients and Adam state halved

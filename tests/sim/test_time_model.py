@@ -667,7 +667,8 @@ def test_runs_at_other_precisions_or_configurations_are_not_repeats():
 
 def test_every_gpu_preset_cites_its_figures_and_the_new_ones_match_their_datasheets():
     """Each preset names a source for every physical figure; the A100 40GB and Blackwell presets carry the
-    datasheets' numbers (dense = half the sparse figure; memory as printed), at the derating every preset uses."""
+    datasheets' numbers (dense = half the sparse figure; memory as nvidia-smi prints it, in MiB), at the derating every
+    preset uses."""
     need = ("peak_flops", "memory_bytes", "memory_bandwidth_bytes_per_s", "intra", "inter", "gemm_efficiency",
             "attention_efficiency", "fragmentation", "context_bytes", "gemm_overhead_s")
     for name, cluster in PRESETS.items():
@@ -675,8 +676,8 @@ def test_every_gpu_preset_cites_its_figures_and_the_new_ones_match_their_datashe
     a100_40, b200, gb200 = PRESETS["a100-40gb"], PRESETS["b200"], PRESETS["gb200-nvl72"]
     assert a100_40.memory_bytes == 40960 * 2**20 and a100_40.memory_bandwidth_bytes_per_s == 0.8 * 1555e9
     assert (a100_40.peak_flops, a100_40.gemm_efficiency) == (312e12, 0.70)
-    assert (b200.peak_flops, b200.peak_flops_fp8, b200.memory_bytes) == (4.5e15 / 2, 9e15 / 2, 180e9)
-    assert (gb200.peak_flops, gb200.peak_flops_fp8, gb200.memory_bytes) == (5e15 / 2, 10e15 / 2, 186e9)
+    assert (b200.peak_flops, b200.peak_flops_fp8, b200.memory_bytes) == (4.5e15 / 2, 9e15 / 2, 183359 * 2**20)
+    assert (gb200.peak_flops, gb200.peak_flops_fp8, gb200.memory_bytes) == (5e15 / 2, 10e15 / 2, 189471 * 2**20)
     assert b200.intra.bandwidth_bytes_per_s == 0.8 * 1.8e12 / 2 and gb200.gpus_per_node == 72
 
 
