@@ -12,8 +12,13 @@ What is hidden is not free. ``interference`` is the fraction of the hidden secon
 NCCL's collectives run as kernels on the GPU's SMs and share its memory bandwidth with the compute they
 overlap, which slows that compute (contention is a major limiter of overlap in "Design Space
 Exploration of DMA based Finer-Grain Compute Communication Overlap", arXiv 2512.10236, abstract). It applies
-to the data-parallel, FSDP, context-parallel and overlapped pipeline-send rules; tensor-parallel overlap (Transformer Engine's userbuffers,
-torch's async tensor parallelism) pipelines chunks through copy engines and peer reads and takes none.
+to the data-parallel, FSDP and overlapped pipeline-send rules, whose traffic runs under whole forward and
+backward passes (GEMMs and the memory-bound kernels between them). Tensor-parallel overlap (Transformer
+Engine's userbuffers, torch's async tensor parallelism) pipelines chunks through copy engines and peer reads
+and takes none. Ring attention's K/V exchange takes none either: it runs under the attention kernel alone,
+which keeps its working set in on-chip memory (FlashAttention is "IO-aware", it reduces "the number of memory
+reads/writes between GPU high bandwidth memory (HBM) and GPU on-chip SRAM": Dao et al. 2022, abstract), so the
+exchange's HBM traffic does not slow it.
 
 Sources, per rule:
 - data-parallel gradients (DDP buckets, ZeRO/FSDP reduce-scatter): Li et al., "PyTorch Distributed",
@@ -92,10 +97,9 @@ def pipeline_send_exposed_s(total_s: float, compute_s: float = 0.0, *, overlap: 
     return contended_s(min(total_s, max(total_s - hide * compute_s, 0.0)), total_s, interference)
 
 
-def context_parallel_exposed_s(total_s: float, attention_s: float, cp: int, *, hide: float,
-                               interference: float = 0.0) -> float:
-    """Ring attention: cp-1 K/V transfers each under one block's attention; the excess is exposed."""
+def context_parallel_exposed_s(total_s: float, attention_s: float, cp: int, *, hide: float) -> float:
+    """Ring attention: cp-1 K/V transfers each under one block's attention; the excess is exposed (no
+    interference: the attention kernel works from on-chip memory, see the module's note)."""
     if total_s <= 0 or cp <= 1:
         return max(total_s, 0.0) if cp > 1 else 0.0
-    exposed = min(total_s, max(total_s - hide * attention_s * (cp - 1) / cp, 0.0))
-    return contended_s(exposed, total_s, interference)
+    return min(total_s, max(total_s - hide * attention_s * (cp - 1) / cp, 0.0))

@@ -174,7 +174,7 @@ def _micro_batch_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chun
     return (ep + tensor_parallel_exposed_s(tp, chunk.gemm, layout.tp, overlap=layout.tp_comm_overlap, hide=hide)
             + pipeline_send_exposed_s(pp, chunk.total, overlap=layout.overlap_p2p_comm, hide=hide,
                                       interference=c.overlap_interference)
-            + context_parallel_exposed_s(cp, chunk.attention, layout.cp, hide=hide, interference=c.overlap_interference))
+            + context_parallel_exposed_s(cp, chunk.attention, layout.cp, hide=hide))
 
 
 def _parameter_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chunk: ChunkTime, *, ps: bool) -> float:

@@ -31,6 +31,9 @@ layout arithmetic the source states (global batch = local batch x data-parallel 
   405B and 70B and Nemotron-4 340B pre-training on 64 to 2304 DGX H100 GPUs, each in BF16 and in FP8 with the
   same layout (TP, PP, CP, VP, MBS as printed; the global batch grows with the GPUs), NeMo containers 24.09
   and 24.11; seconds per step (the last of 50 or 100 steps).
+- NeMo ``docs/source/performance/performance_long_sequence.md`` at commit 0aa267117ae5f1ff9f8d8308ed3d1ba1ce939f82
+  (container 24.03.01, DGX-H100, FP8): Llama 2 7B with context parallelism at 16K to 1M tokens, one GPU per
+  1K tokens, the layout as printed (TP, PP, DP, CP) and model TFLOP/s per GPU.
 - Megatron-LM's runs in ``parbench.sim.published.PUBLISHED`` (Narayanan et al. SC21 Tables 1-2, MT-NLG).
 """
 
@@ -54,6 +57,7 @@ TT_H200 = "torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md @bcdeaa3"
 FOUNDRY = "llm-foundry scripts/train/benchmarking/README.md @061f2c7"
 MBRIDGE = "Megatron-Bridge docs/performance-summary.md (DGX H100, B200, GB200; FP8 and BF16)"
 NEMO = "NeMo docs/source/performance/performance_summary.md @070a0bb (24.07, DGX-H100, FP8)"
+NEMO_LONG = "NeMo docs/source/performance/performance_long_sequence.md @0aa2671 (24.03.01, DGX-H100, FP8)"
 DGXC = "NVIDIA dgxc-benchmarking recipes (NeMo 24.09-24.11, DGX H100, BF16 and FP8)"
 INFEASIBLE = "clearly infeasible (states alone exceed the device)"
 
@@ -72,7 +76,8 @@ class Run:
     memory_gib: float | None = None
     """Published peak memory per GPU in GiB (torch's max reserved), where given."""
     metric: str = ""
-    """``mfu`` (fraction), ``tps_per_gpu`` or ``s_per_iteration``; '' when none is published."""
+    """``mfu`` (fraction), ``tps_per_gpu``, ``tflops_per_gpu`` (model FLOPs as Megatron counts them: every GEMM,
+    the attention scores as if not causal) or ``s_per_iteration``; '' when none is published."""
     value: float = 0.0
     series: str = ""
     """Rows of one scaling series (same model and per-GPU work, GPU count varied) share a name."""
@@ -461,6 +466,31 @@ def _nemo() -> list[Run]:
     return rows
 
 
+def _nemo_long_sequence() -> list[Run]:
+    """NeMo 24.03.01's long-sequence table for Llama 2 7B in FP8 on DGX-H100, its with-CP columns: (sequence in
+    K tokens, TP, PP, DP, CP, model TFLOP/s per GPU); the GPUs are TP x PP x DP x CP (the table's "# of GPUs",
+    1 per 1K tokens). Its TFLOP/s count the attention scores in full, as Megatron's formula does (Narayanan et
+    al. 2021, eq. 3, the s/6h term) and as ``Prediction.model_flops_per_step`` does; a causal count would halve
+    the 1M-token row's. The table prints no global or micro-batch: micro-batch 1 and 8 sequences per
+    data-parallel rank are assumed; with pipeline size 1 and 8 to 64 sequences per rank the prediction moves by
+    at most 1.0%. Left out: the 4K and 8K rows (the 4K prediction moves by 3% over that range, the 8K one, whose
+    PP 2 pipeline bubble depends on the micro-batch count, by 10%) and the without-CP column (its layouts are
+    not printed)."""
+    table = ((16, 2, 1, 8, 1, 660), (32, 2, 1, 8, 2, 610), (64, 4, 1, 8, 2, 574), (128, 4, 1, 8, 4, 555),
+             (256, 4, 1, 8, 8, 549), (512, 8, 1, 4, 16, 549), (1024, 8, 1, 4, 32, 536))
+    rows = []
+    for k, tp, pp, dp, cp, tflops in table:
+        gpus = tp * pp * dp * cp
+        rows.append(Run(source=NEMO_LONG, table="Long Sequence Performance, LLAMA2-7B (FP8), with-CP",
+                        name=f"llama2-7b seq {k}K {gpus} H100 TP {tp} PP {pp} DP {dp} CP {cp}",
+                        arch=replace(_nemo_arch("llama2-7b", tp), seq_len=k * 1024), cluster="h100-sxm",
+                        metric="tflops_per_gpu", value=tflops, series="NeMo long-sequence Llama 2 7B FP8",
+                        layout=_nvidia(gpus=gpus, gbs=8 * dp, tp=tp, pp=pp, cp=cp),
+                        notes=("FP8", "Transformer Engine", "attention kernel assumed flash3",
+                               "micro-batch 1, 8 sequences per data-parallel rank (assumed: not printed)")))
+    return rows
+
+
 def _megatron() -> list[Run]:
     """Megatron-LM's published runs (SC21 Tables 1-2, MT-NLG) with the layouts ``parbench.sim.published``
     states; dropout on (Megatron's default 0.1 for attention and hidden states)."""
@@ -543,7 +573,7 @@ def _dgxc() -> list[Run]:
 
 def runs() -> list[Run]:
     return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge() + _nemo()
-            + _dgxc() + _megatron() + _infeasible())
+            + _nemo_long_sequence() + _dgxc() + _megatron() + _infeasible())
 
 
 def _metric(p: Prediction, run: Run) -> float | None:
@@ -551,6 +581,8 @@ def _metric(p: Prediction, run: Run) -> float | None:
         return p.mfu
     if run.metric == "tps_per_gpu":
         return p.tokens_per_s / run.layout.world_size
+    if run.metric == "tflops_per_gpu":
+        return p.model_flops_per_step / p.step_time_s / run.layout.world_size / 1e12
     if run.metric == "s_per_iteration":
         return p.step_time_s
     return None
@@ -558,7 +590,7 @@ def _metric(p: Prediction, run: Run) -> float | None:
 
 def _published_step_s(p: Prediction, run: Run, metric: float | None) -> float | None:
     """The published step time: as printed, or the predicted step scaled by predicted / published metric
-    (tokens/s per GPU and MFU are both inversely proportional to the step time of a fixed layout)."""
+    (tokens/s per GPU, TFLOP/s per GPU and MFU are each inversely proportional to the step time of a fixed layout)."""
     if not run.metric or not metric:
         return None
     return run.value if run.metric == "s_per_iteration" else p.step_time_s * metric / run.value

@@ -223,6 +223,36 @@ def test_nemo_rows_are_the_tables_layouts_with_megatrons_padded_vocabulary():
     assert rows["llama3-70b 64 H100 MBS 1 TP 4 PP 4 CP 2 VP 5 GBS 128"].layout.dp == 2
 
 
+def test_nemo_long_sequence_rows_use_one_gpu_per_1k_tokens_and_count_attention_in_full():
+    """NeMo 24.03.01's long-sequence table (Llama 2 7B, FP8, with context parallelism): its "# of GPUs" equals
+    the sequence in K tokens on every row, so TP x PP x DP x CP must too; one series from 16 to 1024 GPUs. Its
+    TFLOP/s are Megatron's model FLOPs, the attention scores counted as if not causal: per token
+    6 (L (4 h^2 + 3 h f) + V h) + 12 L h s (Narayanan et al. 2021, eq. 3, with Llama's gated MLP), the number
+    the predicted metric must come from (a causal count would halve the 1M-token row's)."""
+    from parbench.sim.hardware import PRESETS
+    from parbench.sim.model import architecture_spec
+    from parbench.sim.predict import predict
+    from parbench.sim.published_memory import (
+        NEMO_LONG,
+        _metric,
+        megatron_padded_vocab,
+        runs,
+    )
+
+    rows = [r for r in runs() if r.source == NEMO_LONG]
+    assert len(rows) == 7 and {r.series for r in rows} == {"NeMo long-sequence Llama 2 7B FP8"}
+    assert all(r.layout.world_size == r.arch.seq_len // 1024 and r.metric == "tflops_per_gpu" for r in rows)
+    assert [r.layout.world_size for r in rows] == [16, 32, 64, 128, 256, 512, 1024]
+    longest = rows[-1]
+    assert (longest.layout.tp, longest.layout.cp, longest.layout.dp) == (8, 32, 4)
+    assert longest.arch.vocab == megatron_padded_vocab(32000, 8) == 32768
+    p = predict(architecture_spec(longest.arch, megatron=True), longest.layout, PRESETS["h100-sxm"])
+    L, h, f, v, s_ = 32, 4096, 11008, 32768, 1024 * 1024
+    per_token = 6 * (L * (4 * h * h + 3 * h * f) + v * h) + 12 * L * h * s_
+    tokens = longest.layout.global_batch_size * s_
+    assert _metric(p, longest) == pytest.approx(per_token * tokens / p.step_time_s / 1024 / 1e12, rel=1e-12)
+
+
 
 # The DGX Cloud READMEs' "Throughput in tokens per second" rows, (model, precision) -> by column: a figure the
 # README computed from its own step time and GBS (sequence x GBS / step), so a mistyped step, GBS or sequence

@@ -40,14 +40,15 @@ def test_fsdp_prefetch_hides_all_but_one_unit():
 
 def test_hidden_collectives_still_cost_their_interference():
     """What the rule hides adds back interference x its seconds (NCCL's kernels slow the compute they overlap):
-    one bucket of four exposed + half the other three; FSDP's one unit of three + half the other two; the ring's
-    K/V transfers, all hidden, half; tensor parallelism's rule takes none (its overlap is not an NCCL kernel)."""
+    one bucket of four exposed + half the other three; FSDP's one unit of three + half the other two. Tensor
+    parallelism's rule takes none (its overlap is not an NCCL kernel), nor does the ring's K/V exchange (it
+    runs under the attention kernel alone, which works from on-chip memory)."""
     assert gradient_exposed_s(4.0, 10.0, 4, hide=1.0, interference=0.5) == 1.0 + 0.5 * 3.0
     assert gradient_exposed_s(4.0, 10.0, 0, hide=1.0, interference=0.5) == 4.0  # nothing hidden, nothing added
     assert prefetch_exposed_s(6.0, 100.0, 3, hide=1.0, interference=0.5) == 2.0 + 0.5 * 4.0
-    assert context_parallel_exposed_s(2.0, 4.0, 4, hide=1.0, interference=0.5) == 1.0
     assert prefetch_exposed_s(6.0, 100.0, 3, hide=1.0, interference=1.0) == 6.0  # full contention: nothing saved
-    assert "interference" not in tensor_parallel_exposed_s.__code__.co_varnames
+    for rule in (tensor_parallel_exposed_s, context_parallel_exposed_s):
+        assert "interference" not in rule.__code__.co_varnames, rule.__name__
 
 
 def test_fsdp_exposes_one_of_its_units_however_many_share_a_size():
@@ -119,6 +120,24 @@ def test_ring_attention_hides_kv_under_attention():
     assert context_parallel_exposed_s(2.0, 4.0, 4, hide=1.0) == 0.0
     assert context_parallel_exposed_s(2.0, 1.0, 2, hide=1.0) == 1.5
     assert context_parallel_exposed_s(2.0, 1.0, 1, hide=1.0) == 0.0
+
+
+def test_a_hidden_kv_exchange_costs_the_step_nothing_at_any_interference():
+    """Llama 2 7B at 256K tokens over 8 context-parallel ranks on two H100 nodes (no tensor or data
+    parallelism): the ring's K/V transfers cross InfiniBand yet hide under the attention they feed, so none of
+    that traffic is exposed whatever the cluster's overlap interference (which still charges the gradients'
+    all-reduce over the context-parallel ranks)."""
+    from parbench.sim.model import architecture_spec
+    from parbench.sim.models import MODELS
+
+    arch = replace(MODELS["llama2-7b"].arch, seq_len=256 * 1024)
+    lay = Layout(strategy=Strategy.HYBRID, dp=1, cp=8, global_batch_size=2, micro_batches=2, attention="flash",
+                 precision=PRECISIONS["bf16"])
+    for interference in (0.0, 0.5, 1.0):
+        p = predict(architecture_spec(arch, megatron=True), lay, replace(PRESETS["h100-sxm"], gpus_per_node=4,
+                                                                         overlap_interference=interference))
+        assert p.comm_total_s["intermediate"] > 1.0 and p.link_time_s["inter"] > 1.0  # real traffic, over IB
+        assert p.terms["time_comm_exposed_intermediate_s"] == 0.0, interference
 
 
 def test_ring_latency_grows_with_the_group_so_exposure_rises_with_scale():
@@ -314,14 +333,14 @@ def test_the_h100_pair_fitted_on_llm_foundry_is_also_best_over_every_h100_row():
 
 def test_an_fp8_share_of_its_own_moves_the_h100_optimum_away_from_llm_foundry():
     """The pair above is best while FP8 GEMMs keep the BF16 share of their (twice as high) peak. Let FP8 reach
-    0.9 of that share and (0.65, 0.19) lowers the mean |error| over the 101 H100 rows from 6.0% to 4.9%: the
+    0.9 of that share and (0.65, 0.19) lowers the mean |error| over the 108 H100 rows from 5.9% to 4.8%: the
     2024-2025 recipes (DGX Cloud's, torchtitan's BF16 rows) gain, llm-foundry's 2023 rows, which the pair is
     fitted on, lose. The rows disagree by source, so the presets keep the fitted pair."""
     from parbench.sim.efficiency_fits import h100_rows_grid
 
     [preset] = h100_rows_grid(gemms=(0.60,), attentions=(0.19,), fp8_shares=(1.0,))
     [split] = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.9,))
-    assert round(preset["mean_abs_error_pct"], 1) == 6.0 and round(split["mean_abs_error_pct"], 1) == 4.9
+    assert round(preset["mean_abs_error_pct"], 1) == 5.9 and round(split["mean_abs_error_pct"], 1) == 4.8
     source = {s: next(k for k in preset["by_source"] if k.startswith(s)) for s in ("NVIDIA dgxc", "llm-foundry")}
     dgxc, foundry = source["NVIDIA dgxc"], source["llm-foundry"]
     assert split["by_source"][dgxc][0] < preset["by_source"][dgxc][0] - 2
@@ -750,10 +769,10 @@ def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
 
 def test_the_dgx_cloud_rows_held_out():
     """NVIDIA's DGX Cloud benchmarking tables (54 rows, 5 models in BF16 and FP8 on 8-2304 H100) set no constant
-    of the model: mean |error| 6.4%, max 16.2%, every one of their 10 weak-scaling series' trend signs right.
-    The misses are the Llama 3.1 8B rows (TP 1, CP 2): +12.5..+16.2%, where NeMo 24.07's table ran the same
-    layout in FP8 12.6% slower (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.1%.
-    The other BF16 rows come out slow (+6.2% on average) and their FP8 twins fast (-3.0%)."""
+    of the model: mean |error| 6.3%, max 15.6%, every one of their 10 weak-scaling series' trend signs right.
+    The misses are the Llama 3.1 8B rows (TP 1, CP 2): +11.7..+15.6%, where NeMo 24.07's table ran the same
+    layout in FP8 12.6% slower (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.7%.
+    The other BF16 rows come out slow (+6.0% on average) and their FP8 twins fast (-3.2%)."""
     from parbench.sim.published import trends
     from parbench.sim.published_memory import DGXC, NEMO, compare_runs, summarize_by_source
 
@@ -761,16 +780,16 @@ def test_the_dgx_cloud_rows_held_out():
     rows = [r for r in every if r["source"] == DGXC]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (54, 53)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(6.4, abs=0.05)
-    assert s["metric_max_abs_error_pct"] == pytest.approx(16.2, abs=0.05)
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(6.3, abs=0.05)
+    assert s["metric_max_abs_error_pct"] == pytest.approx(15.6, abs=0.05)
     series = trends(rows)
     assert len(series) == 10 and all(t["match"] and t["measured_sign"] == -1 for t in series.values())
     small = [r for r in rows if r["name"].startswith("Llama 3.1 8B")]
-    assert len(small) == 10 and min(r["metric_error_pct"] for r in small) > 12
+    assert len(small) == 10 and min(r["metric_error_pct"] for r in small) > 11.5
     nemo = next(r for r in every if r["source"] == NEMO and r["name"].startswith("llama3-8b 8 H100"))
     mine = next(r for r in small if r["name"].startswith("Llama 3.1 8B FP8 8 H100"))
     assert nemo["step_s_published"] / mine["published"] == pytest.approx(1.126, abs=0.001)
-    assert abs(nemo["metric_error_pct"]) < 0.2 and mine["step_s_predicted"] == pytest.approx(nemo["step_s_predicted"], rel=1e-9)
+    assert abs(nemo["metric_error_pct"]) < 0.7 and mine["step_s_predicted"] == pytest.approx(nemo["step_s_predicted"], rel=1e-9)
     rest = [r for r in rows if r not in small]
     bias = {p: [r["metric_error_pct"] for r in rest if f" {p} " in r["name"]] for p in ("BF16", "FP8")}
-    assert sum(bias["BF16"]) / 22 == pytest.approx(6.2, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-3.0, abs=0.05)
+    assert sum(bias["BF16"]) / 22 == pytest.approx(6.0, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-3.2, abs=0.05)
