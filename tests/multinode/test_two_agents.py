@@ -1,32 +1,30 @@
 """Two torchrun agents on 127.0.0.1 (2 nodes x 2 ranks) against one node of 4 ranks (parbench.launch)."""
 
-import socket
 import subprocess
 import sys
+
+import pytest
 
 from parbench.config import RunConfig, WorkloadConfig
 from parbench.launch import run
 from parbench.record import max_abs_diff
 from parbench.results import read_records
+from tests.ports import free_ports
 
 ARGS = ["--strategy", "ddp", "--hidden", "64", "--steps", "3", "--warmup-steps", "2", "--timeout", "120"]
 CATEGORIES = ("data", "parameter", "intermediate")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _two_node_record(results_dir) -> dict:
-    port = str(_free_port())
+    port = str(free_ports())
     nodes = [subprocess.Popen([sys.executable, "-m", "parbench", "run", *ARGS, "--results-dir", str(results_dir),
                                "--nnodes", "2", "--node-rank", str(k), "--nproc-per-node", "2",
                                "--master-addr", "127.0.0.1", "--master-port", port],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for k in (0, 1)]
     outputs = [p.communicate(timeout=240)[0] for p in nodes]
-    assert [p.returncode for p in nodes] == [0, 0], outputs
+    if [p.returncode for p in nodes] != [0, 0]:
+        pytest.fail(f"exit codes {[p.returncode for p in nodes]}\n" + "\n".join(
+            f"--- node {k}:\n{out}" for k, out in enumerate(outputs)), pytrace=False)
     assert "the node that held rank 0 wrote the record" in outputs[1]
     records, problems = read_records(results_dir)
     assert not problems and len(records) == 1  # written once, by rank 0's node

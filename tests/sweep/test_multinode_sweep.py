@@ -5,7 +5,6 @@ world-size filter, per-run rendezvous ports, and the plan node 0 publishes throu
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from parbench.config import ConfigError
 from parbench.multinode import NodeLayout
 from parbench.sweep import Plan, load_spec, plan
 from parbench.sweep.nodes import for_layout, run_layout, share_plan
+from tests.ports import free_ports
 
 SWEEP = """
 name = "{name}"
@@ -27,18 +27,12 @@ global_batch_sizes = [16]
 micro_batches = [2]
 steps = 2
 warmup_steps = 2
-timeout_s = 60
+timeout_s = 120
 [[workloads]]
 name = "mlp"
 layers = 1
 hidden = 16
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _sweep_file(tmp_path: Path, name: str = "nodes") -> Path:
@@ -48,13 +42,15 @@ def _sweep_file(tmp_path: Path, name: str = "nodes") -> Path:
 
 
 def _two_nodes(path: Path, results: list[Path], port: int) -> list[str]:
-    """Both nodes' ``parbench sweep``; their outputs once both exited 0."""
+    """Both nodes' ``parbench sweep``; their outputs once both exited 0 (else both outputs in full)."""
     nodes = [subprocess.Popen([sys.executable, "-m", "parbench", "sweep", str(path), "--results-dir", str(results[k]),
                                "--nnodes", "2", "--node-rank", str(k), "--nproc-per-node", "1",
                                "--master-addr", "127.0.0.1", "--master-port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for k in (0, 1)]
-    outputs = [p.communicate(timeout=180)[0] for p in nodes]
-    assert [p.returncode for p in nodes] == [0, 0], outputs
+    outputs = [p.communicate(timeout=300)[0] for p in nodes]
+    if [p.returncode for p in nodes] != [0, 0]:
+        pytest.fail(f"exit codes {[p.returncode for p in nodes]}\n" + "\n".join(
+            f"--- node {k}:\n{out}" for k, out in enumerate(outputs)), pytrace=False)
     return outputs
 
 
@@ -65,7 +61,7 @@ def _records(results: Path) -> list[dict]:
 def test_two_node_sweep_writes_the_records_once_on_node_0(tmp_path):
     path = _sweep_file(tmp_path)
     results = [tmp_path / "node0", tmp_path / "node1"]
-    port = _free_port()
+    port = free_ports(8)  # the plan's store on it, run i on port + 1 + i
     outputs = _two_nodes(path, results, port)
     recs = _records(results[0])
     assert sorted((r["status"], r["strategy"], r["world_size"], r["nodes"], r["ranks_per_node"]) for r in recs) == [
@@ -103,7 +99,7 @@ def test_only_points_of_the_job_world_size_run_each_on_its_own_port(two_rank_pla
 
 def _share(plans: list[Plan], tmp_path: Path) -> tuple[dict[int, list[int]], dict[int, Exception]]:
     """share_plan on node 0 and node 1 at once (threads); what each returned or raised."""
-    port, todo, errors = _free_port(), {}, {}
+    port, todo, errors = free_ports(), {}, {}
 
     def node(k: int) -> None:
         try:
@@ -139,7 +135,7 @@ def test_a_node_with_another_grid_stops_both_nodes(two_rank_plan, tmp_path):
 
 def test_a_missing_node_0_is_a_clear_error_not_a_hang(two_rank_plan, tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules["parbench.sweep.nodes"], "PLAN_TIMEOUT_S", 1.0)
-    port = _free_port()  # nobody listens: node 0 never started
+    port = free_ports()  # nobody listens: node 0 never started
     with pytest.raises(ConfigError, match=f"plan exchange on 127.0.0.1:{port} failed"):
         share_plan(two_rank_plan, _layout(1, port), tmp_path, force=False)
 
@@ -152,7 +148,7 @@ def test_the_plan_store_listens_on_the_master_address_only():
 
     from parbench.sweep.nodes import _plan_store
 
-    port = _free_port()
+    port = free_ports()
     store = _plan_store(NodeLayout(nnodes=2, nproc_per_node=1, master_addr="127.0.0.1", master_port=port))
     client = _plan_store(NodeLayout(nnodes=2, nproc_per_node=1, node_rank=1, master_addr="127.0.0.1", master_port=port))
     client.set("k", "v")
@@ -161,4 +157,4 @@ def test_the_plan_store_listens_on_the_master_address_only():
                  if c.status == psutil.CONN_LISTEN and c.pid == os.getpid() and c.laddr.port == port}
     assert listening == {"127.0.0.1"}
     with pytest.raises(ConfigError, match="node 0 cannot listen on --master-addr 192.0.2.1"):
-        _plan_store(NodeLayout(nnodes=2, nproc_per_node=1, master_addr="192.0.2.1", master_port=_free_port()))
+        _plan_store(NodeLayout(nnodes=2, nproc_per_node=1, master_addr="192.0.2.1", master_port=free_ports()))
