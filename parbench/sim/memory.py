@@ -195,7 +195,8 @@ def unsharded_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> int:
     Parameters gather in their dtype (1 byte with FP8 all-gather). Under a pipeline the whole stage
     stays gathered, its unsharded gradients accumulating over the micro-batches. ZeRO-2 (zero=2) under a
     pipeline accumulates the same full gradients: a stage reduce-scatters once, after its last backward
-    (comm.py), so until then each gradient is whole; its parameters are whole anyway."""
+    (comm.py), so until then each gradient is whole; the textbook's parameters are whole anyway, FSDP2's
+    (``Layout.fsdp2``: sharded at rest) are gathered at the stage's first forward and stay so."""
     if layout.zero < 2 or layout.shard_group == 1:
         return 0
     full, root, top2, biggest = _gathered_numels(model, layout.pp, layout.split, layout.tp, stage.rank)
@@ -203,7 +204,7 @@ def unsharded_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> int:
         # until its last backward (m + 1 gathers, comm.py), in FSDP2's reduce dtype (fp32 under mixed precision
         # with a master copy; the communication dtype under the runner's autocast policy)
         reduce_bytes = layout.precision.comm_bytes or (FP32_BYTES if layout.precision.master_bytes else layout.precision.grad_bytes)
-        return full * (reduce_bytes + (layout.gather_elem_bytes if layout.zero == 3 else 0))
+        return full * (reduce_bytes + (layout.gather_elem_bytes if layout.zero == 3 or layout.fsdp2 else 0))
     if layout.zero == 2:
         return 0
     pb = layout.gather_elem_bytes

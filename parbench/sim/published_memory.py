@@ -105,14 +105,18 @@ def _mpt(size: str, seq: int) -> Architecture:
 
 def _fsdp(*, gpus: int, local: int, micro: int = 0, tp: int = 1, pp: int = 1, cp: int = 1, recompute: str = "none",
           every: int = 1, precision: str = "bf16", schedule: Schedule = Schedule.ONE_F_ONE_B, v: int = 1,
-          kernel: str = "", fused: bool = True) -> Layout:
+          kernel: str = "", fused: bool = True, fsdp2: bool = True) -> Layout:
     """FSDP (ZeRO-3, flash attention) over the ranks gpus / (tp pp cp); ``local`` samples per data-parallel
     rank per step in micro-batches of ``micro`` (default: all at once); ``kernel``: the flash kernel that ran;
-    ``fused``: False where the source states the run was eager (not compiled)."""
+    ``fused``: False where the source states the run was eager (not compiled); ``fsdp2``: torch's FSDP2
+    (torchtitan), False for FSDP1 (llm-foundry). Under a pipeline torchtitan keeps each stage's parameters
+    gathered after forward (``apply_fsdp`` in ``torchtitan/parallelisms/parallelize_llama.py``:
+    ``reshard_after_forward = False`` when pp is on, "to avoid per-microbatch all-gathers"): FSDP2's ZeRO-2,
+    one gather per stage and step."""
     dp = gpus // (tp * pp * cp)
     micro = micro or local
     return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=local * dp,
-                  micro_batches=local // micro, zero=3, recompute=Recompute(recompute), recompute_every=every,
+                  micro_batches=local // micro, zero=2 if fsdp2 and pp > 1 else 3, fsdp2=fsdp2, recompute=Recompute(recompute), recompute_every=every,
                   sequence_parallel=tp > 1, sp_saves_gathered_input=tp > 1, precision=PRECISIONS[precision], attention="flash", schedule=schedule,
                   virtual_stages=v, attention_kernel=kernel, fused_elementwise=fused)
 
@@ -293,7 +297,7 @@ def _foundry(*, every: bool = False) -> list[Run]:
                 continue
             rows.append(Run(source=FOUNDRY, table=name, name=f"MPT-{size} seq {seq} on {gpus} ({'AC' if ckpt else 'no AC'})",
                             arch=_mpt(size, seq), cluster=cluster, metric="mfu", value=mfu / 100,
-                            layout=replace(_fsdp(gpus=gpus, local=micro * accum, micro=micro,
+                            layout=replace(_fsdp(gpus=gpus, local=micro * accum, micro=micro, fsdp2=False,
                                                  recompute="full" if ckpt else "none"),
                                            **SOFTWARE["llm-foundry"].layout_flags(pp=1, zero=3,
                                                                                  precision=PRECISIONS["bf16"]))))

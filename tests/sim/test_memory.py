@@ -140,6 +140,32 @@ def test_zero2_under_a_pipeline_holds_whole_fp32_gradients_until_the_stage_reduc
     assert stage_memory(m, replace(lay, pp=1, dp=8, global_batch_size=32), stages(m, 1, 1)[0]).unsharded_bytes == 0
 
 
+def test_fsdp2_zero2_under_a_pipeline_also_holds_the_stages_gathered_bf16_parameters():
+    """FSDP2 shards parameters at rest even with ``reshard_after_forward=False``: a stage gathers them (in the
+    compute dtype, 2 bytes under bf16) at its first forward and keeps them until its last backward, beside the
+    whole fp32 gradients: 2 + 4 bytes per stage parameter, where the textbook ZeRO-2 holds only the gradients."""
+    m = architecture_spec(ARCH)
+    lay = Layout(strategy=Strategy.HYBRID, dp=4, pp=2, zero=2, global_batch_size=16, micro_batches=4, precision=BF16,
+                 attention="flash", schedule=Schedule.ONE_F_ONE_B, fsdp2=True)
+    st = stages(m, 2, 1)[0]
+    numel = sum(t.local_numel(1) for t in st.tensors)
+    assert stage_memory(m, lay, st).unsharded_bytes == numel * (2 + 4)
+
+
+def test_torchtitan_pipeline_rows_gather_each_stage_once_a_step():
+    """torchtitan's ``apply_fsdp`` sets ``reshard_after_forward=False`` whenever pipeline parallelism is on (to
+    avoid an all-gather per micro-batch): its Tables 5-6 rows gather a stage's parameters once a step and
+    reduce-scatter once, where the runner's FSDP (resharding after every forward) gathers m + 1 times."""
+    from parbench.sim.comm import fsdp_rounds
+    from parbench.sim.published_memory import TT_H100, runs
+
+    pp_rows = [r for r in runs() if r.source == TT_H100 and r.layout.pp > 1]
+    assert len(pp_rows) == 6 and all(fsdp_rounds(r.layout) == (1, 1) for r in pp_rows)
+    assert all(r.layout.fsdp2 for r in pp_rows)
+    runner = Layout(strategy=Strategy.HYBRID, dp=2, pp=2, zero=3, global_batch_size=8, micro_batches=4, fsdp2=True)
+    assert fsdp_rounds(runner) == (5, 1)
+
+
 def test_a_fused_gate_saves_three_mlp_tensors_eager_torch_four():
     """Per layer, flash attention, no sequence parallelism, bf16 (e = 2), tp = 2: the norms' inputs and
     outputs 4 e sbh, then / t: q, k, v e sb(h + 2k), the attention output e sbh, the log-sum-exp 4 a sb, and
