@@ -21,7 +21,7 @@ from types import MappingProxyType
 from parbench.config import DataMode, Strategy
 from parbench.metrics.categories import CATEGORIES
 from parbench.metrics.conventions import sent_bytes
-from parbench.sim.layout import Layout, Recompute
+from parbench.sim.layout import Layout
 from parbench.sim.model import INT64_BYTES, ModelSpec, Tensor, input_needs_grad
 from parbench.sim.stages import Stage, stages
 
@@ -264,22 +264,26 @@ def tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     if t == 1:
         return []
     m = layout.micro_batches
-    redo = 2 if layout.recompute is Recompute.FULL else 1  # full recomputation repeats the forward's all-reduces
+    # full recomputation repeats a checkpointed layer's forward all-reduces, but for the last one where the
+    # replay stops early (Layout.recompute_early_stop: the MLP's output projection is not replayed)
+    share = layout.recomputed_fraction
     kinds = ("all_gather", "reduce_scatter") if layout.sequence_parallel else ("all_reduce",)
-    counts: dict[tuple[int, str], int] = {}
+    counts: dict[tuple[int, str], float] = {}
     for chunk, units in zip(stage.chunks, stage.modules):
         members = [(i, u) for i, u in enumerate(units, start=chunk.lo)]
         members = ([(-1, model.pre)] if chunk.first else []) + members + ([(-2, model.post)] if chunk.last else [])
         for i, u in members:
             if u.tp_row_allreduces:
+                replayed = 0.0 if i < 0 else u.tp_row_allreduces - (
+                    1 if layout.recompute_early_stop and not u.moe_assignments_per_sample else 0)
                 key = (mb * u.tp_row_out * ab // layout.cp, "forward")
-                counts[key] = counts.get(key, 0) + u.tp_row_allreduces * m * redo
+                counts[key] = counts.get(key, 0) + (u.tp_row_allreduces + share * replayed) * m
             if not input_needs_grad(model, i):
                 continue
             for w in u.tp_col_inputs:
                 key = (mb * w * rb // layout.cp, "backward")
                 counts[key] = counts.get(key, 0) + m
-    return [CommOp(k, "intermediate", size, t, "tp", count=c, phase=phase)
+    return [CommOp(k, "intermediate", size, t, "tp", count=round(c), phase=phase)
             for (size, phase), c in counts.items() for k in kinds]
 
 

@@ -142,6 +142,15 @@ class Layout(ParallelLayout):
     across the ``replicate`` groups (Zhao et al., "PyTorch FSDP", VLDB 2023, sec. 3.2.2)."""
     recompute_every: int = 1
     """With full recomputation: checkpoint every k-th layer only (1/k of the layers recomputed)."""
+    recompute_early_stop: bool = False
+    """Full recomputation through torch's non-reentrant checkpoint (torch >= 2.1, ``use_reentrant=False``, its
+    default ``early_stop``) or torch.compile's: the replay stops once it has re-saved every tensor the layer's
+    backward reads. An operator saves its inputs before its kernel runs, so a dense block's last GEMM (the MLP's
+    output projection, whose input is saved) and the residual add after it never run again; measured with a
+    TorchDispatchMode on a Llama block: 7 of its 8 forward GEMM and attention calls replayed, 8 with
+    ``set_checkpoint_early_stop(False)`` (``tests/sim/test_recompute.py``). False: a reentrant checkpoint
+    (Megatron-LM's and DeepSpeed's ``CheckpointFunction``, torch's ``use_reentrant=True``, torch < 2.1) re-runs
+    the whole layer."""
     attention: str = "eager"
     attention_kernel: str = ""
     """Which flash kernel ran, where the source states it: a key of ``Cluster.attention_kernels`` (e.g.
@@ -318,6 +327,8 @@ class Framework:
     Engine's userbuffers), wherever tp > 1."""
     reduce_grads_in_bf16: bool = False
     """Replicated gradients accumulated and reduced in bf16 (``grad_reduce_in_fp32 = False``) under bf16/FP8."""
+    recompute_early_stop: bool = False
+    """Activation checkpointing through torch's non-reentrant checkpoint (``Layout.recompute_early_stop``)."""
 
     def layout_flags(self, *, pp: int, zero: int, precision: Precision, schedule: Schedule = Schedule.ONE_F_ONE_B) -> dict:
         return dict(attention_kernel=self.attention_kernel, te_fp8=self.te_fp8 and precision.gemm_dtype == "fp8",
@@ -327,6 +338,7 @@ class Framework:
                     overlap_p2p_comm=(self.overlap_p2p_comm and pp > 1 and schedule is Schedule.INTERLEAVED_1F1B
                                       and not self.deepspeed_pipeline),
                     megatron_cross_entropy=self.megatron_cross_entropy, compiled_loss=self.compiled_loss,
+                    recompute_early_stop=self.recompute_early_stop,
                     fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
                                                     and precision.fp32_grad_accumulation))
 
@@ -343,18 +355,20 @@ class Framework:
 
 
 SOFTWARE: dict[str, Framework] = {
-    "torch": Framework(),
-    "torchtitan": Framework(attention_kernel="flash2", compiled_loss=True),
+    "torch": Framework(recompute_early_stop=True),
+    "torchtitan": Framework(attention_kernel="flash2", compiled_loss=True, recompute_early_stop=True),
     "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True),
     "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True),
-    "llm-foundry": Framework(compiled_loss=True),
+    "llm-foundry": Framework(compiled_loss=True, recompute_early_stop=True),
     "nemo": Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True,
                       megatron_cross_entropy=True, tensor_parallel_overlap=True, reduce_grads_in_bf16=True),
 }
 """Training software by name (``parbench simulate --software``): torch's own (FSDP2, DTensor); torchtitan with
 ``training.compile`` (torch's scaled_dot_product_attention, FlashAttention-2 on these GPUs, and the loss compiled
 with the model; ``--unfused-elementwise`` makes it eager, its loss too); MosaicML's llm-foundry (FSDP through
-Composer, flash-attn's fused cross-entropy, ``Layout.compiled_loss``); Megatron-LM
+Composer, flash-attn's fused cross-entropy, ``Layout.compiled_loss``); the three checkpoint through torch's
+non-reentrant checkpoint (torchtitan's and torch's ``checkpoint_wrapper`` default, llm-foundry's benchmark
+script sets ``activation_checkpointing_reentrant: False``); Megatron-LM
 (its interleaved schedule's overlapped sends, its vocabulary-parallel cross-entropy); Megatron-DeepSpeed
 (DeepSpeed's pipeline engine around Megatron's layers); and NVIDIA's NeMo / Megatron-Bridge performance
 recipes: Transformer Engine's FP8 modules under FP8, the distributed optimizer's overlapped parameter

@@ -105,20 +105,23 @@ def _mpt(size: str, seq: int) -> Architecture:
 
 def _fsdp(*, gpus: int, local: int, micro: int = 0, tp: int = 1, pp: int = 1, cp: int = 1, recompute: str = "none",
           every: int = 1, precision: str = "bf16", schedule: Schedule = Schedule.ONE_F_ONE_B, v: int = 1,
-          kernel: str = "", fused: bool = True, fsdp2: bool = True) -> Layout:
+          kernel: str = "", fused: bool = True, fsdp2: bool = True, early_stop: bool | None = None) -> Layout:
     """FSDP (ZeRO-3, flash attention) over the ranks gpus / (tp pp cp); ``local`` samples per data-parallel
     rank per step in micro-batches of ``micro`` (default: all at once); ``kernel``: the flash kernel that ran;
     ``fused``: False where the source states the run was eager (not compiled); ``fsdp2``: torch's FSDP2
     (torchtitan), False for FSDP1 (llm-foundry). Under a pipeline torchtitan keeps each stage's parameters
     gathered after forward (``apply_fsdp`` in ``torchtitan/parallelisms/parallelize_llama.py``:
     ``reshard_after_forward = False`` when pp is on, "to avoid per-microbatch all-gathers"): FSDP2's ZeRO-2,
-    one gather per stage and step."""
+    one gather per stage and step. ``early_stop``: the checkpoint's replay skips each block's last GEMM
+    (``Layout.recompute_early_stop``; default: torchtitan's, FSDP2 on torch >= 2.4, which checkpoints through
+    torch's non-reentrant ``checkpoint_wrapper``)."""
     dp = gpus // (tp * pp * cp)
     micro = micro or local
     return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=local * dp,
                   micro_batches=local // micro, zero=2 if fsdp2 and pp > 1 else 3, fsdp2=fsdp2, recompute=Recompute(recompute), recompute_every=every,
                   sequence_parallel=tp > 1, sp_saves_gathered_input=tp > 1, precision=PRECISIONS[precision], attention="flash", schedule=schedule,
-                  virtual_stages=v, attention_kernel=kernel, fused_elementwise=fused)
+                  virtual_stages=v, attention_kernel=kernel, fused_elementwise=fused,
+                  recompute_early_stop=fsdp2 if early_stop is None else early_stop)
 
 
 def _tt_micro(local: int, *, pp: int, v: int) -> int:
@@ -289,7 +292,10 @@ model size, 2K tokens and the longest); ``foundry_table_check`` predicts every r
 
 def _foundry(*, every: bool = False) -> list[Run]:
     """``FOUNDRY_TABLES``'s validation rows (``every``: all of them), run as llm-foundry runs every layout
-    (``SOFTWARE['llm-foundry']``: its MPT's default loss is flash-attn's fused cross-entropy)."""
+    (``SOFTWARE['llm-foundry']``: its MPT's default loss is flash-attn's fused cross-entropy), but for the
+    checkpoint's replay: the tables predate torch 2.0 (the README's own note: "Update tables with torch 2.0
+    after next Composer release"), whose non-reentrant checkpoint replayed the whole block; the replay's early
+    stop came with torch 2.1."""
     rows = []
     for name, (cluster, entries) in FOUNDRY_TABLES.items():
         for size, seq, gpus, mfu, micro, accum, ckpt in entries:
@@ -299,8 +305,9 @@ def _foundry(*, every: bool = False) -> list[Run]:
                             arch=_mpt(size, seq), cluster=cluster, metric="mfu", value=mfu / 100,
                             layout=replace(_fsdp(gpus=gpus, local=micro * accum, micro=micro, fsdp2=False,
                                                  recompute="full" if ckpt else "none"),
-                                           **SOFTWARE["llm-foundry"].layout_flags(pp=1, zero=3,
-                                                                                 precision=PRECISIONS["bf16"]))))
+                                           **{**SOFTWARE["llm-foundry"].layout_flags(pp=1, zero=3,
+                                                                                    precision=PRECISIONS["bf16"]),
+                                              "recompute_early_stop": False})))
     return rows
 
 

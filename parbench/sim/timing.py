@@ -183,9 +183,28 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
         f, b, attn, gemm = unit_times_s(c, u, **{**kwargs, "gemm_dtype": dtype}, input_grad=not raw)
         fixed = moe_expert_fixed_s(c, u, layout)  # a third forward, two thirds backward, as the experts' GEMMs
         f, b = f + fixed / 3, b + 2 * fixed / 3
-        redo = f * layout.recomputed_fraction + (attn if core else 0.0) + ((gemm - attn) / 2 + (f - gemm) if ops else 0.0)
+        redo = 0.0  # checkpointing wraps the layers, never the embedding or the head and loss
+        if u is not model.pre and u is not model.post:
+            tail = replay_skipped_s(c, u, layout, **{**kwargs, "gemm_dtype": dtype})
+            redo = ((f - tail) * layout.recomputed_fraction + (attn if core else 0.0)
+                    + ((gemm - attn) / 2 + (f - gemm) if ops else 0.0))
         total = total + ChunkTime(f, b, redo, 3 * gemm, 3 * attn).scaled(counts[key])
     return total
+
+
+def replay_skipped_s(c: Cluster, u: Unit, layout: Layout, *, mb: int, tp: int, act_bytes: int, cp: int = 1,
+                     gemm_dtype: str = "", **_) -> float:
+    """Forward seconds a full recomputation does not replay (``Layout.recompute_early_stop``): a dense block's
+    last GEMM, the MLP's output projection, whose input is saved before its kernel runs. An MoE block's last
+    operator weighs the experts' outputs by the router's probabilities and saves both, so its replay runs to
+    the end; so does every reentrant checkpoint."""
+    if not (layout.recompute_early_stop and layout.recompute is Recompute.FULL) or u.moe_assignments_per_sample:
+        return 0.0
+    g = u.gemms[-1] if u.gemms else None
+    if g is None or g.batched > 1:
+        return 0.0
+    share = (tp if g.tp_sharded else 1) * cp
+    return gemm_time_s(c, mb * g.flops / share, gemm_bytes(g, mb, act_bytes) / share, gemm_dtype)
 
 
 def moe_expert_fixed_s(c: Cluster, u: Unit, layout: Layout) -> float:

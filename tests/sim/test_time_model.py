@@ -248,7 +248,12 @@ def test_compute_splits_into_forward_backward_recompute():
     base = Layout(strategy=Strategy.HYBRID, global_batch_size=2, micro_batches=2, precision=PRECISIONS["bf16"])
     none, full = predict(m, base, A100), predict(m, replace(base, recompute=Recompute.FULL), A100)
     assert none.compute_parts_s["recompute"] == 0
-    assert full.compute_parts_s["recompute"] == pytest.approx(full.compute_parts_s["forward"])
+    # checkpointing wraps the layers: the embedding and the head with its loss run once
+    from parbench.sim.timing import unit_times_s
+    kw = dict(mb=1, tp=1, act_bytes=2)
+    outside = 2 * sum(unit_times_s(A100, u, **kw)[0] for u in (m.pre, m.post))  # two micro-batches
+    assert outside > 0.05 * full.compute_parts_s["forward"]
+    assert full.compute_parts_s["recompute"] == pytest.approx(full.compute_parts_s["forward"] - outside)
     assert sum(full.compute_parts_s.values()) == pytest.approx(full.terms["time_compute_s"])
     assert full.compute_parts_s["backward"] > 1.9 * full.compute_parts_s["forward"]  # two GEMMs per forward GEMM
 
@@ -300,7 +305,7 @@ def test_a_group_with_several_ranks_per_node_crosses_nodes_on_as_many_rails():
 
 
 def test_the_a100_gemm_efficiency_is_the_sc21_table1_optimum():
-    """The preset's 0.70 minimises the mean |error| over SC21 Table 1 against its neighbours (the full
+    """The preset's 0.69 minimises the mean |error| over SC21 Table 1 against its neighbours (the full
     grid scan, ``fit_gemm_efficiency``, is marked slow)."""
     from parbench.sim.published import TABLE1
 
@@ -308,8 +313,8 @@ def test_the_a100_gemm_efficiency_is_the_sc21_table1_optimum():
         rows = compare_published(replace(A100, gemm_efficiency=e), TABLE1)
         return sum(abs(r["error_pct"]) for r in rows) / len(rows)
 
-    assert A100.gemm_efficiency == 0.70
-    assert mae(0.70) <= min(mae(0.69), mae(0.71))
+    assert A100.gemm_efficiency == 0.69
+    assert mae(0.69) <= min(mae(0.68), mae(0.70))
 
 
 @pytest.mark.slow
@@ -333,14 +338,14 @@ def test_the_h100_pair_fitted_on_llm_foundry_is_also_best_over_every_h100_row():
 
 def test_an_fp8_share_of_its_own_moves_the_h100_optimum_away_from_llm_foundry():
     """The pair above is best while FP8 GEMMs keep the BF16 share of their (twice as high) peak. Let FP8 reach
-    0.9 of that share and (0.65, 0.19) lowers the mean |error| over the 108 H100 rows from 6.0% to 4.9%: the
+    0.9 of that share and (0.65, 0.19) lowers the mean |error| over the 108 H100 rows from 6.1% to 5.1%: the
     2024-2025 recipes (DGX Cloud's, torchtitan's BF16 rows) gain, llm-foundry's 2023 rows, which the pair is
     fitted on, lose. The rows disagree by source, so the presets keep the fitted pair."""
     from parbench.sim.efficiency_fits import h100_rows_grid
 
     [preset] = h100_rows_grid(gemms=(0.60,), attentions=(0.19,), fp8_shares=(1.0,))
     [split] = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.9,))
-    assert round(preset["mean_abs_error_pct"], 1) == 6.0 and round(split["mean_abs_error_pct"], 1) == 4.9
+    assert round(preset["mean_abs_error_pct"], 1) == 6.1 and round(split["mean_abs_error_pct"], 1) == 5.1
     source = {s: next(k for k in preset["by_source"] if k.startswith(s)) for s in ("NVIDIA dgxc", "llm-foundry")}
     dgxc, foundry = source["NVIDIA dgxc"], source["llm-foundry"]
     assert split["by_source"][dgxc][0] < preset["by_source"][dgxc][0] - 2
@@ -424,7 +429,7 @@ def test_fit_foundry_efficiencies_recover_the_presets():
     h100 = PRESETS["h100-sxm"]
     assert fit_foundry_efficiencies() == (h100.gemm_efficiency, h100.attention_efficiency) == (0.60, 0.19)
     assert (PRESETS["h100-96gb"].gemm_efficiency, PRESETS["h100-96gb"].attention_efficiency) == (0.60, 0.19)
-    assert fit_foundry_efficiencies("a100-80gb", fit_gemm=False) == (0.70, A100.attention_efficiency) == (0.70, 0.34)
+    assert fit_foundry_efficiencies("a100-80gb", fit_gemm=False) == (0.69, A100.attention_efficiency) == (0.69, 0.34)
 
 
 @pytest.mark.slow
@@ -694,7 +699,7 @@ def test_every_gpu_preset_cites_its_figures_and_the_new_ones_match_their_datashe
         assert not [k for k in need if not cluster.sources.get(k)], name
     a100_40, b200, gb200 = PRESETS["a100-40gb"], PRESETS["b200"], PRESETS["gb200-nvl72"]
     assert a100_40.memory_bytes == 40960 * 2**20 and a100_40.memory_bandwidth_bytes_per_s == 0.8 * 1555e9
-    assert (a100_40.peak_flops, a100_40.gemm_efficiency) == (312e12, 0.70)
+    assert (a100_40.peak_flops, a100_40.gemm_efficiency) == (312e12, 0.69)
     assert (b200.peak_flops, b200.peak_flops_fp8, b200.memory_bytes) == (4.5e15 / 2, 9e15 / 2, 183359 * 2**20)
     assert (gb200.peak_flops, gb200.peak_flops_fp8, gb200.memory_bytes) == (5e15 / 2, 10e15 / 2, 189471 * 2**20)
     assert b200.intra.bandwidth_bytes_per_s == 0.8 * 1.8e12 / 2 and gb200.gpus_per_node == 72
