@@ -148,7 +148,7 @@ class Layout(ParallelLayout):
     backward reads. An operator saves its inputs before its kernel runs, so a dense block's last GEMM (the MLP's
     output projection, whose input is saved) and the residual add after it never run again; measured with a
     TorchDispatchMode on a Llama block: 7 of its 8 forward GEMM and attention calls replayed, 8 with
-    ``set_checkpoint_early_stop(False)`` (``tests/sim/test_recompute.py``). False: a reentrant checkpoint
+    ``set_checkpoint_early_stop(False)``; compiled, 6 of its 7 Linears. False: a reentrant checkpoint
     (Megatron-LM's and DeepSpeed's ``CheckpointFunction``, torch's ``use_reentrant=True``, torch < 2.1) re-runs
     the whole layer."""
     attention: str = "eager"

@@ -140,3 +140,40 @@ def test_tensor_parallel_replays_repeat_the_forward_all_reduces_but_the_skipped_
     assert moved(recompute=Recompute.FULL) == 2 * 8 * size
     assert moved(recompute=Recompute.FULL, recompute_early_stop=True) == 2 * 7 * size
     assert moved(recompute=Recompute.FULL, recompute_every=2) == (2 * 6 + 2) * size
+
+
+def test_torch_compiles_a_checkpointed_block_into_a_backward_that_replays_all_but_its_last_gemm():
+    """torch.compile's partitioner keeps in the backward graph only the replayed nodes the backward reads: 6 of
+    the forward's 7 Linear products (the block's backward alone has 14). torchtitan's compiled rows run so."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    class Checkpointed(nn.Module):
+        def __init__(self, block):
+            super().__init__()
+            self.block = block
+
+        def forward(self, x):
+            return checkpoint(self.block, x, use_reentrant=False)
+
+    def products(module) -> dict[str, int]:
+        counts = {}
+
+        def compiler(tag):
+            def compile_graph(gm, _inputs):
+                counts[tag] = sum(n.op == "call_function" and "mm" in str(n.target) for n in gm.graph.nodes)
+                return gm.forward
+            return compile_graph
+
+        torch._dynamo.reset()
+        backend = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                               partition_fn=min_cut_rematerialization_partition)
+        torch.manual_seed(0)
+        torch.compile(module, backend=backend)(torch.randn(2, 16, 64, requires_grad=True)).sum().backward()
+        return counts
+
+    torch.manual_seed(0)
+    block = _LlamaBlock()
+    plain, checkpointed = products(block), products(Checkpointed(block))
+    assert plain == {"forward": 7, "backward": 14}
+    assert checkpointed == {"forward": 7, "backward": 14 + 6}
