@@ -264,27 +264,30 @@ def tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     if t == 1:
         return []
     m = layout.micro_batches
-    # full recomputation repeats a checkpointed layer's forward all-reduces, but for the last one where the
-    # replay stops early (Layout.recompute_early_stop: the MLP's output projection is not replayed)
+    # full recomputation repeats a checkpointed layer's forward collectives, but for the output projection's
+    # reduction where the replay stops early (Layout.recompute_early_stop); under sequence parallelism the
+    # all-gather of the MLP's input still runs again (the gate and up projections replay)
     share = layout.recomputed_fraction
     kinds = ("all_gather", "reduce_scatter") if layout.sequence_parallel else ("all_reduce",)
-    counts: dict[tuple[int, str], float] = {}
+    counts: dict[tuple[int, str, str], float] = {}
     for chunk, units in zip(stage.chunks, stage.modules):
         members = [(i, u) for i, u in enumerate(units, start=chunk.lo)]
         members = ([(-1, model.pre)] if chunk.first else []) + members + ([(-2, model.post)] if chunk.last else [])
         for i, u in members:
             if u.tp_row_allreduces:
-                replayed = 0.0 if i < 0 else u.tp_row_allreduces - (
-                    1 if layout.recompute_early_stop and not u.moe_assignments_per_sample else 0)
-                key = (mb * u.tp_row_out * ab // layout.cp, "forward")
-                counts[key] = counts.get(key, 0) + (u.tp_row_allreduces + share * replayed) * m
+                stops = layout.recompute_early_stop and not u.moe_assignments_per_sample
+                for k in kinds:
+                    replayed = 0 if i < 0 else u.tp_row_allreduces - (1 if stops and k != "all_gather" else 0)
+                    key = (mb * u.tp_row_out * ab // layout.cp, "forward", k)
+                    counts[key] = counts.get(key, 0) + (u.tp_row_allreduces + share * replayed) * m
             if not input_needs_grad(model, i):
                 continue
             for w in u.tp_col_inputs:
-                key = (mb * w * rb // layout.cp, "backward")
-                counts[key] = counts.get(key, 0) + m
+                for k in kinds:
+                    key = (mb * w * rb // layout.cp, "backward", k)
+                    counts[key] = counts.get(key, 0) + m
     return [CommOp(k, "intermediate", size, t, "tp", count=round(c), phase=phase)
-            for (size, phase), c in counts.items() for k in kinds]
+            for (size, phase, k), c in counts.items()]
 
 
 def _cp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:

@@ -177,3 +177,21 @@ def test_torch_compiles_a_checkpointed_block_into_a_backward_that_replays_all_bu
     plain, checkpointed = products(block), products(Checkpointed(block))
     assert plain == {"forward": 7, "backward": 14}
     assert checkpointed == {"forward": 7, "backward": 14 + 6}
+
+
+def test_under_sequence_parallelism_the_replay_still_gathers_the_mlps_input():
+    """Per checkpointed block the early-stopping replay runs the attention's and the MLP's input all-gathers
+    and the attention output's reduce-scatter, not the output projection's reduce-scatter."""
+    cfg = RunConfig(strategy="tp", world_size=2, global_batch_size=4, workload=WorkloadConfig(name="transformer", layers=2))
+    spec = model_spec(cfg.workload)
+    base = replace(layout_from_run(cfg), sequence_parallel=True)
+
+    def forward_counts(**kw) -> dict[str, int]:
+        from parbench.sim.comm import rank_ops
+        ops = [o for o in rank_ops(spec, replace(base, **kw))["stage0"] if o.group == "tp" and o.phase == "forward"]
+        return {k: sum(o.count for o in ops if o.kind == k) for k in ("all_gather", "reduce_scatter")}
+
+    assert forward_counts() == {"all_gather": 2 * 2, "reduce_scatter": 2 * 2}
+    assert forward_counts(recompute=Recompute.FULL) == {"all_gather": 2 * 4, "reduce_scatter": 2 * 4}
+    assert forward_counts(recompute=Recompute.FULL, recompute_early_stop=True) == {"all_gather": 2 * 4,
+                                                                                   "reduce_scatter": 2 * 3}
