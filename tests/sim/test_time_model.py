@@ -338,14 +338,14 @@ def test_the_h100_pair_fitted_on_llm_foundry_is_also_best_over_every_h100_row():
 
 def test_an_fp8_share_of_its_own_moves_the_h100_optimum_away_from_llm_foundry():
     """The pair above is best while FP8 GEMMs keep the BF16 share of their (twice as high) peak. Let FP8 reach
-    0.9 of that share and (0.65, 0.19) lowers the mean |error| over the 108 H100 rows from 6.1% to 5.1%: the
+    0.9 of that share and (0.65, 0.19) lowers the mean |error| over the 108 H100 rows from 6.0% to 5.0%: the
     2024-2025 recipes (DGX Cloud's, torchtitan's BF16 rows) gain, llm-foundry's 2023 rows, which the pair is
     fitted on, lose. The rows disagree by source, so the presets keep the fitted pair."""
     from parbench.sim.efficiency_fits import h100_rows_grid
 
     [preset] = h100_rows_grid(gemms=(0.60,), attentions=(0.19,), fp8_shares=(1.0,))
     [split] = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.9,))
-    assert round(preset["mean_abs_error_pct"], 1) == 6.1 and round(split["mean_abs_error_pct"], 1) == 5.1
+    assert round(preset["mean_abs_error_pct"], 1) == 6.0 and round(split["mean_abs_error_pct"], 1) == 5.0
     source = {s: next(k for k in preset["by_source"] if k.startswith(s)) for s in ("NVIDIA dgxc", "llm-foundry")}
     dgxc, foundry = source["NVIDIA dgxc"], source["llm-foundry"]
     assert split["by_source"][dgxc][0] < preset["by_source"][dgxc][0] - 2
