@@ -192,14 +192,17 @@ def _ep_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
             e = len(u.moe_assignments_per_sample)
             per = e // ep
             shares = [sum(u.moe_assignments_per_sample[s * per:(s + 1) * per]) * seqs * row for s in range(ep)]
-            # dispatch + combine
-            sent = max((sum(shares) - shares[r]) * in_b + (ep - 1) * shares[r] * out_b for r in range(ep))
-            sent = int(sent * layout.moe_imbalance)
-            payload = int(sum(shares) * (in_b + out_b) / 2 * layout.moe_imbalance)
-            m = layout.micro_batches
-            ops += [CommOp("all_to_all", "intermediate", e * INT64_BYTES, ep, "ep", count=m, phase="forward"),
-                    CommOp("all_to_all", "intermediate", payload, ep, "ep", count=m, phase="forward", sent_each=sent),
-                    CommOp("all_to_all", "intermediate", payload, ep, "ep", count=m, phase="backward", sent_each=sent)]
+            # dispatch, then (after the experts) combine: two all-to-alls one after the other, each with its
+            # own buffer; rank r sends the others' rows out and its own rows' results back
+            dispatch = [(sum(shares) - shares[r]) * in_b for r in range(ep)]
+            combine = [(ep - 1) * shares[r] * out_b for r in range(ep)]
+            busiest = max(range(ep), key=lambda r: dispatch[r] + combine[r])
+            m, k = layout.micro_batches, layout.moe_imbalance
+            ops.append(CommOp("all_to_all", "intermediate", e * INT64_BYTES, ep, "ep", count=m, phase="forward"))
+            for phase in ("forward", "backward"):  # backward: the combine's gradient, then the dispatch's
+                ops += [CommOp("all_to_all", "intermediate", int(sum(shares) * b * k), ep, "ep", count=m, phase=phase,
+                               sent_each=int(sent[busiest] * k))
+                        for b, sent in ((in_b, dispatch), (out_b, combine))]
     return ops
 
 

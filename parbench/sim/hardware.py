@@ -284,19 +284,19 @@ GPU_MEMORY_SOURCES = {
                      "0.93, 1.22, 2.04 GB; this rule gives 0.58, 2.34, 4.68, a share of all the allocator holds 3.0, 4.4, 6.2",
     "backward_gemm_ratio": "1.0: cuBLAS takes a transposed operand as a layout flag (cublasGemmEx's transa/transb), and "
                            "the fitted gemm_efficiency is a forward + backward figure",
-    "moe_expert_fixed_s": "400 us per expert a rank holds, per MoE block and micro-batch: fitted "
+    "moe_expert_fixed_s": "380 us per expert a rank holds, per MoE block and micro-batch: fitted "
                           "(parbench.sim.efficiency_fits.fit_moe_expert_fixed_s, a 10 us grid) to Megatron-Bridge's "
                           "Qwen3-30B-A3B on 8 B200 (4096 tokens per micro-batch) and on 8 GB200 (16384), FP8, 16 experts "
-                          "a rank: +237% and +68% without it (one cost per micro-batch, not per token, closes both), "
-                          "+0.5% and -3.9% with it. Held out: Qwen3-235B-A22B on 64 B200 +100% -> +4.0%, on 256 GB200 "
-                          "(BF16, 4 experts a rank) +16% -> -3.3%; the Megatron-LM Mixtral row (1 expert a rank) 4.7% -> "
-                          "6.5%; Qwen3-30B-A3B on 16 H100 (FP8 current scaling) +174% -> +78%, not explained",
+                          "a rank: +195% and +45% without it (a cost per micro-batch, not per token, closes most of both), "
+                          "-0.1% and -10.2% with it. Held out: Qwen3-235B-A22B on 64 B200 +82% -> +1.1%, on 256 GB200 "
+                          "(BF16, 4 experts a rank) +3% -> -11.4%; the Megatron-LM Mixtral row (1 expert a rank) 6.4% -> "
+                          "8.1%; Qwen3-30B-A3B on 16 H100 (FP8 current scaling) +146% -> +68%, not explained",
     "transcendental_s_per_element": "0: GELU, SiLU and softmax kernels are memory-bound on these GPUs (the CUDA cores' "
                                     "float32 rate, 19.5-67 TFLOP/s by datasheet, leaves 50-100 FLOPs per element at "
                                     "the rate HBM delivers 2-byte elements read and written; one such function takes 10-30)",
 }
 GPU_FIXED = dict(context_bytes=723 * MIB, comm_buffer_bytes=128 * MIB, fragmentation=0.13, overlap_interference=0.5,
-                 moe_expert_fixed_s=400e-6)
+                 moe_expert_fixed_s=380e-6)
 A100_SOURCES = {
     **GPU_MEMORY_SOURCES,
     "peak_flops": "NVIDIA A100 Tensor Core GPU datasheet (2021): BF16/FP16 312 TFLOP/s dense",

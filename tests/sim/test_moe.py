@@ -51,6 +51,22 @@ def test_balanced_all_to_all_bytes_equal_the_closed_form():
         assert p.comm_bytes["intermediate"] == 2 * (4 * one + counts), ep
 
 
+def test_each_token_exchange_takes_its_own_all_to_all_time():
+    """Dispatch and combine are two all-to-alls, one after the other, and backward repeats both: per MoE
+    layer and micro-batch 4 x ((ep-1) alpha + (ep-1)/ep x tokens x top_k x hidden x 4 bytes / beta) on the
+    node's link, plus the count exchange's (ep-1) alpha + (ep-1)/ep x E x 8 / beta (nccl-tests' all-to-all:
+    each rank sends (n-1)/n of its buffer while it receives as much)."""
+    ep, link = 2, H100.intra
+    p = predict(model_spec(MOE), _layout(dp=2, ep=ep), H100)
+    tokens = 8 // 2 * 32  # a rank's samples x sequence, one micro-batch
+
+    def a2a(size):
+        return (ep - 1) * link.latency_s + (ep - 1) / ep * size / link.bandwidth_bytes_per_s
+
+    per_layer = 4 * a2a(tokens * 2 * 64 * 4) + a2a(4 * 8)
+    assert p.comm_total_s["intermediate"] == pytest.approx(2 * per_layer, rel=1e-9)
+
+
 def test_imbalance_scales_the_exchange_and_the_step():
     m = model_spec(MOE)
     even, skew = predict(m, _layout(), H100), predict(m, _layout(moe_imbalance=2.0), H100)
@@ -164,9 +180,10 @@ def test_each_held_expert_adds_its_fixed_cost_per_moe_block_and_micro_batch():
 
 
 def test_qwen3_moe_rows_predicted_with_the_fitted_expert_cost():
-    """Megatron-Bridge's Qwen3 rows: without the per-expert cost every one is predicted too fast (the B200 row
-    more than 3x); with it the fit pair and the held-out Qwen3-235B-A22B rows are within 5%. The H100 row stays
-    far off (documented, not explained)."""
+    """Megatron-Bridge's Qwen3 rows: without the per-expert cost the rows with 16 experts a rank are predicted
+    far too fast (the B200 row nearly 3x); with it the fit pair and the held-out Qwen3-235B-A22B rows are
+    within 12% (the Blackwell rows on 8 GPUs per node within 2%, the GB200 NVL72 rows 10-12% too slow). The
+    H100 row stays far off (documented, not explained)."""
     from dataclasses import replace
 
     from parbench.sim.published_memory import MBRIDGE, _metric, runs
@@ -178,15 +195,15 @@ def test_qwen3_moe_rows_predicted_with_the_fitted_expert_cost():
         c = PRESETS[r.cluster] if cost is None else replace(PRESETS[r.cluster], moe_expert_fixed_s=cost)
         return _metric(predict(architecture_spec(r.arch, megatron=True), r.layout, c), r) / r.value - 1
 
-    assert all(error(r, 0.0) > 0.15 for r in rows.values())
-    assert error(rows["qwen3-30b-a3b 8 B200 MBS 1 seq 4096 TP 1 PP 1 VP 1 EP 8 GBS 512"], 0.0) > 2
+    assert all(error(r, 0.0) > 0.4 for name, r in rows.items() if "EP 32" not in name)
+    assert error(rows["qwen3-30b-a3b 8 B200 MBS 1 seq 4096 TP 1 PP 1 VP 1 EP 8 GBS 512"], 0.0) > 1.5
     for name, r in rows.items():
         if "H100" not in name:
-            assert abs(error(r)) < 0.05, (name, error(r))
+            assert abs(error(r)) < (0.02 if "B200 " in name and "GB200" not in name else 0.12), (name, error(r))
 
 
 @pytest.mark.slow
 def test_fit_moe_expert_fixed_s_recovers_the_presets():
     from parbench.sim.efficiency_fits import fit_moe_expert_fixed_s
 
-    assert fit_moe_expert_fixed_s() == H100.moe_expert_fixed_s == PRESETS["b200"].moe_expert_fixed_s == 4e-4
+    assert fit_moe_expert_fixed_s() == H100.moe_expert_fixed_s == PRESETS["b200"].moe_expert_fixed_s == 3.8e-4
