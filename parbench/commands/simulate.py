@@ -114,6 +114,10 @@ def add_parser(sub) -> None:
                         "A100, flash3 on H100); default: the preset's attention efficiency")
     f.add_argument("--unfused-elementwise", action="store_true",
                    help="eager torch: norms, rotary and the gate run one kernel per operator (default: fused or compiled)")
+    f.add_argument("--reentrant-checkpoint", action="store_true",
+                   help="--recompute full replays each block to its end (torch's use_reentrant=True checkpoint, "
+                        "torch < 2.1, Megatron-LM, DeepSpeed); default for torch, torchtitan and llm-foundry: the "
+                        "non-reentrant checkpoint's early stop, which skips a dense block's last GEMM")
     c.add_argument("--precision", default="bf16", choices=tuple(PRECISIONS), help="bytes per element of weights, gradients, optimizer state, activations")
     c.add_argument("--fp8-all-gather", action="store_true", help="with --precision fp8 --zero 3: gather FP8 weights")
     c.add_argument("--attention", choices=ATTENTION_KINDS, help="default: flash on GPU clusters, eager on CPU profiles")
@@ -264,6 +268,7 @@ def _framework(a: argparse.Namespace, cluster):
                    overlap_p2p_comm=base.overlap_p2p_comm or a.overlap_p2p_comm,
                    megatron_cross_entropy=base.megatron_cross_entropy or a.megatron_cross_entropy,
                    compiled_loss=(base.compiled_loss and not a.unfused_elementwise) or a.compiled_loss,
+                   recompute_early_stop=base.recompute_early_stop and not a.reentrant_checkpoint,
                    reduce_grads_in_bf16=base.reduce_grads_in_bf16 or a.grad_reduce_in_bf16)
 
 

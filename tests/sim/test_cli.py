@@ -277,6 +277,29 @@ def test_software_nemo_is_the_recipes_flags_and_gives_the_published_rows_layout(
     assert json.loads(capsys.readouterr().out)["layout"]["attention_kernel"] == ""
 
 
+def test_reentrant_checkpoint_replays_the_whole_block(capsys):
+    """torchtitan's full recomputation skips each block's MLP down projection (torch's non-reentrant checkpoint
+    stops early); --reentrant-checkpoint replays it: the recompute term grows by exactly L x m x that GEMM's
+    time, 2 x s x f x d FLOPs at the GEMM efficiency plus its fixed cost (Llama 3 8B: L 32, f 14336, d 4096)."""
+    from parbench.sim.hardware import PRESETS
+
+    args = ["simulate", "--model", "llama3-8b", "--cluster", "a100-80gb", "--gpus", "8", "--zero", "3",
+            "--software", "torchtitan", "--recompute", "full", "--format", "json"]
+
+    def run(*extra):
+        assert main([*args, *extra]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    early, whole = run(), run("--reentrant-checkpoint")
+    assert early["layout"]["recompute_early_stop"] and not whole["layout"]["recompute_early_stop"]
+    c, s, f, d = PRESETS["a100-80gb"], 8192, 14336, 4096
+    gemm = c.gemm_overhead_s + 2 * s * f * d / (c.peak_flops * c.gemm_efficiency)
+    assert early["layout"]["micro_batch_size"] == 1
+    m = early["layout"]["micro_batches"]
+    grown = whole["prediction"]["compute_parts_s"]["recompute"] - early["prediction"]["compute_parts_s"]["recompute"]
+    assert grown == pytest.approx(32 * m * gemm, rel=1e-6)
+
+
 def test_search_applies_the_tensor_parallel_overlap_to_every_layout_with_tp(capsys):
     """--tp-comm-overlap under --search (a layout flag given fixes that choice): every ranked layout with tp > 1
     overlaps its tensor-parallel collectives; without it none does."""
