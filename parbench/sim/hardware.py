@@ -231,7 +231,9 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
     runs one channel per local rank, each through that rank's own NIC (NCCL's multi-rail rings), so the
     node's crossing carries the group's traffic at ``rails`` x the per-GPU inter-node bandwidth, capped
     by the intra-node link (nccl-tests on rail-optimised DGX nodes report all-reduce bus bandwidth close to
-    the node's total NIC bandwidth; a group with one rank per node gets that rank's NIC alone)."""
+    the node's total NIC bandwidth; a group with one rank per node gets that rank's NIC alone). An all-to-all
+    across nodes is no ring: a rank's parts for the ``n - rails`` ranks elsewhere leave through its own NIC
+    while the ``rails - 1`` parts for its node's ranks cross the node's link."""
     if n <= 1 or (payload <= 0 and kind != "barrier"):
         return 0.0
     fitted = _fitted(cluster, kind, n)
@@ -240,6 +242,12 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
         return alpha + beta * payload
     link = cluster.inter if inter_node else cluster.intra
     bandwidth = link.bandwidth_bytes_per_s
+    if kind == "all_to_all" and inter_node:
+        # each rank sends an n-th of its buffer to every rank at once: the parts for other nodes through its own
+        # NIC, the rest over the node's link, side by side; no ring, so no rail aggregates another rank's traffic
+        local = max(1, min(rails, n))
+        return (n - 1) * link.latency_s + max((n - local) / n * payload / bandwidth,
+                                              (local - 1) / n * payload / cluster.intra.bandwidth_bytes_per_s)
     if inter_node and rails > 1:
         bandwidth = min(bandwidth * rails, max(cluster.intra.bandwidth_bytes_per_s, bandwidth))
     steps, factor = algorithm_factors(kind, n)

@@ -75,6 +75,18 @@ def test_imbalance_scales_the_exchange_and_the_step():
     assert skew.step_time_s > even.step_time_s
 
 
+def test_all_to_all_across_nodes_leaves_through_each_ranks_own_nic():
+    """ep 16 over two 8-GPU H100 nodes: each exchange sends half of a rank's buffer through its own NIC (the
+    8 ranks of the other node) while 7/16 cross NVLink, so it takes 15 alpha + S/2 / NIC bandwidth; a ring's
+    multi-rail aggregation (8 NICs for one rank's traffic) would make it 8x faster."""
+    from parbench.sim.hardware import collective_time_s
+
+    s = 64 << 20
+    got = collective_time_s(H100, "all_to_all", s, 16, inter_node=True, rails=8)
+    assert got == pytest.approx(15 * H100.inter.latency_s + s / 2 / H100.inter.bandwidth_bytes_per_s, rel=1e-12)
+    assert got > 0.5 * s / H100.inter.bandwidth_bytes_per_s
+
+
 def test_all_to_all_across_nodes_costs_more_than_inside_one():
     """64 ranks of dp, ep=8 inside a node vs ep=16 across two nodes (H100 preset: 8 GPUs per node)."""
     arch = Architecture(layers=4, hidden=1024, heads=8, vocab=1024, seq_len=512, experts=16, top_k=2)
