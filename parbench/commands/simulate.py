@@ -74,6 +74,9 @@ def add_parser(sub) -> None:
     c.add_argument("--recompute", choices=[r.value for r in Recompute],
                    help="none; selective (attention core); ops (keep every other GEMM output); full")
     c.add_argument("--recompute-every", type=int, help="with --recompute full: checkpoint every k-th layer only")
+    c.add_argument("--recompute-modules", type=_modules, default=(), metavar="M[,M]",
+                   help="with --recompute none or selective, Megatron-Core's module recomputation: layernorm (the "
+                        "norms' outputs), moe_act (the experts' activation); comma-separated")
     c.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, help="Megatron sequence parallelism (needs tp > 1; default: off)")
     c.add_argument("--tp-comm-overlap", action="store_true",
                    help="tensor-parallel collectives overlapped with their GEMMs (default: exposed)")
@@ -179,6 +182,17 @@ def _model(a: argparse.Namespace):
     return architecture_spec(_architecture(a), megatron=not a.torch_layout)
 
 
+def _modules(text: str) -> tuple[str, ...]:
+    """``--recompute-modules``: comma-separated names of ``parbench.sim.layout.RECOMPUTE_MODULES``."""
+    from parbench.sim.layout import RECOMPUTE_MODULES
+
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in RECOMPUTE_MODULES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{', '.join(unknown) or repr(text)}: valid {', '.join(RECOMPUTE_MODULES)}")
+    return names
+
+
 def _check_ranges(a: argparse.Namespace) -> None:
     if a.gpus < 1:
         raise ConfigError(f"--gpus={a.gpus} must be >= 1")
@@ -214,6 +228,7 @@ def _layout(a: argparse.Namespace, cluster):
                     global_batch_size=gb, micro_batches=gb // (dp * mb), schedule=Schedule(a.schedule or "1f1b"),
                     virtual_stages=a.virtual_stages or 1, zero=a.zero or 0,
                     recompute=Recompute(a.recompute or "none"), recompute_every=a.recompute_every or 1,
+                    recompute_modules=a.recompute_modules,
                     sequence_parallel=by_software["sequence_parallel"] if a.sequence_parallel is None
                     else a.sequence_parallel, precision=precision,
                     attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather,
@@ -389,7 +404,8 @@ def _search_options(a: argparse.Namespace):
                          micro_batch=a.micro_batch, schedule=Schedule(a.schedule) if a.schedule else None,
                          virtual_stages=a.virtual_stages, zero=a.zero,
                          recompute=Recompute(a.recompute) if a.recompute else None,
-                         recompute_every=a.recompute_every or 1, sequence_parallel=a.sequence_parallel,
+                         recompute_every=a.recompute_every or 1, recompute_modules=a.recompute_modules,
+                         sequence_parallel=a.sequence_parallel,
                          replicate=a.replicate or 1, fp8_all_gather=a.fp8_all_gather, ep=a.ep,
                          moe_imbalance=a.moe_imbalance, tp_comm_overlap=a.tp_comm_overlap)
 

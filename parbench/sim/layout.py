@@ -14,6 +14,9 @@ from parbench.config import RunConfig
 from parbench.layout import ParallelLayout
 from parbench.names import ConfigError, DataMode, DataParallelMode, Schedule, Strategy
 
+RECOMPUTE_MODULES = ("layernorm", "moe_act")
+"""``Layout.recompute_modules``: Megatron-Core's ``recompute_modules`` names the model prices."""
+
 
 class Recompute(str, enum.Enum):
     """Activation recomputation, as frameworks ship it (the per-layer ratio is ``Layout.recompute_every``).
@@ -142,6 +145,12 @@ class Layout(ParallelLayout):
     across the ``replicate`` groups (Zhao et al., "PyTorch FSDP", VLDB 2023, sec. 3.2.2)."""
     recompute_every: int = 1
     """With full recomputation: checkpoint every k-th layer only (1/k of the layers recomputed)."""
+    recompute_modules: tuple[str, ...] = ()
+    """Megatron-Core's module-level recomputation (``--recompute-modules``, beside ``recompute`` none or
+    selective): ``layernorm`` drops both norms' outputs, recomputing them before the GEMMs' backward;
+    ``moe_act`` drops the experts' activation output (their second GEMM's input), recomputed from the first
+    GEMM's saved output. Both only where that tensor is the one the GEMM saved (not under ``te_fp8``, whose
+    Linears keep an FP8 cast of their own). Their replay is memory-bound (``timing.module_recompute_s``)."""
     recompute_early_stop: bool = False
     """Full recomputation through torch's non-reentrant checkpoint (torch >= 2.1, ``use_reentrant=False``, its
     default ``early_stop``) or torch.compile's: the replay stops once it has re-saved every tensor the layer's
@@ -214,6 +223,13 @@ class Layout(ParallelLayout):
     moe_imbalance: float = 1.0
     """Tokens the busiest expert rank exchanges relative to balanced routing (max/mean >= 1): scales
     its all-to-all bytes and time. 1 = balanced (bytes then equal the runner's balanced router's)."""
+    moe_saved_outputs: int = 2
+    """Copies of each expert assignment's output an MoE block keeps for backward (``memory.moe_mlp_bytes``).
+    2: the output weighted by its router probability after the experts, then summed per token with
+    ``index_add``, whose backward keeps its source (the runner's ``MoE``; transformers' Mixtral); 1: the same
+    weighting summed with ``scatter_add``, which keeps only its index (torchtitan); 0: the probability
+    multiplied inside the activation function (Megatron-Core's grouped experts, ``weighted_bias_swiglu_impl``),
+    which recomputes what that gradient needs from the first GEMM's saved output."""
     flat_grad_allreduce: bool = False
     """Gradients all-reduced as one flat buffer per stage (the runner's hybrid dp x pp: DDP cannot wrap a
     pipeline stage in torch 2.13) instead of DDP's buckets."""
@@ -253,8 +269,16 @@ class Layout(ParallelLayout):
             raise ConfigError(f"attention_kernel={self.attention_kernel!r} needs attention='flash'")
         if self.replicate > 1 and (self.zero != 3 or (self.dp * self.cp) % self.replicate):
             raise ConfigError(f"replicate={self.replicate} needs zero=3 and to divide dp x cp = {self.dp} x {self.cp}")
+        unknown = set(self.recompute_modules) - set(RECOMPUTE_MODULES)
+        if unknown:
+            raise ConfigError(f"recompute_modules {', '.join(sorted(unknown))}: valid {', '.join(RECOMPUTE_MODULES)}")
+        if self.recompute_modules and self.recompute not in (Recompute.NONE, Recompute.SELECTIVE):
+            raise ConfigError(f"recompute_modules apply with recompute none or selective, not {self.recompute.value} "
+                              f"(which replays the modules anyway)")
         if self.recompute_every > 1 and self.recompute is not Recompute.FULL:
             raise ConfigError(f"recompute_every={self.recompute_every} applies to recompute=full only")
+        if self.moe_saved_outputs not in (0, 1, 2):
+            raise ConfigError(f"moe_saved_outputs={self.moe_saved_outputs} must be 0, 1 or 2")
         if self.moe_imbalance < 1:
             raise ConfigError(f"moe_imbalance={self.moe_imbalance} must be >= 1 (max/mean tokens per expert rank)")
         if self.chunk_layers and (len(self.chunk_layers) != self.chunks or min(self.chunk_layers) < 0):
@@ -329,6 +353,8 @@ class Framework:
     """Replicated gradients accumulated and reduced in bf16 (``grad_reduce_in_fp32 = False``) under bf16/FP8."""
     recompute_early_stop: bool = False
     """Activation checkpointing through torch's non-reentrant checkpoint (``Layout.recompute_early_stop``)."""
+    moe_saved_outputs: int = 2
+    """``Layout.moe_saved_outputs``: how the software's MoE block weights its experts' outputs."""
 
     def layout_flags(self, *, pp: int, zero: int, precision: Precision, schedule: Schedule = Schedule.ONE_F_ONE_B) -> dict:
         return dict(attention_kernel=self.attention_kernel, te_fp8=self.te_fp8 and precision.gemm_dtype == "fp8",
@@ -338,7 +364,7 @@ class Framework:
                     overlap_p2p_comm=(self.overlap_p2p_comm and pp > 1 and schedule is Schedule.INTERLEAVED_1F1B
                                       and not self.deepspeed_pipeline),
                     megatron_cross_entropy=self.megatron_cross_entropy, compiled_loss=self.compiled_loss,
-                    recompute_early_stop=self.recompute_early_stop,
+                    recompute_early_stop=self.recompute_early_stop, moe_saved_outputs=self.moe_saved_outputs,
                     fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
                                                     and precision.fp32_grad_accumulation))
 
@@ -356,12 +382,13 @@ class Framework:
 
 SOFTWARE: dict[str, Framework] = {
     "torch": Framework(recompute_early_stop=True),
-    "torchtitan": Framework(attention_kernel="flash2", compiled_loss=True, recompute_early_stop=True),
-    "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True),
-    "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True),
+    "torchtitan": Framework(attention_kernel="flash2", compiled_loss=True, recompute_early_stop=True, moe_saved_outputs=1),
+    "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True, moe_saved_outputs=0),
+    "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True, moe_saved_outputs=0),
     "llm-foundry": Framework(compiled_loss=True, recompute_early_stop=True),
     "nemo": Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True,
-                      megatron_cross_entropy=True, tensor_parallel_overlap=True, reduce_grads_in_bf16=True),
+                      megatron_cross_entropy=True, tensor_parallel_overlap=True, reduce_grads_in_bf16=True,
+                      moe_saved_outputs=0),
 }
 """Training software by name (``parbench simulate --software``): torch's own (FSDP2, DTensor); torchtitan with
 ``training.compile`` (torch's scaled_dot_product_attention, FlashAttention-2 on these GPUs, and the loss compiled

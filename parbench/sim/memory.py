@@ -25,7 +25,7 @@ from parbench.config import Schedule
 from parbench.sim.comm import DDP_BUCKET_BYTES, fsdp_group_numels, stage_local_numels, zero1_max_shard
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout, Recompute
-from parbench.sim.model import ModelSpec
+from parbench.sim.model import ModelSpec, Unit
 from parbench.sim.stages import Stage, stages
 
 STEP_TENSOR_BYTES = 4  # torch AdamW keeps a float32 ``step`` tensor per parameter
@@ -108,7 +108,7 @@ def in_flight_micro_batches(layout: Layout, stage_rank: int) -> float:
     return min(p - stage_rank, m)
 
 
-def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
+def activation_bytes_per_layer(model: ModelSpec, layout: Layout, unit: Unit | None = None) -> float:
     """Bytes one transformer layer keeps for backward per micro-batch (Korthikanti et al. 2022, sec. 4.1,
     term by term, with s the rank's tokens (seq / cp), b the micro-batch, a heads, t = tp, e the
     activation bytes, f the MLP width, k the k/v width, h_q = heads x head_dim, h unless the heads have a width
@@ -132,7 +132,8 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
     saves the quantized input for the weight gradient), the projection's beside flash's own output.
     Policies (``Recompute``): selective drops the eager attention core; ops keeps the layer input, half
     the GEMM outputs and the attention output; full keeps the layer input (e sbh, /t with SP) on the
-    ``recomputed_fraction`` of layers."""
+    ``recomputed_fraction`` of layers. ``unit``: the layer; an MoE block's MLP keeps ``moe_mlp_bytes``
+    in place of the dense MLP's."""
     if model.arch is None:
         e = layout.precision.activation_bytes
         return e * 6 * layout.micro_batch_size * model.hidden  # mlp: input, pre-activation and output of each Linear
@@ -141,18 +142,22 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout) -> float:
     q = arch.q_width
     sb, sp = s * b, layout.sequence_parallel
     layer_input = r * sb * h / (t if sp else 1)
+    moe = unit is not None and bool(unit.moe_assignments_per_sample)
     if layout.recompute is Recompute.OPS:
-        gemm_outputs = q + 2 * k + 2 * h + (2 if arch.gated_mlp else 1) * f
+        mlp_outputs = moe_mlp_widths(arch, unit)[1] if moe else (2 if arch.gated_mlp else 1) * f + h
+        gemm_outputs = q + 2 * k + h + mlp_outputs
         kept = layer_input + (e * sb * gemm_outputs / 2 + e * sb * q + FP32_BYTES * a * sb) / t
     else:
         # the norms' inputs (the residual stream's dtype) and dropout masks, then the norms' outputs: the inputs
         # of qkv and of the MLP
         replicated = 2 * r * sb * h + (2 * MASK_BYTES * sb * h if arch.dropout else 0)
         g = 1 if layout.te_fp8 else e  # a Linear's saved input: Transformer Engine keeps its FP8 cast
-        gemm_inputs = 2 * g * sb * h
+        norms_redone = "layernorm" in layout.recompute_modules and not layout.te_fp8
+        gemm_inputs = 0 if norms_redone else 2 * g * sb * h
         mlp = (3 if layout.fused_elementwise else 4) if arch.gated_mlp else 2
         # the attention output is flash's saved output and the projection's input; TE keeps an FP8 copy too
-        split = e * sb * (q + 2 * k) + e * sb * q + (g * sb * q if layout.te_fp8 else 0) + e * sb * f * (mlp - 1) + g * sb * f
+        split = e * sb * (q + 2 * k) + e * sb * q + (g * sb * q if layout.te_fp8 else 0)
+        split += moe_mlp_bytes(arch, unit, layout) * sb if moe else e * sb * f * (mlp - 1) + g * sb * f
         if layout.attention == "flash":
             split += FP32_BYTES * a * sb
         elif layout.recompute is not Recompute.SELECTIVE:
@@ -232,12 +237,50 @@ def process_groups(layout: Layout) -> int:
     return sum(1 for d in dims if d > 1)
 
 
-def kept_activation_bytes(model: ModelSpec, layout: Layout, stage: Stage, layers: int) -> float:
+def moe_mlp_widths(arch, unit: Unit) -> tuple[float, float]:
+    """(kept assignments per token, elements per token an MoE MLP's GEMMs write): k' = the unit's kept
+    assignments over the sequence (top_k, less what the capacity drops); the router's E logits and, per
+    assignment, the experts' inner layer (2 f_e gated) and their output (h)."""
+    kept = sum(unit.moe_assignments_per_sample) / arch.seq_len
+    inner = (2 if arch.gated_mlp else 1) * arch.expert_width
+    return kept, arch.experts + kept * (inner + arch.hidden)
+
+
+def moe_mlp_bytes(arch, unit: Unit, layout: Layout) -> float:
+    """Bytes per token an MoE block's MLP keeps for backward beyond its input (the norm's output, the
+    router's input, counted with the dense block's): the router's probabilities in float32 (its softmax's
+    output; Megatron-Core and the runner's ``MoE`` both take the softmax in float32), then per kept
+    assignment k' its router probability (float32), the token's dispatched copy (the experts' first GEMM
+    input), the experts' inner activations as a dense MLP of width f_e keeps them, and
+    ``Layout.moe_saved_outputs`` copies of the expert's output (where the probability weights it after the
+    experts). GEMM inputs take Transformer Engine's FP8 byte under ``te_fp8``. The routing's integer indices
+    (a few int64 per assignment) are left out."""
+    e = layout.precision.activation_bytes
+    g = 1 if layout.te_fp8 else e
+    mlp = (3 if layout.fused_elementwise else 4) if arch.gated_mlp else 2
+    kept, _ = moe_mlp_widths(arch, unit)
+    f, h = arch.expert_width, arch.hidden
+    act_out = 0 if "moe_act" in layout.recompute_modules and not layout.te_fp8 else g * f  # the second GEMM's input
+    per_assignment = FP32_BYTES + g * h + e * f * (mlp - 1) + act_out + layout.moe_saved_outputs * e * h
+    return FP32_BYTES * arch.experts + kept * per_assignment
+
+
+def stage_layer_bytes(model: ModelSpec, layout: Layout, units) -> float:
+    """``activation_bytes_per_layer`` summed over ``units``: dense layers alike, MoE layers alike (one of
+    each kind computed)."""
+    moe = [u for u in units if u.moe_assignments_per_sample]
+    dense = len(units) - len(moe)
+    total = activation_bytes_per_layer(model, layout) * dense if dense else 0.0
+    return total + (activation_bytes_per_layer(model, layout, moe[0]) * len(moe) if moe else 0.0)
+
+
+def kept_activation_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> float:
     """What the stage's layers keep for backward over the micro-batches in flight (``in_flight`` counts
     micro-batches of the whole stage, all its chunks: Korthikanti et al. 2022, sec. 4.2.3, L/p layers x
     p(1 + (p-1)/(pv)) under interleaving), plus the embedding output on the first stage and the head's
     input on the last."""
-    acts = activation_bytes_per_layer(model, layout) * layers * in_flight_micro_batches(layout, stage.rank)
+    units = [u for c in stage.chunks for u in model.units[c.lo:c.hi]]
+    acts = stage_layer_bytes(model, layout, units) * in_flight_micro_batches(layout, stage.rank)
     if model.arch is None:
         return acts
     sbh = layout.precision.activation_bytes * model.seq_len / layout.cp * layout.micro_batch_size * model.hidden
@@ -253,8 +296,9 @@ def recompute_bytes(model: ModelSpec, layout: Layout) -> float:
     moment, all a layer without recomputation keeps, beyond the checkpoint it already counts."""
     if layout.recompute not in (Recompute.FULL, Recompute.OPS):
         return 0.0
-    whole = activation_bytes_per_layer(model, replace(layout, recompute=Recompute.NONE, recompute_every=1))
-    return whole - activation_bytes_per_layer(model, layout)
+    whole = replace(layout, recompute=Recompute.NONE, recompute_every=1)
+    moe = next((u for u in model.units if u.moe_assignments_per_sample), None)  # an MoE layer holds the most
+    return activation_bytes_per_layer(model, whole, moe) - activation_bytes_per_layer(model, layout, moe)
 
 
 def weight_cast_bytes(layout: Layout, tensors) -> int:
@@ -276,7 +320,7 @@ def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluste
         optim_bytes = optim * pr.master_bytes  # plain SGD keeps no state
     layers = sum(c.hi - c.lo for c in stage.chunks)
     loss = loss_bytes(model, layout) if stage.chunks[-1].last else 0.0
-    acts = kept_activation_bytes(model, layout, stage, layers) + weight_cast_bytes(layout, stage.tensors)
+    acts = kept_activation_bytes(model, layout, stage) + weight_cast_bytes(layout, stage.tensors)
     # backward runs the loss first and frees its buffers before any layer's recomputation starts, so the
     # recomputed layer adds to the peak only by what it holds beyond them
     acts += max(0.0, recompute_bytes(model, layout) - loss) if layers else 0.0
@@ -319,7 +363,7 @@ def ps_memory(model: ModelSpec, layout: Layout) -> list[Memory]:
     shard = ps_shards(psi, max(layout.servers, 1))[0]
     optim = shard * (2 * pr.moment_bytes + pr.master_bytes) + STEP_TENSOR_BYTES if model.optimizer == "adamw" else 0
     worker = Memory(param_bytes=psi * pr.param_bytes, grad_bytes=psi * pr.grad_bytes, optim_bytes=0,
-                    activation_bytes=int(activation_bytes_per_layer(model, layout) * len(model.units))
+                    activation_bytes=int(stage_layer_bytes(model, layout, model.units))
                     + weight_cast_bytes(layout, [t for u in (model.pre, *model.units, model.post) for t in u.params]),
                     loss_bytes=int(loss_bytes(model, layout)))
     server = Memory(param_bytes=shard * pr.param_bytes, grad_bytes=shard * pr.grad_bytes, optim_bytes=optim,

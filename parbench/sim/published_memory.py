@@ -334,7 +334,8 @@ def foundry_table_check() -> dict[str, dict]:
 
 
 def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, vp: int = 1, ep: int = 1,
-            recompute: str = "none", pipeline_layout: str = "", precision: str = "fp8") -> Layout:
+            recompute: str = "none", pipeline_layout: str = "", precision: str = "fp8",
+            recompute_modules: tuple[str, ...] = ()) -> Layout:
     """The layout of an NVIDIA performance recipe (NeMo, Megatron-Bridge, DGX Cloud benchmarking) as its table
     prints it (GBS, MBS, TP, PP, CP, VP, FP8 or BF16), run as those recipes run every layout
     (``SOFTWARE['nemo']``), on the distributed optimizer (ZeRO-1)."""
@@ -344,7 +345,8 @@ def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: 
     schedule = Schedule.INTERLEAVED_1F1B if vp > 1 else Schedule.ONE_F_ONE_B
     return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, global_batch_size=gbs,
                   micro_batches=gbs // (dp * mbs), schedule=schedule, virtual_stages=vp, zero=1,
-                  precision=precision, attention="flash", recompute=Recompute(recompute), **software.tp_flags(tp),
+                  precision=precision, attention="flash", recompute=Recompute(recompute),
+                  recompute_modules=recompute_modules, **software.tp_flags(tp),
                   chunk_layers=megatron_pipeline_layout(pipeline_layout) if pipeline_layout else (),
                   **software.layout_flags(pp=pp, zero=1, precision=precision, schedule=schedule))
 
@@ -394,12 +396,18 @@ one model, one container and precision on two systems of one GPU generation, at 
 micro-batch, which separates a cost per micro-batch from one per token. The other mixtures of experts are held out."""
 
 
+GPT_OSS_RECOMPUTE = ("layernorm", "moe_act")
+
+
 def _megatron_bridge_moe() -> list[Run]:
     """(container, system, model, GPUs, precision, GBS, MBS, sequence, TP, PP, VP, EP, tokens/s per GPU): the Qwen3
     and GPT-OSS mixtures of experts of the same tables, every row on a system with a preset and a well-formed line
     (the 25.11 H100 Qwen3-235B line lacks its GBS). The tables state that their MoE benchmarks force-balance the
     tokens over the experts and drop none: balanced, dropless routing, as predicted. FP8-MX (Blackwell's
-    32-element block scaling) runs as FP8 at the device's FP8 peak."""
+    32-element block scaling) runs as FP8 at the device's FP8 peak. GPT-OSS's BF16 recipes on H100, B200 and
+    GB200 recompute the norms and the experts' activation (``recompute_modules=["layernorm", "moe_act"]`` in
+    ``scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py`` at 07eea52; its micro-batches and
+    expert parallelism differ from the 25.11 table's, which the rows follow)."""
     table = (("25.11", "DGX-H100", "qwen3-30b-a3b", 16, "fp8", 512, 2, 4096, 1, 2, 24, 8, 5275),
              ("25.11", "DGX-B200", "qwen3-30b-a3b", 8, "fp8", 512, 1, 4096, 1, 1, 1, 8, 9299),
              ("25.11", "DGX-GB200", "qwen3-30b-a3b", 8, "fp8", 512, 4, 4096, 1, 1, 1, 8, 23766),
@@ -416,7 +424,8 @@ def _megatron_bridge_moe() -> list[Run]:
                              f"EP {ep} GBS {gbs}",
                         arch=replace(MODELS[model].arch, seq_len=seq), cluster=clusters[system], metric="tps_per_gpu",
                         value=tps,
-                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vp=vp, ep=ep, precision=precision),
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vp=vp, ep=ep, precision=precision,
+                                       recompute_modules=GPT_OSS_RECOMPUTE if model == "gpt-oss-120b" else ()),
                         notes=("BF16" if precision == "bf16" else "FP8-CS" if system == "DGX-H100" else "FP8-MX",
                                "Transformer Engine", "attention kernel assumed flash3", "balanced dropless routing")))
     return rows

@@ -45,6 +45,9 @@ class SearchOptions:
     zero: int | None = None
     recompute: Recompute | None = None
     recompute_every: int = 1
+    recompute_modules: tuple[str, ...] = ()
+    """Megatron-Core's module recomputation (``Layout.recompute_modules``), on every layout whose ``recompute`` is
+    none or selective (full and ops replay those modules anyway)."""
     sequence_parallel: bool | None = None
     replicate: int = 1
     attention: str = "flash"
@@ -145,6 +148,8 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, dp: 
                                         global_batch_size=global_batch, micro_batches=m, schedule=schedule,
                                         virtual_stages=v, zero=zero, recompute=recompute,
                                         recompute_every=o.recompute_every if recompute is Recompute.FULL else 1,
+                                        recompute_modules=(o.recompute_modules if recompute in (Recompute.NONE, Recompute.SELECTIVE)
+                                                           else ()),
                                         sequence_parallel=tp > 1 if o.sequence_parallel is None else o.sequence_parallel,
                                         tp_comm_overlap=(o.tp_comm_overlap or o.framework.tensor_parallel_overlap) and tp > 1,
                                         precision=o.precision, attention=o.attention, fp8_all_gather=o.fp8_all_gather,
@@ -212,6 +217,7 @@ def describe(layout: Layout) -> str:
     cp = f" cp={layout.cp}" if layout.cp > 1 else ""
     hsdp = f" replicate={layout.replicate}" if layout.replicate > 1 else ""
     every = f"/{layout.recompute_every}" if layout.recompute_every > 1 else ""
+    every += f"+{','.join(layout.recompute_modules)}" if layout.recompute_modules else ""
     cp += f" ep={layout.ep}" if layout.ep > 1 else ""
     return (f"dp={layout.dp} tp={layout.tp} pp={layout.pp}{cp} mb={layout.micro_batch_size} m={layout.micro_batches} "
             f"{layout.schedule.value}{v} zero={layout.zero}{hsdp} recompute={layout.recompute.value}{every}"

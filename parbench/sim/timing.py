@@ -187,9 +187,26 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
         if u is not model.pre and u is not model.post:
             tail = replay_skipped_s(c, u, layout, **{**kwargs, "gemm_dtype": dtype})
             redo = ((f - tail) * layout.recomputed_fraction + (attn if core else 0.0)
-                    + ((gemm - attn) / 2 + (f - gemm) if ops else 0.0))
+                    + ((gemm - attn) / 2 + (f - gemm) if ops else 0.0) + module_recompute_s(c, model, u, layout))
         total = total + ChunkTime(f, b, redo, 3 * gemm, 3 * attn).scaled(counts[key])
     return total
+
+
+def module_recompute_s(c: Cluster, model: ModelSpec, u: Unit, layout: Layout) -> float:
+    """Seconds a layer's ``Layout.recompute_modules`` replay per micro-batch, memory-bound kernels at the device's
+    bandwidth: ``layernorm`` reads both norms' inputs (the residual stream's dtype) and writes their outputs;
+    ``moe_act`` reads each kept assignment's first-GEMM output (2 f_e gated, f_e not) and writes the f_e-wide
+    activation. Per token of the rank (seq / cp, / tp as the layer's other elementwise work)."""
+    arch, modules = model.arch, layout.recompute_modules
+    if arch is None or not modules or layout.te_fp8:
+        return 0.0
+    e, r = layout.precision.activation_bytes, layout.precision.residual_bytes
+    per_token = 2 * (r + e) * arch.hidden if "layernorm" in modules else 0.0
+    if "moe_act" in modules and u.moe_assignments_per_sample:
+        kept = sum(u.moe_assignments_per_sample) / arch.seq_len
+        per_token += kept * e * arch.expert_width * (3 if arch.gated_mlp else 2)
+    tokens = layout.micro_batch_size * model.seq_len / layout.cp / layout.tp
+    return tokens * per_token / c.memory_bandwidth_bytes_per_s
 
 
 def replay_skipped_s(c: Cluster, u: Unit, layout: Layout, *, mb: int, tp: int, act_bytes: int, cp: int = 1,

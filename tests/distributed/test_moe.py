@@ -216,3 +216,27 @@ def test_ep_gradients_equal_the_single_process_gradients(tmp_path, world, ep):
         assert grads, rank
         for name, g in grads.items():
             torch.testing.assert_close(g, reference[name].grad, rtol=1e-5, atol=1e-6, msg=f"rank {rank} {name}")
+
+
+def test_an_moe_layers_saved_activations_are_what_the_simulator_keeps(tmp_path):
+    """One process, balanced routing, nothing dropped: the saved-tensor peak of the moe workload less that of the
+    transformer of the same shapes equals the simulator's MoE layers less its dense ones, plus what the simulator
+    leaves out, the routing's integers: per kept assignment its expert, its token's row and its place in the sort
+    by expert (int64 each) and the capacity mask (1 byte), per layer the balance loss's B x E float32 shares."""
+    from parbench.sim import PRESETS
+    from parbench.sim.layout import layout_from_run
+    from parbench.sim.model import model_spec
+    from parbench.sim.predict import predict
+
+    w = {**BASE, "experts": 4, "top_k": 2, "capacity_factor": 1.25, "router": "balanced"}
+    dense = {k: v for k, v in w.items() if k in BASE}
+    measured, predicted = {}, {}
+    for name, workload in (("moe", w), ("dense", {**dense, "name": "transformer"})):
+        cfg = RunConfig(strategy="single", world_size=1, global_batch_size=8, steps=1, workload=workload)
+        rec = run(cfg, results_dir=tmp_path)
+        assert rec["status"] == "ok", rec["error"]
+        measured[name] = rec["mem_activation_bytes"]
+        predicted[name] = predict(model_spec(cfg.workload), layout_from_run(cfg), PRESETS["a100-80gb"]).memory.activation_bytes
+    layers, batch, tokens, k, experts = w["layers"], 8, 8 * w["seq_len"], w["top_k"], w["experts"]
+    routing = layers * (tokens * k * (3 * INT64 + 1) + batch * experts * FP32)
+    assert measured["moe"] - measured["dense"] == predicted["moe"] - predicted["dense"] + routing

@@ -332,3 +332,25 @@ def test_pipeline_layout_flag_gives_the_recipes_chunks_and_is_checked_against_th
     assert "the pipeline layout's chunks hold 81 layers, the model 80" in capsys.readouterr().err
     assert main(["simulate", "--model", "llama3-70b", "--gpus", "64", "--search", "--pipeline-layout", "Et|tL"]) == 2
     assert "without --search" in capsys.readouterr().err
+
+
+def test_recompute_modules_flag_reaches_the_layout_and_bad_names_are_refused(capsys):
+    """--recompute-modules layernorm,moe_act: the layout carries both, the activations shrink and the recompute
+    term grows; an unknown module or one beside --recompute full exits 2 before anything is predicted."""
+    args = ["simulate", "--model", "qwen3-30b-a3b", "--cluster", "h100-sxm", "--gpus", "8", "--ep", "8",
+            "--global-batch", "8", "--seq", "1024", "--software", "megatron-lm", "--zero", "1", "--format", "json"]
+
+    def run(*extra):
+        assert main([*args, *extra]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    plain, redo = run(), run("--recompute-modules", "layernorm,moe_act")
+    assert redo["layout"]["recompute_modules"] == ["layernorm", "moe_act"] and plain["layout"]["recompute_modules"] == []
+    assert redo["prediction"]["memory"]["activation_bytes"] < plain["prediction"]["memory"]["activation_bytes"]
+    assert redo["prediction"]["compute_parts_s"]["recompute"] > plain["prediction"]["compute_parts_s"]["recompute"] == 0
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--recompute-modules", "mlp"])
+    assert exc.value.code == 2 and "mlp: valid layernorm, moe_act" in capsys.readouterr().err
+    assert main([*args, "--recompute", "full", "--recompute-modules", "layernorm"]) == 2
+    out = capsys.readouterr()
+    assert "not full" in out.err and not out.out

@@ -219,3 +219,60 @@ def test_fit_moe_expert_fixed_s_recovers_the_presets():
     from parbench.sim.efficiency_fits import fit_moe_expert_fixed_s
 
     assert fit_moe_expert_fixed_s() == H100.moe_expert_fixed_s == PRESETS["b200"].moe_expert_fixed_s == 3.8e-4
+
+
+GATED_MOE = Architecture(layers=2, hidden=64, heads=4, vocab=256, seq_len=32, gated_mlp=True, norm="rmsnorm",
+                         positions="rotary", bias="none", experts=8, top_k=2, expert_ffn=48)
+
+
+def test_megatron_moe_layer_keeps_what_its_grouped_experts_save():
+    """Megatron-Core (``moe_saved_outputs`` 0: the router probability multiplied inside the activation): per token
+    the router's E float32 probabilities; per assignment its probability (float32), the dispatched row (the first
+    GEMM's input, h), the gated first GEMM's 2 f_e output and the f_e activation (the second GEMM's input), and no
+    expert output; in place of the dense MLP's 2 F + F. ``moe_act`` drops the f_e activation, ``layernorm`` both
+    norms' outputs (2 h), each only in bf16: under te_fp8 the Linears keep FP8 casts of their own."""
+    from parbench.sim.memory import activation_bytes_per_layer
+
+    m = architecture_spec(GATED_MOE, megatron=True)
+    moe = m.units[0]
+    assert moe.moe_assignments_per_sample
+    e, sb, h, f, big_f, experts, k = 2, 4 * 32, 64, 48, 256, 8, 2
+    base = Layout(global_batch_size=4, moe_saved_outputs=0, precision=PRECISIONS["bf16"])
+    by_hand = sb * (4 * experts + k * (4 + e * h + e * 2 * f + e * f)) - sb * (e * 2 * big_f + e * big_f)
+    assert activation_bytes_per_layer(m, base, moe) - activation_bytes_per_layer(m, base) == by_hand
+    # the runner's form keeps the expert output twice: for its weighting and for index_add's backward
+    runner = Layout(global_batch_size=4, precision=PRECISIONS["bf16"])
+    assert activation_bytes_per_layer(m, runner, moe) - activation_bytes_per_layer(m, base, moe) == sb * k * 2 * e * h
+    act = Layout(global_batch_size=4, moe_saved_outputs=0, precision=PRECISIONS["bf16"], recompute_modules=("moe_act",))
+    assert activation_bytes_per_layer(m, base, moe) - activation_bytes_per_layer(m, act, moe) == sb * k * e * f
+    assert activation_bytes_per_layer(m, act) == activation_bytes_per_layer(m, base)  # a dense layer has no experts
+    norms = Layout(global_batch_size=4, moe_saved_outputs=0, precision=PRECISIONS["bf16"], recompute_modules=("layernorm",))
+    assert activation_bytes_per_layer(m, base) - activation_bytes_per_layer(m, norms) == 2 * e * sb * h
+    fp8 = {"global_batch_size": 4, "moe_saved_outputs": 0, "precision": PRECISIONS["fp8"], "te_fp8": True}
+    assert (activation_bytes_per_layer(m, Layout(**fp8, recompute_modules=("layernorm", "moe_act")), moe)
+            == activation_bytes_per_layer(m, Layout(**fp8), moe))
+
+
+def test_recomputed_modules_replay_at_the_memory_bandwidth():
+    """``layernorm`` reads both norms' inputs and writes their outputs (2 (r + e) h a token), ``moe_act`` reads each
+    assignment's gated 2 f_e and writes f_e (3 e k f_e): the step's recompute term grows by that over H100's
+    bandwidth, per layer and micro-batch (one stage; both layers carry experts)."""
+    m = architecture_spec(GATED_MOE, megatron=True)
+    base = {"global_batch_size": 8, "micro_batches": 2, "moe_saved_outputs": 0, "precision": PRECISIONS["bf16"]}
+    plain = predict(m, Layout(**base), H100)
+    redo = predict(m, Layout(**base, recompute_modules=("layernorm", "moe_act")), H100)
+    e, h, f, k, tokens = 2, 64, 48, 2, 4 * 32
+    per_layer = tokens * (2 * (e + e) * h + 3 * e * k * f) / H100.memory_bandwidth_bytes_per_s
+    extra = redo.compute_parts_s["recompute"] - plain.compute_parts_s["recompute"]
+    assert extra == pytest.approx(2 * 2 * per_layer, rel=1e-9)
+    assert redo.step_time_s > plain.step_time_s
+
+
+def test_recompute_modules_are_checked():
+    from parbench.config import ConfigError
+    from parbench.sim.layout import Recompute
+
+    with pytest.raises(ConfigError, match="recompute_modules mlp: valid layernorm, moe_act"):
+        Layout(global_batch_size=4, recompute_modules=("mlp",))
+    with pytest.raises(ConfigError, match="not full"):
+        Layout(global_batch_size=4, recompute=Recompute.FULL, recompute_modules=("layernorm",))
