@@ -76,7 +76,8 @@ def add_parser(sub) -> None:
     c.add_argument("--recompute-every", type=int, help="with --recompute full: checkpoint every k-th layer only")
     c.add_argument("--recompute-modules", type=_modules, default=(), metavar="M[,M]",
                    help="with --recompute none or selective, Megatron-Core's module recomputation: layernorm (the "
-                        "norms' outputs), moe_act (the experts' activation); comma-separated")
+                        "norms' outputs), moe_act (the experts' activation), mla_up_proj (latent attention's q, k, v, "
+                        "its up projections run again); comma-separated")
     c.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, help="Megatron sequence parallelism (needs tp > 1; default: off)")
     c.add_argument("--tp-comm-overlap", action="store_true",
                    help="tensor-parallel collectives overlapped with their GEMMs (default: exposed)")

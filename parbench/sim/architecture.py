@@ -73,10 +73,31 @@ class Architecture:
     window_every: int = 1
     """Which blocks slide their window: blocks 0, window_every, 2 window_every, ... (1: all, Mistral 7B; 2: every
     other one, alternating with full attention from the first, GPT-OSS)."""
+    dense_first: int = 0
+    """The first ``dense_first`` blocks keep the dense MLP (DeepSeek's ``first_k_dense_replace``)."""
+    shared_experts: int = 0
+    """Experts every token of an MoE block passes through besides its routed ones (DeepSeekMoE's shared experts,
+    ``n_shared_experts``): one dense MLP of width shared_experts x expert_ffn."""
+    kv_lora_rank: int = 0
+    """Multi-head latent attention (DeepSeek-V2/V3) when > 0: k and v come up from a kv_lora_rank-wide latent
+    (d -> kv_lora_rank + rope_head_dim, normed, then -> heads x (head_size + v_head_dim)); q and k carry
+    head_size + rope_head_dim per head, v v_head_dim."""
+    q_lora_rank: int = 0
+    """MLA: q through a q_lora_rank-wide latent (d -> q_lora_rank, normed, -> heads x (head_size + rope_head_dim));
+    0 projects q from d directly."""
+    rope_head_dim: int = 0
+    """MLA: the rotary part of each q and k head (shared by every head for k: one rope_head_dim-wide key)."""
+    v_head_dim: int = 0
+    """MLA: width of a value head (0 = head_size)."""
 
     def __post_init__(self) -> None:
         if self.window < 0 or self.window_every < 1:
             raise ValueError(f"window={self.window} >= 0 and window_every={self.window_every} >= 1 needed")
+        for k in ("dense_first", "shared_experts", "kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim"):
+            if getattr(self, k) < 0:
+                raise ValueError(f"{k}={getattr(self, k)} must be >= 0")
+        if not self.kv_lora_rank and (self.q_lora_rank or self.rope_head_dim or self.v_head_dim):
+            raise ValueError("q_lora_rank, rope_head_dim and v_head_dim describe multi-head latent attention: set kv_lora_rank")
         if self.experts < 0 or self.top_k < 1 or self.moe_every < 1 or self.capacity_factor < 0 or self.expert_ffn < 0:
             raise ValueError(f"experts={self.experts} >= 0, top_k={self.top_k} >= 1, moe_every={self.moe_every} >= 1, "
                              f"capacity_factor={self.capacity_factor} >= 0 and expert_ffn={self.expert_ffn} >= 0 needed")
@@ -111,7 +132,7 @@ class Architecture:
 
     def is_moe_layer(self, index: int) -> bool:
         """Whether block ``index`` carries experts (as parbench.workloads.moe.is_moe_block)."""
-        return self.experts > 0 and (index + 1) % self.moe_every == 0
+        return self.experts > 0 and index >= self.dense_first and (index + 1) % self.moe_every == 0
 
     def attention_keys(self, index: int) -> int:
         """Keys the last token of block ``index`` attends to: the window where that block slides one shorter
@@ -129,14 +150,40 @@ class Architecture:
         return self.head_size or self.hidden // self.heads
 
     @property
+    def mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of one q (and k) head in the attention scores: head_dim, + rope_head_dim under MLA."""
+        return self.head_dim + self.rope_head_dim
+
+    @property
+    def v_dim(self) -> int:
+        return self.v_head_dim or self.head_dim
+
+    @property
     def q_width(self) -> int:
-        """Width of the q projection's output and of the attention output: heads x head_dim."""
-        return self.heads * self.head_dim
+        """Width of the q projection's output: heads x head_dim (x (head_dim + rope_head_dim) under MLA)."""
+        return self.heads * self.qk_head_dim
 
     @property
     def kv_width(self) -> int:
-        """Width of the k (and of the v) projection's output: kv_heads x head_dim."""
+        """Width of the k (and of the v) projection's output: kv_heads x head_dim (MLA: ``k_width``, ``v_width``)."""
         return self.n_kv_heads * self.head_dim
+
+    @property
+    def k_width(self) -> int:
+        return self.heads * self.qk_head_dim if self.mla else self.kv_width
+
+    @property
+    def v_width(self) -> int:
+        return self.heads * self.v_dim if self.mla else self.kv_width
+
+    @property
+    def out_width(self) -> int:
+        """Width of the attention output, the output projection's input: heads x the value head's width."""
+        return self.heads * self.v_dim
 
     @property
     def position_rows(self) -> int:
@@ -160,6 +207,7 @@ HF_FAMILIES = {
     "mixtral": ("rmsnorm", "rotary", "none", False),
     "qwen3_moe": ("rmsnorm", "rotary", "none", False),
     "gpt_oss": ("rmsnorm", "rotary", "all", False),
+    "deepseek_v3": ("rmsnorm", "rotary", "none", False),
     "gpt2": ("layernorm", "learned", "all", True),
     "gpt_neox": ("layernorm", "rotary", "all", False),
 }
@@ -175,6 +223,15 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
     if kind == "gpt_oss":
         return {"experts": data["num_local_experts"], "top_k": data["num_experts_per_tok"],
                 "expert_ffn": data["intermediate_size"]}
+    if kind == "deepseek_v3":
+        if data.get("moe_layer_freq", 1) != 1:
+            raise ValueError(f"config.json moe_layer_freq={data['moe_layer_freq']}: only every block after "
+                             f"first_k_dense_replace carrying experts is modelled")
+        return {"experts": data["n_routed_experts"], "top_k": data["num_experts_per_tok"],
+                "expert_ffn": data["moe_intermediate_size"], "shared_experts": data.get("n_shared_experts") or 0,
+                "dense_first": data.get("first_k_dense_replace") or 0, "kv_lora_rank": data["kv_lora_rank"],
+                "q_lora_rank": data.get("q_lora_rank") or 0, "rope_head_dim": data["qk_rope_head_dim"],
+                "v_head_dim": data["v_head_dim"], "head_size": data["qk_nope_head_dim"]}
     if kind == "qwen3_moe":
         if data.get("mlp_only_layers"):
             raise ValueError(f"config.json mlp_only_layers={data['mlp_only_layers']}: dense blocks at chosen indices "
@@ -206,7 +263,8 @@ def _hf_window(data: dict[str, Any]) -> dict[str, Any]:
 
 def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     """An Architecture from a Hugging Face ``config.json`` (Llama, Mistral, Qwen2, Qwen3, GPT-2, GPT-NeoX, and
-    the mixtures of experts Mixtral, Qwen3-MoE and GPT-OSS).
+    the mixtures of experts Mixtral, Qwen3-MoE, GPT-OSS and DeepSeek-V3: its multi-head latent attention, shared
+    experts and first dense blocks; its multi-token-prediction module (``num_nextn_predict_layers``) is left out).
 
     Fields read (transformers' names): layers ``num_hidden_layers``/``n_layer``, width
     ``hidden_size``/``n_embd``, heads ``num_attention_heads``/``n_head``, ``num_key_value_heads``, ``head_dim``
@@ -235,10 +293,11 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
         experts = _hf_experts(data, kind)
     except KeyError as exc:
         raise ValueError(f"config.json of a {kind} model lacks {exc.args[0]}") from None
+    head_size = experts.pop("head_size", head_dim if head_dim * heads != hidden else 0)
     return Architecture(
         layers=_first(data, "num_hidden_layers", "n_layer"), hidden=hidden, heads=heads,
         kv_heads=_first(data, "num_key_value_heads", default=heads), vocab=data["vocab_size"],
-        head_size=head_dim if head_dim * heads != hidden else 0,
+        head_size=head_size,
         ffn_hidden=_first(data, "intermediate_size", "n_inner", default=0) or 0,
         gated_mlp=act in GATED_ACTIVATIONS or kind == "gpt_oss", tie_embeddings=bool(data.get("tie_word_embeddings", tie_default)),
         norm=norm, positions=positions, bias=bias, max_positions=max_pos if positions == "learned" else 0,

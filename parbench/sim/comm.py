@@ -295,13 +295,13 @@ def tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
 
 def _cp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     """Ring attention over cp ranks (Liu et al. 2023; Megatron-Core's context parallelism): per layer and
-    micro-batch, each rank passes its K and V blocks (b x s/cp x 2 kv_width) to the next rank cp - 1
+    micro-batch, each rank passes its K and V blocks (b x s/cp x (k_width + v_width)) to the next rank cp - 1
     times in forward; backward passes K/V again and their gradients dK/dV around the ring. Category
     intermediate; it overlaps the blocks' attention compute (phase ``ring``)."""
     if layout.cp == 1 or model.arch is None:
         return []
     layers = sum(c.hi - c.lo for c in stage.chunks)
-    block = layout.micro_batch_size * model.seq_len // layout.cp * 2 * model.arch.kv_width // layout.tp
+    block = layout.micro_batch_size * model.seq_len // layout.cp * (model.arch.k_width + model.arch.v_width) // layout.tp
     block *= layout.precision.activation_bytes
     steps = (layout.cp - 1) * layers * layout.micro_batches
     redo = 1 + layout.recomputed_fraction  # a recomputed forward passes its K/V around again

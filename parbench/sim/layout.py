@@ -14,7 +14,7 @@ from parbench.config import RunConfig
 from parbench.layout import ParallelLayout
 from parbench.names import ConfigError, DataMode, DataParallelMode, Schedule, Strategy
 
-RECOMPUTE_MODULES = ("layernorm", "moe_act")
+RECOMPUTE_MODULES = ("layernorm", "moe_act", "mla_up_proj")
 """``Layout.recompute_modules``: Megatron-Core's ``recompute_modules`` names the model prices."""
 
 
@@ -150,7 +150,9 @@ class Layout(ParallelLayout):
     selective): ``layernorm`` drops both norms' outputs, recomputing them before the GEMMs' backward;
     ``moe_act`` drops the experts' activation output (their second GEMM's input), recomputed from the first
     GEMM's saved output. Both only where that tensor is the one the GEMM saved (not under ``te_fp8``, whose
-    Linears keep an FP8 cast of their own). Their replay is memory-bound (``timing.module_recompute_s``)."""
+    Linears keep an FP8 cast of their own); their replay is memory-bound (``timing.module_recompute_s``).
+    ``mla_up_proj`` (multi-head latent attention) drops q, k and v, the up projections' outputs the attention
+    kernel saved, and runs those two GEMMs again from the latents it keeps."""
     recompute_early_stop: bool = False
     """Full recomputation through torch's non-reentrant checkpoint (torch >= 2.1, ``use_reentrant=False``, its
     default ``early_stop``) or torch.compile's: the replay stops once it has re-saved every tensor the layer's

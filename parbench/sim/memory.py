@@ -112,7 +112,8 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout, unit: Unit | No
     """Bytes one transformer layer keeps for backward per micro-batch (Korthikanti et al. 2022, sec. 4.1,
     term by term, with s the rank's tokens (seq / cp), b the micro-batch, a heads, t = tp, e the
     activation bytes, f the MLP width, k the k/v width, h_q = heads x head_dim, h unless the heads have a width
-    of their own):
+    of their own; under multi-head latent attention q, k and v take their own widths and the latents join the
+    replicated terms):
 
     - replicated over t unless sequence parallel: both norms' inputs, the qkv and MLP inputs: 4 e sbh,
       plus two 1-byte dropout masks 2 sbh (with dropout); under sequence parallelism the qkv and MLP
@@ -138,25 +139,29 @@ def activation_bytes_per_layer(model: ModelSpec, layout: Layout, unit: Unit | No
         e = layout.precision.activation_bytes
         return e * 6 * layout.micro_batch_size * model.hidden  # mlp: input, pre-activation and output of each Linear
     arch, t, e, r = model.arch, layout.tp, layout.precision.activation_bytes, layout.precision.residual_bytes
-    s, b, h, f, k, a = model.seq_len / layout.cp, layout.micro_batch_size, arch.hidden, arch.ffn, arch.kv_width, arch.heads
-    q = arch.q_width
+    s, b, h, f, a = model.seq_len / layout.cp, layout.micro_batch_size, arch.hidden, arch.ffn, arch.heads
+    q, kv, out = arch.q_width, arch.k_width + arch.v_width, arch.out_width
     sb, sp = s * b, layout.sequence_parallel
     layer_input = r * sb * h / (t if sp else 1)
     moe = unit is not None and bool(unit.moe_assignments_per_sample)
     if layout.recompute is Recompute.OPS:
         mlp_outputs = moe_mlp_widths(arch, unit)[1] if moe else (2 if arch.gated_mlp else 1) * f + h
-        gemm_outputs = q + 2 * k + h + mlp_outputs
-        kept = layer_input + (e * sb * gemm_outputs / 2 + e * sb * q + FP32_BYTES * a * sb) / t
+        gemm_outputs = q + kv + h + mlp_outputs
+        kept = layer_input + (e * sb * gemm_outputs / 2 + e * sb * out + FP32_BYTES * a * sb) / t
     else:
         # the norms' inputs (the residual stream's dtype) and dropout masks, then the norms' outputs: the inputs
         # of qkv and of the MLP
         replicated = 2 * r * sb * h + (2 * MASK_BYTES * sb * h if arch.dropout else 0)
-        g = 1 if layout.te_fp8 else e  # a Linear's saved input: Transformer Engine keeps its FP8 cast
+        if arch.mla:  # the latents, whole on every tensor-parallel rank: norm inputs, then the up projections' inputs
+            lq, lkv = arch.q_lora_rank, arch.kv_lora_rank
+            replicated += e * sb * (lq + lkv + arch.rope_head_dim) + saved_input_bytes(layout) * sb * (lq + lkv)
+        g = saved_input_bytes(layout)  # a Linear's saved input: Transformer Engine keeps its FP8 cast
         norms_redone = "layernorm" in layout.recompute_modules and not layout.te_fp8
         gemm_inputs = 0 if norms_redone else 2 * g * sb * h
         mlp = (3 if layout.fused_elementwise else 4) if arch.gated_mlp else 2
         # the attention output is flash's saved output and the projection's input; TE keeps an FP8 copy too
-        split = e * sb * (q + 2 * k) + e * sb * q + (g * sb * q if layout.te_fp8 else 0)
+        up_redone = arch.mla and "mla_up_proj" in layout.recompute_modules
+        split = (0 if up_redone else e * sb * (q + kv)) + e * sb * out + (g * sb * out if layout.te_fp8 else 0)
         split += moe_mlp_bytes(arch, unit, layout) * sb if moe else e * sb * f * (mlp - 1) + g * sb * f
         if layout.attention == "flash":
             split += FP32_BYTES * a * sb
@@ -237,6 +242,11 @@ def process_groups(layout: Layout) -> int:
     return sum(1 for d in dims if d > 1)
 
 
+def saved_input_bytes(layout: Layout) -> int:
+    """Bytes of a Linear's saved input: Transformer Engine's FP8 cast under ``te_fp8``, else the activations'."""
+    return 1 if layout.te_fp8 else layout.precision.activation_bytes
+
+
 def moe_mlp_widths(arch, unit: Unit) -> tuple[float, float]:
     """(kept assignments per token, elements per token an MoE MLP's GEMMs write): k' = the unit's kept
     assignments over the sequence (top_k, less what the capacity drops); the router's E logits and, per
@@ -255,8 +265,7 @@ def moe_mlp_bytes(arch, unit: Unit, layout: Layout) -> float:
     ``Layout.moe_saved_outputs`` copies of the expert's output (where the probability weights it after the
     experts). GEMM inputs take Transformer Engine's FP8 byte under ``te_fp8``. The routing's integer indices
     (a few int64 per assignment) are left out."""
-    e = layout.precision.activation_bytes
-    g = 1 if layout.te_fp8 else e
+    e, g = layout.precision.activation_bytes, saved_input_bytes(layout)
     mlp = (3 if layout.fused_elementwise else 4) if arch.gated_mlp else 2
     kept, _ = moe_mlp_widths(arch, unit)
     f, h = arch.expert_width, arch.hidden

@@ -223,8 +223,8 @@ def eager_elementwise(arch: Architecture, mlp_width: int = 0) -> tuple[int, int]
     terms = []
     if arch.norm == "rmsnorm":
         terms.append((RMSNORM_EAGER, 2 * arch.hidden))
-    if arch.positions == "rotary":
-        terms.append((ROTARY_EAGER, arch.q_width + arch.kv_width))
+    if arch.positions == "rotary":  # MLA rotates the rope part of every q head and its one shared key
+        terms.append((ROTARY_EAGER, (arch.heads + 1) * arch.rope_head_dim if arch.mla else arch.q_width + arch.kv_width))
     if arch.gated_mlp:
         terms.append((SWIGLU_EAGER, mlp_width or arch.ffn))
     return sum(k[0] * n for k, n in terms), sum(k[1] * n for k, n in terms)
@@ -243,34 +243,67 @@ def _norm(name: str, d: int, arch: Architecture) -> tuple[Tensor, ...]:
     return (weight,) if arch.norm == "rmsnorm" else (weight, Tensor(name=f"{name}.bias", shape=(d,)))
 
 
-def block_unit(i: int, arch: Architecture, *, megatron: bool = False) -> Unit:
-    """One pre-norm block: q (d x heads x head_dim, d x d unless the heads have a width of their own), k and v
-    (d x kv_heads x head_dim each: GQA), proj (heads x head_dim x d), the MLP (up d x f, plus gate d x f when
-    gated, down f x d) and two norms, in the runner's registration order."""
-    d, t, f, kv, heads, q = arch.hidden, arch.seq_len, arch.ffn, arch.kv_width, arch.heads, arch.q_width
+def _attention(i: int, arch: Architecture) -> tuple[tuple[Tensor, ...], tuple[Gemm, ...], int]:
+    """A block's attention: its parameters in registration order, its GEMMs (the projections, QK^T and AV) and
+    the elements per token its extra norms touch. Grouped-query attention: q (d x heads x head_dim), k and v
+    (d x kv_heads x head_dim each), proj (heads x head_dim x d). Multi-head latent attention (DeepSeek-V2/V3,
+    ``Architecture.kv_lora_rank``): q through its latent (d -> q_lora -> heads x (head_dim + rope)) or straight
+    from d, kv_a (d -> kv_lora + rope: the latent and the one shared rotary key), kv_b (kv_lora -> heads x
+    (head_dim + v_head_dim)), both latents normed; the down projections are replicated under tensor parallelism
+    (Megatron-Core's MLA), the up projections split by heads."""
+    d, t, heads = arch.hidden, arch.seq_len, arch.heads
     p = f"units.{i}"
     qkv_bias, other_bias = arch.bias in ("all", "qkv"), arch.bias == "all"
-    gate = _linear(f"{p}.mlp.gate", d, f, bias=other_bias, split="rows") if arch.gated_mlp else ()
-    up = _linear(f"{p}.mlp.up", d, f, bias=other_bias, split="rows")
-    mlp = (*gate, *up) if arch.norms_last else (*up, *gate)
-    mlp += _linear(f"{p}.mlp.down", f, d, bias=other_bias, split="cols")
-    attn = (*_linear(f"{p}.attn.q", d, q, bias=qkv_bias, split="rows"),
-            *_linear(f"{p}.attn.k", d, kv, bias=qkv_bias, split="rows"),
-            *_linear(f"{p}.attn.v", d, kv, bias=qkv_bias, split="rows"),
-            *_linear(f"{p}.attn.proj", q, d, bias=other_bias, split="cols"))
+    w = arch.attention_keys(i)
+    keys = w if w < t else 0
+    core = (Gemm(m=t, k=arch.qk_head_dim, n=w, batched=heads, keys=keys),
+            Gemm(m=t, k=w, n=arch.v_dim, batched=heads, keys=keys))  # QK^T, AV
+    proj = _linear(f"{p}.attn.proj", arch.out_width, d, bias=other_bias, split="cols")
+    if not arch.mla:
+        q, kv = arch.q_width, arch.kv_width
+        params = (*_linear(f"{p}.attn.q", d, q, bias=qkv_bias, split="rows"),
+                  *_linear(f"{p}.attn.k", d, kv, bias=qkv_bias, split="rows"),
+                  *_linear(f"{p}.attn.v", d, kv, bias=qkv_bias, split="rows"), *proj)
+        return params, (Gemm(m=t, k=d, n=q + 2 * kv), Gemm(m=t, k=q, n=d), *core), 0
+    lq, lkv, rope = arch.q_lora_rank, arch.kv_lora_rank, arch.rope_head_dim
+    q_path = ((*_linear(f"{p}.attn.q_a", d, lq, bias=False), *_norm(f"{p}.attn.q_a_norm", lq, arch),
+               *_linear(f"{p}.attn.q_b", lq, arch.q_width, bias=False, split="rows")) if lq
+              else _linear(f"{p}.attn.q", d, arch.q_width, bias=False, split="rows"))
+    params = (*q_path, *_linear(f"{p}.attn.kv_a", d, lkv + rope, bias=False),
+              *_norm(f"{p}.attn.kv_a_norm", lkv, arch),
+              *_linear(f"{p}.attn.kv_b", lkv, heads * (arch.head_dim + arch.v_dim), bias=False, split="rows"), *proj)
+    down = Gemm(m=t, k=d, n=lq + lkv + rope, tp_sharded=False) if lq else None
+    gemms = ((down, Gemm(m=t, k=lq, n=arch.q_width)) if lq
+             else (Gemm(m=t, k=d, n=lkv + rope, tp_sharded=False), Gemm(m=t, k=d, n=arch.q_width)))
+    gemms += (Gemm(m=t, k=lkv, n=heads * (arch.head_dim + arch.v_dim)), Gemm(m=t, k=arch.out_width, n=d), *core)
+    return params, gemms, 2 * (lq + lkv)
+
+
+def _mlp(p: str, arch: Architecture, width: int, *, bias: bool) -> tuple[Tensor, ...]:
+    """A dense MLP of ``width``: up (and gate when gated) d x width, down width x d, in the runner's order."""
+    d = arch.hidden
+    gate = _linear(f"{p}.gate", d, width, bias=bias, split="rows") if arch.gated_mlp else ()
+    up = _linear(f"{p}.up", d, width, bias=bias, split="rows")
+    return (*gate, *up) if arch.norms_last else (*up, *gate)
+
+
+def block_unit(i: int, arch: Architecture, *, megatron: bool = False) -> Unit:
+    """One pre-norm block: its attention (``_attention``), the MLP (up d x f, plus gate d x f when gated, down
+    f x d) and two norms, in the runner's registration order."""
+    d, t, f, heads = arch.hidden, arch.seq_len, arch.ffn, arch.heads
+    p = f"units.{i}"
+    other_bias = arch.bias == "all"
+    mlp = _mlp(f"{p}.mlp", arch, f, bias=other_bias) + _linear(f"{p}.mlp.down", f, d, bias=other_bias, split="cols")
+    attn, attn_gemms, latent_norms = _attention(i, arch)
     ln1, ln2 = _norm(f"{p}.ln1", d, arch), _norm(f"{p}.ln2", d, arch)
     params = (*attn, *mlp, *ln1, *ln2) if arch.norms_last else (*ln1, *attn, *ln2, *mlp)
     up = 2 * f if arch.gated_mlp else f
-    hd, w = arch.head_dim, arch.attention_keys(i)
-    keys = w if w < t else 0
-    gemms = (Gemm(m=t, k=d, n=q + 2 * kv), Gemm(m=t, k=q, n=d),  # qkv, proj
-             Gemm(m=t, k=hd, n=w, batched=heads, keys=keys), Gemm(m=t, k=w, n=hd, batched=heads, keys=keys),  # QK^T, AV
-             Gemm(m=t, k=d, n=up), Gemm(m=t, k=f, n=d))  # mlp
+    gemms = (*attn_gemms, Gemm(m=t, k=d, n=up), Gemm(m=t, k=f, n=d))  # mlp
     fp32, act = eager_elementwise(arch)
     col_inputs = (d,) * (2 if megatron else 4 + arch.gated_mlp)  # q, k, v (or one qkv), up (and gate) read the stream
     return Unit(params=params, gemms=gemms, out_elems_per_sample=t * d,
-                elementwise_elems_per_sample=t * (4 * d + (3 if arch.gated_mlp else 2) * f),
-                score_elems_per_sample=heads * t * w, transcendental_elems_per_sample=t * f,
+                elementwise_elems_per_sample=t * (4 * d + (3 if arch.gated_mlp else 2) * f + latent_norms),
+                score_elems_per_sample=heads * t * arch.attention_keys(i), transcendental_elems_per_sample=t * f,
                 unfused_fp32_elems_per_sample=t * fp32, unfused_act_elems_per_sample=t * act,
                 tp_row_allreduces=2, tp_row_out=t * d, tp_col_inputs=tuple(x * t for x in col_inputs),
                 ops_forward=39, ops_backward=92)
@@ -285,11 +318,14 @@ def balanced_assignments(arch: Architecture) -> tuple[int, ...]:
 
 
 def moe_block_unit(i: int, arch: Architecture) -> Unit:
-    """A block whose MLP is a router (d x E, no bias) and E expert MLPs (d -> expert_width -> d), in the
-    runner's registration order (ln1, attention, ln2, router, experts). GEMMs count the active path:
-    the router and top_k experts per token (FLOPs per active parameter)."""
+    """A block whose MLP is a router (d x E, no bias), E expert MLPs (d -> expert_width -> d) and, with
+    ``Architecture.shared_experts``, one shared MLP of shared_experts x expert_width that every token passes
+    through, in the runner's registration order (ln1, attention, ln2, router, experts, shared). GEMMs count the
+    active path: the router, top_k experts and the shared MLP per token (FLOPs per active parameter); the MLP's
+    elementwise work runs over those widths, not the dense block's."""
     dense = block_unit(i, arch)
     d, t, f, k = arch.hidden, arch.seq_len, arch.expert_width, arch.top_k
+    fs = arch.shared_experts * f
     p, bias = f"units.{i}", arch.bias == "all"
     def expert(j: int) -> tuple[Tensor, ...]:  # the block's MLP form: SwiGLU experts (Mixtral) gate, up and down
         gate = _linear(f"{p}.mlp.experts.{j}.gate", d, f, bias=bias, split="rows") if arch.gated_mlp else ()
@@ -298,13 +334,21 @@ def moe_block_unit(i: int, arch: Architecture) -> Unit:
 
     experts = tuple(replace(x, expert=j) for j in range(arch.experts) for x in expert(j))
     router = Tensor(name=f"{p}.mlp.router.weight", shape=(arch.experts, d), linear=True)
-    params = tuple(x for x in dense.params if ".mlp." not in x.name) + (router, *experts)
-    gemms = dense.gemms[:4] + (Gemm(m=t, k=d, n=arch.experts, tp_sharded=False),
-                               Gemm(m=t * k, k=d, n=2 * f if arch.gated_mlp else f), Gemm(m=t * k, k=f, n=d))
-    fp32, act = eager_elementwise(arch, mlp_width=k * f)
+    shared = (_mlp(f"{p}.mlp.shared", arch, fs, bias=bias) + _linear(f"{p}.mlp.shared.down", fs, d, bias=bias, split="cols")
+              if fs else ())
+    params = tuple(x for x in dense.params if ".mlp." not in x.name) + (router, *experts, *shared)
+    up = 2 if arch.gated_mlp else 1
+    gemms = dense.gemms[:-2] + (Gemm(m=t, k=d, n=arch.experts, tp_sharded=False),
+                                Gemm(m=t * k, k=d, n=up * f), Gemm(m=t * k, k=f, n=d))
+    if fs:
+        gemms += (Gemm(m=t, k=d, n=up * fs), Gemm(m=t, k=fs, n=d))
+    fp32, act = eager_elementwise(arch, mlp_width=k * f + fs)
+    per_width = 3 if arch.gated_mlp else 2
+    elementwise = dense.elementwise_elems_per_sample + t * per_width * (k * f + fs - arch.ffn)
     return replace(dense, params=params, gemms=gemms, moe_assignments_per_sample=balanced_assignments(arch),
+                   elementwise_elems_per_sample=elementwise,
                    unfused_fp32_elems_per_sample=t * fp32, unfused_act_elems_per_sample=t * act,
-                   transcendental_elems_per_sample=t * (k * f + arch.experts))
+                   transcendental_elems_per_sample=t * (k * f + fs + arch.experts))
 
 
 @lru_cache(maxsize=256)

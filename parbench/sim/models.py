@@ -91,6 +91,17 @@ MODELS: dict[str, ModelPreset] = {
                "64 query and 8 key/value heads of 64, biases, the 201,088-token o200k_harmony vocabulary); "
                "huggingface.co/openai/gpt-oss-120b config.json (hidden 2880, intermediate_size 2880, "
                "initial_context_length 4096, untied); attention sinks (64 logits a block) left out"),
+    "deepseek-v3": ModelPreset(
+        arch=Architecture(name="deepseek-v3", layers=61, hidden=7168, heads=128, kv_heads=128, head_size=128, ffn_hidden=18432,
+                          vocab=129280, seq_len=4096, gated_mlp=True, norm="rmsnorm", positions="rotary", bias="none",
+                          experts=256, top_k=8, expert_ffn=2048, shared_experts=1, dense_first=3, kv_lora_rank=512,
+                          q_lora_rank=1536, rope_head_dim=64, v_head_dim=128),
+        published_params=671e9,
+        source="DeepSeek-AI, 'DeepSeek-V3 Technical Report', arXiv 2412.19437, 2024, abstract (\"671B total parameters "
+               "with 37B activated for each token\") and sec. 4.2 (61 layers, hidden 7168, 128 heads of 128, MLA with "
+               "KV compression 512, query compression 1536, decoupled rotary 64; the first three layers dense; 1 shared "
+               "and 256 routed experts of 2048, 8 per token); huggingface.co/deepseek-ai/DeepSeek-V3 config.json (FFN "
+               "18432, vocab 129280, untied); its multi-token-prediction module (14B more) left out"),
 }
 
 

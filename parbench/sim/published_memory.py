@@ -396,7 +396,11 @@ one model, one container and precision on two systems of one GPU generation, at 
 micro-batch, which separates a cost per micro-batch from one per token. The other mixtures of experts are held out."""
 
 
-GPT_OSS_RECOMPUTE = ("layernorm", "moe_act")
+RECIPE_RECOMPUTE = {"gpt-oss-120b": ("layernorm", "moe_act"), "deepseek-v3": ("mla_up_proj",)}
+"""Megatron-Core module recomputation the recipes set: GPT-OSS's BF16 configs on H100, B200 and GB200
+(``scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py`` at 07eea52); DeepSeek-V3's GB200 and
+B200 configs (``scripts/performance/configs/deepseek/workload_base_configs.py`` at 0fa501a, with
+``recompute_granularity="selective"``; one GB200 FP8-MX version adds ``mlp``, which the model does not price)."""
 
 
 def _megatron_bridge_moe() -> list[Run]:
@@ -404,10 +408,10 @@ def _megatron_bridge_moe() -> list[Run]:
     and GPT-OSS mixtures of experts of the same tables, every row on a system with a preset and a well-formed line
     (the 25.11 H100 Qwen3-235B line lacks its GBS). The tables state that their MoE benchmarks force-balance the
     tokens over the experts and drop none: balanced, dropless routing, as predicted. FP8-MX (Blackwell's
-    32-element block scaling) runs as FP8 at the device's FP8 peak. GPT-OSS's BF16 recipes on H100, B200 and
-    GB200 recompute the norms and the experts' activation (``recompute_modules=["layernorm", "moe_act"]`` in
-    ``scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py`` at 07eea52; its micro-batches and
-    expert parallelism differ from the 25.11 table's, which the rows follow)."""
+    32-element block scaling) runs as FP8 at the device's FP8 peak. The module recomputation each recipe sets:
+    ``RECIPE_RECOMPUTE`` (the recipe files' micro-batches, pipeline and expert parallelism differ from the 25.11
+    table's in places; the rows follow the table). DeepSeek-V3's recipes train one multi-token-prediction layer
+    (``mtp_num_layers=1``, ``src/megatron/bridge/recipes/deepseek/deepseek_v3.py``), which the model leaves out."""
     table = (("25.11", "DGX-H100", "qwen3-30b-a3b", 16, "fp8", 512, 2, 4096, 1, 2, 24, 8, 5275),
              ("25.11", "DGX-B200", "qwen3-30b-a3b", 8, "fp8", 512, 1, 4096, 1, 1, 1, 8, 9299),
              ("25.11", "DGX-GB200", "qwen3-30b-a3b", 8, "fp8", 512, 4, 4096, 1, 1, 1, 8, 23766),
@@ -415,7 +419,10 @@ def _megatron_bridge_moe() -> list[Run]:
              ("25.11", "DGX-GB200", "qwen3-235b-a22b", 256, "bf16", 8192, 1, 4096, 1, 8, 3, 32, 4916),
              ("25.11", "DGX-H100", "gpt-oss-120b", 64, "bf16", 512, 4, 4096, 1, 4, 1, 8, 5630),
              ("25.11", "DGX-B200", "gpt-oss-120b", 64, "bf16", 512, 4, 4096, 1, 1, 1, 8, 8213),
-             ("25.11", "DGX-GB200", "gpt-oss-120b", 64, "bf16", 1280, 1, 8192, 1, 1, 1, 64, 15876))
+             ("25.11", "DGX-GB200", "gpt-oss-120b", 64, "bf16", 1280, 1, 8192, 1, 1, 1, 64, 15876),
+             ("25.11", "DGX-GB200", "deepseek-v3", 256, "bf16", 4096, 1, 4096, 1, 4, 4, 64, 3139),
+             ("25.11", "DGX-GB200", "deepseek-v3", 256, "fp8", 4096, 1, 4096, 1, 8, 4, 32, 4018),
+             ("25.11", "DGX-B200", "deepseek-v3", 256, "fp8", 2048, 1, 4096, 1, 16, 1, 8, 2139))
     clusters = {"DGX-H100": "h100-sxm", "DGX-B200": "b200", "DGX-GB200": "gb200-nvl72"}
     rows = []
     for container, system, model, gpus, precision, gbs, mbs, seq, tp, pp, vp, ep, tps in table:
@@ -425,9 +432,10 @@ def _megatron_bridge_moe() -> list[Run]:
                         arch=replace(MODELS[model].arch, seq_len=seq), cluster=clusters[system], metric="tps_per_gpu",
                         value=tps,
                         layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vp=vp, ep=ep, precision=precision,
-                                       recompute_modules=GPT_OSS_RECOMPUTE if model == "gpt-oss-120b" else ()),
+                                       recompute_modules=RECIPE_RECOMPUTE.get(model, ())),
                         notes=("BF16" if precision == "bf16" else "FP8-CS" if system == "DGX-H100" else "FP8-MX",
-                               "Transformer Engine", "attention kernel assumed flash3", "balanced dropless routing")))
+                               "Transformer Engine", "attention kernel assumed flash3", "balanced dropless routing",
+                               *(("multi-token prediction module (1 layer) not modelled",) if model == "deepseek-v3" else ()))))
     return rows
 
 

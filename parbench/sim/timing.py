@@ -187,7 +187,8 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
         if u is not model.pre and u is not model.post:
             tail = replay_skipped_s(c, u, layout, **{**kwargs, "gemm_dtype": dtype})
             redo = ((f - tail) * layout.recomputed_fraction + (attn if core else 0.0)
-                    + ((gemm - attn) / 2 + (f - gemm) if ops else 0.0) + module_recompute_s(c, model, u, layout))
+                    + ((gemm - attn) / 2 + (f - gemm) if ops else 0.0) + module_recompute_s(c, model, u, layout)
+                    + up_projections_s(c, model, u, layout, **{**kwargs, "gemm_dtype": dtype}))
         total = total + ChunkTime(f, b, redo, 3 * gemm, 3 * attn).scaled(counts[key])
     return total
 
@@ -207,6 +208,16 @@ def module_recompute_s(c: Cluster, model: ModelSpec, u: Unit, layout: Layout) ->
         per_token += kept * e * arch.expert_width * (3 if arch.gated_mlp else 2)
     tokens = layout.micro_batch_size * model.seq_len / layout.cp / layout.tp
     return tokens * per_token / c.memory_bandwidth_bytes_per_s
+
+
+def up_projections_s(c: Cluster, model: ModelSpec, u: Unit, layout: Layout, *, mb: int, tp: int, act_bytes: int,
+                     cp: int = 1, gemm_dtype: str = "", **_) -> float:
+    """Forward seconds of a latent-attention block's two up projections (q from its latent, k and v from theirs:
+    the block's second and third GEMMs), which ``mla_up_proj`` recomputation runs again in backward."""
+    if model.arch is None or not model.arch.mla or "mla_up_proj" not in layout.recompute_modules:
+        return 0.0
+    return sum(gemm_time_s(c, mb * g.flops / (tp * cp), gemm_bytes(g, mb, act_bytes) / (tp * cp), gemm_dtype)
+               for g in u.gemms[1:3])
 
 
 def replay_skipped_s(c: Cluster, u: Unit, layout: Layout, *, mb: int, tp: int, act_bytes: int, cp: int = 1,

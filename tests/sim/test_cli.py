@@ -350,7 +350,7 @@ def test_recompute_modules_flag_reaches_the_layout_and_bad_names_are_refused(cap
     assert redo["prediction"]["compute_parts_s"]["recompute"] > plain["prediction"]["compute_parts_s"]["recompute"] == 0
     with pytest.raises(SystemExit) as exc:
         main([*args, "--recompute-modules", "mlp"])
-    assert exc.value.code == 2 and "mlp: valid layernorm, moe_act" in capsys.readouterr().err
+    assert exc.value.code == 2 and "mlp: valid layernorm, moe_act, mla_up_proj" in capsys.readouterr().err
     assert main([*args, "--recompute", "full", "--recompute-modules", "layernorm"]) == 2
     out = capsys.readouterr()
     assert "not full" in out.err and not out.out

@@ -359,3 +359,76 @@ def test_hf_configs_read_their_sliding_windows():
         from_hf_config({**base, "model_type": "gpt_oss", "sliding_window": 128, "num_local_experts": 8,
                         "num_experts_per_tok": 2, "intermediate_size": 256,
                         "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"]})
+
+
+DSV3_CONFIG = {"model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128,
+               "num_key_value_heads": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+               "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 3,
+               "moe_layer_freq": 1, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+               "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 129280, "max_position_embeddings": 163840,
+               "hidden_act": "silu", "tie_word_embeddings": False, "num_nextn_predict_layers": 1}
+"""huggingface.co/deepseek-ai/DeepSeek-V3 config.json, the fields the reader takes."""
+
+
+def test_deepseek_v3_by_hand_and_from_its_config_json():
+    """Per block, multi-head latent attention: q_a d x 1536 and its norm, q_b 1536 x 128 x (128 + 64), kv_a
+    d x (512 + 64) and its norm (512), kv_b 512 x 128 x (128 + 128), proj 128 x 128 x d, two norms; the first 3
+    blocks a SwiGLU MLP of 18432, the other 58 a router (256 x d), 256 routed experts and one shared of
+    3 x d x 2048; untied embedding and head and a final norm: 671.0B, the report's "671B total parameters".
+    The active path (every Linear once, the router, 8 routed experts and the shared one; the embedding's row)
+    is 37.6B against its "37B activated for each token" (1.5%)."""
+    d, v, heads = 7168, 129280, 128
+    attn = d * 1536 + 1536 * heads * 192 + d * 576 + 512 * heads * 256 + heads * 128 * d
+    dense, expert = 3 * d * 18432, 3 * d * 2048
+    total = 61 * (attn + 1536 + 512 + 2 * d) + 3 * dense + 58 * (256 * d + 257 * expert) + 2 * v * d + d
+    arch = MODELS["deepseek-v3"].arch
+    m = architecture_spec(arch, megatron=True)
+    assert m.param_numel == total
+    active = 61 * attn + 3 * dense + 58 * (256 * d + 9 * expert) + 2 * v * d
+    linear = sum(g.flops for u in (m.pre, *m.units, m.post) for g in u.gemms if g.batched <= 1) // (2 * arch.seq_len)
+    assert linear + v * d == active and abs(active - 37e9) / 37e9 < 0.02
+    assert [arch.is_moe_layer(i) for i in (0, 2, 3, 60)] == [False, False, True, True]
+    t = arch.seq_len
+    assert m.units[3].gemms[:6] == (Gemm(m=t, k=d, n=1536 + 512 + 64, tp_sharded=False), Gemm(m=t, k=1536, n=heads * 192),
+                                    Gemm(m=t, k=512, n=heads * 256), Gemm(m=t, k=heads * 128, n=d),
+                                    Gemm(m=t, k=192, n=t, batched=heads), Gemm(m=t, k=t, n=128, batched=heads))
+    read = from_hf_config(DSV3_CONFIG, seq_len=4096)
+    assert replace(read, name=arch.name) == arch
+    with pytest.raises(ValueError, match="moe_layer_freq=2"):
+        from_hf_config({**DSV3_CONFIG, "moe_layer_freq": 2})
+
+
+def test_latent_attention_keeps_its_latents_and_its_own_q_k_v_widths():
+    """MLA's saved activations per token, by hand (bf16, flash, tp 1, no recomputation): the two norms' inputs
+    and outputs 4 e h; the latents whole, the down projections' outputs e (q_lora + kv_lora + rope) and the up
+    projections' inputs e (q_lora + kv_lora); q, k, v e (heads (n + r) x 2 + heads v); the attention output e
+    heads v; the MLP e f + e f; flash's float32 log-sum-exp 4 heads."""
+    from parbench.sim.memory import activation_bytes_per_layer
+
+    arch = Architecture(layers=2, hidden=64, heads=4, head_size=16, vocab=256, seq_len=32, norm="rmsnorm",
+                        positions="rotary", bias="none", kv_lora_rank=16, q_lora_rank=32, rope_head_dim=8, v_head_dim=16)
+    m = architecture_spec(arch)
+    e, h, f, a, sb = 2, 64, 256, 4, 2 * 32
+    per_token = (4 * e * h + e * (32 + 16 + 8) + e * (32 + 16) + e * (2 * a * 24 + a * 16) + e * a * 16
+                 + 2 * e * f + 4 * a)
+    layout = Layout(global_batch_size=2, precision=PRECISIONS["bf16"], attention="flash")
+    assert activation_bytes_per_layer(m, layout) == sb * per_token
+
+
+def test_mla_up_proj_recomputation_drops_q_k_v_and_replays_the_two_up_projections():
+    """``mla_up_proj``: the layer keeps e (q + k + v) less per token, and its recompute term is the forward time of
+    q_b (q_lora x heads (n + r)) and kv_b (kv_lora x heads (n + v)) per layer and micro-batch, t = overhead +
+    max(FLOPs / (peak x efficiency), bytes / bandwidth) each (DeepSeek-V3's shapes on one H100, no experts)."""
+    from parbench.sim.timing import gemm_time_s
+
+    arch = replace(MODELS["deepseek-v3"].arch, layers=2, experts=0, shared_experts=0, dense_first=0, seq_len=1024)
+    m = architecture_spec(arch, megatron=True)
+    base = dict(global_batch_size=2, micro_batches=2, precision=PRECISIONS["bf16"], attention="flash")
+    plain, redo = Layout(**base), Layout(**base, recompute_modules=("mla_up_proj",))
+    e, t, heads = 2, 1024, 128
+    assert activation_bytes_per_layer(m, plain) - activation_bytes_per_layer(m, redo) == e * t * heads * (192 + 192 + 128)
+    c = PRESETS["h100-sxm"]
+    ups = [(1536, heads * 192), (512, heads * 256)]
+    by_hand = sum(gemm_time_s(c, 2 * t * k * n, (t * k + k * n + t * n) * e) for k, n in ups)
+    grown = (predict(m, redo, c).compute_parts_s["recompute"] - predict(m, plain, c).compute_parts_s["recompute"])
+    assert grown == pytest.approx(2 * 2 * by_hand, rel=1e-9)

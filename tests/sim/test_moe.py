@@ -272,7 +272,7 @@ def test_recompute_modules_are_checked():
     from parbench.config import ConfigError
     from parbench.sim.layout import Recompute
 
-    with pytest.raises(ConfigError, match="recompute_modules mlp: valid layernorm, moe_act"):
+    with pytest.raises(ConfigError, match="recompute_modules mlp: valid layernorm, moe_act, mla_up_proj"):
         Layout(global_batch_size=4, recompute_modules=("mlp",))
     with pytest.raises(ConfigError, match="not full"):
         Layout(global_batch_size=4, recompute=Recompute.FULL, recompute_modules=("layernorm",))
