@@ -423,7 +423,7 @@ def test_mla_up_proj_recomputation_drops_q_k_v_and_replays_the_two_up_projection
 
     arch = replace(MODELS["deepseek-v3"].arch, layers=2, experts=0, shared_experts=0, dense_first=0, seq_len=1024)
     m = architecture_spec(arch, megatron=True)
-    base = dict(global_batch_size=2, micro_batches=2, precision=PRECISIONS["bf16"], attention="flash")
+    base = {"global_batch_size": 2, "micro_batches": 2, "precision": PRECISIONS["bf16"], "attention": "flash"}
     plain, redo = Layout(**base), Layout(**base, recompute_modules=("mla_up_proj",))
     e, t, heads = 2, 1024, 128
     assert activation_bytes_per_layer(m, plain) - activation_bytes_per_layer(m, redo) == e * t * heads * (192 + 192 + 128)
