@@ -28,7 +28,7 @@ def add_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("model (a preset, a Hugging Face config, or a shape; shape flags override the first two)")
     w.add_argument("--model", choices=sorted(MODELS), help="a published model (sources in parbench/sim/models.py)")
-    w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gpt2, gpt_neox; mixtral, qwen3_moe and gpt_oss with their experts; sliding windows from sliding_window)")
+    w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gpt2, gpt_neox; mixtral, qwen3_moe, gpt_oss and deepseek_v3 with their experts; sliding windows from sliding_window)")
     w.add_argument("--workload", choices=WORKLOAD_NAMES, help="a runner workload's shape (default transformer)")
     w.add_argument("--layers", type=int, help="decoder blocks (default: the preset's)")
     w.add_argument("--hidden", type=int, help="model width d_model (default: the preset's)")
@@ -47,6 +47,9 @@ def add_parser(sub) -> None:
     w.add_argument("--capacity-factor", type=float, help="MoE: expert capacity factor per sequence (default 0: dropless)")
     w.add_argument("--expert-ffn", type=int, help="MoE: one expert's MLP inner width (default: --ffn-hidden)")
     w.add_argument("--moe-every", type=int, help="MoE: every k-th block has experts (default 1)")
+    w.add_argument("--mtp-layers", type=int,
+                   help="multi-token-prediction layers after the last block, each a block of its own with a loss "
+                        "through the shared head (DeepSeek-V3: 1; default: the preset's or config's, else 0)")
     w.add_argument("--torch-layout", action="store_true",
                    help="the runner's tensor-parallel layout (separate q/k/v all-reduces, replicated embedding and "
                         "head) instead of Megatron-LM's (fused qkv, vocabulary-parallel embedding and head)")
@@ -159,11 +162,11 @@ def _architecture(a: argparse.Namespace):
                                  ("kv_heads", a.kv_heads), ("head_size", a.head_dim), ("ffn_hidden", a.ffn_hidden), ("gated_mlp", a.gated_mlp),
                                  ("tie_embeddings", a.tie_embeddings), ("seq_len", a.seq), ("vocab", a.vocab),
                                  ("experts", a.experts), ("top_k", a.top_k), ("capacity_factor", a.capacity_factor),
-                                 ("expert_ffn", a.expert_ffn), ("moe_every", a.moe_every))
+                                 ("expert_ffn", a.expert_ffn), ("moe_every", a.moe_every), ("mtp_layers", a.mtp_layers))
                if v is not None}
     for k, v in changes.items():
-        if k == "capacity_factor":
-            continue  # 0 = dropless; the Architecture refuses a negative one
+        if k in ("capacity_factor", "mtp_layers"):
+            continue  # 0 = dropless, 0 = no MTP; the Architecture refuses a negative one
         if isinstance(v, int) and not isinstance(v, bool) and v < 1:
             flag = {"head_size": "head-dim", "seq_len": "seq", "ffn_hidden": "ffn-hidden"}.get(k, k.replace("_", "-"))
             raise ConfigError(f"--{flag}={v} must be >= 1")
@@ -337,6 +340,9 @@ def handle(a: argparse.Namespace) -> int:
             print(f"  mixture of experts: FLOPs and MFU count the active parameters (router + top-{model.arch.top_k} "
                   f"of {model.arch.experts} experts per token); all-to-all bytes assume balanced routing"
                   + (f" x {layout.moe_imbalance} on the busiest rank" if layout.moe_imbalance > 1 else ""))
+        if model.arch is not None and model.arch.mtp_layers:
+            print(f"  multi-token prediction: {model.arch.mtp_layers} layer(s) on the last pipeline chunk, each a block, "
+                  f"a 2d -> d projection and a pass through the shared head with its own loss; their FLOPs count in MFU")
     return 0 if p.feasible else EXIT_INFEASIBLE
 
 

@@ -89,11 +89,17 @@ class Architecture:
     """MLA: the rotary part of each q and k head (shared by every head for k: one rope_head_dim-wide key)."""
     v_head_dim: int = 0
     """MLA: width of a value head (0 = head_size)."""
+    mtp_layers: int = 0
+    """Multi-token prediction (DeepSeek-V3 report, sec. 2.2; ``num_nextn_predict_layers``): after the last block,
+    depth j of ``mtp_layers`` norms the hidden state and the embedding of the token j ahead, projects their
+    concatenation 2 hidden -> hidden, runs one more block (block index layers + j-1, MoE where that index would
+    be) and predicts through the shared output head with a loss of its own."""
 
     def __post_init__(self) -> None:
         if self.window < 0 or self.window_every < 1:
             raise ValueError(f"window={self.window} >= 0 and window_every={self.window_every} >= 1 needed")
-        for k in ("dense_first", "shared_experts", "kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim"):
+        for k in ("dense_first", "shared_experts", "kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim",
+                  "mtp_layers"):
             if getattr(self, k) < 0:
                 raise ValueError(f"{k}={getattr(self, k)} must be >= 0")
         if not self.kv_lora_rank and (self.q_lora_rank or self.rope_head_dim or self.v_head_dim):
@@ -231,7 +237,8 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
                 "expert_ffn": data["moe_intermediate_size"], "shared_experts": data.get("n_shared_experts") or 0,
                 "dense_first": data.get("first_k_dense_replace") or 0, "kv_lora_rank": data["kv_lora_rank"],
                 "q_lora_rank": data.get("q_lora_rank") or 0, "rope_head_dim": data["qk_rope_head_dim"],
-                "v_head_dim": data["v_head_dim"], "head_size": data["qk_nope_head_dim"]}
+                "v_head_dim": data["v_head_dim"], "head_size": data["qk_nope_head_dim"],
+                "mtp_layers": data.get("num_nextn_predict_layers") or 0}
     if kind == "qwen3_moe":
         if data.get("mlp_only_layers"):
             raise ValueError(f"config.json mlp_only_layers={data['mlp_only_layers']}: dense blocks at chosen indices "
@@ -264,7 +271,7 @@ def _hf_window(data: dict[str, Any]) -> dict[str, Any]:
 def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     """An Architecture from a Hugging Face ``config.json`` (Llama, Mistral, Qwen2, Qwen3, GPT-2, GPT-NeoX, and
     the mixtures of experts Mixtral, Qwen3-MoE, GPT-OSS and DeepSeek-V3: its multi-head latent attention, shared
-    experts and first dense blocks; its multi-token-prediction module (``num_nextn_predict_layers``) is left out).
+    experts, first dense blocks and multi-token-prediction layers, ``num_nextn_predict_layers``).
 
     Fields read (transformers' names): layers ``num_hidden_layers``/``n_layer``, width
     ``hidden_size``/``n_embd``, heads ``num_attention_heads``/``n_head``, ``num_key_value_heads``, ``head_dim``

@@ -309,12 +309,13 @@ def _cp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
             CommOp("send", "intermediate", block, 2, "cp", count=2 * steps, phase="ring")]
 
 
-def _tied_embedding_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
-    """Tied embeddings split over pipeline stages: the first and last stage all-reduce the word embedding's
-    gradient so their copies stay equal (Shoeybi et al. 2019; Megatron-LM's embedding group)."""
-    if model.tied_head_copy is None or layout.chunks == 1 or not (stage.chunks[0].first or stage.chunks[-1].last):
+def _embedding_copy_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
+    """A word embedding the last stage holds a copy of (a tied head, or the embedding multi-token prediction
+    reads), split over pipeline stages: the first and last stage all-reduce its gradient so their copies stay
+    equal (Shoeybi et al. 2019; Megatron-LM's embedding group, which takes in the MTP stage)."""
+    if model.embedding_copy is None or layout.chunks == 1 or not (stage.chunks[0].first or stage.chunks[-1].last):
         return []
-    size = model.tied_head_copy.local_numel(layout.tp) * layout.grad_elem_bytes
+    size = model.embedding_copy.local_numel(layout.tp) * layout.grad_elem_bytes
     return [CommOp("all_reduce", "parameter", size, 2, "pp", phase="step")]
 
 
@@ -402,7 +403,7 @@ def rank_ops(model: ModelSpec, layout: Layout) -> Mapping[str, tuple[CommOp, ...
         if key not in built:
             built[key] = tuple(merge(_grad_ops(model, layout, st, pb) + tp_ops(model, layout, st)
                                      + _pp_ops(model, layout, st) + _data_ops(model, layout, st)
-                                     + _cp_ops(model, layout, st) + _tied_embedding_ops(model, layout, st)
+                                     + _cp_ops(model, layout, st) + _embedding_copy_ops(model, layout, st)
                                      + _ep_ops(model, layout, st)))
         out[f"stage{st.rank}"] = built[key]
     return MappingProxyType(out)

@@ -184,16 +184,21 @@ def loss_bytes(model: ModelSpec, layout: Layout) -> float:
     exp(log-softmax) and their sum, beside which the product is written. Megatron-LM's
     (``Layout.megatron_cross_entropy``) holds one, the softmax made in place from its float32 copy and turned
     in place into the gradient, and the e-byte copy of that gradient the head's backward receives: 1 + e / 4.
-    A compiled loss (``Layout.compiled_loss``) holds the e-byte logits it saves and its e-byte gradient: 2 e / 4."""
+    A compiled loss (``Layout.compiled_loss``) holds the e-byte logits it saves and its e-byte gradient: 2 e / 4.
+    Each multi-token-prediction layer's loss (``Architecture.mtp_layers``) keeps what its forward saved while
+    the other loss's backward peaks: one float32 buffer (the log-softmax, or Megatron-LM's softmax), e / 4
+    compiled."""
     if model.arch is None:
         return 0.0
     vocab_split = layout.tp if model.post.gemms[0].tp_sharded else 1
+    e = layout.precision.activation_bytes / FP32_BYTES
     if layout.compiled_loss:
-        buffers = 2 * layout.precision.activation_bytes / FP32_BYTES
+        buffers = 2 * e
     elif layout.megatron_cross_entropy:
-        buffers = 1 + layout.precision.activation_bytes / FP32_BYTES
+        buffers = 1 + e
     else:
         buffers = LOSS_PARALLEL_FP32_BUFFERS if vocab_split > 1 else LOSS_FP32_BUFFERS
+    buffers += model.arch.mtp_layers * (e if layout.compiled_loss else 1)
     s = model.seq_len / layout.cp
     return buffers * FP32_BYTES * s * layout.micro_batch_size * model.vocab / vocab_split
 
@@ -276,11 +281,24 @@ def moe_mlp_bytes(arch, unit: Unit, layout: Layout) -> float:
 
 def stage_layer_bytes(model: ModelSpec, layout: Layout, units) -> float:
     """``activation_bytes_per_layer`` summed over ``units``: dense layers alike, MoE layers alike (one of
-    each kind computed)."""
+    each kind computed); a multi-token-prediction layer keeps its block's and ``mtp_extra_bytes``."""
     moe = [u for u in units if u.moe_assignments_per_sample]
     dense = len(units) - len(moe)
     total = activation_bytes_per_layer(model, layout) * dense if dense else 0.0
+    mtp = sum(u.mtp for u in units)
+    total += mtp_extra_bytes(model, layout) * mtp if mtp else 0.0
     return total + (activation_bytes_per_layer(model, layout, moe[0]) * len(moe) if moe else 0.0)
+
+
+def mtp_extra_bytes(model: ModelSpec, layout: Layout) -> float:
+    """What a multi-token-prediction layer keeps per micro-batch beyond its block (``parbench.sim.model.mtp_unit``),
+    per token: the looked-up embedding (enorm's input, e h; hnorm's input is the model's normed output, which
+    its head already keeps), the projection's input (both normed halves, 2 h, a Linear's saved input), the
+    block's output (the final norm's input, the residual stream's r h) and the head's input (e h). Split over
+    tp with sequence parallelism, as a layer's norm inputs are."""
+    e, r, g = layout.precision.activation_bytes, layout.precision.residual_bytes, saved_input_bytes(layout)
+    sb = model.seq_len / layout.cp * layout.micro_batch_size
+    return sb * model.hidden * (2 * e + 2 * g + r) / (layout.tp if layout.sequence_parallel else 1)
 
 
 def kept_activation_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> float:

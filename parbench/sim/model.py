@@ -64,6 +64,9 @@ class Gemm:
     keys: int = 0
     """Attention core of a sliding window: the keys a query sees at most (``Architecture.window``), which this
     product's n (QK^T) or k (AV) already counts; 0 = causal over all m tokens."""
+    head: bool = False
+    """An output head (hidden -> vocabulary), which FP8 recipes keep in bf16: torchtitan's float8 converter skips
+    the module named "output", Megatron-Core's output layer is not a Transformer Engine layer."""
 
     @property
     def flops(self) -> int:
@@ -106,6 +109,9 @@ class Unit:
     moe_assignments_per_sample: tuple[int, ...] = ()
     """MoE blocks: token assignments each expert keeps per sample (sequence), under balanced routing
     (token t to experts (t k + j) mod E) and the capacity; () for dense units."""
+    mtp: bool = False
+    """A multi-token-prediction layer (``mtp_unit``): it sits after the blocks on the last chunk and computes a
+    loss of its own."""
 
     def param_numel(self, tp: int = 1) -> int:
         return sum(t.local_numel(tp) for t in self.params)
@@ -151,9 +157,10 @@ class ModelSpec:
     buffer_bytes: int = 0
     """Module buffers DDP broadcasts from rank 0 before every forward (transformers' rotary embedding keeps
     ``inv_freq`` and ``original_inv_freq``, head_dim / 2 float32 each)."""
-    tied_head_copy: Tensor | None = None
-    """Tied embeddings: the copy of the word embedding the last pipeline stage holds when it is not the
-    first (Megatron-LM keeps both in sync with an all-reduce of their gradients)."""
+    embedding_copy: Tensor | None = None
+    """The copy of the word embedding the last pipeline stage holds when it is not the first: the tied head's
+    weight, or the embedding multi-token prediction looks its tokens up in (Megatron-LM keeps the copies in
+    sync with an all-reduce of their gradients over the stages that hold one)."""
 
     @property
     def param_numel(self) -> int:
@@ -351,6 +358,30 @@ def moe_block_unit(i: int, arch: Architecture) -> Unit:
                    transcendental_elems_per_sample=t * (k * f + fs + arch.experts))
 
 
+def mtp_unit(j: int, arch: Architecture, *, megatron: bool = False, vocab_parallel: bool = False) -> Unit:
+    """Multi-token prediction at depth j + 1 (DeepSeek-AI, "DeepSeek-V3 Technical Report", 2024, sec. 2.2, eq. 21-23;
+    Megatron-Core's ``MultiTokenPredictionLayer``): the hidden state and the embedding of the token j + 1 ahead
+    (the model's embedding, shared), each normed (hnorm, enorm), concatenated and projected 2d -> d (eh_proj,
+    no bias), one transformer block of the kind block index layers + j would be, a final norm, and the model's
+    output head (shared: no parameter of its own) with a cross-entropy of its own. The block's parameters carry
+    its index; its GEMMs come first, then eh_proj's and the head's. Elementwise work beyond the block per token:
+    the two norms and the concatenation (4 d + 4 d), the lookup (d), the final norm (2 d), the loss over the
+    vocabulary (3 V, as the model's own)."""
+    i = arch.layers + j
+    base = moe_block_unit(i, arch) if arch.is_moe_layer(i) else block_unit(i, arch, megatron=megatron)
+    d, t, v = arch.hidden, arch.seq_len, arch.vocab
+    p = f"units.{i}.mtp"
+    params = (*_norm(f"{p}.enorm", d, arch), *_norm(f"{p}.hnorm", d, arch),
+              *_linear(f"{p}.eh_proj", 2 * d, d, bias=False, split="rows"), *base.params,
+              *_norm(f"{p}.final_norm", d, arch))
+    gemms = (*base.gemms, Gemm(m=t, k=2 * d, n=d), Gemm(m=t, k=d, n=v, tp_sharded=vocab_parallel, head=True))
+    return replace(base, params=params, gemms=gemms, mtp=True,
+                   elementwise_elems_per_sample=base.elementwise_elems_per_sample + t * (11 * d + 3 * v),
+                   transcendental_elems_per_sample=base.transcendental_elems_per_sample + t * v,
+                   tp_col_inputs=(*base.tp_col_inputs, 2 * t * d, *((t * d,) if vocab_parallel else ())),
+                   ops_forward=base.ops_forward + 17, ops_backward=base.ops_backward + 26)
+
+
 @lru_cache(maxsize=256)
 def expert_local(model: "ModelSpec", ep: int) -> "ModelSpec":
     """The model one rank of an ep group holds: experts/ep experts of every MoE layer (every rank the
@@ -395,20 +426,22 @@ def architecture_spec(arch: Architecture, *, megatron: bool = False, vocab_paral
                tp_row_allreduces=1 if vp else 0, tp_row_out=t * d if vp else 0, ops_forward=4, ops_backward=4)
     units = tuple(moe_block_unit(i, arch) if arch.is_moe_layer(i) else block_unit(i, arch, megatron=megatron)
                   for i in range(arch.layers))
+    units += tuple(mtp_unit(j, arch, megatron=megatron, vocab_parallel=vp) for j in range(arch.mtp_layers))
     head = () if arch.tie_embeddings else (Tensor(name="post.out.weight", shape=(v, d), tp_split=tok.tp_split, linear=True),)
     post = Unit(params=(*_norm("post.ln", d, arch), *head),
-                gemms=(Gemm(m=t, k=d, n=v, tp_sharded=vp),), out_elems_per_sample=t * v,
+                gemms=(Gemm(m=t, k=d, n=v, tp_sharded=vp, head=True),), out_elems_per_sample=t * v,
                 elementwise_elems_per_sample=2 * t * d + 3 * t * v,
                 unfused_fp32_elems_per_sample=t * d * RMSNORM_EAGER[0] if arch.norm == "rmsnorm" else 0,
                 unfused_act_elems_per_sample=t * d * RMSNORM_EAGER[1] if arch.norm == "rmsnorm" else 0,
                 transcendental_elems_per_sample=t * v, tp_col_inputs=(t * d,) if vp else (),
                 ops_forward=9, ops_backward=14)
-    copy = Tensor(name="post.out.weight", shape=(v, d), tp_split=tok.tp_split) if arch.tie_embeddings else None
+    copy = (Tensor(name="post.out.weight" if arch.tie_embeddings else "post.mtp_embedding.weight", shape=(v, d),
+                   tp_split=tok.tp_split) if arch.tie_embeddings or arch.mtp_layers else None)
     return ModelSpec(name="transformer", pre=pre, units=units, post=post,
                      input_bytes_per_sample=INT64_BYTES * t, label_bytes_per_sample=INT64_BYTES * t,
                      tokens_per_sample=t, hidden=d, layers=arch.layers, heads=arch.heads, seq_len=t, vocab=v,
                      optimizer="adamw", megatron=megatron, data_kernels=9 + 5 * t, data_elems_per_sample=2 * t,
-                     arch=arch, tied_head_copy=copy)
+                     arch=arch, embedding_copy=copy)
 
 
 def transformer_spec(cfg: WorkloadConfig, *, megatron: bool = False) -> ModelSpec:

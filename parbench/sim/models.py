@@ -95,13 +95,15 @@ MODELS: dict[str, ModelPreset] = {
         arch=Architecture(name="deepseek-v3", layers=61, hidden=7168, heads=128, kv_heads=128, head_size=128, ffn_hidden=18432,
                           vocab=129280, seq_len=4096, gated_mlp=True, norm="rmsnorm", positions="rotary", bias="none",
                           experts=256, top_k=8, expert_ffn=2048, shared_experts=1, dense_first=3, kv_lora_rank=512,
-                          q_lora_rank=1536, rope_head_dim=64, v_head_dim=128),
+                          q_lora_rank=1536, rope_head_dim=64, v_head_dim=128, mtp_layers=1),
         published_params=671e9,
         source="DeepSeek-AI, 'DeepSeek-V3 Technical Report', arXiv 2412.19437, 2024, abstract (\"671B total parameters "
                "with 37B activated for each token\") and sec. 4.2 (61 layers, hidden 7168, 128 heads of 128, MLA with "
                "KV compression 512, query compression 1536, decoupled rotary 64; the first three layers dense; 1 shared "
                "and 256 routed experts of 2048, 8 per token); huggingface.co/deepseek-ai/DeepSeek-V3 config.json (FFN "
-               "18432, vocab 129280, untied); its multi-token-prediction module (14B more) left out"),
+               "18432, vocab 129280, untied, num_nextn_predict_layers 1: one multi-token-prediction layer, an MoE block and a "
+               "2 x 7168 -> 7168 projection beside the shared embedding and head; the model card's \"685B\" is the "
+               "671B and 14B of MTP weights that include their own copies of the embedding and head)"),
 }
 
 

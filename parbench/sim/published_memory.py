@@ -403,6 +403,17 @@ B200 configs (``scripts/performance/configs/deepseek/workload_base_configs.py`` 
 ``recompute_granularity="selective"``; one GB200 FP8-MX version adds ``mlp``, which the model does not price)."""
 
 
+RECIPE_LAYOUT = {("deepseek-v3", 16, 1): "Et*4|(t*4|)*14,tmL", ("deepseek-v3", 4, 4): "Et*4|(t*4|)*14,tmL",
+                 ("deepseek-v3", 8, 4): "Et*2|(t*2|)*29,t|mL"}
+"""Pipeline layouts per (model, PP, VP). DeepSeek-V3: Megatron-Bridge's ``deepseek_v3.py`` (at 05d003f) maps (16, 1),
+(8, 2) and (4, 4) to the embedding and 4 blocks, 14 chunks of 4, and a last chunk of one block, the
+multi-token-prediction layer and the loss, and every ``pp_layout`` of its ``deepseek_workload_base_configs.py``
+is that one. Neither has a (8, 4) entry, and Megatron-LM splits 61 blocks over 32 chunks only by a layout: assumed
+the same pattern at 32 chunks, the embedding and 2 blocks, 29 chunks of 2, one block, then the MTP layer and the
+loss alone (an even split with the MTP layer and both heads on the last chunk makes that pipeline rank a third
+slower than the others)."""
+
+
 def _megatron_bridge_moe() -> list[Run]:
     """(container, system, model, GPUs, precision, GBS, MBS, sequence, TP, PP, VP, EP, tokens/s per GPU): the Qwen3
     and GPT-OSS mixtures of experts of the same tables, every row on a system with a preset and a well-formed line
@@ -411,7 +422,8 @@ def _megatron_bridge_moe() -> list[Run]:
     32-element block scaling) runs as FP8 at the device's FP8 peak. The module recomputation each recipe sets:
     ``RECIPE_RECOMPUTE`` (the recipe files' micro-batches, pipeline and expert parallelism differ from the 25.11
     table's in places; the rows follow the table). DeepSeek-V3's recipes train one multi-token-prediction layer
-    (``mtp_num_layers=1``, ``src/megatron/bridge/recipes/deepseek/deepseek_v3.py``), which the model leaves out."""
+    (``mtp_num_layers=1``, ``src/megatron/bridge/recipes/deepseek/deepseek_v3.py``), as the preset does, in the
+    pipeline layout ``RECIPE_LAYOUT`` gives."""
     table = (("25.11", "DGX-H100", "qwen3-30b-a3b", 16, "fp8", 512, 2, 4096, 1, 2, 24, 8, 5275),
              ("25.11", "DGX-B200", "qwen3-30b-a3b", 8, "fp8", 512, 1, 4096, 1, 1, 1, 8, 9299),
              ("25.11", "DGX-GB200", "qwen3-30b-a3b", 8, "fp8", 512, 4, 4096, 1, 1, 1, 8, 23766),
@@ -432,10 +444,12 @@ def _megatron_bridge_moe() -> list[Run]:
                         arch=replace(MODELS[model].arch, seq_len=seq), cluster=clusters[system], metric="tps_per_gpu",
                         value=tps,
                         layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vp=vp, ep=ep, precision=precision,
-                                       recompute_modules=RECIPE_RECOMPUTE.get(model, ())),
+                                       recompute_modules=RECIPE_RECOMPUTE.get(model, ()),
+                                       pipeline_layout=RECIPE_LAYOUT.get((model, pp, vp), "")),
                         notes=("BF16" if precision == "bf16" else "FP8-CS" if system == "DGX-H100" else "FP8-MX",
                                "Transformer Engine", "attention kernel assumed flash3", "balanced dropless routing",
-                               *(("multi-token prediction module (1 layer) not modelled",) if model == "deepseek-v3" else ()))))
+                               *((f"pipeline layout {RECIPE_LAYOUT[model, pp, vp]}",) if (model, pp, vp) in RECIPE_LAYOUT
+                                 else ()))))
     return rows
 
 

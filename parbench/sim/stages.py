@@ -60,9 +60,11 @@ def stages(model: ModelSpec, pp: int, v: int | tuple[int, ...]) -> tuple[Stage, 
                              f"in a multiple of pp={pp} chunks")
         n, ends = len(v), list(accumulate(v))
         bounds = list(zip([0, *ends[:-1]], ends))
-    else:
+    else:  # the blocks split evenly; multi-token-prediction layers join the last chunk (Megatron-LM's default)
         n = pp * v
-        bounds = contiguous_splits(len(model.units), n)
+        mtp = sum(u.mtp for u in model.units)
+        bounds = contiguous_splits(len(model.units) - mtp, n)
+        bounds[-1] = (bounds[-1][0], bounds[-1][1] + mtp)
     out = []
     for rank in range(pp):
         chunks, modules, tensors = [], [], []
@@ -72,7 +74,7 @@ def stages(model: ModelSpec, pp: int, v: int | tuple[int, ...]) -> tuple[Stage, 
             chunks.append(c)
             units = model.units[lo:hi]
             modules.append(units)
-            copy = (model.tied_head_copy,) if c.last and not c.first and model.tied_head_copy else ()
+            copy = (model.embedding_copy,) if c.last and not c.first and model.embedding_copy else ()
             tensors += [*(model.pre.params if c.first else ()), *(t for u in units for t in u.params),
                         *(model.post.params if c.last else ()), *copy]
         out.append(Stage(rank, tuple(chunks), tuple(modules), tuple(tensors)))
@@ -81,18 +83,22 @@ def stages(model: ModelSpec, pp: int, v: int | tuple[int, ...]) -> tuple[Stage, 
 
 def megatron_pipeline_layout(text: str) -> tuple[int, ...]:
     """The layers of every chunk from Megatron-LM's ``pipeline_model_parallel_layout`` string: ``t`` a
-    transformer layer, ``E`` the embedding (first chunk only), ``L`` the loss and head (last chunk only),
-    ``|`` between chunks, ``x*n`` and ``(...)*n`` repeating, commas and spaces ignored. For example
-    ``"Et*2|(t*2|)*34,t*3|(t*2|)*3,tL"``: 40 chunks of 2 layers but one of 3 and the last of 1."""
+    transformer layer, ``m`` a multi-token-prediction layer (last chunk only, after its blocks), ``E`` the
+    embedding (first chunk only), ``L`` the loss and head (last chunk only), ``|`` between chunks, ``x*n`` and
+    ``(...)*n`` repeating, commas and spaces ignored. For example ``"Et*2|(t*2|)*34,t*3|(t*2|)*3,tL"``: 40
+    chunks of 2 layers but one of 3 and the last of 1; ``"Et*4|(t*4|)*14,tmL"``: the last chunk a block and
+    the MTP layer."""
     flat = _expand(text.replace(",", "").replace(" ", ""))
-    if set(flat) - set("tEL|"):
-        raise ValueError(f"pipeline layout {text!r}: only t, E, L, |, *n and parentheses are understood")
+    if set(flat) - set("tmEL|"):
+        raise ValueError(f"pipeline layout {text!r}: only t, m, E, L, |, *n and parentheses are understood")
     chunks = flat.split("|")
+    if "m" in "".join(chunks[:-1]) or "t" in chunks[-1].partition("m")[2]:
+        raise ValueError(f"pipeline layout {text!r}: multi-token-prediction layers m close the last chunk, after its blocks")
     if "E" in "".join(chunks[1:]) or flat.count("E") != 1 or not chunks[0].startswith("E"):
         raise ValueError(f"pipeline layout {text!r}: the embedding E opens the first chunk, once")
     if "L" in "".join(chunks[:-1]) or flat.count("L") != 1 or not chunks[-1].endswith("L"):
         raise ValueError(f"pipeline layout {text!r}: the loss L closes the last chunk, once")
-    return tuple(c.count("t") for c in chunks)
+    return tuple(c.count("t") + c.count("m") for c in chunks)
 
 
 def _expand(text: str) -> str:
@@ -102,4 +108,4 @@ def _expand(text: str) -> str:
         text = group.sub(lambda m: m.group(1) * int(m.group(2)), text)
     if "(" in text or ")" in text:
         raise ValueError(f"pipeline layout: unbalanced or unrepeated parentheses in {text!r}")
-    return re.sub(r"([tEL])\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    return re.sub(r"([tmEL])\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)

@@ -122,7 +122,7 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
         share = (tp if g.tp_sharded else 1) * cp
         flops, moved = mb * g.flops / share, gemm_bytes(g, mb, act_bytes) / share
         dtype, eff = gemm_dtype, 0.0
-        if g.batched > 1:  # the attention core runs in the activations' dtype: FP8 recipes cast only the Linears
+        if g.batched > 1 or g.head:  # FP8 recipes cast only the Linears, and not the output head (``Gemm.head``)
             dtype = ""
         if flash and g.batched > 1:
             # causal flash attention skips the key blocks above the diagonal (about half of QK^T and of AV;
@@ -172,23 +172,20 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
     counts: dict[tuple, int] = {}
     shapes: dict[tuple, tuple[Unit, str, bool]] = {}
     for u in members:
-        # FP8 recipes keep the output projection (the vocabulary head) in bf16: torchtitan's float8 converter
-        # skips the module named "output", Megatron-Core's output layer is not a Transformer Engine layer
-        dtype = "" if u is model.post else layout.precision.gemm_dtype
         raw = first and u is model.units[0] and not input_needs_grad(model, 0)
-        key = (u.shape_key, dtype, raw)  # a model's identical layers: timed once, counted
+        key = (u.shape_key, raw)  # a model's identical layers: timed once, counted
         counts[key] = counts.get(key, 0) + 1
-        shapes.setdefault(key, (u, dtype, raw))
-    for key, (u, dtype, raw) in shapes.items():
-        f, b, attn, gemm = unit_times_s(c, u, **{**kwargs, "gemm_dtype": dtype}, input_grad=not raw)
+        shapes.setdefault(key, (u, raw))
+    for key, (u, raw) in shapes.items():
+        f, b, attn, gemm = unit_times_s(c, u, **kwargs, input_grad=not raw)
         fixed = moe_expert_fixed_s(c, u, layout)  # a third forward, two thirds backward, as the experts' GEMMs
         f, b = f + fixed / 3, b + 2 * fixed / 3
         redo = 0.0  # checkpointing wraps the layers, never the embedding or the head and loss
         if u is not model.pre and u is not model.post:
-            tail = replay_skipped_s(c, u, layout, **{**kwargs, "gemm_dtype": dtype})
+            tail = replay_skipped_s(c, u, layout, **kwargs)
             redo = ((f - tail) * layout.recomputed_fraction + (attn if core else 0.0)
                     + ((gemm - attn) / 2 + (f - gemm) if ops else 0.0) + module_recompute_s(c, model, u, layout)
-                    + up_projections_s(c, model, u, layout, **{**kwargs, "gemm_dtype": dtype}))
+                    + up_projections_s(c, model, u, layout, **kwargs))
         total = total + ChunkTime(f, b, redo, 3 * gemm, 3 * attn).scaled(counts[key])
     return total
 
@@ -226,7 +223,8 @@ def replay_skipped_s(c: Cluster, u: Unit, layout: Layout, *, mb: int, tp: int, a
     last GEMM, the MLP's output projection, whose input is saved before its kernel runs. An MoE block's last
     operator weighs the experts' outputs by the router's probabilities and saves both, so its replay runs to
     the end; so does every reentrant checkpoint."""
-    if not (layout.recompute_early_stop and layout.recompute is Recompute.FULL) or u.moe_assignments_per_sample:
+    if (not (layout.recompute_early_stop and layout.recompute is Recompute.FULL) or u.moe_assignments_per_sample
+            or u.mtp):  # a multi-token-prediction layer ends in its loss
         return 0.0
     g = u.gemms[-1] if u.gemms else None
     if g is None or g.batched > 1:

@@ -370,7 +370,7 @@ def test_megatron_pipeline_layout_names_every_chunks_layers_and_stages_follow_it
     assert ranks[7].chunks[-1].last and (ranks[7].chunks[-1].lo, ranks[7].chunks[-1].hi) == (79, 80)
     assert megatron_pipeline_layout("E(t|)*3tL") == (1, 1, 1, 1) and megatron_pipeline_layout("Et*4L") == (4,)
     for bad, why in (("t*2|Et", "embedding E opens"), ("Et|tL|t", "loss L closes"), ("Et|(t|tL", "parentheses"),
-                     ("Et|x|tL", "only t, E, L")):
+                     ("Et|x|tL", "only t, m, E, L")):
         with pytest.raises(ValueError, match=why):
             megatron_pipeline_layout(bad)
     with pytest.raises(ValueError, match="must add up to the model's 80 layers"):

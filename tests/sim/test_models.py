@@ -23,8 +23,10 @@ BF16 = PRECISIONS["bf16"]
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_each_preset_has_its_published_parameter_count(name):
+    """The published counts are the main model's: DeepSeek-V3's 671B leaves out its multi-token-prediction layer
+    (``tests/sim/test_mtp.py`` checks that one)."""
     p = MODELS[name]
-    count = architecture_spec(p.arch).param_numel
+    count = architecture_spec(replace(p.arch, mtp_layers=0)).param_numel
     assert abs(count - p.published_params) / p.published_params < 0.005, (count, p.published_params)
     assert p.source
 
@@ -382,7 +384,7 @@ def test_deepseek_v3_by_hand_and_from_its_config_json():
     dense, expert = 3 * d * 18432, 3 * d * 2048
     total = 61 * (attn + 1536 + 512 + 2 * d) + 3 * dense + 58 * (256 * d + 257 * expert) + 2 * v * d + d
     arch = MODELS["deepseek-v3"].arch
-    m = architecture_spec(arch, megatron=True)
+    m = architecture_spec(replace(arch, mtp_layers=0), megatron=True)  # the report's count leaves out the MTP layer
     assert m.param_numel == total
     active = 61 * attn + 3 * dense + 58 * (256 * d + 9 * expert) + 2 * v * d
     linear = sum(g.flops for u in (m.pre, *m.units, m.post) for g in u.gemms if g.batched <= 1) // (2 * arch.seq_len)
@@ -421,7 +423,8 @@ def test_mla_up_proj_recomputation_drops_q_k_v_and_replays_the_two_up_projection
     max(FLOPs / (peak x efficiency), bytes / bandwidth) each (DeepSeek-V3's shapes on one H100, no experts)."""
     from parbench.sim.timing import gemm_time_s
 
-    arch = replace(MODELS["deepseek-v3"].arch, layers=2, experts=0, shared_experts=0, dense_first=0, seq_len=1024)
+    arch = replace(MODELS["deepseek-v3"].arch, layers=2, experts=0, shared_experts=0, dense_first=0, seq_len=1024,
+                   mtp_layers=0)
     m = architecture_spec(arch, megatron=True)
     base = {"global_batch_size": 2, "micro_batches": 2, "precision": PRECISIONS["bf16"], "attention": "flash"}
     plain, redo = Layout(**base), Layout(**base, recompute_modules=("mla_up_proj",))
