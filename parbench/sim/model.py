@@ -167,6 +167,11 @@ class ModelSpec:
         return self.pre.param_numel() + sum(u.param_numel() for u in self.units) + self.post.param_numel()
 
     @cached_property
+    def blocks(self) -> int:
+        """Units an even pipeline split divides: all but the multi-token-prediction layers, which join the last chunk."""
+        return sum(not u.mtp for u in self.units)
+
+    @cached_property
     def forward_flops_per_sample(self) -> int:
         """Sum of the GEMMs' 2mkn; equals ``Workload.forward_flops_per_sample`` (Kaplan et al. 2020)."""
         return sum(g.flops for u in (self.pre, *self.units, self.post) for g in u.gemms)

@@ -91,8 +91,8 @@ def layout_violations(model: ModelSpec, layout: Layout, cluster: Cluster) -> lis
     experts = model.arch.experts if model.arch is not None else 0
     if layout.ep > 1 and (not experts or experts % layout.ep):
         out.append(f"ep={layout.ep} does not divide experts={experts}")
-    if layout.chunks > len(model.units):
-        out.append(f"pp x virtual stages = {layout.pp} x {layout.v} = {layout.chunks} > layers={len(model.units)}")
+    if layout.chunks > model.blocks and not layout.chunk_layers:
+        out.append(f"pp x virtual stages = {layout.pp} x {layout.v} = {layout.chunks} > layers={model.blocks}")
     if layout.chunk_layers and sum(layout.chunk_layers) != len(model.units):
         out.append(f"the pipeline layout's chunks hold {sum(layout.chunk_layers)} layers, the model {len(model.units)}")
     return out
@@ -114,8 +114,8 @@ def layouts(model: ModelSpec, cluster: Cluster, *, gpus: int, global_batch: int,
             if o.dp and dp != o.dp:
                 yield None, f"--dp {o.dp}: tp={tp} x pp={pp} x cp={o.cp} leaves dp={dp}"
                 continue
-            if pp > len(model.units):
-                yield None, f"pp={pp} > layers={len(model.units)}"
+            if pp > model.blocks:
+                yield None, f"pp={pp} > layers={model.blocks}"
                 continue
             if global_batch % dp:
                 yield None, f"global_batch={global_batch} not divisible by dp={dp}"
@@ -176,7 +176,7 @@ def _schedules(model: ModelSpec, pp: int, m: int, o: SearchOptions) -> list[tupl
     out = [(Schedule.ONE_F_ONE_B, 1)]
     if pp > 1:
         out += [(Schedule.INTERLEAVED_1F1B, v) for v in ([o.virtual_stages] if o.virtual_stages else VIRTUAL_STAGES)
-                if pp * v <= len(model.units) and m % pp == 0]
+                if pp * v <= model.blocks and m % pp == 0]
     return out
 
 

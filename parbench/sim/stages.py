@@ -62,9 +62,8 @@ def stages(model: ModelSpec, pp: int, v: int | tuple[int, ...]) -> tuple[Stage, 
         bounds = list(zip([0, *ends[:-1]], ends))
     else:  # the blocks split evenly; multi-token-prediction layers join the last chunk (Megatron-LM's default)
         n = pp * v
-        mtp = sum(u.mtp for u in model.units)
-        bounds = contiguous_splits(len(model.units) - mtp, n)
-        bounds[-1] = (bounds[-1][0], bounds[-1][1] + mtp)
+        bounds = contiguous_splits(model.blocks, n)
+        bounds[-1] = (bounds[-1][0], len(model.units))
     out = []
     for rank in range(pp):
         chunks, modules, tensors = [], [], []

@@ -16,6 +16,7 @@ from parbench.sim.layout import PRECISIONS, Layout
 from parbench.sim.memory import loss_bytes, mtp_extra_bytes, stage_layer_bytes
 from parbench.sim.model import Gemm, architecture_spec, moe_block_unit
 from parbench.sim.models import MODELS
+from parbench.sim.search import layout_violations
 from parbench.sim.stages import megatron_pipeline_layout, stages
 from parbench.sim.timing import unit_times_s
 
@@ -49,7 +50,7 @@ def test_deepseek_v3s_mtp_layer_by_hand_and_the_model_cards_685b():
 
 def test_mtp_layers_join_the_last_chunk_and_megatrons_layout_names_them():
     """Six blocks and one MTP layer over 2 stages: the blocks split 3 + 3, the MTP layer on the last stage (units
-    3-7); ``Et*2|t*4mL`` gives 2 and 5 units; m only closes the last chunk."""
+    3-7); ``Et*2|t*4mL`` gives 2 and 5 units; m only closes the last chunk; an even split divides the 6 blocks."""
     model = architecture_spec(SMALL)
     first, last = stages(model, 2, 1)
     assert [(c.lo, c.hi) for c in first.chunks + last.chunks] == [(0, 3), (3, 7)]
@@ -63,6 +64,9 @@ def test_mtp_layers_join_the_last_chunk_and_megatrons_layout_names_them():
             megatron_pipeline_layout(bad)
     with pytest.raises(ValueError, match="must add up"):
         stages(architecture_spec(replace(SMALL, mtp_layers=0)), 2, (2, 5))
+    assert model.blocks == 6  # what pp x v may reach: 7 stages would leave one with the MTP layer alone
+    assert layout_violations(model, Layout(pp=7, global_batch_size=7, micro_batches=7), PRESETS["h100-sxm"]) == [
+        "pp x virtual stages = 7 x 1 = 7 > layers=6"]
 
 
 @pytest.mark.parametrize("which", ["mtp", "post"])
