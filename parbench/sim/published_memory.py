@@ -412,6 +412,8 @@ is that one. Neither has a (8, 4) entry, and Megatron-LM splits 61 blocks over 3
 the same pattern at 32 chunks, the embedding and 2 blocks, 29 chunks of 2, one block, then the MTP layer and the
 loss alone (an even split with the MTP layer and both heads on the last chunk makes that pipeline rank a third
 slower than the others)."""
+LAYOUT_ASSUMED = {("deepseek-v3", 8, 4)}
+"""The (model, PP, VP) of ``RECIPE_LAYOUT`` no recipe file gives."""
 
 
 def _megatron_bridge_moe() -> list[Run]:
@@ -448,8 +450,9 @@ def _megatron_bridge_moe() -> list[Run]:
                                        pipeline_layout=RECIPE_LAYOUT.get((model, pp, vp), "")),
                         notes=("BF16" if precision == "bf16" else "FP8-CS" if system == "DGX-H100" else "FP8-MX",
                                "Transformer Engine", "attention kernel assumed flash3", "balanced dropless routing",
-                               *((f"pipeline layout {RECIPE_LAYOUT[model, pp, vp]}",) if (model, pp, vp) in RECIPE_LAYOUT
-                                 else ()))))
+                               *((f"pipeline layout {RECIPE_LAYOUT[model, pp, vp]}"
+                                  + (" (assumed: no recipe gives one)" if (model, pp, vp) in LAYOUT_ASSUMED else ""),)
+                                 if (model, pp, vp) in RECIPE_LAYOUT else ()))))
     return rows
 
 

@@ -94,7 +94,10 @@ def layout_violations(model: ModelSpec, layout: Layout, cluster: Cluster) -> lis
     if layout.chunks > model.blocks and not layout.chunk_layers:
         out.append(f"pp x virtual stages = {layout.pp} x {layout.v} = {layout.chunks} > layers={model.blocks}")
     if layout.chunk_layers and sum(layout.chunk_layers) != len(model.units):
-        out.append(f"the pipeline layout's chunks hold {sum(layout.chunk_layers)} layers, the model {len(model.units)}")
+        mtp = len(model.units) - model.blocks
+        out.append(f"the pipeline layout's chunks hold {sum(layout.chunk_layers)} layers, the model {len(model.units)}"
+                   + (f" ({model.blocks} blocks t and {mtp} multi-token-prediction layer(s) m, written before the last "
+                      f"chunk's L)" if mtp else ""))
     return out
 
 

@@ -120,5 +120,8 @@ def test_simulate_takes_mtp_layers_and_refuses_a_negative_count(capsys):
     assert main(["simulate", "--model", "deepseek-v3", "--gpus", "256", "--pp", "16", "--ep", "8", "--cluster", "b200",
                  "--global-batch", "2048", "--zero", "1", "--mtp-layers", "0"]) in (0, 3)
     assert "multi-token prediction" not in capsys.readouterr().out
+    assert main(["simulate", "--model", "deepseek-v3", "--gpus", "256", "--pp", "16", "--ep", "8", "--cluster", "b200",
+                 "--global-batch", "2048", "--pipeline-layout", "Et*4|(t*4|)*14,tL"]) == 2
+    assert "61 blocks t and 1 multi-token-prediction layer(s) m" in capsys.readouterr().err
     assert main(["simulate", "--model", "deepseek-v3", "--mtp-layers", "-1"]) == 2
     assert "mtp_layers=-1 must be >= 0" in capsys.readouterr().err
