@@ -73,6 +73,10 @@ def add_parser(sub) -> None:
                    help="layers of every pipeline chunk in Megatron-LM's pipeline_model_parallel_layout syntax, e.g. "
                         "\"Et*2|(t*2|)*34,t*3|(t*2|)*3,tL\" (E embedding, t layer, L loss, | between chunks); "
                         "default: contiguous, earlier chunks taking the remainder")
+    c.add_argument("--account-for-ends", action="store_true",
+                   help="split the pipeline as Megatron-LM's account_for_embedding_in_pipeline_split and "
+                        "account_for_loss_in_pipeline_split do: the embedding and the loss each count as a layer, so "
+                        "the first and last chunks hold one block fewer (also under --search)")
     c.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters (default: 0)")
     c.add_argument("--recompute", choices=[r.value for r in Recompute],
                    help="none; selective (attention core); ops (keep every other GEMM output); full")
@@ -221,6 +225,8 @@ def _layout(a: argparse.Namespace, cluster):
     software = _framework(a, cluster)
     precision, by_software = software.precision_for(_precision(a)), software.tp_flags(tp)
     chunk_layers = ()
+    if a.pipeline_layout and a.account_for_ends:
+        raise ConfigError("--pipeline-layout names every chunk's layers; --account-for-ends computes them: give one")
     if a.pipeline_layout:
         from parbench.sim.stages import megatron_pipeline_layout
 
@@ -327,6 +333,15 @@ def handle(a: argparse.Namespace) -> int:
     from parbench.sim.search import layout_violations
 
     layout = _layout(a, cluster)
+    if a.account_for_ends and layout.chunks > 1:
+        from dataclasses import replace
+
+        from parbench.sim.stages import account_for_ends
+        try:
+            ends = account_for_ends(model.blocks, layout.chunks, len(model.units) - model.blocks)
+        except ValueError as exc:
+            raise ConfigError(f"--account-for-ends: {exc}") from None
+        layout = replace(layout, chunk_layers=ends)
     broken = layout_violations(model, layout, cluster)
     if broken:
         raise ConfigError("; ".join(broken))
@@ -414,7 +429,8 @@ def _search_options(a: argparse.Namespace):
                          recompute_every=a.recompute_every or 1, recompute_modules=a.recompute_modules,
                          sequence_parallel=a.sequence_parallel,
                          replicate=a.replicate or 1, fp8_all_gather=a.fp8_all_gather, ep=a.ep,
-                         moe_imbalance=a.moe_imbalance, tp_comm_overlap=a.tp_comm_overlap)
+                         moe_imbalance=a.moe_imbalance, tp_comm_overlap=a.tp_comm_overlap,
+                         account_for_ends=a.account_for_ends)
 
 
 def _progress(done: int, total: int) -> None:

@@ -13,6 +13,7 @@ from parbench.sim.hardware import Cluster
 from parbench.sim.layout import PRECISIONS, Framework, Layout, Precision, Recompute
 from parbench.sim.model import ModelSpec
 from parbench.sim.predict import Prediction, predict
+from parbench.sim.stages import account_for_ends
 
 MICRO_BATCH_SIZES = (1, 2, 4, 8)
 VIRTUAL_STAGES = (2, 4)
@@ -60,6 +61,9 @@ class SearchOptions:
     framework overlaps them)."""
     framework: Framework = Framework()
     """How the training software runs every layout (kernels, FP8 module, overlaps, DeepSpeed's pipeline)."""
+    account_for_ends: bool = False
+    """Pipelines split as Megatron-LM's ``account_for_embedding/loss_in_pipeline_split`` (``stages.account_for_ends``);
+    a pipeline whose blocks + 2 do not fill its chunks evenly is refused."""
 
 
 
@@ -146,7 +150,9 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, dp: 
             for zero in [o.zero] if o.zero is not None else zeros:
                 for recompute in [o.recompute] if o.recompute else Recompute:
                     try:
-                        layout = Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=o.cp, replicate=o.replicate,
+                        ends = (account_for_ends(model.blocks, pp * v, len(model.units) - model.blocks)
+                                if o.account_for_ends and pp > 1 else ())
+                        layout = Layout(chunk_layers=ends, strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=o.cp, replicate=o.replicate,
                                         ep=ep, moe_imbalance=o.moe_imbalance,
                                         global_batch_size=global_batch, micro_batches=m, schedule=schedule,
                                         virtual_stages=v, zero=zero, recompute=recompute,

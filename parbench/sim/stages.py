@@ -100,6 +100,18 @@ def megatron_pipeline_layout(text: str) -> tuple[int, ...]:
     return tuple(c.count("t") + c.count("m") for c in chunks)
 
 
+def account_for_ends(blocks: int, chunks: int, mtp: int = 0) -> tuple[int, ...]:
+    """The layers of every chunk under Megatron-LM's ``account_for_embedding_in_pipeline_split`` and
+    ``account_for_loss_in_pipeline_split``: the embedding and the loss each count as one layer of the even split,
+    so blocks + 2 fill the chunks evenly and the first and the last chunk hold one block fewer (Llama 3.1 405B's
+    126 blocks over 64 chunks: 1, 2 x 62, 1). Multi-token-prediction layers join the last chunk."""
+    per, rest = divmod(blocks + 2, chunks)
+    if rest or per < 2:
+        raise ValueError(f"accounting for the embedding and the loss needs blocks + 2 = {blocks + 2} to split into "
+                         f"{chunks} chunks of 2 or more layers each")
+    return (per - 1, *(per,) * (chunks - 2), per - 1 + mtp) if chunks > 1 else (blocks + mtp,)
+
+
 def _expand(text: str) -> str:
     """``(...)*n`` and ``x*n`` written out, innermost groups first."""
     group = re.compile(r"\(([^()]*)\)\*(\d+)")

@@ -378,3 +378,34 @@ def test_megatron_pipeline_layout_names_every_chunks_layers_and_stages_follow_it
     with pytest.raises(ConfigError, match="must give pp x virtual stages = 16 chunks"):
         Layout(pp=8, virtual_stages=2, schedule=Schedule.INTERLEAVED_1F1B, global_batch_size=8, micro_batches=8,
                chunk_layers=(5,) * 8)
+
+
+def test_accounting_for_the_embedding_and_loss_is_the_405b_recipes_layout(capsys):
+    """Megatron-LM's account_for_embedding/loss_in_pipeline_split: blocks + 2 split evenly, the first and last chunk
+    one block fewer. Llama 3.1 405B's 126 blocks over 64 chunks give the layout Megatron-Bridge's 405B rows print;
+    a multi-token-prediction layer joins the last chunk; blocks + 2 that do not fill the chunks are refused, as
+    is a chunk left without a block. Under --search every pipeline takes that split (14 blocks, pp 4: 3, 4, 4, 3
+    where the even split is 4, 4, 3, 3), and the flag conflicts with --pipeline-layout."""
+    from parbench.cli import main
+    from parbench.sim.architecture import Architecture
+    from parbench.sim.hardware import PRESETS
+    from parbench.sim.model import architecture_spec
+    from parbench.sim.published_memory import LLAMA31_405B_LAYOUT
+    from parbench.sim.search import SearchOptions, search
+    from parbench.sim.stages import account_for_ends, megatron_pipeline_layout
+
+    assert account_for_ends(126, 64) == megatron_pipeline_layout(LLAMA31_405B_LAYOUT)
+    assert account_for_ends(62, 16, mtp=1) == (3,) + (4,) * 14 + (4,)
+    for blocks, chunks in ((61, 16), (6, 8)):
+        with pytest.raises(ValueError, match=f"blocks \\+ 2 = {blocks + 2} to split into {chunks} chunks"):
+            account_for_ends(blocks, chunks)
+    model = architecture_spec(Architecture(layers=14, hidden=64, heads=4, vocab=128, seq_len=16))
+    opts = SearchOptions(precision=PRECISIONS["bf16"], pp=4, tp=1, account_for_ends=True)
+    found = [c.layout for c in search(model, PRESETS["h100-sxm"], gpus=8, global_batch=8, options=opts) if c.layout]
+    assert found and all(lay.chunk_layers == ((3, 4, 4, 3) if lay.v == 1 else ()) or lay.v > 1 for lay in found)
+    assert {lay.chunk_layers for lay in found if lay.v == 1} == {(3, 4, 4, 3)}
+    args = ["simulate", "--layers", "14", "--hidden", "64", "--heads", "4", "--pp", "4", "--gpus", "4", "--account-for-ends"]
+    assert main([*args, "--pipeline-layout", "Et*3|t*4|t*4|t*3L"]) == 2
+    assert main(args) == 0 and "chunk-layers=3,4x2,3" in capsys.readouterr().out
+    assert main([*args, "--pp", "3", "--gpus", "3"]) == 2
+    assert "--account-for-ends: accounting for the embedding and the loss needs blocks + 2 = 16" in capsys.readouterr().err
