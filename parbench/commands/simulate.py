@@ -329,6 +329,7 @@ def handle(a: argparse.Namespace) -> int:
             raise ConfigError("--pipeline-layout names one layout's chunks; give it with --pp and --virtual-stages, "
                               "without --search")
         return _search(a, model, cluster)
+    from parbench.sim.accuracy import nearest_lines, nearest_published
     from parbench.sim.predict import predict
     from parbench.sim.search import layout_violations
 
@@ -346,9 +347,11 @@ def handle(a: argparse.Namespace) -> int:
     if broken:
         raise ConfigError("; ".join(broken))
     p = predict(model, layout, cluster)
+    nearby = nearest_published(model, layout, cluster)
     if a.format == "json":
         print(json.dumps({"cluster": cluster.name, "model": _model_dict(model), "layout": _layout_dict(layout),
-                          "prediction": p.as_dict()}))
+                          "prediction": p.as_dict(),
+                          "published_nearest": [{**vars(r), "error_pct": r.error_pct} for r in nearby]}))
     else:
         _print_prediction(cluster, layout, p)
         if model.arch is not None and model.arch.experts:
@@ -358,6 +361,7 @@ def handle(a: argparse.Namespace) -> int:
         if model.arch is not None and model.arch.mtp_layers:
             print(f"  multi-token prediction: {model.arch.mtp_layers} layer(s) on the last pipeline chunk, each a block, "
                   f"a 2d -> d projection and a pass through the shared head with its own loss; their FLOPs count in MFU")
+        print("\n".join(nearest_lines(nearby, cluster)))
     return 0 if p.feasible else EXIT_INFEASIBLE
 
 

@@ -536,15 +536,16 @@ def _nemo_long_sequence() -> list[Run]:
     return rows
 
 
-def _megatron() -> list[Run]:
-    """Megatron-LM's published runs (SC21 Tables 1-2, MT-NLG) with the layouts ``parbench.sim.published``
-    states; dropout on (Megatron's default 0.1 for attention and hidden states)."""
+def _megatron(rows: tuple | None = None) -> list[Run]:
+    """Megatron-LM's published runs (by default SC21 Tables 1-2 and MT-NLG) with the layouts
+    ``parbench.sim.published`` states; a row without an architecture of its own is Megatron's GPT, dropout on
+    (Megatron's default 0.1 for attention and hidden states)."""
     from parbench.sim.published import PUBLISHED, SEQ, VOCAB, layout_for
 
     return [Run(source=p.source, table=p.table, name=p.name, cluster=p.cluster, layout=layout_for(p),
-                arch=Architecture(name=p.name, layers=p.layers, hidden=p.hidden, heads=p.heads, seq_len=SEQ,
-                                  vocab=VOCAB, dropout=True),
-                metric="s_per_iteration", value=p.measured_s, series=p.series) for p in PUBLISHED]
+                arch=p.arch or Architecture(name=p.name, layers=p.layers, hidden=p.hidden, heads=p.heads, seq_len=SEQ,
+                                            vocab=VOCAB, dropout=True),
+                metric="s_per_iteration", value=p.measured_s, series=p.series) for p in (rows or PUBLISHED)]
 
 
 def _infeasible() -> list[Run]:
@@ -639,6 +640,20 @@ def _published_step_s(p: Prediction, run: Run, metric: float | None) -> float | 
     if not run.metric or not metric:
         return None
     return run.value if run.metric == "s_per_iteration" else p.step_time_s * metric / run.value
+
+
+def timed_runs() -> list[Run]:
+    """Every published run with a step time to predict: the runs that trained and print a metric, and
+    Megatron-LM's Mixtral row (``parbench.sim.published.MOE_ROWS``, compared in validate's first table)."""
+    from parbench.sim.published import MOE_ROWS
+
+    return [r for r in runs() + _megatron(MOE_ROWS) if r.ran and r.metric]
+
+
+def step_times_s(run: Run) -> tuple[float, float]:
+    """(published, predicted) seconds per step of a run with a published metric, the run on its own preset."""
+    p = predict(architecture_spec(run.arch, megatron=True), run.layout, PRESETS[run.cluster])
+    return _published_step_s(p, run, _metric(p, run)), p.step_time_s
 
 
 def _split_key(run: Run) -> str:

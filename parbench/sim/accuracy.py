@@ -1,0 +1,93 @@
+"""How far the simulator is from published runs like the one asked for.
+
+A prediction is only as good as the model is on layouts of its kind. Every published row that
+``parbench validate --published`` checks, that ran on the same tensor cores (the same dense BF16 peak: an
+H100 SXM, the 96 GB H100 and the H200 share one) and whose model is of the same kind (dense, or a mixture of
+experts, whose error the experts' path sets) is a candidate; the ones nearest to the asked-for layout, by
+the traits that move the model's error most (the GEMM precision, the tensor-, pipeline-, context- and
+expert-parallel degrees, interleaving, the model's scale, the sequence and the GPU count), are predicted on
+their own presets and shown with their step-time error. Nothing is
+fitted or corrected here: the errors are the ones ``validate --published`` reports for those rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from parbench.sim.architecture import Architecture
+from parbench.sim.hardware import PRESETS, Cluster
+from parbench.sim.layout import Layout
+from parbench.sim.model import ModelSpec
+
+NEAREST = 3
+"""Published rows shown beside a prediction."""
+
+WEIGHTS = {"precision": 1.0, "tp": 1.0, "pp": 1.0, "cp": 1.0, "ep": 1.0, "interleaved": 0.5,
+           "scale": 0.5, "seq": 0.5, "gpus": 0.25}
+"""Distance weights: FP8 against BF16 counts one, as does each factor of two in a parallel degree counts one, in the model's scale (layers x hidden^2)
+or sequence half, in the GPU count a quarter (the published errors change little along scaling series)."""
+
+
+@dataclass(frozen=True)
+class Nearby:
+    """One published row near the asked-for layout, predicted on its own preset."""
+
+    source: str
+    table: str
+    name: str
+    cluster: str
+    gpus: int
+    distance: float
+    published_step_s: float
+    predicted_step_s: float
+
+    @property
+    def error_pct(self) -> float:
+        """Step time, predicted against published, in % (positive: the model is slower than the run was)."""
+        return (self.predicted_step_s / self.published_step_s - 1) * 100
+
+
+def traits(arch: Architecture | None, layout: Layout) -> dict[str, float]:
+    """What the distance compares, as numbers (log2 of each size, 0/1 flags), and ``moe``, the kind that must
+    match; a model without an architecture (the runner's MLP) counts as one dense layer of width 1."""
+    layers, hidden, seq = (arch.layers, arch.hidden, arch.seq_len) if arch is not None else (1, 1, 1)
+    return {"moe": float(bool(arch is not None and arch.experts)),
+            "precision": float(layout.precision.gemm_dtype == "fp8"),
+            "tp": math.log2(layout.tp), "pp": math.log2(layout.pp), "cp": math.log2(layout.cp),
+            "ep": math.log2(layout.ep), "interleaved": float(layout.virtual_stages > 1),
+            "scale": math.log2(layers * hidden * hidden), "seq": math.log2(seq), "gpus": math.log2(layout.world_size)}
+
+
+def distance(a: dict[str, float], b: dict[str, float]) -> float:
+    return sum(w * abs(a[k] - b[k]) for k, w in WEIGHTS.items())
+
+
+def nearest_published(model: ModelSpec, layout: Layout, cluster: Cluster, k: int = NEAREST) -> list[Nearby]:
+    """The ``k`` published rows nearest to (model, layout) among those of its kind (dense or a mixture of
+    experts) run on ``cluster``'s tensor cores, nearest first (ties by name); [] where none ran on such a
+    device (a CPU, a profile of another peak) or none of its kind did."""
+    from parbench.sim.published_memory import step_times_s, timed_runs
+
+    mine = traits(model.arch, layout)
+    rows = [r for r in timed_runs() if PRESETS[r.cluster].peak_flops == cluster.peak_flops
+            and traits(r.arch, r.layout)["moe"] == mine["moe"]]
+    ranked = sorted(rows, key=lambda r: (distance(mine, traits(r.arch, r.layout)), r.name))[:k]
+    out = []
+    for r in ranked:
+        published, predicted = step_times_s(r)
+        out.append(Nearby(source=r.source, table=r.table, name=r.name, cluster=r.cluster, gpus=r.layout.world_size,
+                          distance=distance(mine, traits(r.arch, r.layout)), published_step_s=published,
+                          predicted_step_s=predicted))
+    return out
+
+
+def nearest_lines(rows: list[Nearby], cluster: Cluster) -> list[str]:
+    """The table's lines for ``rows``: each row's error, name and source, or why there are none."""
+    if not rows:
+        return [(f"  published runs   none of this model's kind on a device of this one's {cluster.peak_flops / 1e12:.4g} "
+                "TFLOP/s peak; `parbench validate` compares the runs measured here")]
+    lines = [("  nearest published runs (same tensor cores), step time predicted vs published; all of them: "
+             "parbench validate --published")]
+    lines += [f"    {r.error_pct:+6.1f}%  {r.name}  ({r.source}, {r.table})" for r in rows]
+    return lines
