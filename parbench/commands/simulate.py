@@ -444,6 +444,7 @@ def _progress(done: int, total: int) -> None:
 def _search(a: argparse.Namespace, model, cluster) -> int:
     from dataclasses import replace
 
+    from parbench.sim.accuracy import nearest_lines, nearest_published
     from parbench.sim.search import describe, pareto_front, search
 
     gb = a.global_batch or a.gpus
@@ -459,9 +460,12 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
         if not c.feasible:
             key = "does not fit in memory" if c.reason.startswith("needs") else c.reason
             rejected[key] = rejected.get(key, 0) + 1
+    # the best layout's record: how far the model has been from published runs like it
+    nearby = nearest_published(model, feasible[0].layout, cluster) if feasible else []
     if a.format == "json":
         row = lambda c: {"layout": describe(c.layout), **c.prediction.as_dict()}  # noqa: E731
         print(json.dumps({"evaluated": len(cands), "feasible": len(feasible), "top": [row(c) for c in feasible[:a.top]],
+                          "published_nearest_to_best": [{**vars(r), "error_pct": r.error_pct} for r in nearby],
                           "pareto": [row(c) for c in front], "rejected": rejected,
                           "rejected_examples": [{"layout": describe(c.layout) if c.layout else None, "reason": c.reason}
                                                 for c in cands if not c.feasible][:20]}))
@@ -475,6 +479,9 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
     if example:
         print(f"  e.g. {describe(example.layout)}: {example.reason}")
     _table(f"top {a.top} by throughput", feasible[:a.top])
+    if feasible:
+        print(f"\nthe best layout, {describe(feasible[0].layout)}:")
+        print("\n".join(nearest_lines(nearby, cluster)))
     _table("throughput-memory Pareto front", front)
     return 0 if feasible else EXIT_INFEASIBLE
 

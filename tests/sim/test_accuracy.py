@@ -99,3 +99,15 @@ def test_simulate_prints_and_emits_the_nearest_published_runs(capsys):
     nearby = json.loads(capsys.readouterr().out)["published_nearest"]
     assert len(nearby) == 3 and nearby[0]["published_step_s"] == 11.01
     assert math.isclose(nearby[0]["error_pct"], (nearby[0]["predicted_step_s"] / 11.01 - 1) * 100)
+
+
+def test_search_shows_the_nearest_published_runs_of_its_best_layout(capsys):
+    args = ["simulate", "--model", "llama3-8b", "--cluster", "h100-sxm", "--gpus", "8", "--global-batch", "16",
+            "--search", "--top", "1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    best = out.split("top 1 by throughput:")[1].splitlines()[2].split(maxsplit=3)[3]
+    assert f"the best layout, {best}:" in out and "nearest published runs (same tensor cores)" in out
+    assert main([*args, "--format", "json"]) == 0
+    nearby = json.loads(capsys.readouterr().out)["published_nearest_to_best"]
+    assert len(nearby) == 3 and all(r["cluster"] in ("h100-sxm", "h100-96gb", "h200-sxm") for r in nearby)
