@@ -11,6 +11,7 @@ import streamlit as st
 from parbench.config import Schedule
 from parbench.sim import charts as sim_charts
 from parbench.sim import whatif
+from parbench.sim.accuracy import nearest_lines, nearest_published
 from parbench.sim.hardware import PRESETS, load_cluster
 from parbench.sim.layout import PRECISIONS, Recompute
 
@@ -37,10 +38,25 @@ def render(ctx: "ViewContext") -> None:
         st.plotly_chart(whatif.time_figure(prediction), key="sim-whatif-time")
         if not prediction.feasible:
             st.warning("Does not fit: " + "; ".join(prediction.reasons))
+        nearest_section(what, cluster)
     st.subheader("Predicted vs measured")
     measured_section(ctx)
     st.subheader("Against published runs (no run needed)")
     published_section()
+
+
+def nearest_section(what: whatif.WhatIf, cluster) -> None:
+    """How far the model has been from the published runs nearest to this layout (``parbench simulate``'s lines)."""
+    nearby = nearest_published(what.model(), what.layout(), cluster)
+    if not nearby:
+        st.caption(nearest_lines([], cluster)[0].strip())
+        return
+    st.caption("Nearest published runs (same tensor cores, same kind of model): the step time predicted against "
+               "the published one. Every published row: `parbench validate --published`, and below.")
+    st.dataframe(pd.DataFrame([{"error %": round(r.error_pct, 1), "published run": r.name, "GPUs": r.gpus,
+                                "published s": round(r.published_step_s, 3), "predicted s": round(r.predicted_step_s, 3),
+                                "source": f"{r.source}, {r.table}"} for r in nearby]),
+                 key="sim-whatif-nearest", hide_index=True)
 
 
 def whatif_inputs(results_dir: str):

@@ -16,7 +16,7 @@ from parbench.config import Schedule, Strategy, WorkloadConfig
 from parbench.sim.architecture import Architecture
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import PRECISIONS, Layout, Recompute
-from parbench.sim.model import architecture_spec, model_spec
+from parbench.sim.model import ModelSpec, architecture_spec, model_spec
 from parbench.sim.models import MODELS
 from parbench.sim.predict import Prediction, predict
 from parbench.sim.published import PUBLISHED, SEQ, VOCAB
@@ -73,13 +73,16 @@ class WhatIf:
                       micro_batches=self.micro_batches, schedule=self.schedule, zero=self.zero,
                       recompute=self.recompute, precision=PRECISIONS[self.precision])
 
-    def predict(self, cluster: Cluster) -> Prediction:
+    def model(self) -> ModelSpec:
         s = self.shape
         if s.arch is not None:
-            return predict(architecture_spec(s.arch, megatron=True), self.layout(), cluster)
+            return architecture_spec(s.arch, megatron=True)
         wl = WorkloadConfig(name="transformer", layers=s.layers, hidden=s.hidden, heads=s.heads, seq_len=s.seq_len,
                             vocab_size=s.vocab_size)
-        return predict(model_spec(wl, megatron=True), self.layout(), cluster)
+        return model_spec(wl, megatron=True)
+
+    def predict(self, cluster: Cluster) -> Prediction:
+        return predict(self.model(), self.layout(), cluster)
 
 
 def time_parts(p: Prediction) -> dict[str, float]:

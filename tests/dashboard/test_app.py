@@ -185,6 +185,30 @@ def test_simulator_what_if_needs_no_calibration(monkeypatch):
     assert not at.exception
 
 
+def test_simulator_what_if_shows_the_nearest_published_runs(monkeypatch):
+    """The panel's default (GPT-3 2.7B, dp 8, on the first preset, an A100) beside its three nearest published rows,
+    each on the A100's tensor cores, with the error ``parbench.sim.accuracy`` computes for it; a TP that leaves
+    the layout invalid shows no table and no exception."""
+    from parbench.sim.accuracy import nearest_published
+    from parbench.sim.hardware import PRESETS
+
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    assert not at.exception
+    [table] = [d.value for d in at.dataframe if "published run" in d.value.columns]
+    cluster = PRESETS[at.selectbox(key="sim-cluster").value]
+    what = _default_what_if()
+    expected = nearest_published(what.model(), what.layout(), cluster)
+    assert list(table["published run"]) == [r.name for r in expected] and len(table) == 3
+    assert list(table["error %"]) == [round(r.error_pct, 1) for r in expected]
+    assert all("A100" in s or "SC21" in s or "MT-NLG" in s or "llm-foundry" in s for s in table["source"])
+
+
+def _default_what_if():
+    from parbench.sim import whatif
+
+    return whatif.WhatIf(shape=whatif.MODEL_PRESETS["GPT-3 2.7B"], dp=8, micro_batches=8)
+
+
 def test_simulator_shows_the_published_runs_without_calibration(monkeypatch):
     """The published comparison (``validate --published``) in the view: one row of points per source with a
     metric, the per-source table, and the layouts split into fixed and per-micro-batch parts."""
