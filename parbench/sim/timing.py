@@ -54,9 +54,10 @@ def cpu_causal_fraction(seq: int) -> float:
 def gemm_time_s(c: Cluster, flops: float, bytes_moved: float = 0.0, gemm_dtype: str = "",
                 efficiency: float = 0.0) -> float:
     """overhead + max(compute, memory) seconds of one GEMM reading A and B and writing C once; FP8 GEMMs
-    run at the device's FP8 peak (``Cluster.gemm_peak_flops``). ``efficiency``: the kernel's fraction of
-    peak (default: the cluster's GEMM efficiency)."""
-    peak = c.gemm_peak_flops(gemm_dtype) * (efficiency or c.gemm_efficiency)
+    run at the device's FP8 peak (``Cluster.gemm_peak_flops``) times its ``fp8_gemm_share``. ``efficiency``:
+    the kernel's fraction of peak (default: the cluster's GEMM efficiency)."""
+    share = c.fp8_gemm_share if gemm_dtype == "fp8" else 1.0
+    peak = c.gemm_peak_flops(gemm_dtype) * (efficiency or c.gemm_efficiency) * share
     return c.gemm_overhead_s + max(flops / peak, bytes_moved / c.memory_bandwidth_bytes_per_s)
 
 

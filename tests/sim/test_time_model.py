@@ -324,33 +324,63 @@ def test_fit_gemm_efficiency_recovers_the_preset():
     assert fit_gemm_efficiency() == A100.gemm_efficiency
 
 
-def test_the_h100_pair_fitted_on_llm_foundry_is_also_best_over_every_h100_row():
-    """Fitted on llm-foundry's H100 rows alone, the presets' (0.60, 0.19) also minimise the mean |error| over
-    every published H100 row (torchtitan's and Megatron-Bridge's held out) on a grid around it, FP8 GEMMs kept at
-    the BF16 share of their peak."""
-    from parbench.sim.efficiency_fits import h100_rows_grid
+def test_the_h100_efficiencies_are_the_best_point_over_every_h100_row():
+    """The H100's (GEMM, attention, FP8 share) is the point of lowest mean |error| over the 108 published dense rows
+    on its tensor cores, here on the grid's neighbourhood of it (the full grid: the slow test below)."""
+    from parbench.sim.efficiency_fits import fit_hopper_efficiencies, h100_rows_grid
 
-    grid = h100_rows_grid()
-    best = min(grid, key=lambda g: g["mean_abs_error_pct"])
+    grid = h100_rows_grid(gemms=(0.62, 0.64, 0.66), attentions=(0.17, 0.19, 0.21), fp8_shares=(0.85, 0.90, 0.95))
+    assert sum(grid[0]["rows_by_source"].values()) == 108
     h100 = PRESETS["h100-sxm"]
-    assert (best["gemm"], best["attention"]) == (h100.gemm_efficiency, h100.attention_efficiency) == (0.60, 0.19)
+    assert fit_hopper_efficiencies(grid) == (h100.gemm_efficiency, h100.attention_efficiency, h100.fp8_gemm_share) \
+        == (0.64, 0.19, 0.90)
+    for name in ("h100-96gb", "h200-sxm", "b200", "gb200-nvl72"):
+        assert (PRESETS[name].gemm_efficiency, PRESETS[name].fp8_gemm_share) == (0.64, 0.90)
 
 
-def test_an_fp8_share_of_its_own_moves_the_h100_optimum_away_from_llm_foundry():
-    """The pair above is best while FP8 GEMMs keep the BF16 share of their (twice as high) peak. Let FP8 reach
-    0.9 of that share and (0.65, 0.19) lowers the mean |error| over the 108 H100 rows from 6.0% to 5.0%: the
-    2024-2025 recipes (DGX Cloud's, torchtitan's BF16 rows) gain, llm-foundry's 2023 rows, which the pair is
-    fitted on, lose. The rows disagree by source, so the presets keep the fitted pair."""
-    from parbench.sim.efficiency_fits import h100_rows_grid
+@pytest.mark.slow
+def test_fit_hopper_efficiencies_recovers_the_presets_on_its_whole_grid():
+    from parbench.sim.efficiency_fits import fit_hopper_efficiencies
 
-    [preset] = h100_rows_grid(gemms=(0.60,), attentions=(0.19,), fp8_shares=(1.0,))
-    [split] = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.9,))
-    assert round(preset["mean_abs_error_pct"], 1) == 6.0 and round(split["mean_abs_error_pct"], 1) == 5.0
-    source = {s: next(k for k in preset["by_source"] if k.startswith(s)) for s in ("NVIDIA dgxc", "llm-foundry")}
-    dgxc, foundry = source["NVIDIA dgxc"], source["llm-foundry"]
-    assert split["by_source"][dgxc][0] < preset["by_source"][dgxc][0] - 2
-    assert split["by_source"][foundry][0] > preset["by_source"][foundry][0] + 1
-    assert split["by_source"][foundry][1] > preset["by_source"][foundry][1] + 6
+    h100 = PRESETS["h100-sxm"]
+    assert fit_hopper_efficiencies() == (h100.gemm_efficiency, h100.attention_efficiency, h100.fp8_gemm_share)
+
+
+def test_leave_one_source_out_refits_without_the_held_out_source():
+    """A hand-made grid of two points and two sources: each fold picks the point best on the other source, and
+    reports that point's error on the held-out one beside the baseline's."""
+    from parbench.sim.efficiency_fits import leave_one_source_out
+
+    def point(gemm, a, b):  # (mean, max) per source; source A has 3 rows, B 1
+        return {"gemm": gemm, "attention": 0.19, "fp8_share": 1.0, "by_source": {"A": a, "B": b},
+                "rows_by_source": {"A": 3, "B": 1}}
+
+    grid = [point(0.60, (2.0, 3.0), (9.0, 9.0)), point(0.64, (4.0, 5.0), (1.0, 1.0))]
+    folds = {f["held_out"]: f for f in leave_one_source_out(grid)}
+    # holding A out, B alone chooses 0.64, which predicts A at 4.0 where the baseline (0.60) has 2.0
+    assert folds["A"]["fitted"] == (0.64, 0.19, 1.0)
+    assert folds["A"]["held_out_mean_max_pct"] == (4.0, 5.0) and folds["A"]["baseline_mean_max_pct"] == (2.0, 3.0)
+    assert folds["B"]["fitted"] == (0.60, 0.19, 1.0) and folds["B"]["held_out_mean_max_pct"] == (9.0, 9.0)
+    assert folds["A"]["rows"] == 3 and folds["B"]["rows"] == 1
+
+
+def test_a_fit_to_the_other_sources_predicts_dgx_cloud_better_than_llm_foundrys_pair():
+    """Held out, the DGX Cloud tables (54 rows) are predicted better by the points the other H100 sources choose
+    than by the pair llm-foundry's rows alone give (0.60, 0.19, FP8 at the BF16 share); NeMo's 24.07 table the
+    other way round: the sources disagree by software generation, and the fit to all of them is what
+    cross-validates best per row."""
+    from parbench.sim.efficiency_fits import h100_rows_grid, leave_one_source_out
+
+    grid = h100_rows_grid(gemms=(0.60, 0.62, 0.64), attentions=(0.19,), fp8_shares=(0.90, 0.95, 1.0))
+    folds = {f["held_out"].split(" ")[0] + (" long" if "long" in f["held_out"] else ""): f
+             for f in leave_one_source_out(grid)}
+    dgxc = folds["NVIDIA"]
+    assert dgxc["rows"] == 54 and dgxc["fitted"] == (0.62, 0.19, 0.95)
+    assert dgxc["held_out_mean_max_pct"][0] < dgxc["baseline_mean_max_pct"][0] - 1.0
+    assert folds["NeMo"]["held_out_mean_max_pct"][0] > folds["NeMo"]["baseline_mean_max_pct"][0]
+    per_row = sum(f["held_out_mean_max_pct"][0] * f["rows"] for f in folds.values()) / 108
+    baseline = sum(f["baseline_mean_max_pct"][0] * f["rows"] for f in folds.values()) / 108
+    assert per_row < baseline - 0.5
 
 
 def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes(monkeypatch):
@@ -381,7 +411,7 @@ def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes
     assert all(b2["measured_s"][k] > 0 and b2["predicted_s"][k] > 0
                for k in ("forward", "backward", "optimizer", "optimizer_fused"))
     curve = out["gemm_curve"]  # fitted to the smoke GEMMs, beside the preset it was run for
-    assert (curve["preset_fixed_s"], curve["preset_efficiency"]) == (5e-6, 0.60)
+    assert (curve["preset_fixed_s"], curve["preset_efficiency"]) == (5e-6, 0.64)
     if "error" in curve:  # CPU timings of 64-wide GEMMs are noise: a fit can find no slope, and must say so
         assert re.search("do not take longer with more flops|need >= 2 points", curve["error"]), curve["error"]
     else:
@@ -420,24 +450,27 @@ def test_noise_floor_is_the_spread_between_repeats():
 
 
 @pytest.mark.slow
-def test_fit_foundry_efficiencies_recover_the_presets():
-    """The H100's GEMM and attention efficiencies, fitted together on llm-foundry's H100 rows (the torchtitan
-    500 W preset shares them, its rows held out); the A100's attention efficiency on llm-foundry's A100 rows
-    with the SC21 GEMM efficiency kept."""
+def test_fit_foundry_efficiencies_give_llm_foundrys_own_pair():
+    """llm-foundry's H100 rows alone give (0.60, 0.19), the pair the H100 preset carried before every H100 source
+    joined its fit (``fit_hopper_efficiencies``); the A100's attention efficiency is fitted on llm-foundry's A100
+    rows with the SC21 GEMM efficiency kept."""
     from parbench.sim.efficiency_fits import fit_foundry_efficiencies
 
-    h100 = PRESETS["h100-sxm"]
-    assert fit_foundry_efficiencies() == (h100.gemm_efficiency, h100.attention_efficiency) == (0.60, 0.19)
-    assert (PRESETS["h100-96gb"].gemm_efficiency, PRESETS["h100-96gb"].attention_efficiency) == (0.60, 0.19)
+    assert fit_foundry_efficiencies() == (0.60, 0.19)
     assert fit_foundry_efficiencies("a100-80gb", fit_gemm=False) == (0.69, A100.attention_efficiency) == (0.69, 0.34)
 
 
 @pytest.mark.slow
-def test_fit_overlap_interference_recovers_the_presets():
-    """The GPU presets' interference, fitted on llm-foundry's rows (FSDP on both devices), the efficiencies kept."""
-    from parbench.sim.efficiency_fits import fit_overlap_interference
+def test_fit_overlap_interference_lands_within_the_rows_resolution_of_the_presets():
+    """Over every published dense row the interference's best is 0.55; the presets' 0.5 is within 0.05 points of
+    mean |error| of it (the rows do not tell 0.45-0.60 apart)."""
+    from parbench.sim import efficiency_fits as fits
 
-    assert fit_overlap_interference() == A100.overlap_interference == PRESETS["h100-sxm"].overlap_interference == 0.5
+    preset = A100.overlap_interference
+    assert preset == PRESETS["h100-sxm"].overlap_interference == 0.5
+    errors = fits.overlap_interference_errors((0.45, 0.5, 0.55, 0.6))
+    assert fits.fit_overlap_interference() == 0.55
+    assert errors[preset] - errors[0.55] < 0.05 and max(errors.values()) - min(errors.values()) < 0.1
 
 
 def _attention_unit():
@@ -757,7 +790,7 @@ def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
 
 
 def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
-    """At the presets' own 5 us the grid refits the pair they carry and gives each source the mean |error|
+    """At the presets' own 5 us the grid refits the efficiencies they carry and gives each source the mean |error|
     that ``validate --published`` reports; the presets it swapped are the same objects afterwards."""
     from parbench.sim.efficiency_fits import HOPPER_PRESETS, gemm_overhead_grid
     from parbench.sim.published_memory import compare_runs, summarize_by_source
@@ -765,19 +798,20 @@ def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
     before = {n: PRESETS[n] for n in HOPPER_PRESETS}
     (row,) = gemm_overhead_grid((5e-6,))
     assert all(PRESETS[n] is before[n] for n in HOPPER_PRESETS)
-    assert (row["gemm"], row["attention"]) == (0.60, 0.19)
+    assert (row["gemm"], row["attention"], row["fp8_share"]) == (0.64, 0.19, 0.90)
     for s in summarize_by_source(compare_runs()):
         if s["metric_mean_abs_error_pct"] is not None:
             assert row["mean_abs_error_pct"][s["source"]] == pytest.approx(s["metric_mean_abs_error_pct"], abs=1e-9)
     assert row["mean_abs_error_pct"]["Smith et al. 2022 (MT-NLG)"] == pytest.approx(11.2, abs=0.05)
 
 
-def test_the_dgx_cloud_rows_held_out():
-    """NVIDIA's DGX Cloud benchmarking tables (54 rows, 5 models in BF16 and FP8 on 8-2304 H100) set no constant
-    of the model: mean |error| 6.3%, max 15.6%, every one of their 10 weak-scaling series' trend signs right.
-    The misses are the Llama 3.1 8B rows (TP 1, CP 2): +11.7..+15.6%, where NeMo 24.07's table ran the same
-    layout in FP8 12.6% slower (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.7%.
-    The other BF16 rows come out slow (+6.0% on average) and their FP8 twins fast (-3.2%)."""
+def test_the_dgx_cloud_rows():
+    """NVIDIA's DGX Cloud benchmarking tables (54 rows, 5 models in BF16 and FP8 on 8-2304 H100), among the rows the
+    H100's efficiencies are fitted on (``fit_hopper_efficiencies``; held out, ``leave_one_source_out``: 4.8%):
+    mean |error| 4.0%, max 14.6%, every one of their 10 weak-scaling series' trend signs right. The misses are the
+    Llama 3.1 8B rows (TP 1, CP 2): +9.9..+14.6%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
+    (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.75%. The other BF16 rows come out
+    +0.8% on average and their FP8 twins -1.2% (+6.0% and -3.2% with FP8 GEMMs at the BF16 share of their peak)."""
     from parbench.sim.published import trends
     from parbench.sim.published_memory import DGXC, NEMO, compare_runs, summarize_by_source
 
@@ -785,16 +819,16 @@ def test_the_dgx_cloud_rows_held_out():
     rows = [r for r in every if r["source"] == DGXC]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (54, 53)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(6.3, abs=0.05)
-    assert s["metric_max_abs_error_pct"] == pytest.approx(15.6, abs=0.05)
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(4.0, abs=0.05)
+    assert s["metric_max_abs_error_pct"] == pytest.approx(14.6, abs=0.05)
     series = trends(rows)
     assert len(series) == 10 and all(t["match"] and t["measured_sign"] == -1 for t in series.values())
     small = [r for r in rows if r["name"].startswith("Llama 3.1 8B")]
-    assert len(small) == 10 and min(r["metric_error_pct"] for r in small) > 11.5
+    assert len(small) == 10 and min(r["metric_error_pct"] for r in small) > 9.8
     nemo = next(r for r in every if r["source"] == NEMO and r["name"].startswith("llama3-8b 8 H100"))
     mine = next(r for r in small if r["name"].startswith("Llama 3.1 8B FP8 8 H100"))
     assert nemo["step_s_published"] / mine["published"] == pytest.approx(1.126, abs=0.001)
-    assert abs(nemo["metric_error_pct"]) < 0.7 and mine["step_s_predicted"] == pytest.approx(nemo["step_s_predicted"], rel=1e-9)
+    assert abs(nemo["metric_error_pct"]) < 0.75 and mine["step_s_predicted"] == pytest.approx(nemo["step_s_predicted"], rel=1e-9)
     rest = [r for r in rows if r not in small]
     bias = {p: [r["metric_error_pct"] for r in rest if f" {p} " in r["name"]] for p in ("BF16", "FP8")}
-    assert sum(bias["BF16"]) / 22 == pytest.approx(6.0, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-3.2, abs=0.05)
+    assert sum(bias["BF16"]) / 22 == pytest.approx(0.8, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-1.2, abs=0.05)
