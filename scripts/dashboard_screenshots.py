@@ -17,7 +17,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VIEWS = ("landing", "overview", "scaling", "memory", "communication", "step_time", "compare", "correctness",
-         "simulator")
+         "simulator", "simulator_published")
+SECTIONS = {"simulator_published": ("simulator", "Against published runs")}
+"""Shots of one part of a view: (view, the heading it starts at); the shot runs from there to the page's end."""
 
 
 def main() -> int:
@@ -46,7 +48,8 @@ def main() -> int:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
             page = browser.new_page(viewport={"width": 1400, "height": 1500})
-            for view in a.views.split(","):
+            for shot in a.views.split(","):
+                view, heading = SECTIONS.get(shot, (shot, ""))
                 page.goto(f"{url}/?view={view}")
                 drawn = "[data-testid=stDataFrame]" if view == "overview" else ".js-plotly-plot .main-svg"
                 page.wait_for_selector(drawn, timeout=120_000)
@@ -54,8 +57,17 @@ def main() -> int:
                 page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')",
                                        timeout=120_000)
                 page.wait_for_timeout(2000)  # plotly's transitions and the grid's first paint
-                path = Path(a.out) / f"{view}.png"
-                page.screenshot(path=str(path), full_page=True)
+                path = Path(a.out) / f"{shot}.png"
+                if heading:  # the app scrolls inside its own block: a viewport tall enough holds all of it
+                    block = page.locator("[data-testid=stMainBlockContainer]")
+                    page.set_viewport_size({"width": 1400, "height": int(block.bounding_box()["height"]) + 200})
+                    page.wait_for_timeout(2000)
+                    top, box = page.get_by_text(heading).first.bounding_box()["y"], block.bounding_box()
+                    page.screenshot(path=str(path), clip={"x": box["x"], "y": top - 10, "width": box["width"],
+                                                          "height": box["y"] + box["height"] - top + 10})
+                    page.set_viewport_size({"width": 1400, "height": 1500})
+                else:
+                    page.screenshot(path=str(path), full_page=True)
                 print(path)
             browser.close()
     finally:
