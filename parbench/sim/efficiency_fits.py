@@ -107,7 +107,9 @@ def leave_one_source_out(grid: list[dict], baseline: tuple[float, float, float] 
         n = {k: v for k, v in g["rows_by_source"].items() if k != held}
         return sum(g["by_source"][k][0] * v for k, v in n.items()) / sum(n.values())
 
-    fixed = next(g for g in grid if (g["gemm"], g["attention"], g["fp8_share"]) == baseline)
+    fixed = next((g for g in grid if (g["gemm"], g["attention"], g["fp8_share"]) == baseline), None)
+    if fixed is None:
+        raise ValueError(f"the baseline (GEMM, attention, FP8 share) = {baseline} is not a point of the grid")
     out = []
     for held in fixed["by_source"]:
         best = min(grid, key=lambda g: others_mean(g, held))

@@ -362,6 +362,8 @@ def test_leave_one_source_out_refits_without_the_held_out_source():
     assert folds["A"]["held_out_mean_max_pct"] == (4.0, 5.0) and folds["A"]["baseline_mean_max_pct"] == (2.0, 3.0)
     assert folds["B"]["fitted"] == (0.60, 0.19, 1.0) and folds["B"]["held_out_mean_max_pct"] == (9.0, 9.0)
     assert folds["A"]["rows"] == 3 and folds["B"]["rows"] == 1
+    with pytest.raises(ValueError, match=r"baseline .* \(0\.62, 0\.19, 1\.0\) is not a point of the grid"):
+        leave_one_source_out(grid, baseline=(0.62, 0.19, 1.0))
 
 
 def test_a_fit_to_the_other_sources_predicts_dgx_cloud_better_than_llm_foundrys_pair():
