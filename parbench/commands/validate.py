@@ -39,12 +39,14 @@ def handle(a: argparse.Namespace) -> int:
     runs, run_sources = _published_runs() if a.published else ([], [])
     series = _trends(runs)
     splits = _splits(runs)
+    indistinct = _indistinct() if a.published else []
     ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
         print(json.dumps({"summary": summary, "noise_floor": noise, "terms": terms, "runs": rows, "skipped": skipped,
                           "published": published, "published_by_source": sources,
                           "published_memory_runs": runs, "published_memory_by_source": run_sources,
-                          "published_trends": series, "published_splits": splits}, default=str))
+                          "published_trends": series, "published_splits": splits,
+                          "published_indistinct": indistinct}, default=str))
         return 0 if ok else 1
     if cluster:
         _print_local(rows, skipped, summary, terms, noise)
@@ -61,7 +63,29 @@ def handle(a: argparse.Namespace) -> int:
     _print_runs_by_source(run_sources)
     _print_trends(series)
     _print_splits(splits)
+    _print_indistinct(indistinct)
     return 0 if ok else 1
+
+
+def _indistinct() -> list[dict]:
+    from dataclasses import asdict
+
+    from parbench.sim.accuracy import indistinct_runs
+
+    return [{**asdict(g), "spread_pct": g.spread_pct, "floor_pct": g.floor_pct} for g in indistinct_runs()]
+
+
+def _print_indistinct(groups: list[dict]) -> None:
+    if not groups:
+        return
+    print("\npublished runs the model cannot tell apart (one model, layout and device, so one prediction): "
+          "their published steps differ by the spread,\nand no prediction of these inputs is within the floor "
+          "of all of them")
+    print(f"  {'spread':>7}{'floor':>7}{'predicted s':>13}  published s: run (source, table)")
+    for g in groups:
+        runs = "; ".join(f"{s:.3f}: {n} ({src.split(' (')[0][:40]}, {t})"
+                         for n, src, t, s in zip(g["names"], g["sources"], g["tables"], g["published_step_s"]))
+        print(f"  {g['spread_pct']:>6.1f}%{g['floor_pct']:>6.1f}%{g['predicted_step_s']:>13.3f}  {runs}")
 
 
 def _trends(runs: list[dict]) -> dict:

@@ -8,6 +8,9 @@ the traits that move the model's error most (the GEMM precision, the tensor-, pi
 expert-parallel degrees, interleaving, the model's scale, the sequence and the GPU count), are predicted on
 their own presets and shown with their step-time error. Nothing is
 fitted or corrected here: the errors are the ones ``validate --published`` reports for those rows.
+
+Published rows the model cannot tell apart (one architecture, layout and device, so one prediction) are
+listed with the least error any model of those inputs must make on one of them (``indistinct_runs``).
 """
 
 from __future__ import annotations
@@ -91,3 +94,48 @@ def nearest_lines(rows: list[Nearby], cluster: Cluster) -> list[str]:
              "parbench validate --published")]
     lines += [f"    {r.error_pct:+6.1f}%  {r.name}  ({r.source}, {r.table})" for r in rows]
     return lines
+
+
+@dataclass(frozen=True)
+class Indistinct:
+    """Published runs the model cannot tell apart: one architecture, layout and device, so one prediction."""
+
+    names: tuple[str, ...]
+    sources: tuple[str, ...]
+    tables: tuple[str, ...]
+    published_step_s: tuple[float, ...]
+    predicted_step_s: float
+
+    @property
+    def spread_pct(self) -> float:
+        """How much longer the slowest published step is than the fastest, in %."""
+        return (max(self.published_step_s) / min(self.published_step_s) - 1) * 100
+
+    @property
+    def floor_pct(self) -> float:
+        """The least worst |error| any single prediction can have over these runs: for steps a < b no prediction
+        is within (b - a) / (a + b) of both (the step's harmonic-mean point balances the two errors)."""
+        lo, hi = min(self.published_step_s), max(self.published_step_s)
+        return (hi - lo) / (hi + lo) * 100
+
+
+def indistinct_runs() -> list[Indistinct]:
+    """Groups of published rows with a metric whose inputs to the model are the same (the architecture but for its
+    name, the layout, the device preset), largest spread first. Each group is either two sources disagreeing on
+    one run, which bounds what any model of these inputs can reach on them (``Indistinct.floor_pct``), or a
+    difference the published rows make and the layout does not describe."""
+    from dataclasses import replace
+
+    from parbench.sim.published_memory import step_times_s, timed_runs
+
+    groups: dict[str, list] = {}
+    for r in timed_runs():
+        groups.setdefault(repr((replace(r.arch, name=""), r.layout, r.cluster)), []).append(r)
+    out = []
+    for rows in groups.values():
+        if len(rows) < 2:
+            continue
+        steps = [step_times_s(r) for r in rows]
+        out.append(Indistinct(names=tuple(r.name for r in rows), sources=tuple(r.source for r in rows),
+                              tables=tuple(r.table for r in rows), published_step_s=tuple(p for p, _ in steps), predicted_step_s=steps[0][1]))
+    return sorted(out, key=lambda g: -g.spread_pct)

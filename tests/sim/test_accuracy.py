@@ -8,6 +8,8 @@ import json
 import math
 from dataclasses import replace
 
+import pytest
+
 from parbench.cli import main
 from parbench.sim.accuracy import distance, nearest_lines, nearest_published, traits
 from parbench.sim.hardware import PRESETS
@@ -111,3 +113,33 @@ def test_search_shows_the_nearest_published_runs_of_its_best_layout(capsys):
     assert main([*args, "--format", "json"]) == 0
     nearby = json.loads(capsys.readouterr().out)["published_nearest_to_best"]
     assert len(nearby) == 3 and all(r["cluster"] in ("h100-sxm", "h100-96gb", "h200-sxm") for r in nearby)
+
+
+def test_published_runs_the_model_cannot_tell_apart_and_the_floor_they_set(capsys):
+    """NeMo 24.07's table (12,036 tokens/s per GPU) and DGX Cloud's 24.09 README (9.67 s a step) ran Llama 3 8B in
+    FP8 on 8 H100 in one layout (TP 1, CP 2, micro-batch 1, global batch 128 of 8192 tokens): one prediction for
+    both, so no model of these inputs is within (b - a) / (a + b) of both. torchtitan's 70B 2D row and its
+    AsyncTP twin share a layout too: the layout does not describe async tensor parallelism."""
+    from parbench.sim.accuracy import indistinct_runs
+
+    groups = indistinct_runs()
+    nemo_step = 128 * 8192 / (12036 * 8)  # the NeMo table's tokens/s per GPU as a step time
+    [eight_b] = [g for g in groups if any(n.startswith("Llama 3.1 8B FP8 8 H100") for n in g.names)]
+    assert sorted(eight_b.published_step_s) == [9.67, nemo_step]
+    assert eight_b.spread_pct == pytest.approx((nemo_step / 9.67 - 1) * 100) == pytest.approx(12.62, abs=0.01)
+    assert eight_b.floor_pct == pytest.approx((nemo_step - 9.67) / (nemo_step + 9.67) * 100)
+    # the floor is a bound: the balanced prediction meets it, any other one (the model's own) does worse
+    balanced = 2 * 9.67 * nemo_step / (9.67 + nemo_step)
+    for p in (balanced, eight_b.predicted_step_s, 9.67, nemo_step):
+        worst = max(abs(p / s - 1) for s in eight_b.published_step_s) * 100
+        assert worst >= eight_b.floor_pct - 1e-9
+    assert max(abs(balanced / s - 1) for s in eight_b.published_step_s) * 100 == pytest.approx(eight_b.floor_pct)
+    assert groups[0] is eight_b  # the largest spread first
+    assert any(set(g.names) == {"Llama 3.1 70B FSDP 32 TP 8 2D", "Llama 3.1 70B FSDP 32 TP 8 2D + AsyncTP"} for g in groups)
+    assert all(len(g.names) >= 2 for g in groups)
+    assert main(["validate", "--published"]) == 0
+    out = capsys.readouterr().out
+    assert "published runs the model cannot tell apart" in out and "  12.6%   5.9%" in out
+    assert main(["validate", "--published", "--format", "json"]) == 0
+    emitted = json.loads(capsys.readouterr().out)["published_indistinct"]
+    assert emitted[0]["floor_pct"] == pytest.approx(eight_b.floor_pct) and len(emitted) == len(groups)
