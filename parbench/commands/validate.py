@@ -40,13 +40,14 @@ def handle(a: argparse.Namespace) -> int:
     series = _trends(runs)
     splits = _splits(runs)
     indistinct = _indistinct() if a.published else []
+    pairs = _pairs() if a.published else []
     ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
         print(json.dumps({"summary": summary, "noise_floor": noise, "terms": terms, "runs": rows, "skipped": skipped,
                           "published": published, "published_by_source": sources,
                           "published_memory_runs": runs, "published_memory_by_source": run_sources,
                           "published_trends": series, "published_splits": splits,
-                          "published_indistinct": indistinct}, default=str))
+                          "published_indistinct": indistinct, "published_pairs": pairs}, default=str))
         return 0 if ok else 1
     if cluster:
         _print_local(rows, skipped, summary, terms, noise)
@@ -64,6 +65,7 @@ def handle(a: argparse.Namespace) -> int:
     _print_trends(series)
     _print_splits(splits)
     _print_indistinct(indistinct)
+    _print_pairs(pairs)
     return 0 if ok else 1
 
 
@@ -86,6 +88,36 @@ def _print_indistinct(groups: list[dict]) -> None:
         runs = "; ".join(f"{s:.3f}: {n} ({src.split(' (')[0][:40]}, {t})"
                          for n, src, t, s in zip(g["names"], g["sources"], g["tables"], g["published_step_s"]))
         print(f"  {g['spread_pct']:>6.1f}%{g['floor_pct']:>6.1f}%{g['predicted_step_s']:>13.3f}  {runs}")
+
+
+def _pairs() -> list[dict]:
+    from dataclasses import asdict
+
+    from parbench.sim.accuracy import layout_pairs
+
+    return [{**asdict(p), "decided": p.decided, "ordered": p.ordered, "precision_only": p.precision_only}
+            for p in layout_pairs()]
+
+
+def _print_pairs(pairs: list[dict]) -> None:
+    """The summary over every pair, then each pair that differs in more than precision or that the model
+    misorders."""
+    if not pairs:
+        return
+    from parbench.sim.accuracy import PAIR_MARGIN_PCT, LayoutPair, pair_summary
+
+    s = pair_summary([LayoutPair(**{k: p[k] for k in LayoutPair.__dataclass_fields__}) for p in pairs])
+    print(f"\npublished layout pairs (one model, device and GPU count, two layouts): the run published faster is "
+          f"predicted faster in {s['decided_ordered']} of {s['decided']} pairs\npublished more than "
+          f"{PAIR_MARGIN_PCT:.0f}% apart ({s['precision_ordered']} of {s['precision']} that differ in precision alone, "
+          f"{s['layout_ordered']} of {s['layout']} in the layout) and in {s['close_ordered']} of {s['close']} closer ones")
+    print(f"  {'published':>9} {'predicted':>9}  {'':6}differs in: faster run | slower run")
+    for p in pairs:
+        if p["precision_only"] and p["ordered"]:
+            continue
+        mark = "" if p["ordered"] else "WRONG" if p["decided"] else "close"
+        print(f"  {p['published_ratio']:>8.3f}x {p['predicted_ratio']:>8.3f}x  {mark:6}{', '.join(p['differs'])}: "
+              f"{p['faster']} | {p['slower']}")
 
 
 def _trends(runs: list[dict]) -> dict:

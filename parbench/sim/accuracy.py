@@ -11,6 +11,10 @@ fitted or corrected here: the errors are the ones ``validate --published`` repor
 
 Published rows the model cannot tell apart (one architecture, layout and device, so one prediction) are
 listed with the least error any model of those inputs must make on one of them (``indistinct_runs``).
+
+What a layout search needs most is the order of two layouts of one job, not either's absolute time. Published
+rows of one model on one device and GPU count in two layouts (or precisions) are such pairs: ``layout_pairs``
+says for each which one trained faster and whether the model predicts the same one faster.
 """
 
 from __future__ import annotations
@@ -139,3 +143,85 @@ def indistinct_runs() -> list[Indistinct]:
         out.append(Indistinct(names=tuple(r.name for r in rows), sources=tuple(r.source for r in rows),
                               tables=tuple(r.table for r in rows), published_step_s=tuple(p for p, _ in steps), predicted_step_s=steps[0][1]))
     return sorted(out, key=lambda g: -g.spread_pct)
+
+
+PRECISION_FIELDS = {"precision", "te_fp8"}
+PAIR_MARGIN_PCT = 5.0
+"""Published pairs closer than this are not counted as ordered or misordered: 5% is the mean |error| per source
+the model is held to, and a model within it may put such a pair either way round."""
+
+
+@dataclass(frozen=True)
+class LayoutPair:
+    """Two published runs of one model (its architecture but for its name) on one device preset and GPU count in
+    two layouts: which one trained faster, as published and as predicted. Rate: tokens per second (global batch
+    x sequence over the step), so runs of two global batches compare too."""
+
+    faster: str
+    """The run published faster."""
+    slower: str
+    sources: tuple[str, str]
+    """The faster run's source, the slower one's."""
+    published_ratio: float
+    """The faster run's rate over the slower one's, as published (>= 1)."""
+    predicted_ratio: float
+    """The same two runs' rates, predicted, in the same order: above 1 where the model orders them as published."""
+    differs: tuple[str, ...]
+    """The ``Layout`` fields the two runs differ in."""
+
+    @property
+    def precision_only(self) -> bool:
+        """The runs differ in their GEMMs' precision alone (and Transformer Engine's FP8 flag, which goes with it)."""
+        return set(self.differs) <= PRECISION_FIELDS
+
+    @property
+    def ordered(self) -> bool:
+        return self.predicted_ratio > 1
+
+    @property
+    def decided(self) -> bool:
+        """Published more than ``PAIR_MARGIN_PCT`` apart."""
+        return (self.published_ratio - 1) * 100 > PAIR_MARGIN_PCT
+
+
+def layout_pairs() -> list[LayoutPair]:
+    """Every pair of published runs with a metric that share a model, device preset and GPU count and differ in
+    layout (runs with one layout as well are ``indistinct_runs``); misordered pairs first, then the widest apart."""
+    from dataclasses import fields, replace
+
+    from parbench.sim.published_memory import step_times_s, timed_runs
+
+    groups: dict[str, list] = {}
+    for r in timed_runs():
+        groups.setdefault(repr((replace(r.arch, name=""), r.cluster, r.layout.world_size)), []).append(r)
+    names = [f.name for f in fields(Layout)]
+    out = []
+    for rows in groups.values():
+        rates = []
+        for r in rows:
+            tokens = r.layout.global_batch_size * r.arch.seq_len
+            published, predicted = step_times_s(r)
+            rates.append((r, tokens / published, tokens / predicted))
+        for i, (a, pub_a, pred_a) in enumerate(rates):
+            for b, pub_b, pred_b in rates[i + 1:]:
+                if a.layout == b.layout:
+                    continue
+                (fast, pub_f, pred_f), (slow, pub_s, pred_s) = sorted(
+                    ((a, pub_a, pred_a), (b, pub_b, pred_b)), key=lambda t: -t[1])
+                differs = tuple(n for n in names if getattr(a.layout, n) != getattr(b.layout, n))
+                out.append(LayoutPair(faster=fast.name, slower=slow.name, sources=(fast.source, slow.source),
+                                      published_ratio=pub_f / pub_s, predicted_ratio=pred_f / pred_s,
+                                      differs=differs))
+    return sorted(out, key=lambda p: (p.ordered or not p.decided, p.ordered, -p.published_ratio))
+
+
+def pair_summary(pairs: list[LayoutPair]) -> dict[str, int]:
+    """How many pairs are published more than ``PAIR_MARGIN_PCT`` apart (``decided``: those differing in precision
+    alone, ``precision``, and the others, ``layout``) and closer (``close``), and how many of each the model
+    orders as published (``*_ordered``)."""
+    kinds = {"decided": [p for p in pairs if p.decided],
+             "precision": [p for p in pairs if p.decided and p.precision_only],
+             "layout": [p for p in pairs if p.decided and not p.precision_only],
+             "close": [p for p in pairs if not p.decided]}
+    return {key: n for kind, rows in kinds.items()
+            for key, n in ((kind, len(rows)), (f"{kind}_ordered", sum(p.ordered for p in rows)))}

@@ -143,3 +143,53 @@ def test_published_runs_the_model_cannot_tell_apart_and_the_floor_they_set(capsy
     assert main(["validate", "--published", "--format", "json"]) == 0
     emitted = json.loads(capsys.readouterr().out)["published_indistinct"]
     assert emitted[0]["floor_pct"] == pytest.approx(eight_b.floor_pct) and len(emitted) == len(groups)
+
+
+def test_published_layout_pairs_and_whether_the_model_orders_them(capsys):
+    """Two published runs of one model on one device and GPU count in two layouts, their rates (tokens per second)
+    in a ratio, published and predicted. The published ratios from the tables' own figures: torchtitan's 405B on
+    512 H100 at 100 tokens/s per GPU (1F1B) and 128 (interleaved 1F1B); Megatron-Bridge's 405B on 1024 H100 at 292
+    (global batch 512) and 311 (1536); DGX Cloud's Llama 3.1 70B on 64 H100, one global batch, 14.72 s a step in
+    BF16 and 11.01 s in FP8. Every pair is found, by a brute-force pass over all pairs of runs."""
+    from parbench.sim.accuracy import PAIR_MARGIN_PCT, layout_pairs, pair_summary
+    from parbench.sim.published_memory import timed_runs
+
+    pairs = layout_pairs()
+    timed = timed_runs()
+    by_name = {r.name: r for r in timed}
+
+    def ratio(faster: str, slower: str):
+        [p] = [p for p in pairs if (p.faster, p.slower) == (faster, slower)]
+        return p
+
+    tt = ratio("Llama 3.1 405B FSDP 8 TP 8 PP 8 interleaved1f1b", "Llama 3.1 405B FSDP 8 TP 8 PP 8 1f1b")
+    assert tt.published_ratio == pytest.approx(128 / 100) and tt.decided and tt.ordered
+    assert set(tt.differs) == {"micro_batches", "schedule", "virtual_stages"} and not tt.precision_only
+    mb = ratio("llama3-405b 1024 H100 MBS 1 TP 8 PP 8 CP 2 VP 8 GBS 1536", "llama3-405b 1024 H100 MBS 1 TP 8 PP 8 CP 2 VP 8 GBS 512")
+    assert mb.published_ratio == pytest.approx(311 / 292)
+    dgxc = ratio(DGXC_70B_FP8, "Llama 3.1 70B BF16 64 H100 TP 4 PP 4 CP 2 VP 5 GBS 128")
+    assert dgxc.published_ratio == pytest.approx(14.72 / 11.01) and dgxc.precision_only
+    expected = sum(1 for i, a in enumerate(timed) for b in timed[i + 1:]
+                   if a.layout != b.layout and a.cluster == b.cluster and a.layout.world_size == b.layout.world_size
+                   and replace(a.arch, name="") == replace(b.arch, name=""))
+    assert len(pairs) == expected == 50
+    for p in pairs:
+        a, b = by_name[p.faster], by_name[p.slower]
+        assert a.cluster == b.cluster and a.layout.world_size == b.layout.world_size and a.layout != b.layout
+        assert p.published_ratio >= 1 and p.differs
+        assert all(getattr(a.layout, f) != getattr(b.layout, f) for f in p.differs)
+    s = pair_summary(pairs)
+    assert s["decided"] == sum((p.published_ratio - 1) * 100 > PAIR_MARGIN_PCT for p in pairs) == 45
+    assert s["decided"] + s["close"] == len(pairs) and s["precision"] + s["layout"] == s["decided"]
+    # one pair apart by more than 5% is misordered, and listed first: DeepSeek-V3 on 256 GB200, FP8 on PP 8 and EP 32
+    # trained 28% faster than BF16 on PP 4 and EP 64; the model has them level
+    wrong = [p for p in pairs if p.decided and not p.ordered]
+    assert [p.faster for p in wrong] == ["deepseek-v3 256 GB200 MBS 1 seq 4096 TP 1 PP 8 VP 4 EP 32 GBS 4096"]
+    assert pairs[0] is wrong[0] and s["decided_ordered"] == 44
+    assert main(["validate", "--published"]) == 0
+    out = capsys.readouterr().out
+    assert f"predicted faster in 44 of 45 pairs\npublished more than 5% apart ({s['precision_ordered']} of" in out
+    assert "   1.280x    0.993x  WRONG dp, pp, micro_batches, ep, te_fp8, precision, chunk_layers: deepseek-v3" in out
+    assert main(["validate", "--published", "--format", "json"]) == 0
+    emitted = json.loads(capsys.readouterr().out)["published_pairs"]
+    assert len(emitted) == 50 and emitted[0]["faster"] == wrong[0].faster and not emitted[0]["ordered"]
