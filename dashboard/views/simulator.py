@@ -105,13 +105,21 @@ def _published() -> tuple[list[dict], list[dict], dict]:
     return rows, summarize_by_source(rows), fixed_and_per_micro_batch(rows)
 
 
+@st.cache_data(show_spinner="predicting the published layout pairs")
+def _pairs() -> list:
+    from parbench.sim.accuracy import layout_pairs
+
+    return layout_pairs()
+
+
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
 def published_section() -> None:
     """Every published run the simulator is checked on (``parbench validate --published``): each row's error
-    by source, the per-source summary, and the layouts split into fixed and per-micro-batch parts."""
+    by source, the per-source summary, the layouts split into fixed and per-micro-batch parts, and the
+    published layout pairs the model orders, or not, as they were published (``accuracy.layout_pairs``)."""
     rows, sources, splits = _published()
     st.plotly_chart(sim_charts.published_errors_figure(rows), key="sim-published")
     table = pd.DataFrame([{"source": s["source"], "rows": s["rows"], "metric": s["metric"],
@@ -126,6 +134,15 @@ def published_section() -> None:
     st.caption("One layout at several micro-batch counts per step: the step split into a fixed part (pipeline fill "
                "and drain, gradient reduction, optimizer) and a per-micro-batch part, published beside predicted.")
     st.dataframe(sim_charts.published_split_frame(splits), key="sim-published-splits", hide_index=True)
+    from parbench.sim.accuracy import PAIR_MARGIN_PCT, pair_summary
+
+    pairs = _pairs()
+    summary = pair_summary(pairs)
+    st.plotly_chart(sim_charts.layout_pairs_figure(pairs), key="sim-published-pairs")
+    st.caption(f"The run published faster is predicted faster in {summary['decided_ordered']} of {summary['decided']} "
+               f"pairs published more than {PAIR_MARGIN_PCT:.0f}% apart ({summary['precision_ordered']} of "
+               f"{summary['precision']} that differ in precision alone, {summary['layout_ordered']} of "
+               f"{summary['layout']} in the layout) and in {summary['close_ordered']} of {summary['close']} closer ones.")
 
 
 def measured_section(ctx: "ViewContext") -> None:

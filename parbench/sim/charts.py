@@ -114,6 +114,35 @@ def published_errors_figure(rows: list[dict]) -> go.Figure:
                              height=160 + 40 * len({r["source"] for r in have}))
 
 
+def layout_pairs_figure(pairs: list) -> go.Figure:
+    """``accuracy.layout_pairs``: each pair's published rate ratio (faster over slower, >= 1) against the ratio
+    predicted for the same two runs, pairs that differ in precision alone apart from the others. Above the dashed
+    line at 1 the model orders the pair as published; on the diagonal it has the ratio too. Left of the dotted
+    line the two were published closer than the margin (ties)."""
+    from parbench.sim.accuracy import PAIR_MARGIN_PCT
+
+    fig = go.Figure()
+    if not pairs:
+        return fig.update_layout(title="no published layout pairs")
+    top = max(max(p.published_ratio, p.predicted_ratio) for p in pairs) * 1.03
+    low = min(min(p.predicted_ratio for p in pairs), 1.0) * 0.97
+    fig.add_hrect(y0=low, y1=1.0, fillcolor="red", opacity=0.07, line_width=0)
+    fig.add_hline(y=1.0, line={"dash": "dash", "color": "gray"})
+    fig.add_vline(x=1 + PAIR_MARGIN_PCT / 100, line={"dash": "dot", "color": "gray"})
+    fig.add_trace(go.Scatter(x=[1.0, top], y=[1.0, top], mode="lines", line={"color": "lightgray"},
+                             name="predicted = published", hoverinfo="skip"))
+    for label, mine in (("differ in precision alone", [p for p in pairs if p.precision_only]),
+                        ("differ in the layout", [p for p in pairs if not p.precision_only])):
+        if mine:
+            fig.add_trace(go.Scatter(
+                x=[p.published_ratio for p in mine], y=[p.predicted_ratio for p in mine], mode="markers", name=label,
+                text=[f"{p.faster} | {p.slower} (differ in {', '.join(p.differs)})" for p in mine],
+                hovertemplate="%{text}: published %{x:.3f}x, predicted %{y:.3f}x<extra></extra>", marker={"size": 9}))
+    return fig.update_layout(title="Published layout pairs (one model, device and GPU count): the faster run's rate "
+                                   "over the slower's", xaxis_title="published ratio",
+                             yaxis_title="predicted ratio (below 1: misordered)", yaxis_range=[low, top])
+
+
 def _rate_error_pct(row: dict) -> float:
     """A row's error as a rate: tokens/s and MFU as they are, an iteration time's (published / predicted - 1)."""
     if row["metric"] == "s_per_iteration":

@@ -232,6 +232,27 @@ def test_simulator_shows_the_published_runs_without_calibration(monkeypatch):
     assert "MT-NLG 530B" in set(splits["layout"])
 
 
+def test_simulator_shows_the_published_layout_pairs(monkeypatch):
+    """``validate --published``'s layout pairs in the view: every pair a point, published ratio against predicted,
+    the pairs that differ in precision alone as their own series; the one misordered pair below 1; the caption
+    counts them as ``pair_summary`` does."""
+    from parbench.sim.accuracy import layout_pairs, pair_summary
+
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    assert not at.exception
+    pairs = layout_pairs()
+    traces = [t for t in figure(at, "sim-published-pairs")["data"] if t["mode"] == "markers"]
+    assert sorted(t["name"] for t in traces) == ["differ in precision alone", "differ in the layout"]
+    points = sorted((round(x, 9), round(y, 9)) for t in traces for x, y in zip(t["x"], t["y"]))
+    assert points == sorted((round(p.published_ratio, 9), round(p.predicted_ratio, 9)) for p in pairs)
+    precision = next(t for t in traces if t["name"] == "differ in precision alone")
+    assert len(precision["x"]) == sum(p.precision_only for p in pairs)
+    below = [y for _, y in points if y < 1]
+    assert len(below) == sum(not p.ordered for p in pairs) == 2
+    s = pair_summary(pairs)
+    assert any(f"predicted faster in {s['decided_ordered']} of {s['decided']} pairs" in c.value for c in at.caption)
+
+
 def test_corrupt_record_is_a_visible_warning_and_skipped(monkeypatch, results_copy):
     (results_copy / "runs" / "broken.json").write_text('{"run_id": "x", "status": "ok", ')  # half-written
     at = run_app(monkeypatch, results_copy, view="overview")
