@@ -404,16 +404,17 @@ B200 configs (``scripts/performance/configs/deepseek/workload_base_configs.py`` 
 
 
 RECIPE_LAYOUT = {("deepseek-v3", 16, 1): "Et*4|(t*4|)*14,tmL", ("deepseek-v3", 4, 4): "Et*4|(t*4|)*14,tmL",
-                 ("deepseek-v3", 8, 4): "Et*2|(t*2|)*29,t|mL"}
+                 ("deepseek-v3", 8, 4): "Et|(tt|)*30mL"}
 """Pipeline layouts per (model, PP, VP). DeepSeek-V3: Megatron-Bridge's ``deepseek_v3.py`` (at 05d003f) maps (16, 1),
 (8, 2) and (4, 4) to the embedding and 4 blocks, 14 chunks of 4, and a last chunk of one block, the
-multi-token-prediction layer and the loss, and every ``pp_layout`` of its ``deepseek_workload_base_configs.py``
-is that one. Neither has a (8, 4) entry, and Megatron-LM splits 61 blocks over 32 chunks only by a layout: assumed
-the same pattern at 32 chunks, the embedding and 2 blocks, 29 chunks of 2, one block, then the MTP layer and the
-loss alone (an even split with the MTP layer and both heads on the last chunk makes that pipeline rank a third
-slower than the others)."""
+multi-token-prediction layer and the loss. At (8, 4) (Megatron-LM splits 61 blocks over 32 chunks only by a
+layout) the GB200 recipe the table ran names none; the same file's H100 recipe at (8, 4),
+``DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1`` in ``scripts/performance/configs/deepseek/deepseek_workload_base_configs.py``
+(at 0426418), sets ``Et|(tt|)*30mL``: the embedding and one block, 30 chunks of 2, then the MTP layer and the loss
+alone. Either way the pipeline rank holding the MTP layer and both heads is the slowest (its three chunks of 2
+blocks and that one outweigh 8 blocks)."""
 LAYOUT_ASSUMED = {("deepseek-v3", 8, 4)}
-"""The (model, PP, VP) of ``RECIPE_LAYOUT`` no recipe file gives."""
+"""The (model, PP, VP) of ``RECIPE_LAYOUT`` whose layout comes from another system's recipe at that (PP, VP)."""
 
 
 def _megatron_bridge_moe() -> list[Run]:
@@ -451,7 +452,7 @@ def _megatron_bridge_moe() -> list[Run]:
                         notes=("BF16" if precision == "bf16" else "FP8-CS" if system == "DGX-H100" else "FP8-MX",
                                "Transformer Engine", "attention kernel assumed flash3", "balanced dropless routing",
                                *((f"pipeline layout {RECIPE_LAYOUT[model, pp, vp]}"
-                                  + (" (assumed: no recipe gives one)" if (model, pp, vp) in LAYOUT_ASSUMED else ""),)
+                                  + (" (assumed: the H100 recipe's at this PP and VP)" if (model, pp, vp) in LAYOUT_ASSUMED else ""),)
                                  if (model, pp, vp) in RECIPE_LAYOUT else ()))))
     return rows
 
