@@ -35,6 +35,7 @@ def handle(a: argparse.Namespace) -> int:
     summary = {name: summarize(g) for name, g in groups.items()}
     terms = term_errors(rows)
     noise = noise_floor(rows)
+    local_pairs = _local_pairs(groups, noise, summary)
     published, sources = _published() if a.published else ([], [])
     runs, run_sources = _published_runs() if a.published else ([], [])
     series = _trends(runs)
@@ -44,13 +45,14 @@ def handle(a: argparse.Namespace) -> int:
     ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
         print(json.dumps({"summary": summary, "noise_floor": noise, "terms": terms, "runs": rows, "skipped": skipped,
+                          "layout_pairs": local_pairs,
                           "published": published, "published_by_source": sources,
                           "published_memory_runs": runs, "published_memory_by_source": run_sources,
                           "published_trends": series, "published_splits": splits,
                           "published_indistinct": indistinct, "published_pairs": pairs}, default=str))
         return 0 if ok else 1
     if cluster:
-        _print_local(rows, skipped, summary, terms, noise)
+        _print_local(rows, skipped, summary, terms, noise, local_pairs)
         traced = tracing_cost_pct(rows)
         if terms and not math.isnan(traced):
             print(f"the measured terms are the traced steps' (torch.profiler recording every operator), a median "
@@ -182,6 +184,17 @@ def _print_runs_by_source(by_source: list[dict]) -> None:
               f"{s['infeasible_predicted_not_to_fit']:>7}/{s['infeasible']:<4}")
 
 
+def _local_pairs(groups: dict[str, list[dict]], noise: dict, summary: dict) -> dict[str, list[dict]]:
+    """Per group, the pairs of layouts of one job (``measured_pairs``, the noise floor as the margin); their
+    counts go into the group's summary."""
+    from parbench.sim.validate import measured_pairs, pair_counts
+
+    pairs = {name: measured_pairs(g, noise["repeat_spread_median_pct"]) for name, g in groups.items()}
+    for name, g in pairs.items():
+        summary[name].update(pair_counts(g))
+    return pairs
+
+
 def _by_subscription(rows: list[dict], cores: int) -> dict[str, list[dict]]:
     """Runs with at most one rank per core, and oversubscribed ones (ranks share cores: the profile's
     measured compute slowdown per rank count stands in for the scheduler), summarised apart."""
@@ -201,7 +214,8 @@ def _print_calibration_drift(results_dir: str) -> None:
         print("calibration " + drift_line(meta))
 
 
-def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dict, noise: dict) -> None:
+def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dict, noise: dict,
+                 pairs: dict[str, list[dict]]) -> None:
     head = f"{'strategy':<9}{'W':>3} {'workload':<12}{'bytes':>7}{'mem err%':>9}{'t meas ms':>11}{'t pred ms':>11}{'err%':>7}"
     print(head)
     for r in rows:
@@ -218,6 +232,16 @@ def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dic
               f"{s['memory_max_error_pct']:.2f}%; step time |error| median {s['step_time_median_error_pct']:.1f}%, "
               f"mean {s['step_time_mean_error_pct']:.1f}%, max {s['step_time_max_error_pct']:.1f}%; "
               f"throughput Spearman {s['throughput_spearman']:.3f}")
+        if s["pairs_decided"] + s["pairs_close"]:
+            print(f"  layout order (two layouts of one workload, batch and world size): the one measured faster is "
+                  f"predicted faster in {s['pairs_decided_ordered']} of {s['pairs_decided']} pairs measured apart "
+                  f"(further than the noise floor, no repeats overlapping), {s['pairs_close_ordered']} of "
+                  f"{s['pairs_close']} closer ones")
+        for p in pairs[name]:
+            if p["decided"] and not p["ordered"]:
+                job = p["job"]
+                print(f"    misordered: {job['workload']} on {job['world_size']}: {p['faster']} ran "
+                      f"{p['measured_ratio']:.2f}x as fast as {p['slower']}, predicted {p['predicted_ratio']:.2f}x")
     if noise["configs_repeated"]:
         print(f"noise floor: repeats of the same run differ by {noise['repeat_spread_median_pct']:.1f}% (median over "
               f"{noise['configs_repeated']} repeated configurations; max {noise['repeat_spread_max_pct']:.1f}%): "

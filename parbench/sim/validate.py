@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from parbench.config import ConfigError, RunConfig
-from parbench.metrics.categories import CATEGORIES
 from parbench.metrics import stats
+from parbench.metrics.categories import CATEGORIES
 from parbench.results import read_records
 from parbench.sim.hardware import Cluster, load_cluster
 from parbench.sim.layout import layout_from_run
@@ -80,6 +80,58 @@ def noise_floor(rows: list[dict]) -> dict[str, Any]:
     spreads = [(max(t) - min(t)) / stats.median(t) * 100 for t in groups.values() if len(t) > 1]
     return {"configs_repeated": len(spreads), "repeat_spread_median_pct": stats.median(spreads) if spreads else math.nan,
             "repeat_spread_max_pct": max(spreads) if spreads else math.nan}
+
+
+JOB = ("workload", "layers", "hidden", "global_batch_size", "world_size", "device")
+"""What two configurations share to be two layouts of one job: the model, the batch and the ranks."""
+
+
+def _config_key(row: dict) -> tuple:
+    return (row["point_key"],) if row.get("point_key") else tuple(row.get(k) for k in IDENTITY)
+
+
+def layout_label(row: dict) -> str:
+    """A configuration's layout in a few words: strategy, degrees, and what else differs between layouts."""
+    parts = [row["strategy"], f"dp{row.get('dp')} tp{row.get('tp')} pp{row.get('pp')}"]
+    if (row.get("pp") or 1) > 1:
+        parts.append(f"{row.get('schedule')} m{row.get('micro_batches')}")
+    return " ".join(parts + [str(row[k]) for k in ("precision", "data_mode") if row.get(k)])
+
+
+def measured_pairs(rows: list[dict], margin_pct: float) -> list[dict]:
+    """Every pair of configurations of one job (``JOB``) in two layouts, repeats merged (the median measured
+    step): which one ran faster, the measured and the predicted rate ratio of the two (the slower one's step over
+    the faster one's: one global batch), ``decided`` where they were measured more than ``margin_pct`` apart
+    (pass the noise floor) and every repeat of the faster one beat every repeat of the other (closer pairs are
+    ties the repeats cannot order), and ``ordered`` where the model predicts the same one faster."""
+    configs: dict[tuple, dict] = {}
+    for r in rows:
+        if r.get("step_time_measured_s"):
+            configs.setdefault(_config_key(r), {"row": r, "measured": []})["measured"].append(r["step_time_measured_s"])
+    jobs: dict[tuple, list[tuple[dict, list[float]]]] = {}
+    for c in configs.values():
+        jobs.setdefault(tuple(c["row"].get(k) for k in JOB), []).append((c["row"], c["measured"]))
+    out = []
+    for job, members in jobs.items():
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                (fast, t_fast), (slow, t_slow) = sorted((a, b), key=lambda m: stats.median(m[1]))
+                ratio = stats.median(t_slow) / stats.median(t_fast)
+                predicted = slow["step_time_predicted_s"] / fast["step_time_predicted_s"]
+                apart = (ratio - 1) * 100 > margin_pct and max(t_fast) < min(t_slow)
+                out.append({"job": dict(zip(JOB, job)), "faster": layout_label(fast), "slower": layout_label(slow),
+                            "measured_ratio": ratio, "predicted_ratio": predicted, "decided": apart,
+                            "ordered": predicted > 1})
+    return sorted(out, key=lambda p: (p["ordered"] or not p["decided"], p["ordered"], -p["measured_ratio"]))
+
+
+def pair_counts(pairs: list[dict]) -> dict[str, int]:
+    """How many pairs were measured apart (``decided``) and how many closer (``close``), and of each how many
+    the model orders as measured."""
+    decided = [p for p in pairs if p["decided"]]
+    close = [p for p in pairs if not p["decided"]]
+    return {"pairs_decided": len(decided), "pairs_decided_ordered": sum(p["ordered"] for p in decided),
+            "pairs_close": len(close), "pairs_close_ordered": sum(p["ordered"] for p in close)}
 
 
 def term_errors(rows: list[dict]) -> dict[str, dict[str, float]]:

@@ -4,6 +4,7 @@ strategy the runner has (iterates parbench.strategies.BUILDERS, so new strategie
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,16 @@ def test_validate_command_summarises_every_run(results, capsys):
     expected = (sorted(traced)[len(traced) // 2] + sorted(traced)[(len(traced) - 1) // 2]) / 2 - 1
     assert f"the measured terms are the traced steps' (torch.profiler recording every operator), a median " \
            f"{expected * 100:+.1f}% against the untraced steps" in printed
+    # two layouts of one job (workload, batch, world size): every such pair of configurations, counted apart
+    configs = {r.get("point_key") or r["run_id"]: r for r in records.values()}
+    jobs = Counter((r["workload"], r["layers"], r["hidden"], r["global_batch_size"], r["world_size"], r["device"])
+                   for r in configs.values())
+    assert main(["validate", "--results-dir", str(out), "--cluster", "a100-80gb", "--format", "json"]) == 0
+    emitted = json.loads(capsys.readouterr().out)
+    counts = emitted["summary"]["all"]
+    assert len(emitted["layout_pairs"]["all"]) == counts["pairs_decided"] + counts["pairs_close"] \
+        == sum(n * (n - 1) // 2 for n in jobs.values()) > 0
+    assert "layout order (two layouts of one workload, batch and world size)" in printed
     # on the local profile, validate also says how steady the machine was while that profile was measured
     path = profile_path(out)
     path.parent.mkdir(parents=True, exist_ok=True)

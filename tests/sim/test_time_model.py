@@ -451,6 +451,37 @@ def test_noise_floor_is_the_spread_between_repeats():
     assert floor["repeat_spread_max_pct"] == pytest.approx(40.0)
 
 
+def test_measured_pairs_order_two_layouts_of_one_job_by_their_repeats():
+    """Three layouts of one job (mlp, 2 ranks) measured three times each, and one of another world size:
+    ddp (10-12 ms) against fsdp (20-22 ms) is 21/11 apart and predicted so (25 against 9 ms); ddp against tp
+    (11.5-13 ms) is 12.5/11 apart, past a 5% margin, but their repeats overlap (12 > 11.5): a tie, which the
+    model (tp at 8 ms) puts the other way; tp against fsdp is 21/12.5 apart and predicted so."""
+    from parbench.sim.validate import measured_pairs, pair_counts
+
+    base = {"workload": "mlp", "layers": 2, "hidden": 64, "global_batch_size": 16, "world_size": 2, "device": "cpu",
+            "micro_batches": 1, "schedule": "1f1b", "dp": 2, "tp": 1, "pp": 1, "data_mode": "sharded", "precision": "fp32"}
+    runs = {"ddp": ((0.010, 0.011, 0.012), 0.009), "fsdp": ((0.020, 0.021, 0.022), 0.025),
+            "tp": ((0.0115, 0.0125, 0.013), 0.008)}
+    rows = [{**base, "strategy": name, "tp": 2 if name == "tp" else 1, "dp": 1 if name == "tp" else 2,
+             "step_time_measured_s": t, "step_time_predicted_s": predicted}
+            for name, (times, predicted) in runs.items() for t in times]
+    rows.append({**base, "strategy": "ddp", "world_size": 4, "dp": 4, "step_time_measured_s": 0.005,
+                 "step_time_predicted_s": 0.5})  # another job: pairs with none of them
+    pairs = measured_pairs(rows, margin_pct=5.0)
+    by = {(p["faster"].split()[0], p["slower"].split()[0]): p for p in pairs}
+    assert set(by) == {("ddp", "fsdp"), ("ddp", "tp"), ("tp", "fsdp")}
+    assert by["ddp", "fsdp"]["measured_ratio"] == pytest.approx(0.021 / 0.011)
+    assert by["ddp", "fsdp"]["predicted_ratio"] == pytest.approx(0.025 / 0.009)
+    assert by["ddp", "fsdp"]["decided"] and by["ddp", "fsdp"]["ordered"]
+    tie = by["ddp", "tp"]
+    assert tie["measured_ratio"] == pytest.approx(0.0125 / 0.011) and not tie["decided"] and not tie["ordered"]
+    assert by["tp", "fsdp"]["measured_ratio"] == pytest.approx(0.021 / 0.0125) and by["tp", "fsdp"]["decided"]
+    assert pair_counts(pairs) == {"pairs_decided": 2, "pairs_decided_ordered": 2, "pairs_close": 1,
+                                  "pairs_close_ordered": 0}
+    assert pairs[0] is tie  # misordered first
+    assert pair_counts(measured_pairs(rows, margin_pct=100.0))["pairs_decided"] == 0  # 1.91x and 1.68x: within 100%
+
+
 @pytest.mark.slow
 def test_fit_foundry_efficiencies_give_llm_foundrys_own_pair():
     """llm-foundry's H100 rows alone give (0.60, 0.19), the pair the H100 preset carried before every H100 source
