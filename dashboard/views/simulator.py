@@ -164,6 +164,7 @@ def measured_section(ctx: "ViewContext") -> None:
     st.caption(f"{s['runs']} runs; communication bytes exact in {s['comm_bytes_exact']}; memory max error "
                f"{s['memory_max_error_pct']:.2f}%; step-time |error| median {s['step_time_median_error_pct']:.1f}%, "
                f"max {s['step_time_max_error_pct']:.1f}%; throughput Spearman {s['throughput_spearman']:.2f}")
+    _layout_order_caption(rows)
     st.plotly_chart(sim_charts.predicted_vs_measured(frame), key="sim-predicted-vs-measured")
     st.plotly_chart(sim_charts.terms_figure(frame), key="sim-terms")
     st.dataframe(frame, key="sim-error-table", hide_index=True)
@@ -171,3 +172,16 @@ def measured_section(ctx: "ViewContext") -> None:
     st.plotly_chart(sim_charts.scaling_figure(sim_charts.scaling_curves(ok, cluster), frame), key="sim-scaling")
     for line in skipped:
         st.warning(f"not predicted: {line}")
+
+
+def _layout_order_caption(rows: list[dict]) -> None:
+    """``validate``'s local layout order: of the pairs of layouts of one job measured apart, how many the
+    model orders as measured (``measured_pairs``, the repeats' noise floor as the margin)."""
+    from parbench.sim.validate import measured_pairs, noise_floor, pair_counts
+
+    order = pair_counts(measured_pairs(rows, noise_floor(rows)["repeat_spread_median_pct"]))
+    if order["pairs_decided"] + order["pairs_close"]:
+        st.caption(f"Layout order (two layouts of one workload, batch and world size): the one measured faster is "
+                   f"predicted faster in {order['pairs_decided_ordered']} of {order['pairs_decided']} pairs measured "
+                   f"apart (further than the repeats' noise floor, no repeats overlapping), "
+                   f"{order['pairs_close_ordered']} of {order['pairs_close']} closer ones.")

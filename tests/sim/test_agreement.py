@@ -162,5 +162,12 @@ def test_dashboard_simulator_tab(results, monkeypatch):
         assert [t["name"] for t in terms] == ["measured (median)", "predicted (median)"]
         tables = [d.value for d in at.dataframe if "comm_bytes_exact" in d.value.columns]
         assert len(tables) == 1 and len(tables[0]) == len(records) and tables[0]["comm_bytes_exact"].all()
+        # the layout order, counted as validate counts it on the same rows
+        from parbench.sim.validate import measured_pairs, noise_floor, pair_counts
+
+        rows, _ = validation_rows(out, PRESETS["a100-80gb"])
+        order = pair_counts(measured_pairs(rows, noise_floor(rows)["repeat_spread_median_pct"]))
+        assert any(f"predicted faster in {order['pairs_decided_ordered']} of {order['pairs_decided']} pairs" in c.value
+                   for c in at.caption)
     finally:
         path.unlink()
