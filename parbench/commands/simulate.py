@@ -462,10 +462,12 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
             rejected[key] = rejected.get(key, 0) + 1
     # the best layout's record: how far the model has been from published runs like it
     nearby = nearest_published(model, feasible[0].layout, cluster) if feasible else []
+    close = _within_margin(feasible)
     if a.format == "json":
         row = lambda c: {"layout": describe(c.layout), **c.prediction.as_dict()}  # noqa: E731
         print(json.dumps({"evaluated": len(cands), "feasible": len(feasible), "top": [row(c) for c in feasible[:a.top]],
                           "published_nearest_to_best": [{**vars(r), "error_pct": r.error_pct} for r in nearby],
+                          "within_margin_of_best": close,
                           "pareto": [row(c) for c in front], "rejected": rejected,
                           "rejected_examples": [{"layout": describe(c.layout) if c.layout else None, "reason": c.reason}
                                                 for c in cands if not c.feasible][:20]}))
@@ -482,8 +484,33 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
     if feasible:
         print(f"\nthe best layout, {describe(feasible[0].layout)}:")
         print("\n".join(nearest_lines(nearby, cluster)))
+        print(_margin_line(close))
     _table("throughput-memory Pareto front", front)
     return 0 if feasible else EXIT_INFEASIBLE
+
+
+def _within_margin(feasible) -> int:
+    """How many other layouts are predicted within ``PAIR_MARGIN_PCT`` of the best one's throughput."""
+    from parbench.sim.accuracy import PAIR_MARGIN_PCT
+
+    if not feasible:
+        return 0
+    best = feasible[0].prediction.throughput_samples_per_s
+    return sum(c.prediction.throughput_samples_per_s * (1 + PAIR_MARGIN_PCT / 100) >= best for c in feasible[1:])
+
+
+def _margin_line(close: int) -> str:
+    """What the ranking at the top can be trusted for: the published layout pairs the model orders, by margin."""
+    from parbench.sim.accuracy import PAIR_MARGIN_PCT, layout_pairs, pair_summary
+
+    s = pair_summary(layout_pairs())
+    checked = (f"published layout pairs more than {PAIR_MARGIN_PCT:.0f}% apart are predicted in their published order "
+               f"in {s['decided_ordered']} of {s['decided']}, closer ones in {s['close_ordered']} of {s['close']} "
+               f"(parbench validate --published)")
+    if not close:
+        return f"  no other layout is predicted within {PAIR_MARGIN_PCT:.0f}% of it; {checked}"
+    return (f"  {close} other layout{'s are' if close > 1 else ' is'} predicted within {PAIR_MARGIN_PCT:.0f}% of it, "
+            f"closer than the order the model was checked on: {checked}")
 
 
 def _table(title: str, cands) -> None:

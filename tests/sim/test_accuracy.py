@@ -193,3 +193,25 @@ def test_published_layout_pairs_and_whether_the_model_orders_them(capsys):
     assert main(["validate", "--published", "--format", "json"]) == 0
     emitted = json.loads(capsys.readouterr().out)["published_pairs"]
     assert len(emitted) == 50 and emitted[0]["faster"] == wrong[0].faster and not emitted[0]["ordered"]
+
+
+def test_search_says_how_many_layouts_lie_within_the_margin_its_order_was_checked_at(capsys):
+    """The layouts predicted within 5% of the best one's throughput (counted here over every feasible layout the
+    search lists), and the published pairs' record beside them: their order is closer than the one the model
+    was checked on."""
+    from parbench.sim.accuracy import layout_pairs, pair_summary
+
+    args = ["simulate", "--model", "llama3-8b", "--cluster", "h100-sxm", "--gpus", "8", "--global-batch", "16",
+            "--search"]
+    assert main([*args, "--top", "100000", "--format", "json"]) == 0
+    emitted = json.loads(capsys.readouterr().out)
+    rates = [r["throughput_samples_per_s"] for r in emitted["top"]]
+    assert len(rates) == emitted["feasible"] and rates == sorted(rates, reverse=True)
+    close = sum(r * 1.05 >= rates[0] for r in rates[1:])
+    assert emitted["within_margin_of_best"] == close > 0
+    assert main([*args, "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    s = pair_summary(layout_pairs())
+    assert (f"  {close} other layouts are predicted within 5% of it, closer than the order the model was checked on: "
+            f"published layout pairs more than 5% apart are predicted in their published order in "
+            f"{s['decided_ordered']} of {s['decided']}, closer ones in {s['close_ordered']} of {s['close']}") in out
