@@ -105,7 +105,10 @@ def drift_line(meta: dict) -> str:
 
     probe = meta["speed_probe_s"]
     line = (f"machine speed while measuring: the same compute probe took {min(probe) * 1e3:.2f}-{max(probe) * 1e3:.2f} ms "
-            f"over {len(probe)} readings, drift {meta['drift_pct']:.0f}%")
+            f"over {len(probe)} readings, drift {meta.get('compute_drift_pct', meta['drift_pct']):.0f}%")
+    if "reference_drift_pct" in meta:
+        line += (f"; the single-process reference steps moved {meta['reference_drift_pct']:.0f}% between the start and "
+                 f"the end (median over {len(meta['reference_steps_start_s'])})")
     if meta["steady"]:
         return line + f" (steady: <= {DRIFT_LIMIT_PCT:.0f}%)"
     return (line + f": UNSTEADY, above {DRIFT_LIMIT_PCT:.0f}%; step times predicted from this profile carry that "

@@ -640,18 +640,28 @@ def measure_reference_step(cfg, batch: int, reps: int) -> float:
     return _time_median(step, reps, window_s=0.2)
 
 
-def step_scale(cluster: Cluster, reps: int) -> tuple[float, dict[str, float]]:
-    """Median over REFERENCE_STEPS of measured / predicted single-process step time (and each ratio)."""
+def measure_reference_steps(reps: int) -> dict[str, float]:
+    """Seconds of each REFERENCE_STEPS step, by its label."""
+    from parbench.config import WorkloadConfig
+
+    return {reference_label(name, shape): measure_reference_step(WorkloadConfig(name=name, **shape), batch, reps)
+            for name, shape, batch in REFERENCE_STEPS}
+
+
+def step_scale(cluster: Cluster, reps: int, measured: dict[str, float] | None = None) -> tuple[float, dict[str, float]]:
+    """Median over REFERENCE_STEPS of measured / predicted single-process step time (and each ratio); ``measured``:
+    the steps' seconds by label where they were timed already (``measure_reference_steps``)."""
     from parbench.config import RunConfig, WorkloadConfig
     from parbench.sim.layout import layout_from_run
     from parbench.sim.model import model_spec
     from parbench.sim.predict import predict
 
+    measured = measured or measure_reference_steps(reps)
     ratios = {}
     for name, shape, batch in REFERENCE_STEPS:
         cfg = RunConfig(workload=WorkloadConfig(name=name, **shape), global_batch_size=batch)
         predicted = predict(model_spec(cfg.workload), layout_from_run(cfg), cluster).step_time_s
-        ratios[reference_label(name, shape)] = measure_reference_step(cfg.workload, batch, reps) / predicted
+        ratios[reference_label(name, shape)] = measured[reference_label(name, shape)] / predicted
     return stats.median(list(ratios.values())), ratios
 
 
@@ -660,11 +670,22 @@ DRIFT_LIMIT_PCT = 15.0
 error below it; the report says so (this 2-core VM's speed was seen to drift by 10-50% within an hour)."""
 
 
-def machine_drift(probe_s: list[float]) -> dict[str, Any]:
+def machine_drift(probe_s: list[float], reference_s: tuple[dict[str, float], dict[str, float]] | None = None
+                  ) -> dict[str, Any]:
     """The same single-process compute probe read through the calibration (start, around each group of
-    collectives, end): its readings and their spread, (slowest - fastest) / fastest in %."""
+    collectives, end): its readings and their spread, (slowest - fastest) / fastest in %. ``reference_s``: the
+    reference training steps' seconds by label at the start and at the end; their move, the median over the
+    steps of (slower / faster - 1) in %, counts too. A GEMM probe alone missed a third's slowdown of these
+    small, dispatch-bound steps within minutes (read 1.71x and 1.51x their op-level prediction in one
+    calibration that called itself steady, 1.27x and 1.17x ten minutes later)."""
     drift = (max(probe_s) / min(probe_s) - 1) * 100
-    return {"speed_probe_s": probe_s, "drift_pct": drift, "steady": drift <= DRIFT_LIMIT_PCT}
+    out: dict[str, Any] = {"speed_probe_s": probe_s, "compute_drift_pct": drift}
+    if reference_s:
+        start, end = reference_s
+        moved = stats.median([(max(start[k], end[k]) / min(start[k], end[k]) - 1) * 100 for k in start])
+        out.update(reference_steps_start_s=start, reference_steps_end_s=end, reference_drift_pct=moved)
+        drift = max(drift, moved)
+    return {**out, "drift_pct": drift, "steady": drift <= DRIFT_LIMIT_PCT}
 
 
 def checked_fit(xs: list[float], ys: list[float], *, max_rate: float = math.inf) -> tuple[tuple[float, float], dict[str, Any]]:
@@ -684,6 +705,7 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     reps = 3 if quick else 7
     t0 = time.perf_counter()
     alone = [_compute_probe()]  # the machine's speed, read again around each group and at the end
+    early = measure_reference_steps(reps)  # and the single-process steps the step scale rests on, again at the end
     (gemm_a, gemm_b), gemm = checked_fit(*measure_gemm(sizes["gemm"], reps))
     (elem_a, elem_b), elem = checked_fit(*measure_elementwise(sizes["elementwise"], reps))
     memory_bw = 1 / elem_b
@@ -726,13 +748,14 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         **{k: framework[k] for k in FRAMEWORK_FIELDS},
         collectives=collectives,
         sources={"all": f"parbench calibrate{' --quick' if quick else ''} on {socket.gethostname()}"})
-    scale, ratios = step_scale(cluster, reps)
+    late = measure_reference_steps(reps)
+    scale, ratios = step_scale(cluster, reps, {k: (early[k] + late[k]) / 2 for k in early})
     cluster = dataclasses.replace(cluster, step_scale=scale)
     fits["step_scale"] = {"alpha": scale, **{f"measured_over_predicted_{k}": v for k, v in ratios.items()}}
     alone.append(_compute_probe())
     profile = {"cluster": cluster_to_dict(cluster), "fit": fits,
                "meta": {"quick": quick, "load_average_1min": os.getloadavg()[0], "seconds": time.perf_counter() - t0, "host": socket.gethostname(),
-                        "backend": "gloo", "threads_per_rank": 1, **machine_drift(alone)}}
+                        "backend": "gloo", "threads_per_rank": 1, **machine_drift(alone, (early, late))}}
     if save:
         path = profile_path(results_dir)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -161,6 +161,28 @@ def test_a_machine_that_changed_speed_while_calibrating_is_reported_unsteady():
     assert "1.00-1.63 ms over 4 readings, drift 63%: UNSTEADY" in line and "calibrate again" in line
 
 
+def test_reference_steps_that_moved_make_a_steady_probe_an_unsteady_calibration():
+    """The GEMM probe read within 4%, while the single-process reference steps the step scale rests on moved
+    between the calibration's start and its end by 30.4% (mlp, 3.0 -> 2.3 ms), 33.3% (decoder, 34 -> 25.5 ms) and
+    2% (10 -> 10.2 ms): the median move, 30.4%, makes the profile unsteady and the report says so."""
+    from parbench.commands.calibrate import drift_line
+    from parbench.sim.calibrate import machine_drift
+
+    probe = [1.00e-3, 1.02e-3, 1.04e-3, 1.01e-3]
+    start = {"mlp": 3.0e-3, "transformer": 34e-3, "mlp-1x1024": 10e-3}
+    end = {"mlp": 2.3e-3, "transformer": 25.5e-3, "mlp-1x1024": 10.2e-3}
+    moved = machine_drift(probe, (start, end))
+    assert moved["compute_drift_pct"] == pytest.approx(4.0)
+    assert moved["reference_drift_pct"] == pytest.approx((3.0 / 2.3 - 1) * 100) == pytest.approx(30.43, abs=0.01)
+    assert moved["drift_pct"] == moved["reference_drift_pct"] and not moved["steady"]
+    line = drift_line(moved)
+    assert "1.00-1.04 ms over 4 readings, drift 4%; the single-process reference steps moved 30% between the start " \
+           "and the end (median over 3): UNSTEADY" in line
+    still = machine_drift(probe, (start, {k: v * 1.05 for k, v in start.items()}))
+    assert still["reference_drift_pct"] == pytest.approx(5.0) and still["drift_pct"] == pytest.approx(5.0)
+    assert still["steady"] and machine_drift(probe)["drift_pct"] == pytest.approx(4.0)
+
+
 def test_the_contended_probe_is_the_median_of_every_ranks_readings():
     """One rank caught by a hiccup (or rank 0 alone, as the probe once was) does not set the contention."""
     from parbench.sim.calibrate import contended_probe_s
