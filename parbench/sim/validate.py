@@ -68,6 +68,11 @@ IDENTITY = ("strategy", "world_size", "workload", "layers", "hidden", "global_ba
 """What makes two runs the same configuration where a record has no ``point_key`` (older records)."""
 
 
+def _config_key(row: dict) -> tuple:
+    """One configuration, its repeats alike: the sweep's point key, else the record's identity."""
+    return (row["point_key"],) if row.get("point_key") else tuple(row.get(k) for k in IDENTITY)
+
+
 def noise_floor(rows: list[dict]) -> dict[str, Any]:
     """The spread between repeats of the same run: per configuration measured more than once,
     (max - min) / median of its measured step times; summarised by the median and max over those
@@ -75,8 +80,7 @@ def noise_floor(rows: list[dict]) -> dict[str, Any]:
     groups: dict[tuple, list[float]] = {}
     for r in rows:
         if r.get("step_time_measured_s"):
-            key = (r["point_key"],) if r.get("point_key") else tuple(r.get(k) for k in IDENTITY)
-            groups.setdefault(key, []).append(r["step_time_measured_s"])
+            groups.setdefault(_config_key(r), []).append(r["step_time_measured_s"])
     spreads = [(max(t) - min(t)) / stats.median(t) * 100 for t in groups.values() if len(t) > 1]
     return {"configs_repeated": len(spreads), "repeat_spread_median_pct": stats.median(spreads) if spreads else math.nan,
             "repeat_spread_max_pct": max(spreads) if spreads else math.nan}
@@ -84,10 +88,6 @@ def noise_floor(rows: list[dict]) -> dict[str, Any]:
 
 JOB = ("workload", "layers", "hidden", "global_batch_size", "world_size", "device")
 """What two configurations share to be two layouts of one job: the model, the batch and the ranks."""
-
-
-def _config_key(row: dict) -> tuple:
-    return (row["point_key"],) if row.get("point_key") else tuple(row.get(k) for k in IDENTITY)
 
 
 def layout_label(row: dict) -> str:
