@@ -212,12 +212,18 @@ def _check_ranges(a: argparse.Namespace) -> None:
             raise ConfigError(f"--{k.replace('_', '-')}={v} must be >= 1")
 
 
+def _check_mesh(a: argparse.Namespace) -> None:
+    """The degrees given must divide the GPUs (--search chooses only the ones not given; 1 stands for those)."""
+    tp, pp, cp = a.tp or 1, a.pp or 1, a.cp or 1
+    if a.gpus % (tp * pp * cp):
+        raise ConfigError(f"tp x pp x cp = {tp} x {pp} x {cp} does not divide gpus={a.gpus}")
+
+
 def _layout(a: argparse.Namespace, cluster):
     from parbench.sim.layout import Layout, Recompute
 
     tp, pp, cp, mb = a.tp or 1, a.pp or 1, a.cp or 1, a.micro_batch or 1
-    if a.gpus % (tp * pp * cp):
-        raise ConfigError(f"tp x pp x cp = {tp} x {pp} x {cp} does not divide gpus={a.gpus}")
+    _check_mesh(a)
     dp = a.dp or a.gpus // (tp * pp * cp)
     gb = a.global_batch or dp * mb
     if gb % (dp * mb):  # the micro-batch count is gb / (dp x micro-batch size)
@@ -328,6 +334,7 @@ def handle(a: argparse.Namespace) -> int:
         if a.pipeline_layout:
             raise ConfigError("--pipeline-layout names one layout's chunks; give it with --pp and --virtual-stages, "
                               "without --search")
+        _check_mesh(a)
         return _search(a, model, cluster)
     from parbench.sim.accuracy import nearest_lines, nearest_published
     from parbench.sim.predict import predict

@@ -117,6 +117,9 @@ def layouts(model: ModelSpec, cluster: Cluster, *, gpus: int, global_batch: int,
             yield None, f"tp={tp} does not divide gpus / cp = {gpus // o.cp}"
             continue
         for pp in [o.pp] if o.pp else _divisors(gpus // (o.cp * tp)):
+            if (gpus // (o.cp * tp)) % pp:
+                yield None, f"pp={pp} does not divide gpus / (cp x tp) = {gpus // (o.cp * tp)}"
+                continue
             dp = gpus // (o.cp * tp * pp)
             if o.dp and dp != o.dp:
                 yield None, f"--dp {o.dp}: tp={tp} x pp={pp} x cp={o.cp} leaves dp={dp}"

@@ -29,6 +29,16 @@ def test_rule_breaking_layouts_are_rejected_with_the_rule():
     assert any(c.reason == "pp=8 > layers=2" for c in cands)
 
 
+def test_a_given_pipeline_degree_that_does_not_divide_the_gpus_is_a_rejection_not_a_crash():
+    """8 GPUs over tp 2 leave 4: a given pp of 8 cannot split them (dp would be 4 // 8 = 0)."""
+    from parbench.sim.search import SearchOptions, layouts
+
+    small = WorkloadConfig(name="transformer", layers=16, hidden=256, heads=4, seq_len=128, vocab_size=256)
+    got = list(layouts(model_spec(small, megatron=True), PRESETS["h100-sxm"], gpus=8, global_batch=8,
+                       options=SearchOptions(precision=PRECISIONS["bf16"], tp=2, pp=8)))
+    assert got == [(None, "pp=8 does not divide gpus / (cp x tp) = 4")]
+
+
 def test_search_ranks_pure_data_parallelism_first_for_a_small_model_on_fast_links():
     """A 12-layer, 768-wide model fits on one device: with plenty of batch, every model-parallel
     split only adds communication and bubbles, so dp=8 with no recomputation is the known best."""
