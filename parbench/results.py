@@ -214,16 +214,39 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("config", "comm_ops"), (dict,)),
 }
 _KIND = {_STR: "a string", _INT: "an integer", _NUM: "a number", (list,): "a list", (dict,): "an object"}
+ITEM_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "step_times_s": (_NUM, "numbers"), "losses": ((*_NUM, type(None)), "numbers or null"),
+    "per_rank": ((dict,), "objects"), "breakdown_per_rank": ((dict,), "objects")}
+"""What the list fields hold (a loss is null where no rank computed one)."""
+
+
+IDENTITY_FIELDS = ("strategy", "world_size", "workload", "config")
+"""What every record states, a failed run's too (``parbench.record``): without them a run cannot be
+grouped, compared or predicted."""
 
 
 def field_problem(rec: dict[str, Any]) -> str | None:
-    """Why a parsed record cannot be used (its first wrong-typed field), else None."""
+    """Why a parsed record cannot be used (a missing identity field, the first wrong-typed field), else None."""
+    missing = [k for k in IDENTITY_FIELDS if rec.get(k) is None]
+    if missing:
+        return f"field(s) {', '.join(map(repr, missing))} missing: every run record states them"
     for key, kinds in FIELD_TYPES.items():
         value = rec.get(key)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, kinds):
             return f"field {key!r} is {value!r} ({type(value).__name__}), expected {_KIND[kinds]}"
+    for key, (kinds, what) in ITEM_TYPES.items():
+        bad = [x for x in rec.get(key) or () if isinstance(x, bool) or not isinstance(x, kinds)]
+        if bad:
+            return f"field {key!r} holds {bad[0]!r} ({type(bad[0]).__name__}), expected {what}"
+    for op, v in (rec.get("comm_ops") or {}).items():
+        if not isinstance(v, dict) or any(isinstance(x, bool) or not isinstance(x, _NUM) for x in v.values()):
+            return f"field 'comm_ops' holds {op!r}: {v!r}, expected an object of numbers (count, bytes)"
+    if any(t < 0 for t in rec.get("step_times_s") or ()):
+        return f"field 'step_times_s' holds a negative time ({min(rec['step_times_s'])})"
+    if rec["world_size"] < 1:
+        return f"field 'world_size' is {rec['world_size']}, expected >= 1"
     if rec["status"] not in STATUSES:
         return f"field 'status' is {rec['status']!r}, expected one of {', '.join(STATUSES)}"
     return None

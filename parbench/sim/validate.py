@@ -173,6 +173,9 @@ def validation_rows(results_dir: str | Path = "results", cluster: Cluster | None
     for rec in records:
         if rec.get("status") != "ok":
             continue
+        if not rec.get("step_time_s_median") or not rec.get("throughput_samples_per_s"):
+            skipped.append(f"{rec.get('run_id')}: an ok record without a measured step time or throughput")
+            continue
         try:
             rows.append(compare(rec, cluster))
         except (ConfigError, TypeError, KeyError, ValueError) as exc:

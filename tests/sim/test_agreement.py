@@ -83,6 +83,21 @@ def test_bytes_and_memory_equal_the_runners(case, results):
         assert row[f"mem_{k}_predicted"] == rec[f"mem_{k}_bytes"], k
 
 
+def test_an_ok_record_without_timings_is_skipped_by_name_not_a_crash(results, tmp_path, capsys):
+    """A record that says ok but holds no step time (hand-edited, or written by another tool) cannot be
+    compared: validate names it among the skipped and still compares every other run."""
+    import shutil
+
+    out, records = results
+    shutil.copytree(out, tmp_path / "r")
+    bare = dict(next(iter(records.values())), run_id="e" * 32, step_time_s_median=None, throughput_samples_per_s=None)
+    (tmp_path / "r" / "runs" / f"{'e' * 32}.json").write_text(json.dumps(bare))
+    assert main(["validate", "--results-dir", str(tmp_path / "r"), "--cluster", "a100-80gb"]) == 0
+    printed = capsys.readouterr().out
+    assert f"skipped {'e' * 32}: an ok record without a measured step time or throughput" in printed
+    assert f"{len(records)} runs; comm bytes exact in {len(records)}" in printed
+
+
 def test_validate_command_summarises_every_run(results, capsys):
     out, records = results
     rows, _ = validation_rows(out, PRESETS["a100-80gb"])

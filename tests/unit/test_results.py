@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rec(run_id: str, **kw) -> dict:
-    return {"run_id": run_id, "status": "ok", "strategy": "ddp", "world_size": 2, **kw}
+    return {"run_id": run_id, "status": "ok", "strategy": "ddp", "world_size": 2, "workload": "mlp",
+            "config": {"strategy": "ddp", "world_size": 2}, **kw}
 
 
 def test_load_empty_and_missing_dirs_have_every_column(tmp_path):
@@ -39,6 +40,15 @@ def test_load_skips_corrupt_records_with_a_warning(tmp_path):
     ("step_time_s_median", "fast", "field 'step_time_s_median' is 'fast' (str), expected a number"),
     ("repeat", True, "field 'repeat' is True (bool), expected an integer"),
     ("status", "great", "field 'status' is 'great', expected one of ok, failed, timeout, diverged"),
+    ("strategy", None, "field(s) 'strategy' missing: every run record states them"),
+    ("config", None, "field(s) 'config' missing: every run record states them"),
+    ("world_size", 0, "field 'world_size' is 0, expected >= 1"),
+    ("step_times_s", [0.2, "slow"], "field 'step_times_s' holds 'slow' (str), expected numbers"),
+    ("step_times_s", [0.2, -0.1], "field 'step_times_s' holds a negative time (-0.1)"),
+    ("losses", [2.3, "nan"], "field 'losses' holds 'nan' (str), expected numbers or null"),
+    ("per_rank", [3], "field 'per_rank' holds 3 (int), expected objects"),
+    ("comm_ops", {"all_reduce/parameter": 5}, "field 'comm_ops' holds 'all_reduce/parameter': 5, expected an object "
+                                              "of numbers (count, bytes)"),
 ])
 def test_wrong_typed_fields_are_skipped_naming_file_and_field(tmp_path, capsys, field, value, why):
     """Well-formed JSON with a wrong-typed field: load and ``parbench results`` skip it with a warning
