@@ -12,7 +12,7 @@ rotary positions, and which Linear layers carry a bias. A mixture-of-experts MLP
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,11 @@ class Architecture:
     be) and predicts through the shared output head with a loss of its own."""
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # a config.json's "x" or null where a count belongs fails here, by name
+            kinds, what = FIELD_KINDS[f.type]
+            value = getattr(self, f.name)
+            if isinstance(value, bool) is not (f.type == "bool") or not isinstance(value, kinds):
+                raise ValueError(f"{f.name}={value!r} must be {what}")
         if self.window < 0 or self.window_every < 1:
             raise ValueError(f"window={self.window} >= 0 and window_every={self.window_every} >= 1 needed")
         for k in ("dense_first", "shared_experts", "kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim",
@@ -203,6 +208,11 @@ def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
     return default
 
 
+FIELD_KINDS = {"int": ((int,), "an integer"), "float": ((int, float), "a number"), "bool": ((bool,), "true or false"),
+               "str": ((str,), "a string")}
+"""What each ``Architecture`` field's annotation admits (a bool is no count, a count no flag)."""
+
+
 GATED_ACTIVATIONS = ("silu", "swish", "swiglu")
 HF_FAMILIES = {
     # model_type -> (norm, positions, bias, default tie_word_embeddings)
@@ -256,6 +266,8 @@ def _hf_window(data: dict[str, Any]) -> dict[str, Any]:
     if data.get("use_sliding_window") is False:  # Qwen2/Qwen3 carry a window they do not use
         window = 0
     types = data.get("layer_types")
+    if types is not None and (not isinstance(types, list) or not all(isinstance(t, str) for t in types)):
+        raise ValueError(f"config.json layer_types={types!r}: expected a list of block kinds (strings)")
     if not window or not types:
         return {"window": window}
     sliding = [i for i, kind in enumerate(types) if kind == "sliding_attention"]
@@ -282,7 +294,7 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     Qwen3's per-head q and k norms (2 x head_dim weights a block) are left out. ``seq_len`` 0 trains at the
     model's maximum positions."""
     kind = data.get("model_type")
-    if kind not in HF_FAMILIES:
+    if not isinstance(kind, str) or kind not in HF_FAMILIES:
         raise ValueError(f"config.json model_type={kind!r} is not supported; valid: {', '.join(HF_FAMILIES)}")
     norm, positions, bias, tie_default = HF_FAMILIES[kind]
     hidden = _first(data, "hidden_size", "n_embd")
@@ -291,10 +303,15 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     if kind == "llama" and (data.get("attention_bias") or data.get("mlp_bias")):
         bias = "all"
     max_pos = _first(data, "max_position_embeddings", "n_positions", default=0)
-    missing = [k for k, v in (("layers", _first(data, "num_hidden_layers", "n_layer")), ("hidden_size", hidden),
-                              ("heads", heads), ("vocab_size", data.get("vocab_size"))) if v is None]
+    counts = (("num_hidden_layers", _first(data, "num_hidden_layers", "n_layer")), ("hidden_size", hidden),
+              ("num_attention_heads", heads), ("vocab_size", data.get("vocab_size")),
+              ("head_dim", data.get("head_dim") or 0))
+    missing = [k for k, v in counts if v is None]
     if missing:
         raise ValueError(f"config.json lacks {', '.join(missing)}")
+    wrong = [f"{k}={v!r}" for k, v in counts if isinstance(v, bool) or not isinstance(v, int)]
+    if wrong:
+        raise ValueError(f"config.json {', '.join(wrong)}: expected integers")
     head_dim = data.get("head_dim") or 0
     try:
         experts = _hf_experts(data, kind)

@@ -4,6 +4,7 @@ should. Expected values are computed here from the shapes (or published figures)
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -329,6 +330,27 @@ def test_hf_mixtures_of_experts_read_their_experts_and_head_width():
         from_hf_config({**qwen, "mlp_only_layers": [0]})
     with pytest.raises(ValueError, match="config.json of a qwen3_moe model lacks num_experts"):
         from_hf_config({k: v for k, v in qwen.items() if k != "num_experts"})
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"num_hidden_layers": "32"}, "config.json num_hidden_layers='32': expected integers"),
+    ({"num_attention_heads": True}, "config.json num_attention_heads=True: expected integers"),
+    ({"head_dim": 2.5}, "config.json head_dim=2.5: expected integers"),
+    ({"model_type": ["mixtral"]}, "config.json model_type=['mixtral'] is not supported"),
+    ({"num_experts_per_tok": "two"}, "top_k='two' must be an integer"),
+    ({"intermediate_size": None}, "expert_ffn=None must be an integer"),
+    ({"sliding_window": "4096"}, "window='4096' must be an integer"),
+    ({"sliding_window": 128, "layer_types": 3}, "config.json layer_types=3: expected a list of block kinds"),
+    ({"tie_word_embeddings": None, "vocab_size": 32000.0}, "config.json vocab_size=32000.0: expected integers"),
+])
+def test_a_config_json_of_the_wrong_types_is_refused_by_field_name(edit, message):
+    """What a hand-edited or foreign config.json may hold: each wrong value is a ValueError naming the
+    field (the CLI's exit 2), never a TypeError from arithmetic on it."""
+    mixtral = {"model_type": "mixtral", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+               "num_key_value_heads": 8, "intermediate_size": 14336, "num_local_experts": 8, "num_experts_per_tok": 2,
+               "vocab_size": 32000, "max_position_embeddings": 32768, "hidden_act": "silu"}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        from_hf_config({**mixtral, **edit})
 
 
 def test_sliding_window_attention_computes_the_band_only():

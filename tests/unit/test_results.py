@@ -47,8 +47,8 @@ def test_load_skips_corrupt_records_with_a_warning(tmp_path):
     ("step_times_s", [0.2, -0.1], "field 'step_times_s' holds a negative time (-0.1)"),
     ("losses", [2.3, "nan"], "field 'losses' holds 'nan' (str), expected numbers or null"),
     ("per_rank", [3], "field 'per_rank' holds 3 (int), expected objects"),
-    ("comm_ops", {"all_reduce/parameter": 5}, "field 'comm_ops' holds 'all_reduce/parameter': 5, expected an object "
-                                              "of numbers (count, bytes)"),
+    ("comm_ops", {"all_reduce/parameter": 5},
+     "field 'comm_ops' holds 'all_reduce/parameter': 5, expected an object of numbers (count, bytes)"),
 ])
 def test_wrong_typed_fields_are_skipped_naming_file_and_field(tmp_path, capsys, field, value, why):
     """Well-formed JSON with a wrong-typed field: load and ``parbench results`` skip it with a warning
