@@ -15,7 +15,8 @@ import json
 import math
 import socket
 import tomllib
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -487,6 +488,46 @@ PRESETS: dict[str, Cluster] = {
 }
 
 
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) or isinstance(v, str) and v.isdigit()
+
+
+_FIELD_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "int": (lambda v: _is_num(v) and float(v).is_integer(), "an integer"),  # 40e9 bytes in TOML is a float
+    "float": (_is_num, "a number"),
+    "Link": (lambda v: isinstance(v, Link) or isinstance(v, dict) and set(v) == {"latency_s", "bandwidth_bytes_per_s"}
+             and all(map(_is_num, v.values())), "{latency_s, bandwidth_bytes_per_s} as numbers"),
+    "dict[str, float]": (lambda v: isinstance(v, dict) and all(map(_is_num, v.values())), "an object of numbers"),
+    "dict[str, str]": (lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+                       "an object of strings"),
+    "dict[int, float]": (lambda v: isinstance(v, dict) and all(map(_is_count, v)) and all(map(_is_num, v.values())),
+                         "an object of rank counts to numbers"),
+    "dict[str, dict[int, tuple[float, float]]]": (
+        lambda v: isinstance(v, dict) and all(
+            isinstance(by_n, dict) and all(map(_is_count, by_n)) and all(
+                isinstance(x, (list, tuple)) and len(x) == 2 and all(map(_is_num, x)) for x in by_n.values())
+            for by_n in v.values()),
+        "an object of collectives to {rank count: [latency, bandwidth]}"),
+}
+"""What each ``Cluster`` annotation admits in a file: a wrong value is named before any arithmetic meets it."""
+
+
+def _field_problems(data: dict[str, Any]) -> list[str]:
+    required = [f.name for f in fields(Cluster) if f.default is MISSING and f.default_factory is MISSING]
+    problems = [f"{k} is missing" for k in required if k not in data]
+    for f in fields(Cluster):
+        if f.name in data:
+            ok, what = _FIELD_CHECKS[f.type]
+            if not ok(data[f.name]):
+                problems.append(f"{f.name}={data[f.name]!r} must be {what}")
+    return problems
+
+
 def cluster_from_dict(data: dict[str, Any]) -> Cluster:
     """A cluster from plain data (a TOML/JSON file or a saved profile); links as {latency_s, bandwidth_bytes_per_s}."""
     data = dict(data)
@@ -494,6 +535,10 @@ def cluster_from_dict(data: dict[str, Any]) -> Cluster:
     unknown = sorted(set(data) - known - {"fit", "meta"})
     if unknown:
         raise ValueError(f"unknown cluster fields {unknown}; valid: {sorted(known)}")
+    problems = _field_problems(data)
+    if problems:
+        raise ValueError("cluster fields: " + "; ".join(problems))
+    data.update({f.name: int(data[f.name]) for f in fields(Cluster) if f.type == "int" and f.name in data})
     for level in ("intra", "inter"):
         if isinstance(data.get(level), dict):
             data[level] = Link(**data[level])

@@ -36,6 +36,31 @@ def test_bad_layout_exits_2_with_the_factors(capsys):
     assert "tp x pp x cp = 8 x 1 x 1 does not divide gpus=12" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("edit, message", [
+    ({"peak_flops": "989e12"}, "peak_flops='989e12' must be a number"),
+    ({"gpus_per_node": 8.5}, "gpus_per_node=8.5 must be an integer"),
+    ({"intra": 4.5e11}, "intra=450000000000.0 must be {latency_s, bandwidth_bytes_per_s} as numbers"),
+    ({"inter": {"latency_s": "5us", "bandwidth_bytes_per_s": 5e10}}, "inter={'latency_s': '5us'"),
+    ({"attention_kernels": ["flash2"]}, "attention_kernels=['flash2'] must be an object of numbers"),
+    ({"compute_slowdown": {"two": 1.1}}, "compute_slowdown={'two': 1.1} must be an object of rank counts to numbers"),
+    ({"collectives": {"all_reduce": {"2": [1e-5]}}}, "must be an object of collectives to {rank count: [latency, "),
+    ({"memory_bytes": None}, "memory_bytes=None must be an integer"),
+    ({"gemm_efficiency": True}, "gemm_efficiency=True must be a number"),
+])
+def test_a_cluster_file_of_the_wrong_types_exits_2_naming_the_field(edit, message, tmp_path, capsys):
+    """A hand-written cluster file: each wrong value is named (exit 2) before any arithmetic meets it, and
+    every field it lacks is listed; never a TypeError."""
+    from parbench.sim.hardware import PRESETS, cluster_to_dict
+
+    good = cluster_to_dict(PRESETS["h100-sxm"])
+    (tmp_path / "c.json").write_text(json.dumps({**good, **edit}))
+    assert main(["simulate", "--model", "llama3-8b", "--gpus", "8", "--cluster", str(tmp_path / "c.json")]) == 2
+    assert message in capsys.readouterr().err
+    (tmp_path / "c.json").write_text(json.dumps({k: v for k, v in good.items() if k not in ("peak_flops", "intra")}))
+    assert main(["simulate", "--model", "llama3-8b", "--gpus", "8", "--cluster", str(tmp_path / "c.json")]) == 2
+    assert "cluster fields: peak_flops is missing; intra is missing" in capsys.readouterr().err
+
+
 def test_user_cluster_file(tmp_path, capsys):
     (tmp_path / "c.toml").write_text(
         'name = "mine"\ngpus_per_node = 4\npeak_flops = 100e12\ngemm_efficiency = 0.5\ngemm_overhead_s = 1e-5\n'
