@@ -153,6 +153,9 @@ def measured_section(ctx: "ViewContext") -> None:
     except FileNotFoundError:
         st.info(HOW.format(dir=ctx.results_dir))
         return
+    except ValueError as exc:
+        st.warning(f"The calibrated profile cannot be read ({exc}): measured runs are not compared.")
+        return
     rows, skipped = validation_rows(ctx.results_dir, cluster)
     ids = set(ctx.runs["run_id"])
     rows = [r for r in rows if r["run_id"] in ids]

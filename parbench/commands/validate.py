@@ -25,7 +25,7 @@ def handle(a: argparse.Namespace) -> int:
 
     try:
         cluster = load_cluster(a.cluster, results_dir=a.results_dir)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:
         if not a.published:
             print(f"parbench validate: {exc}")
             return 2

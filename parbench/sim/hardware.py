@@ -568,5 +568,11 @@ def load_cluster(name: str, *, results_dir: str | Path = "results") -> Cluster:
     if not path.is_file():
         hint = "run `parbench calibrate` first" if name == "local" else f"presets: {', '.join(PRESETS)}, local"
         raise FileNotFoundError(f"no cluster {name!r} ({path} does not exist); {hint}")
-    data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
-    return cluster_from_dict(data.get("cluster", data))
+    try:
+        data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"holds {type(data).__name__}, not an object of cluster fields")
+        return cluster_from_dict(data.get("cluster", data))
+    except (ValueError, UnicodeDecodeError) as exc:  # tomllib's and json's decode errors are ValueErrors
+        hint = "; run `parbench calibrate` again" if name == "local" else ""
+        raise ValueError(f"cluster {path}: {exc}{hint}") from None

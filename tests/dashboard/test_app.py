@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import statistics
 from pathlib import Path
 
@@ -183,6 +184,22 @@ def test_simulator_what_if_needs_no_calibration(monkeypatch):
     assert any("parbench calibrate" in i.value for i in at.info)
     at.number_input(key="sim-tp").set_value(3).run()  # 3 does not divide 32 heads
     assert not at.exception
+
+
+def test_simulator_names_a_calibrated_profile_it_cannot_read(monkeypatch, tmp_path):
+    """A half-written calibration/vm.json: the view warns with the file and the way out, shows the rest, and
+    offers no `local` cluster; never an exception."""
+    import shutil
+
+    shutil.copytree(FIXTURE_RESULTS, tmp_path / "r")
+    (tmp_path / "r" / "calibration").mkdir()
+    (tmp_path / "r" / "calibration" / f"{socket.gethostname()}.json").write_text('{"cluster": {"name": ')
+    at = run_app(monkeypatch, tmp_path / "r", view="simulator")
+    assert not at.exception
+    [warning] = [w.value for w in at.warning if "calibrated profile cannot be read" in w.value]
+    assert "calibration/" in warning and "run `parbench calibrate` again" in warning
+    assert "local" not in at.selectbox(key="sim-cluster").options
+    assert figure(at, "sim-published")["data"]
 
 
 def test_simulator_what_if_shows_the_nearest_published_runs(monkeypatch):

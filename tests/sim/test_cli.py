@@ -61,6 +61,23 @@ def test_a_cluster_file_of_the_wrong_types_exits_2_naming_the_field(edit, messag
     assert "cluster fields: peak_flops is missing; intra is missing" in capsys.readouterr().err
 
 
+def test_a_calibrated_profile_that_cannot_be_read_exits_2_naming_it(tmp_path, capsys):
+    """simulate --cluster local and validate, on a half-written profile: exit 2 with the file and the way out."""
+    import socket
+
+    (tmp_path / "calibration").mkdir()
+    profile = tmp_path / "calibration" / f"{socket.gethostname()}.json"
+    profile.write_text('{"cluster": {"name": ')
+    assert main(["simulate", "--cluster", "local", "--results-dir", str(tmp_path), "--gpus", "2"]) == 2
+    assert f"cluster {profile}: Expecting value" in capsys.readouterr().err
+    assert main(["validate", "--results-dir", str(tmp_path)]) == 2
+    assert f"cluster {profile}: Expecting value" in capsys.readouterr().out
+    profile.write_text("[1, 2]")
+    assert main(["validate", "--results-dir", str(tmp_path)]) == 2
+    assert f"cluster {profile}: holds list, not an object of cluster fields; run `parbench calibrate` again" in \
+        capsys.readouterr().out
+
+
 def test_user_cluster_file(tmp_path, capsys):
     (tmp_path / "c.toml").write_text(
         'name = "mine"\ngpus_per_node = 4\npeak_flops = 100e12\ngemm_efficiency = 0.5\ngemm_overhead_s = 1e-5\n'
