@@ -31,6 +31,21 @@ def trace_file(run: pd.Series, results_dir: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def read_trace(path: Path) -> dict:
+    """A Chrome trace as the runner writes it: ValueError when it is not JSON, not an object with a list of
+    ``traceEvents``, or holds an event that is not an object with numeric ``ts`` (and ``dur``, where given)."""
+    trace = json.loads(path.read_text())
+    events = trace.get("traceEvents") if isinstance(trace, dict) else None
+    if not isinstance(events, list):
+        raise ValueError("not a Chrome trace: no traceEvents list")
+    num = (int, float)
+    bad = next((e for e in events if not isinstance(e, dict) or not isinstance(e.get("ts", 0), num)
+                or not isinstance(e.get("dur", 0), num) or not isinstance(e.get("args") or {}, dict)), None)
+    if bad is not None:
+        raise ValueError(f"an event {str(bad)[:80]} is not an object with numeric ts and dur")
+    return trace
+
+
 def render(ctx: "ViewContext") -> None:
     ok = charts.ok_runs(ctx.runs)
     traced = ok[[trace_file(r, ctx.results_dir) is not None for _, r in ok.iterrows()]] if not ok.empty else ok
@@ -42,7 +57,11 @@ def render(ctx: "ViewContext") -> None:
     label = st.selectbox("run", labels, key="timeline-run")
     run = traced.iloc[labels.index(label)]
     path = trace_file(run, ctx.results_dir)
-    trace = json.loads(path.read_text())
+    try:
+        trace = read_trace(path)
+    except (OSError, ValueError) as exc:
+        st.warning(f"Trace file `{path}` cannot be read ({exc}); the run's record and its breakdown are unaffected.")
+        return
     steps = sorted({(e.get("args") or {}).get("traced_step") for e in trace["traceEvents"] if e.get("cat") == "step"})
     chosen = trace.get("otherData", {}).get("chosen_traced_step", 0)
     step = st.selectbox("traced step", steps, index=steps.index(chosen) if chosen in steps else 0, key="timeline-step")

@@ -86,6 +86,23 @@ def test_app_shows_time_and_timeline_views(monkeypatch, traced_results):
     assert figure(at, "timeline-gantt")["data"]
 
 
+@pytest.mark.parametrize("content, why", [
+    ('{"traceEvents": [{"ph": "X", "ts": 0', "Expecting"),
+    ("[3]", "not a Chrome trace: no traceEvents list"),
+    ('{"traceEvents": [{"ph": "X", "ts": "late", "dur": 1}]}', "is not an object with numeric ts and dur"),
+])
+def test_timeline_names_a_trace_file_it_cannot_read(monkeypatch, traced_results, content, why):
+    """A trace file cut short or edited by hand: the Timeline view warns with the file and the reason, the
+    record's own figures stand; never an exception."""
+    path = next(p for p in traced_results.rglob("runs/*.json") if json.loads(p.read_text())["strategy"] == "pipeline")
+    rec = json.loads(path.read_text())
+    (path.parent.parent / rec["trace_file"]).write_text(content)
+    at = show(run_app(monkeypatch, traced_results, source=["reference", "."], view="time"), "timeline")
+    assert not at.exception
+    [warning] = [w.value for w in at.warning]
+    assert rec["trace_file"] in warning and why in warning and "record and its breakdown are unaffected" in warning
+
+
 def test_compare_has_the_breakdown_rows(traced_results):
     frame = charts.prepare(load(traced_results))
     table = charts.compare_table(frame[frame["strategy"].isin(["pipeline", "single"])], "run_label")
