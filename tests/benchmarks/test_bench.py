@@ -76,6 +76,8 @@ def _synthetic_record() -> dict:
     rec = {key: None for key in SCHEMA}
     rec.update(schema_version=1, status="ok", strategy="ddp", world_size=2, workload="mlp", layers=1,
                hidden=512, global_batch_size=64, step_times_s=[0.01] * 10, losses=[2.3] * 10,
+               config={"strategy": "ddp", "world_size": 2, "global_batch_size": 64,
+                       "workload": {"name": "mlp", "layers": 1, "hidden": 512}},
                per_rank=[{"rank": r, "mem_param_bytes": 1_628_200, "comm_parameter_bytes_per_step": 1_628_200}
                          for r in range(2)],
                comm_ops={"all_reduce/parameter": {"count": 1, "payload_bytes": 1_628_200,
