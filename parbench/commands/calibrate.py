@@ -26,12 +26,20 @@ def handle(a: argparse.Namespace) -> int:
         if not path.is_file():
             print(f"parbench calibrate: no profile at {path}; run `parbench calibrate` first")
             return 2
-        profile = json.loads(path.read_text())
-    else:
-        from parbench.sim.calibrate import calibrate
+        try:
+            profile = json.loads(path.read_text())
+            report = report_lines(profile)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            print(f"parbench calibrate: the profile {path} cannot be read ({type(exc).__name__}: {exc}); "
+                  "run `parbench calibrate` again")
+            return 2
+        print("\n".join(report))
+        return 0
+    from parbench.results import check_writable
+    from parbench.sim.calibrate import calibrate
 
-        profile = calibrate(quick=a.quick, results_dir=a.results_dir)
-    print("\n".join(report_lines(profile)))
+    check_writable(a.results_dir)  # minutes of measuring must not end in a profile that cannot be saved
+    print("\n".join(report_lines(calibrate(quick=a.quick, results_dir=a.results_dir))))
     return 0
 
 

@@ -27,7 +27,11 @@ def handle(a: argparse.Namespace) -> int:
     out = Path(a.out) if a.out else root / "report.html"
     if out.is_dir():
         raise ConfigError(f"--out {out} is a directory; give an HTML file name")
-    out, n, problems = write_report(root, out, a.source)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)  # before the charts are built, not after
+        out, n, problems = write_report(root, out, a.source)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot be written: {exc.strerror} ({exc.filename})") from None
     for p in problems:
         print(f"warning: skipped corrupt result record {p}", file=sys.stderr)
     print(f"report: {out} ({n} runs, {out.stat().st_size / 2**20:.1f} MiB, opens offline)")

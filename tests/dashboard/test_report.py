@@ -93,3 +93,11 @@ def test_report_has_a_simulator_section_when_predictions_exist(tmp_path, results
     assert scatter["layout"]["xaxis"]["type"] == "log" and scatter["data"][-1]["name"] == "identity"
     ok = [r for r in fixture_records(".") if r["status"] == "ok"]
     assert 0 < sum(len(decode(t["x"])) for t in scatter["data"][:-1]) <= len(ok)  # the newest source's runs
+
+
+def test_report_to_a_place_it_cannot_write_exits_2_naming_it(tmp_path, capsys):
+    """--out under a file (its directory cannot be made): exit 2 with the path and the reason, no traceback."""
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "r.html"
+    assert main(["report", "--results-dir", str(FIXTURE_RESULTS), "--out", str(out)]) == 2
+    assert f"--out {out}: cannot be written: " in capsys.readouterr().err

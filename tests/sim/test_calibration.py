@@ -321,3 +321,15 @@ def test_backward_gemm_ratio_and_exp_function_cost_are_measured_and_reported():
     assert "Linear backward GEMMs, rate over the forward's (rows x in x out): 32x384x384 0.78, 2048x384x96 0.90 -> 0.84" in lines
     assert ("exp/erf functions, forward + backward ns per element: gelu 1.60, cross_entropy 1.40; beyond their memory "
             "traffic 1.10 ns") in lines
+
+
+def test_calibrate_refuses_a_results_directory_it_cannot_write_before_measuring(tmp_path, monkeypatch, capsys):
+    """The profile goes to <results-dir>/calibration/: a directory that cannot be made there (a file in the
+    way) is exit 2 at once, not a profile lost after minutes of measuring."""
+    from parbench.cli import main
+
+    measured = []
+    monkeypatch.setattr("parbench.sim.calibrate.calibrate", lambda **kw: measured.append(kw) or {})
+    (tmp_path / "file").write_text("")
+    assert main(["calibrate", "--results-dir", str(tmp_path / "file" / "results")]) == 2
+    assert "cannot be created" in capsys.readouterr().err and not measured

@@ -601,6 +601,20 @@ def test_calibrate_show_needs_a_saved_profile(tmp_path, capsys):
     assert "no profile" in capsys.readouterr().out
 
 
+def test_calibrate_show_names_a_profile_it_cannot_read(tmp_path, capsys):
+    """Half-written, or a profile without its fits: exit 2 naming the file and the way out, not a traceback."""
+    import socket
+
+    from parbench.cli import main
+
+    (tmp_path / "calibration").mkdir()
+    path = tmp_path / "calibration" / f"{socket.gethostname()}.json"
+    for text, why in (('{"cluster": ', "JSONDecodeError"), ('{"cluster": {}}', "KeyError: 'fit'")):
+        path.write_text(text)
+        assert main(["calibrate", "--show", "--results-dir", str(tmp_path)]) == 2
+        assert f"the profile {path} cannot be read ({why}" in capsys.readouterr().out
+
+
 def test_input_preparation_counts_in_the_step_only_when_the_run_puts_it_there():
     from parbench.config import RunConfig
     from parbench.sim import layout_from_run
