@@ -11,7 +11,8 @@ What is measured (threads per process as the runner's ranks: 1):
   (``measure_framework``, ``parbench.sim.framework``);
 - each collective the strategies use (all_reduce, all_gather, reduce_scatter, broadcast, scatter, send)
   over gloo with real rank processes at group sizes 2 and 4, each after ~1 ms of compute as in a training
-  step -> alpha + beta x payload per (kind, n).
+  step -> alpha + beta x payload per (kind, n); and broadcasts issued back to back, no compute between, as
+  ZeRO-1 syncs its parameters -> the same per (broadcast_burst, n).
 The payload is the full buffer S, as in parbench.metrics.conventions (nccl-tests' size).
 """
 
@@ -30,9 +31,18 @@ from typing import Any
 
 from parbench.metrics import stats
 from parbench.sim.fit import fit_with_holdout, point_estimates, unphysical
-from parbench.sim.hardware import Cluster, Link, cluster_to_dict, profile_path
+from parbench.sim.hardware import (
+    BURST_SUFFIX,
+    Cluster,
+    Link,
+    cluster_to_dict,
+    profile_path,
+)
 
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "scatter", "send")
+BURST_KINDS = ("broadcast" + BURST_SUFFIX,)
+"""Kinds also timed in bursts (``_burst_row``): torch's ZeroRedundancyOptimizer broadcasts every parameter tensor
+this way after its step."""
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "scatter", "send") + BURST_KINDS
 GROUP_SIZES = (2, 4)
 
 
@@ -258,7 +268,9 @@ def collectives_rank(plan: CollectivePlan, info) -> dict[str, Any]:
     dist.barrier()
     probes.append(_compute_probe())
     dist.barrier()
-    results = {kind: [_collective_row(kind, size, info, plan.reps, burst) for size in plan.sizes] for kind in plan.kinds}
+    results = {kind: [_burst_row(size, info, plan.reps) if kind in BURST_KINDS
+                      else _collective_row(kind, size, info, plan.reps, burst) for size in plan.sizes]
+               for kind in plan.kinds}
     dist.barrier()  # and once more at the end: the machine's load drifts during the calibration
     probes.append(_compute_probe())
     bar = _barrier_s(plan.reps * 8)
@@ -314,6 +326,27 @@ def _collective_row(kind: str, size: int, info, reps: int, burst) -> list[float]
     return [size, stats.median(times[1:]), inner]  # first repetition: warm-up
 
 
+def _burst_row(size: int, info, reps: int) -> list[float]:
+    """As ``_collective_row``, but each window is one burst: ``ops_per_window`` asynchronous broadcasts issued back to
+    back, each rank the root of a run of them in turn (ZeroRedundancyOptimizer's ``_sync_params``: every
+    tensor the first rank owns, then the second's, ...), then waited for together; no compute between."""
+    import torch
+    import torch.distributed as dist
+
+    n, inner = info.world_size, ops_per_window(size)
+    full = torch.ones(max(size // 4, 1))
+    times = []
+    for _ in range(reps + 1):
+        dist.barrier()
+        t0 = time.perf_counter()
+        handles = [dist.broadcast(full, src=i * n // inner, async_op=True) for i in range(inner)]
+        for h in handles:
+            h.wait()
+        dist.barrier()
+        times.append(time.perf_counter() - t0)
+    return [size, stats.median(times[1:]), inner]
+
+
 def _barrier_s(count: int) -> float:
     """Median seconds of one barrier; a fixed count, identical on every rank (collectives must match)."""
     import torch.distributed as dist
@@ -335,8 +368,9 @@ def contended_probe_s(rank_results: list[dict[str, Any]]) -> float:
 
 
 def measure_collectives(n: int, sizes: list[int], reps: int, kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
-    """Time every kind at every size over ``n`` gloo rank processes, each op after a compute burst;
-    seconds exclude one barrier and the burst (timed alone with every rank computing)."""
+    """Time every kind at every size over ``n`` gloo rank processes, each op after a compute burst (a
+    ``BURST_KINDS`` op after the one before it); seconds exclude one barrier and the compute burst (timed alone
+    with every rank computing)."""
     from parbench.distributed import spawn
 
     outcome = spawn(n, collectives_rank, CollectivePlan(sizes=sizes, reps=reps, kinds=kinds), timeout_s=600)
@@ -344,7 +378,8 @@ def measure_collectives(n: int, sizes: list[int], reps: int, kinds: tuple[str, .
         raise RuntimeError(f"collective calibration at n={n} produced no result: {outcome.error}")
     data = outcome.results[0]
     bar, burst = data["barrier_s"], data["burst_s"]
-    out_rows: dict[str, Any] = {kind: [(s, max((t - bar) / inner - burst, 1e-7)) for s, t, inner in rows]
+    out_rows: dict[str, Any] = {kind: [(s, max((t - bar) / inner - (0.0 if kind in BURST_KINDS else burst), 1e-7))
+                                       for s, t, inner in rows]
                                 for kind, rows in data["collectives"].items()}
     out_rows["compute_s"] = contended_probe_s(outcome.results)
     out_rows["barrier_s"] = bar

@@ -232,7 +232,15 @@ def algorithm_factors(kind: str, n: int) -> tuple[float, float]:
     return 1.0, 1.0  # send (recv costs the sender's time)
 
 
-def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inter_node: bool, rails: int = 1) -> float:
+BURST_SUFFIX = "_burst"
+"""A calibrated profile's ``collectives`` key for a kind timed in bursts (``"broadcast" + BURST_SUFFIX``): ops
+issued back to back, no compute between, waited together. The kind's own fit times each op after a burst of
+compute, as most of a step's collectives come; an op in a burst costs less (figures: ``comm._zero1_broadcasts``).
+Where a profile has no burst fit (every GPU preset) a burst op costs what the kind's fit or formula says."""
+
+
+def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inter_node: bool, rails: int = 1,
+                      burst: bool = False) -> float:
     """Seconds for one collective of full-buffer ``payload`` bytes over ``n`` ranks. ``rails``: the group's
     ranks per node. A ring that leaves the node visits its local ranks over the intra-node link first and
     runs one channel per local rank, each through that rank's own NIC (NCCL's multi-rail rings), so the
@@ -243,7 +251,7 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
     while the ``rails - 1`` parts for its node's ranks cross the node's link."""
     if n <= 1 or (payload <= 0 and kind != "barrier"):
         return 0.0
-    fitted = _fitted(cluster, kind, n)
+    fitted = (burst and _fitted(cluster, kind + BURST_SUFFIX, n)) or _fitted(cluster, kind, n)
     if fitted is not None:
         alpha, beta = fitted
         return alpha + beta * payload

@@ -52,10 +52,10 @@ def test_real_collectives_and_gemm_are_measured():
     """Two sizes of two collectives over 2 real gloo ranks, and GEMMs in this process."""
     from parbench.sim.calibrate import measure_collectives, measure_gemm
 
-    rows = measure_collectives(2, [1024, 65536], reps=2, kinds=("all_reduce", "send"))
+    rows = measure_collectives(2, [1024, 65536], reps=2, kinds=("all_reduce", "send", "broadcast_burst"))
     assert rows.pop("compute_s") > 0  # the per-rank compute probe, both ranks computing at once
     assert rows.pop("barrier_s") > 0
-    assert set(rows) == {"all_reduce", "send"}
+    assert set(rows) == {"all_reduce", "send", "broadcast_burst"}
     assert all(t > 0 for kind in rows.values() for _, t in kind)
     flops, secs = measure_gemm([32, 64], reps=2)
     assert flops == [2.0 * 32**3, 2.0 * 64**3] and all(s > 0 and math.isfinite(s) for s in secs)
