@@ -53,6 +53,8 @@ LINK = ("latency", "us", 1e6, "bandwidth", "GB/s", 1e-9)
 
 def report_lines(profile: dict) -> list[str]:
     """An aligned table: every fitted parameter with its unit, 95% interval, held-out error and status."""
+    from parbench.sim.hardware import BURST_SUFFIX
+
     fits = profile["fit"]
     head = f"{'fit':<20}{'parameter':<18}{'value':>12}{'+-95%':>11} {'unit':<8}{'held-out med %':>15}{'max %':>8}  status"
     lines = [head, "-" * len(head)]
@@ -61,6 +63,9 @@ def report_lines(profile: dict) -> list[str]:
             continue
         names = PARAMETERS.get(key, LINK)
         lines += _rows(key, f, names)
+    if any(BURST_SUFFIX + "@" in key for key in fits):
+        lines.append(f"collectives timed each after ~1 ms of compute; *{BURST_SUFFIX}: issued back to back, no compute "
+                     "between, as ZeRO-1 broadcasts its parameters")
     c = profile["cluster"]
     slow = ", ".join(f"{n} ranks x{v:.2f}" for n, v in c["compute_slowdown"].items())
     lines.append(f"\ncompute per rank when ranks compute at once: {slow}")

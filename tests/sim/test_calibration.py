@@ -125,7 +125,7 @@ def test_calibration_report_is_an_aligned_table_with_units():
     _, bad = checked_fit(xs, [5e-5] * len(xs))
     c = cluster_to_dict(PRESETS["a100-80gb"])
     profile = {"cluster": {**c, "compute_slowdown": {"1": 1.0, "2": 1.4}, "step_scale": 1.1},
-               "fit": {"gemm": good, "elementwise": good, "all_reduce@2": good, "send@2": bad,
+               "fit": {"gemm": good, "elementwise": good, "all_reduce@2": good, "send@2": bad, "broadcast_burst@2": good,
                        "framework_op_overhead_s": {"alpha": 2e-6},
                        "framework": {"optimizer_op_overhead_s": 3e-6, "tp_linear_overhead_s": 6e-4, "tp_byte_overhead_s": 5e-10,
                                      "fsdp_unit_overhead_s": 3e-4, "fsdp_param_overhead_s": 7e-5,
@@ -141,6 +141,9 @@ def test_calibration_report_is_an_aligned_table_with_units():
     assert len({ln.index(" us ") if " us " in ln else ln.index(" GB/s") for ln in table if " us " in ln or " GB/s" in ln}) <= 2
     assert any(ln.startswith("send@2") and "UNPHYSICAL" in ln and "point estimates used" in ln for ln in lines)
     assert "1 unphysical fit(s) replaced by measured point estimates: send@2" in lines
+    assert any(ln.startswith("broadcast_burst@2") for ln in lines)
+    assert ("collectives timed each after ~1 ms of compute; *_burst: issued back to back, no compute between, "
+            "as ZeRO-1 broadcasts its parameters") in lines
     assert any("600 us per tensor-parallel Linear + 0.50 ns per byte its all-reduces carry" in ln
                and "300 us per unit + 70 us per parameter" in ln
                and "pipeline schedule 200 us per micro-batch and stage" in ln for ln in lines)
