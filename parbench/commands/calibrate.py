@@ -74,6 +74,13 @@ def report_lines(profile: dict) -> list[str]:
         mib = [r["bytes"] / 3 / 2**20 for r in fits["stream_bandwidth"]["rows"]]
         lines.append(f"DRAM bandwidth (an add on arrays of {min(mib):.0f}-{max(mib):.0f} MiB, past the caches; the optimizer's "
                      f"traffic): {fits['stream_bandwidth']['alpha'] * 1e-9:.1f} GB/s")
+    if "weight_read_bandwidth" in fits:
+        w = fits["weight_read_bandwidth"]
+        per = ", ".join(f"{'x'.join(map(str, r['shape']))} {r['model_s'] * 1e6:.0f} / {r['hot_s'] * 1e6:.0f} / "
+                        f"{r['cold_s'] * 1e6:.0f} us" for r in w["rows"])
+        lines.append("a Linear's weight brought in beyond its arithmetic (forward on few rows, rows x in x out: the GEMM "
+                     f"fit's time / weight hot / a pass after its last use): {per} -> "
+                     + (f"{w['alpha'] * 1e-9:.1f} GB/s" if w["alpha"] else "no slower than the fit: no such term"))
     for key, field, what in (("attention_efficiency", "efficiency", "flash attention, fraction of the GEMM rate (b x h x s x d)"),
                              ("backward_gemm_ratio", "ratio", "Linear backward GEMMs, rate over the forward's (rows x in x out)")):
         if key in fits:  # one figure per probe shape, then the median the profile uses

@@ -131,6 +131,56 @@ def measure_backward_gemm(reps: int) -> tuple[float, list[dict[str, Any]]]:
     return stats.median([r["ratio"] for r in rows]), rows
 
 
+WEIGHT_READ_SIDES = (320, 448, 576)
+"""Square Linear weights (0.4-1.3 MiB of float32) whose forward at ``WEIGHT_READ_ROWS`` rows
+``measure_weight_read`` times: none of the simulator check's or the reference steps' shapes."""
+WEIGHT_READ_ROWS = 32
+WEIGHT_READ_POOL_BYTES = 64 * 2**20
+"""The cold calls cycle through this many bytes of distinct weights: each call finds its weight where a training
+step finds one, a whole pass after it was last touched, past a core's own caches."""
+
+
+def measure_weight_read(reps: int, flops_per_s: float, overhead_s: float, memory_bandwidth_bytes_per_s: float
+                        ) -> tuple[float, list[dict[str, Any]]]:
+    """Bytes per second at which a Linear on few rows brings in its weight beyond its arithmetic
+    (``Cluster.weight_read_bandwidth_bytes_per_s``): at each of ``WEIGHT_READ_SIDES`` the forward timed cold (a
+    different weight each call, ``WEIGHT_READ_POOL_BYTES`` of them) against what the GEMM fit gives its shape
+    (``overhead_s`` + the larger of FLOPs at ``flops_per_s`` and operand bytes at the memory bandwidth, as
+    ``parbench.sim.timing.gemm_time_s``); the bandwidth is the weights' bytes over the time beyond that, summed
+    over the shapes. 0 (no such term) where the cold calls took no longer. The square GEMMs the rate is fitted
+    on reuse each packed panel of B over as many rows as B has columns; 32 rows reuse it 32 times, so the
+    packing and the weight's trip from beyond the caches show. The same forward with its weight hot (one
+    weight, before and after) is recorded beside it: how much of the time is the caches'. Measured on this
+    project's 2-core VMs at 32 rows: on a host with a 480 MiB L3 (the pool stays in it), 1.35-2.25x the GEMM
+    fit's time hot and 1.75-2.63x cold, 10.7 GB/s; on one with a 32 MiB L3, a 512 x 512 weight 191 us by the
+    fit, 223-284 us hot, 405-487 us cold, 3.5-4.9 GB/s."""
+    import itertools
+
+    import torch
+    import torch.nn.functional as F
+
+    def hot_and_cold(side: int) -> tuple[float, float]:
+        x = torch.randn(WEIGHT_READ_ROWS, side)
+        pool = [torch.randn(side, side) for _ in range(max(2, WEIGHT_READ_POOL_BYTES // (4 * side * side)))]
+        turn = itertools.cycle(pool)
+        before = _time_median(lambda: F.linear(x, pool[0]), reps)
+        cold = _time_median(lambda: F.linear(x, next(turn)), reps)
+        after = _time_median(lambda: F.linear(x, pool[0]), reps)
+        return (before + after) / 2, cold
+
+    torch.set_num_threads(1)
+    rows = []
+    for side in WEIGHT_READ_SIDES:
+        hot, cold = hot_and_cold(side)
+        m, weight_bytes = WEIGHT_READ_ROWS, 4 * side * side
+        model = overhead_s + max(2 * m * side * side / flops_per_s,
+                                 (2 * m * side * 4 + weight_bytes) / memory_bandwidth_bytes_per_s)
+        rows.append({"shape": [m, side, side], "weight_bytes": weight_bytes, "model_s": model, "hot_s": hot,
+                     "cold_s": cold})
+    extra = sum(r["cold_s"] - r["model_s"] for r in rows)
+    return (sum(r["weight_bytes"] for r in rows) / extra if extra > 0 else 0.0), rows
+
+
 TRANSCENDENTAL_ELEMENTS = 2**18
 """Elements per probe of ``measure_transcendental`` (256 rows of 1024: 1 MiB of float32, cache-resident as an
 activation of a small model is)."""
@@ -748,12 +798,14 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     op_overhead = measure_framework_overhead(reps)
     attention_eff, attention_rows = measure_attention(reps, 1 / gemm_b, gemm_a)
     backward_ratio, backward_rows = measure_backward_gemm(reps)
+    weight_bw, weight_rows = measure_weight_read(reps, 1 / gemm_b, gemm_a, memory_bw)
     transcendental, transcendental_rows = measure_transcendental(reps, memory_bw)
     fits: dict[str, dict[str, Any]] = {"gemm": gemm, "elementwise": elem,
                                        "stream_bandwidth": {"alpha": stream_bw, "rows": stream_rows},
                                        "framework_op_overhead_s": {"alpha": op_overhead},
                                        "attention_efficiency": {"alpha": attention_eff, "rows": attention_rows},
                                        "backward_gemm_ratio": {"alpha": backward_ratio, "rows": backward_rows},
+                                       "weight_read_bandwidth": {"alpha": weight_bw, "rows": weight_rows},
                                        "transcendental_s_per_element": {"alpha": transcendental, "rows": transcendental_rows}}
     collectives: dict[str, dict[int, tuple[float, float]]] = {}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -776,6 +828,7 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         name=f"local:{socket.gethostname()}", gpus_per_node=max(cores, 64), peak_flops=1 / gemm_b,
         gemm_efficiency=1.0, attention_efficiency=min(attention_eff, 1.0), gemm_overhead_s=gemm_a, op_overhead_s=elem_a, autograd_op_overhead_s=op_overhead,
         memory_bandwidth_bytes_per_s=memory_bw, stream_bandwidth_bytes_per_s=stream_bw,
+        weight_read_bandwidth_bytes_per_s=weight_bw,
         backward_gemm_ratio=min(max(backward_ratio, 0.1), 2.0), transcendental_s_per_element=transcendental,
         memory_bytes=_host_memory_bytes(), intra=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]),
         inter=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]), overlap=0.0, cores=cores,

@@ -90,6 +90,16 @@ class Cluster:
     the caches, so a CPU reads them from DRAM. 0 = ``memory_bandwidth_bytes_per_s`` (a GPU's HBM has no cache
     that would hold them). Calibrated CPU profiles measure it on arrays larger than the last-level cache:
     on this project's 2-core VM 20-22 GB/s, against 65-90 GB/s for operands of 1-12 MiB."""
+    weight_read_bandwidth_bytes_per_s: float = 0.0
+    """Bandwidth at which a single-threaded CPU GEMM brings in its weight-sized operand, in series with its
+    arithmetic: a Goto-style BLAS packs B into contiguous panels before its micro-kernel runs (Goto and van de
+    Geijn, "Anatomy of High-Performance Matrix Multiplication", ACM TOMS 34(3), 2008, sec. 4), and in a training
+    step the weight was last touched a whole pass earlier, so it comes from beyond the core's caches. The GEMM
+    rate, fitted on square products, amortizes that over as many rows as the weight has columns; a Linear on a
+    few rows does not. Each Linear pays its weight's bytes three times per micro-batch (the forward and the
+    input gradient read it, the weight gradient writes a result of its size). 0 = no such term (a GPU streams
+    its operands under the arithmetic: the roofline's max covers them). Calibrated CPU profiles measure it
+    (``calibrate.measure_weight_read``: 3.5-10.7 GB/s on this project's 2-core VMs)."""
     memory_bytes: int
     """Device memory a process can use (as the driver reports it, not the marketing figure)."""
     context_bytes: int = 0
@@ -196,6 +206,9 @@ class Cluster:
             raise ValueError(f"fp8_gemm_share={self.fp8_gemm_share} must be in (0, 1]")
         if not 0 < self.backward_gemm_ratio <= 2:
             raise ValueError(f"backward_gemm_ratio={self.backward_gemm_ratio} must be in (0, 2]")
+        if self.weight_read_bandwidth_bytes_per_s < 0:
+            raise ValueError(f"weight_read_bandwidth_bytes_per_s={self.weight_read_bandwidth_bytes_per_s} must be >= 0 "
+                             "(0: no such term)")
         if self.transcendental_s_per_element < 0:
             raise ValueError(f"transcendental_s_per_element={self.transcendental_s_per_element} must be >= 0")
         if not 0 <= self.fragmentation < 1:

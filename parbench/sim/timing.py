@@ -116,11 +116,17 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
     ``Cluster.backward_gemm_ratio`` of the forward's rate; exp- and erf-based elementwise functions cost
     ``Cluster.transcendental_s_per_element``, a third of it forward and two thirds backward (the backward
     evaluates the function and its derivative: on this project's CPU, GELU 0.5 + 1.3 ns and the
-    cross-entropy 0.6 + 0.8-1.5 ns per element)."""
-    gemm = attn = cast_forward = cast_backward = 0.0
-    first_linear = -1.0
+    cross-entropy 0.6 + 0.8-1.5 ns per element). Where ``Cluster.weight_read_bandwidth_bytes_per_s`` is set (a
+    CPU profile), each Linear also brings in its weight, 1/tp of it where sharded, in series with its GEMMs:
+    once forward, twice backward (once where ``input_grad`` is False for the first Linear)."""
+    gemm = attn = cast_forward = cast_backward = weights = 0.0
+    first_linear = first_weight = -1.0
     for g in u.gemms:
         share = (tp if g.tp_sharded else 1) * cp
+        if g.batched == 1:  # a Linear: its weight is k x n
+            weight = g.k * g.n * act_bytes / (tp if g.tp_sharded else 1)
+            weights += weight
+            first_weight = weight if first_weight < 0 else first_weight
         flops, moved = mb * g.flops / share, gemm_bytes(g, mb, act_bytes) / share
         dtype, eff = gemm_dtype, 0.0
         if g.batched > 1 or g.head:  # FP8 recipes cast only the Linears, and not the output head (``Gemm.head``)
@@ -152,7 +158,12 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
     to_s = FP8_CAST_BYTES_PER_ELEMENT / c.memory_bandwidth_bytes_per_s
     transcendental = mb * u.transcendental_elems_per_sample / tp / cp * c.transcendental_s_per_element
     linear_backward = (2 * (gemm - attn) - (0.0 if input_grad else max(first_linear, 0.0))) / c.backward_gemm_ratio
-    forward = (gemm + elementwise + unfused + cast_forward * to_s + u.ops_forward * c.training_op_overhead_s
+    if c.weight_read_bandwidth_bytes_per_s:  # forward reads each weight; backward reads it and writes its gradient
+        read = weights / c.weight_read_bandwidth_bytes_per_s
+        linear_backward += 2 * read - (0.0 if input_grad else max(first_weight, 0.0) / c.weight_read_bandwidth_bytes_per_s)
+    else:
+        read = 0.0
+    forward = (read + gemm + elementwise + unfused + cast_forward * to_s + u.ops_forward * c.training_op_overhead_s
                + transcendental / 3)
     backward = (linear_backward + 2 * attn + 2 * (elementwise + unfused) + cast_backward * to_s
                 + u.ops_backward * c.training_op_overhead_s + (attn / 2 if flash else 0.0) + 2 * transcendental / 3)

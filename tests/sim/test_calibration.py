@@ -326,6 +326,62 @@ def test_backward_gemm_ratio_and_exp_function_cost_are_measured_and_reported():
             "traffic 1.10 ns") in lines
 
 
+def test_a_linear_brings_in_its_weight_three_times_per_micro_batch_at_the_weight_read_bandwidth():
+    """With ``weight_read_bandwidth_bytes_per_s`` set, each Linear's forward reads its k x n weight once and its
+    backward twice (the input gradient reads it, the weight gradient writes its size), in series with the
+    arithmetic; the mlp's first Linear, which computes no input gradient, once in backward. The attention
+    core's batched products hold no weight. Expected from the layer widths alone."""
+    from parbench.config import WorkloadConfig
+    from parbench.sim.model import model_spec
+    from parbench.sim.timing import unit_times_s
+
+    bw = 5e9
+    spec = model_spec(WorkloadConfig(name="mlp", layers=2, hidden=256))
+    first, second = spec.units[0], spec.units[1]
+    for unit, (k, n), grad, passes in ((first, (784, 256), False, 1), (first, (784, 256), True, 2), (second, (256, 256), True, 2)):
+        base = unit_times_s(_bare_cpu(), unit, mb=32, tp=1, act_bytes=4, input_grad=grad)
+        read = unit_times_s(_bare_cpu(weight_read_bandwidth_bytes_per_s=bw), unit, mb=32, tp=1, act_bytes=4, input_grad=grad)
+        assert read[0] - base[0] == pytest.approx(k * n * 4 / bw, rel=1e-9)
+        assert read[1] - base[1] == pytest.approx(passes * k * n * 4 / bw, rel=1e-9)
+        assert read[2:] == base[2:]  # the attention and GEMM shares tensor parallelism overlaps are the kernels'
+    block = model_spec(WorkloadConfig(name="transformer", hidden=64, seq_len=32)).units[0]
+    weights = 4 * 64 * 64 + 2 * 64 * 256  # qkv, the attention output, the MLP's two Linears (d x 4d, 4d x d)
+    base = unit_times_s(_bare_cpu(), block, mb=4, tp=2, act_bytes=4, flash=True)
+    read = unit_times_s(_bare_cpu(weight_read_bandwidth_bytes_per_s=bw), block, mb=4, tp=2, act_bytes=4, flash=True)
+    assert read[0] - base[0] == pytest.approx(weights * 4 / 2 / bw, rel=1e-9)  # each rank holds 1/tp of each weight
+    with pytest.raises(ValueError, match="weight_read_bandwidth"):
+        _bare_cpu(weight_read_bandwidth_bytes_per_s=-1.0)
+
+
+def test_the_weight_read_bandwidth_is_measured_and_reported():
+    from parbench.commands.calibrate import report_lines
+    from parbench.sim.calibrate import (
+        WEIGHT_READ_ROWS,
+        WEIGHT_READ_SIDES,
+        measure_weight_read,
+    )
+
+    """Each cold forward is set against the GEMM fit's time for its shape: 2 x rows x side^2 FLOPs at the rate plus
+    the overhead, or its operands' bytes at the memory bandwidth where that is longer."""
+    rate, overhead = 100e9, 1e-6
+    bw, rows = measure_weight_read(1, rate, overhead, 50e9)
+    assert [r["shape"] for r in rows] == [[WEIGHT_READ_ROWS, s, s] for s in WEIGHT_READ_SIDES]
+    assert all(r["weight_bytes"] == 4 * r["shape"][1] ** 2 and r["hot_s"] > 0 and r["cold_s"] > 0 for r in rows)
+    assert [r["model_s"] for r in rows] == pytest.approx([overhead + 2 * WEIGHT_READ_ROWS * s * s / rate for s in WEIGHT_READ_SIDES])
+    extra = sum(r["cold_s"] - r["model_s"] for r in rows)
+    assert bw == (pytest.approx(sum(r["weight_bytes"] for r in rows) / extra) if extra > 0 else 0.0)
+    _, slow_memory = measure_weight_read(1, rate, overhead, 1e9)  # operands' bytes at 1 GB/s outlast the FLOPs
+    assert [r["model_s"] for r in slow_memory] == pytest.approx(
+        [overhead + (2 * WEIGHT_READ_ROWS * s + s * s) * 4 / 1e9 for s in WEIGHT_READ_SIDES])
+    fit = {"alpha": 10.7e9, "rows": [{"shape": [32, 320, 320], "model_s": 32e-6, "hot_s": 44e-6, "cold_s": 56e-6}]}
+    profile = {"cluster": {**cluster_to_dict(PRESETS["a100-80gb"]), "compute_slowdown": {}},
+               "fit": {"framework_op_overhead_s": {"alpha": 2e-6}, "weight_read_bandwidth": fit, "step_scale": {"alpha": 1.0}}}
+    assert ("a Linear's weight brought in beyond its arithmetic (forward on few rows, rows x in x out: the GEMM fit's "
+            "time / weight hot / a pass after its last use): 32x320x320 32 / 44 / 56 us -> 10.7 GB/s") in report_lines(profile)
+    profile["fit"]["weight_read_bandwidth"] = {**fit, "alpha": 0.0}
+    assert any(line.endswith("no slower than the fit: no such term") for line in report_lines(profile))
+
+
 def test_calibrate_refuses_a_results_directory_it_cannot_write_before_measuring(tmp_path, monkeypatch, capsys):
     """The profile goes to <results-dir>/calibration/: a directory that cannot be made there (a file in the
     way) is exit 2 at once, not a profile lost after minutes of measuring."""
