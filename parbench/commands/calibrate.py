@@ -74,6 +74,13 @@ def report_lines(profile: dict) -> list[str]:
         mib = [r["bytes"] / 3 / 2**20 for r in fits["stream_bandwidth"]["rows"]]
         lines.append(f"DRAM bandwidth (an add on arrays of {min(mib):.0f}-{max(mib):.0f} MiB, past the caches; the optimizer's "
                      f"traffic): {fits['stream_bandwidth']['alpha'] * 1e-9:.1f} GB/s")
+    if "cache_capacity" in fits:
+        cache, rows = fits["cache_capacity"], fits["cache_capacity"]["rows"]
+        inside = max(r["bytes_per_s"] for r in rows if not cache["alpha"] or r["bytes"] <= cache["alpha"])
+        lines.append("elementwise ops past a core's caches (an add, bandwidth by operand bytes): " + (
+            f"up to {cache['alpha'] / 2**20:.2f} MiB at up to {inside * 1e-9:.0f} GB/s, beyond it "
+            f"{cache['beyond_bytes_per_s'] * 1e-9:.1f} GB/s" if cache["alpha"] else
+            f"no fall up to {rows[-1]['bytes'] / 2**20:.0f} MiB (best {inside * 1e-9:.0f} GB/s): one level"))
     if "weight_read_bandwidth" in fits:
         w = fits["weight_read_bandwidth"]
         per = ", ".join(f"{'x'.join(map(str, r['shape']))} {r['model_s'] * 1e6:.0f} / {r['hot_s'] * 1e6:.0f} / "

@@ -98,6 +98,23 @@ def measure_elementwise(sizes: list[int], reps: int) -> tuple[list[float], list[
     return xs, ys
 
 
+def cache_capacity(xs: list[float], ys: list[float], stream_bytes_per_s: float) -> dict[str, Any]:
+    """Where a float32 add's operands outgrow a core's caches (``Cluster.cache_bytes``), from the elementwise
+    probe's (bytes moved, seconds): past the size of its best bandwidth, the first size whose bandwidth falls
+    below the geometric mean of that best and ``stream_bytes_per_s`` (beyond every cache) is the first out;
+    the size before it is the capacity, and the median bandwidth from it on is what an op beyond the caches
+    gets (``Cluster.beyond_cache_bandwidth_bytes_per_s``). No fall within the probe's sizes: 0 for both (one
+    level). On this project's 2-core VM with 2 MiB of L2 per core the add ran 110 GB/s on arrays of 0.25 MiB
+    (0.75 MiB of operands), 87 GB/s at 0.5 MiB and 28-31 GB/s at 1-32 MiB."""
+    rows = [{"bytes": x, "seconds": y, "bytes_per_s": x / y} for x, y in sorted(zip(xs, ys))]
+    best = max(range(len(rows)), key=lambda i: rows[i]["bytes_per_s"])
+    threshold = math.sqrt(rows[best]["bytes_per_s"] * stream_bytes_per_s)
+    out = next((i for i in range(best + 1, len(rows)) if rows[i]["bytes_per_s"] < threshold), None)
+    return {"alpha": rows[out - 1]["bytes"] if out else 0,
+            "beyond_bytes_per_s": stats.median([r["bytes_per_s"] for r in rows[out:]]) if out else 0.0,
+            "threshold_bytes_per_s": threshold, "rows": rows}
+
+
 def measure_stream_bandwidth(sizes: list[int], reps: int) -> tuple[float, list[dict[str, float]]]:
     """Bytes per second of the same float32 add on arrays past the last-level cache (16-128 MiB each):
     the median over ``sizes`` of bytes / seconds, each far above the op's fixed cost. A training step's
@@ -792,9 +809,11 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     alone = [_compute_probe()]  # the machine's speed, read again around each group and at the end
     early = measure_reference_steps(reps)  # and the single-process steps the step scale rests on, again at the end
     (gemm_a, gemm_b), gemm = checked_fit(*measure_gemm(sizes["gemm"], reps))
-    (elem_a, elem_b), elem = checked_fit(*measure_elementwise(sizes["elementwise"], reps))
+    elem_xs, elem_ys = measure_elementwise(sizes["elementwise"], reps)
+    (elem_a, elem_b), elem = checked_fit(elem_xs, elem_ys)
     memory_bw = 1 / elem_b
     stream_bw, stream_rows = measure_stream_bandwidth(sizes["stream"], reps)
+    cache = cache_capacity(elem_xs, elem_ys, stream_bw)
     op_overhead = measure_framework_overhead(reps)
     attention_eff, attention_rows = measure_attention(reps, 1 / gemm_b, gemm_a)
     backward_ratio, backward_rows = measure_backward_gemm(reps)
@@ -802,6 +821,7 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     transcendental, transcendental_rows = measure_transcendental(reps, memory_bw)
     fits: dict[str, dict[str, Any]] = {"gemm": gemm, "elementwise": elem,
                                        "stream_bandwidth": {"alpha": stream_bw, "rows": stream_rows},
+                                       "cache_capacity": cache,
                                        "framework_op_overhead_s": {"alpha": op_overhead},
                                        "attention_efficiency": {"alpha": attention_eff, "rows": attention_rows},
                                        "backward_gemm_ratio": {"alpha": backward_ratio, "rows": backward_rows},
@@ -828,7 +848,8 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         name=f"local:{socket.gethostname()}", gpus_per_node=max(cores, 64), peak_flops=1 / gemm_b,
         gemm_efficiency=1.0, attention_efficiency=min(attention_eff, 1.0), gemm_overhead_s=gemm_a, op_overhead_s=elem_a, autograd_op_overhead_s=op_overhead,
         memory_bandwidth_bytes_per_s=memory_bw, stream_bandwidth_bytes_per_s=stream_bw,
-        weight_read_bandwidth_bytes_per_s=weight_bw,
+        weight_read_bandwidth_bytes_per_s=weight_bw, cache_bytes=int(cache["alpha"]),
+        beyond_cache_bandwidth_bytes_per_s=cache["beyond_bytes_per_s"],
         backward_gemm_ratio=min(max(backward_ratio, 0.1), 2.0), transcendental_s_per_element=transcendental,
         memory_bytes=_host_memory_bytes(), intra=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]),
         inter=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]), overlap=0.0, cores=cores,

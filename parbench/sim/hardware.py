@@ -90,6 +90,15 @@ class Cluster:
     the caches, so a CPU reads them from DRAM. 0 = ``memory_bandwidth_bytes_per_s`` (a GPU's HBM has no cache
     that would hold them). Calibrated CPU profiles measure it on arrays larger than the last-level cache:
     on this project's 2-core VM 20-22 GB/s, against 65-90 GB/s for operands of 1-12 MiB."""
+    cache_bytes: int = 0
+    """Operand bytes (inputs and output) of one elementwise op up to which a CPU core's caches hold them: an
+    op on more moves its traffic at ``beyond_cache_bandwidth``, not ``memory_bandwidth_bytes_per_s``. 0 = one
+    level (a GPU's elementwise kernels stream from HBM at any size). Calibrated CPU profiles find it where a
+    float32 add's bandwidth falls off as its arrays grow (``calibrate.cache_capacity``); on this project's
+    2-core VM with 2 MiB of L2 per core, 1.5 MiB (110 GB/s at 0.75 MiB, 87 at 1.5, 28-31 from 3 MiB up)."""
+    beyond_cache_bandwidth_bytes_per_s: float = 0.0
+    """Bandwidth of an elementwise op whose operands exceed ``cache_bytes``: the same add's, measured on the
+    probe sizes past the fall. 0 = ``stream_bandwidth``."""
     weight_read_bandwidth_bytes_per_s: float = 0.0
     """Bandwidth at which a single-threaded CPU GEMM brings in its weight-sized operand, in series with its
     arithmetic: a Goto-style BLAS packs B into contiguous panels before its micro-kernel runs (Goto and van de
@@ -169,6 +178,12 @@ class Cluster:
     def stream_bandwidth(self) -> float:
         return self.stream_bandwidth_bytes_per_s or self.memory_bandwidth_bytes_per_s
 
+    def elementwise_bandwidth(self, operand_bytes: float) -> float:
+        """Bytes per second of an elementwise op whose inputs and output take ``operand_bytes``."""
+        if self.cache_bytes and operand_bytes > self.cache_bytes:
+            return self.beyond_cache_bandwidth_bytes_per_s or self.stream_bandwidth
+        return self.memory_bandwidth_bytes_per_s
+
     @property
     def optimizer_op_s(self) -> float:
         return self.optimizer_op_overhead_s or self.op_overhead_s
@@ -206,6 +221,9 @@ class Cluster:
             raise ValueError(f"fp8_gemm_share={self.fp8_gemm_share} must be in (0, 1]")
         if not 0 < self.backward_gemm_ratio <= 2:
             raise ValueError(f"backward_gemm_ratio={self.backward_gemm_ratio} must be in (0, 2]")
+        if self.cache_bytes < 0 or self.beyond_cache_bandwidth_bytes_per_s < 0:
+            raise ValueError(f"cache_bytes={self.cache_bytes} and beyond_cache_bandwidth_bytes_per_s="
+                             f"{self.beyond_cache_bandwidth_bytes_per_s} must be >= 0 (0: one level)")
         if self.weight_read_bandwidth_bytes_per_s < 0:
             raise ValueError(f"weight_read_bandwidth_bytes_per_s={self.weight_read_bandwidth_bytes_per_s} must be >= 0 "
                              "(0: no such term)")

@@ -150,11 +150,14 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
         elif first_linear < 0:
             first_linear = t
     elems = u.elementwise_elems_per_sample + (0 if flash else u.score_elems_per_sample)
-    elementwise = mb * elems * act_bytes * 2 / tp / cp / c.memory_bandwidth_bytes_per_s
+    # an op of the chain reads two tensors of the unit's output size and writes one (an add; a norm or an
+    # activation reads one): where those outgrow a CPU core's caches it streams (``Cluster.cache_bytes``)
+    bandwidth = c.elementwise_bandwidth(3 * mb * u.out_elems_per_sample * act_bytes / tp / cp)
+    elementwise = mb * elems * act_bytes * 2 / tp / cp / bandwidth
     unfused = 0.0  # eager torch: each op of a norm, rotary or gate chain is its own kernel through memory
     if not fused:
         eager_bytes = u.unfused_fp32_elems_per_sample * 4 + u.unfused_act_elems_per_sample * act_bytes
-        unfused = mb * eager_bytes / tp / cp / c.memory_bandwidth_bytes_per_s
+        unfused = mb * eager_bytes / tp / cp / bandwidth
     to_s = FP8_CAST_BYTES_PER_ELEMENT / c.memory_bandwidth_bytes_per_s
     transcendental = mb * u.transcendental_elems_per_sample / tp / cp * c.transcendental_s_per_element
     linear_backward = (2 * (gemm - attn) - (0.0 if input_grad else max(first_linear, 0.0))) / c.backward_gemm_ratio

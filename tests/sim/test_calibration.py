@@ -382,6 +382,55 @@ def test_the_weight_read_bandwidth_is_measured_and_reported():
     assert any(line.endswith("no slower than the fit: no such term") for line in report_lines(profile))
 
 
+def test_an_elementwise_op_whose_operands_outgrow_the_cache_moves_at_the_beyond_cache_bandwidth():
+    """A decoder block's elementwise traffic (4 d-wide and 2 f-wide tensors per token, read and written) moves at
+    the cache bandwidth while an op's three tensors of the block's output (tokens x d) fit ``cache_bytes``, and
+    at ``beyond_cache_bandwidth`` past it; backward moves it twice. Expected from the shapes alone."""
+    from parbench.config import WorkloadConfig
+    from parbench.sim.model import model_spec
+    from parbench.sim.timing import unit_times_s
+
+    d, t, f = 64, 32, 256
+    block = model_spec(WorkloadConfig(name="transformer", hidden=d, seq_len=t)).units[0]
+    traffic = t * (4 * d + 2 * f) * 4 * 2  # float32 elements read and written, per sample
+    for mb, tp, spills in ((8, 1, False), (64, 1, True), (64, 2, False)):
+        operands = 3 * mb * t * d * 4 / tp  # 192 KiB, 1.5 MiB, 768 KiB against a 1 MiB cache
+        base = unit_times_s(_bare_cpu(), block, mb=mb, tp=tp, act_bytes=4, flash=True)
+        two = unit_times_s(_bare_cpu(cache_bytes=2**20, beyond_cache_bandwidth_bytes_per_s=20e9), block, mb=mb,
+                           tp=tp, act_bytes=4, flash=True)
+        extra = mb * traffic / tp * (1 / 20e9 - 1 / 80e9) if spills else 0.0
+        assert operands > 2**20 if spills else operands <= 2**20
+        assert two[0] - base[0] == pytest.approx(extra, abs=1e-12)
+        assert two[1] - base[1] == pytest.approx(2 * extra, abs=1e-12)
+    assert _bare_cpu(cache_bytes=2**20, stream_bandwidth_bytes_per_s=10e9).elementwise_bandwidth(2**21) == 10e9
+    with pytest.raises(ValueError, match="cache_bytes"):
+        _bare_cpu(cache_bytes=-1)
+
+
+def test_the_cache_capacity_is_the_last_size_before_the_add_falls_to_the_streaming_bandwidth():
+    """Bandwidths by hand: small arrays are overhead-bound (below the threshold but before the best), the
+    fall comes after the best; threshold sqrt(110 x 18.5) = 45.1 GB/s."""
+    from parbench.commands.calibrate import report_lines
+    from parbench.sim.calibrate import cache_capacity
+
+    mib = 2**20
+    sizes = [0.1875 * mib, 0.375 * mib, 0.75 * mib, 1.5 * mib, 3 * mib, 6 * mib, 12 * mib]
+    gbs = [37, 80, 110, 87, 31, 28, 28]
+    fit = cache_capacity(sizes, [x / (g * 1e9) for x, g in zip(sizes, gbs)], 18.5e9)
+    assert fit["alpha"] == 1.5 * mib
+    assert fit["beyond_bytes_per_s"] == pytest.approx(28e9)
+    assert fit["threshold_bytes_per_s"] == pytest.approx((110e9 * 18.5e9) ** 0.5)
+    flat = cache_capacity(sizes, [x / 90e9 for x in sizes], 18.5e9)
+    assert (flat["alpha"], flat["beyond_bytes_per_s"]) == (0, 0.0)
+    profile = {"cluster": {**cluster_to_dict(PRESETS["a100-80gb"]), "compute_slowdown": {}},
+               "fit": {"framework_op_overhead_s": {"alpha": 2e-6}, "cache_capacity": fit, "step_scale": {"alpha": 1.0}}}
+    assert ("elementwise ops past a core's caches (an add, bandwidth by operand bytes): up to 1.50 MiB at up to "
+            "110 GB/s, beyond it 28.0 GB/s") in report_lines(profile)
+    profile["fit"]["cache_capacity"] = flat
+    assert ("elementwise ops past a core's caches (an add, bandwidth by operand bytes): no fall up to 12 MiB "
+            "(best 90 GB/s): one level") in report_lines(profile)
+
+
 def test_calibrate_refuses_a_results_directory_it_cannot_write_before_measuring(tmp_path, monkeypatch, capsys):
     """The profile goes to <results-dir>/calibration/: a directory that cannot be made there (a file in the
     way) is exit 2 at once, not a profile lost after minutes of measuring."""
