@@ -43,6 +43,9 @@ _H200 = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h20
 _L40S = "NVIDIA L40S datasheet (nvidia.com/en-us/data-center/l40s), sparse figures halved"
 _BLACKWELL = ("NVIDIA GB200 NVL72 / HGX B200 specifications (nvidia.com/en-us/data-center/gb200-nvl72), 'Individual "
               "Blackwell GPU Specifications', {} column, sparse figures halved")
+_BLACKWELL_ULTRA = ("NVIDIA Blackwell Ultra per-GPU specifications as tabulated in verda.com/blog/gb300-nvl72-architecture "
+                    "(dense figures; FP8 dense 5 PF on GB300, 4.5 PF on HGX B300) and the DGX B300 page (72 PF sparse FP8 "
+                    "for 8 GPUs), {} column")
 
 # (pattern on the device name, datasheet); the first match wins: specific variants before families
 DATASHEETS: tuple[tuple[str, Datasheet], ...] = (
@@ -57,6 +60,10 @@ DATASHEETS: tuple[tuple[str, Datasheet], ...] = (
                             peak_flops={"fp32": 60e12, "tf32": 417.5e12, "bf16": 835.5e12, "fp8": 1670.5e12})),
     (r"H200", Datasheet(model="H200 SXM", memory_bytes=141 * 10**9, source=_H200.format("H200 SXM"),
                         peak_flops={"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12, "fp8": 1979e12})),
+    (r"GB300", Datasheet(model="GB300", memory_bytes=279 * 10**9, source=_BLACKWELL_ULTRA.format("GB300"),
+                         peak_flops={"fp32": 80e12, "tf32": 1250e12, "bf16": 2500e12, "fp8": 5000e12})),
+    (r"B300", Datasheet(model="B300 (HGX)", memory_bytes=270 * 10**9, source=_BLACKWELL_ULTRA.format("B300"),
+                        peak_flops={"fp32": 75e12, "tf32": 1100e12, "bf16": 2250e12, "fp8": 4500e12})),
     (r"GB200", Datasheet(model="GB200", memory_bytes=186 * 10**9, source=_BLACKWELL.format("GB200 NVL72"),
                          peak_flops={"fp32": 80e12, "tf32": 1250e12, "bf16": 2500e12, "fp8": 5000e12})),
     (r"B200", Datasheet(model="B200 (HGX)", memory_bytes=180 * 10**9, source=_BLACKWELL.format("HGX B200"),

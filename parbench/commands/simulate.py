@@ -54,7 +54,7 @@ def add_parser(sub) -> None:
                    help="the runner's tensor-parallel layout (separate q/k/v all-reduces, replicated embedding and "
                         "head) instead of Megatron-LM's (fused qkv, vocabulary-parallel embedding and head)")
     c = p.add_argument_group("cluster and layout (under --search, any layout flag given fixes that choice)")
-    c.add_argument("--cluster", default="h100-sxm", help="a100-80gb, a100-40gb, h100-sxm, h100-96gb, h200-sxm, b200, gb200-nvl72, local, or a .toml/.json file")
+    c.add_argument("--cluster", default="h100-sxm", help="a100-80gb, a100-40gb, h100-sxm, h100-96gb, h200-sxm, b200, b300, gb200-nvl72, gb300-nvl72, local, or a .toml/.json file")
     c.add_argument("--results-dir", default="results", help="where `local` looks for the calibrated profile")
     c.add_argument("--gpus", type=int, default=8, help="devices in the cluster (dp x tp x pp)")
     c.add_argument("--dp", type=int, help="default: gpus / (tp x pp x cp)")

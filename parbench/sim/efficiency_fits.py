@@ -66,12 +66,15 @@ def h100_rows_grid(gemms: tuple[float, ...] = (0.55, 0.60, 0.65, 0.70),
                    attentions: tuple[float, ...] = (0.17, 0.19, 0.21, 0.23),
                    fp8_shares: tuple[float, ...] = (1.0,)) -> list[dict]:
     """The mean |error| of every published dense row with a metric on the H100's tensor cores (llm-foundry's,
-    torchtitan's H100 and H200, Megatron-Bridge's H100, NeMo's and the DGX Cloud tables' rows) at each point of a
+    torchtitan's H100 and H200, Megatron-Bridge's 25.11 H100, NeMo's and the DGX Cloud tables' rows) at each point of a
     grid of (GEMM, attention) efficiencies and FP8 shares (``Cluster.fp8_gemm_share``), the Hopper kernel kept at
     ``HOPPER_FLASH3_OVER_FLASH2`` x the attention figure as the preset derives it; per source its mean and max
     |error| (``by_source``) and rows (``rows_by_source``)."""
+    from parbench.sim.published_memory import MBRIDGE_LATER
+
     mine = [r for r in runs() if r.metric and PRESETS[r.cluster].peak_flops == PRESETS["h100-sxm"].peak_flops
-            and not r.arch.experts]  # dense: an MoE row's error is its experts' path, not these efficiencies
+            and not r.arch.experts  # dense: an MoE row's error is its experts' path, not these efficiencies
+            and r.source != MBRIDGE_LATER]  # Megatron-Bridge's later tables are held out
     specs = {id(r): architecture_spec(r.arch, megatron=True) for r in mine}
     out = []
     for gemm, attention, share in product(gemms, attentions, fp8_shares):
@@ -148,6 +151,24 @@ def fit_moe_expert_fixed_s() -> float:
                        / r.value - 1) for r in mine) / len(mine)
 
     return min((round(1e-5 * i, 5) for i in range(101)), key=mae)
+
+
+def same_layout_speedup(faster: str, slower: str) -> tuple[float, list[tuple[str, float]]]:
+    """The mean ratio of published tokens/s per GPU over Megatron-Bridge's run pairs that differ in the system alone
+    (cluster ``faster`` against ``slower``: same container, model, layout and precision), and each pair's name and
+    ratio: ``BLACKWELL_ULTRA_SPEEDUP`` (DGX-B300 over DGX-B200, DGX-GB300 over DGX-GB200)."""
+    from parbench.sim.published_memory import MBRIDGE, MBRIDGE_LATER
+
+    bridge = [r for r in runs() if r.source in (MBRIDGE, MBRIDGE_LATER) and r.metric == "tps_per_gpu"]
+
+    def key(r):
+        return r.table.split(",")[0], r.arch, r.layout, r.notes[0]
+
+    slow = {key(r): r for r in bridge if r.cluster == slower}
+    pairs = [(r.name, r.value / slow[key(r)].value) for r in bridge if r.cluster == faster and key(r) in slow]
+    if not pairs:
+        raise ValueError(f"no published run pairs differ only in the system between {faster} and {slower}")
+    return sum(ratio for _, ratio in pairs) / len(pairs), pairs
 
 
 LAUNCH_BOUND = 1.5

@@ -509,6 +509,52 @@ GB200_SOURCES = {
     "gpus_per_node": "GB200 NVL72: 72 GPUs in one NVLink domain (the rack), each at 1.8 TB/s",
     "inter": "beyond the rack, one ConnectX-7 400 Gb/s per GPU = 50 GB/s; x0.9 (assumed)",
 }
+BLACKWELL_ULTRA_SOURCES = {
+    **BLACKWELL_SOURCES,
+    "peak_flops": "Blackwell Ultra, HGX B300: FP16/BF16 2,250 TFLOP/s dense (verda.com/blog/gb300-nvl72-architecture, "
+                  "per-GPU table without sparsity; NVIDIA's DGX B300 page: 72 PFLOPS sparse FP8 for 8 GPUs = 4,500 dense "
+                  "FP8 per GPU, BF16 half of it): the B200's tensor-core peaks",
+    "peak_flops_fp8": "the same table: FP8 4,500 TFLOP/s dense",
+    "peak_flops_tf32": "the same table: TF32 1,100 TFLOP/s dense, FP32 75 (parbench.devices.DATASHEETS)",
+    "memory_bytes": "the same table: 270 GB HBM3E (no published nvidia-smi printout found, so the decimal figure)",
+    "memory_bandwidth_bytes_per_s": "the same table: 7.7 TB/s; x0.8 achievable (assumed, as every GPU preset's)",
+    "inter": "DGX B300: 8x ConnectX-8 800 Gb/s, one per GPU = 100 GB/s; x0.9 (assumed)",
+    "gemm_efficiency": "the Blackwell presets' (the H100's fitted 0.64, FP8 share 0.90, attention 0.19, flash3 0.33), "
+                       "each x1.09 (0.70, 0.21, 0.36): Blackwell Ultra keeps Blackwell's BF16 and FP8 datasheet peaks, "
+                       "yet Megatron-Bridge's tables (26.02, 26.02.01) run the same model, layout and precision 1.04-1.11x "
+                       "faster on DGX-B300 than on DGX-B200, mean 1.09 over the four such pairs "
+                       "(parbench.sim.efficiency_fits.same_layout_speedup); the board power (1.1 kW against 1.0 kW, the "
+                       "same table) is the likely cause, not measured. The doubled exponential rate (10.7 against 5 "
+                       "tera-exponentials/s, the same table) is not modelled separately",
+}
+GB300_SOURCES = {
+    **BLACKWELL_ULTRA_SOURCES,
+    "peak_flops": "Blackwell Ultra, GB300 NVL72: FP16/BF16 2,500 TFLOP/s dense (verda.com/blog/gb300-nvl72-architecture, "
+                  "per-GPU table without sparsity; the rack's 360 PFLOPS dense FP8 / 72 = 5,000 FP8, BF16 half of it)",
+    "peak_flops_fp8": "the same table: FP8 5,000 TFLOP/s dense",
+    "peak_flops_tf32": "the same table: TF32 1,250 TFLOP/s dense, FP32 80",
+    "memory_bytes": "the same table: 279 GB HBM3E (no published nvidia-smi printout found, so the decimal figure)",
+    "memory_bandwidth_bytes_per_s": "the same table: 8 TB/s; x0.8 achievable (assumed)",
+    "gpus_per_node": "GB300 NVL72: 72 GPUs in one NVLink domain (the rack), each at 1.8 TB/s",
+    "inter": "beyond the rack, one ConnectX-8 800 Gb/s per GPU (72 in the rack) = 100 GB/s; x0.9 (assumed)",
+    "gemm_efficiency": "the Blackwell presets' efficiencies x1.22 (0.78, attention 0.23, flash3 0.40): Megatron-Bridge's "
+                       "tables (25.11, 26.02, 26.02.01) run the same model, layout and precision 1.19-1.23x faster on "
+                       "DGX-GB300 than on DGX-GB200 at equal datasheet peaks, mean 1.22 over the five such pairs "
+                       "(parbench.sim.efficiency_fits.same_layout_speedup); GB300's 1.4 kW board power against "
+                       "GB200's 1.2 kW (the same table) is the likely cause, not measured",
+}
+BLACKWELL_ULTRA_SPEEDUP = {"b300": 1.09, "gb300-nvl72": 1.22}
+"""Blackwell Ultra's compute over Blackwell's at equal datasheet peaks: the mean published ratio of its same-layout
+pairs (``parbench.sim.efficiency_fits.same_layout_speedup``), applied to every tensor-core efficiency."""
+
+
+def _sustained(preset: dict[str, Any], factor: float) -> dict[str, Any]:
+    """A preset's GEMM and attention efficiencies scaled by ``factor`` (memory-bound work and links unchanged)."""
+    return {**preset, "gemm_efficiency": round(preset["gemm_efficiency"] * factor, 2),
+            "attention_efficiency": round(preset["attention_efficiency"] * factor, 2),
+            "attention_kernels": {k: round(v * factor, 2) for k, v in preset["attention_kernels"].items()}}
+
+
 _BLACKWELL = {**_H100, "peak_flops": 2250e12, "peak_flops_fp8": 4500e12, **float32_peaks("B200 (HGX)"),
               "memory_bandwidth_bytes_per_s": 0.8 * 7700e9, "intra": Link(latency_s=4e-6, bandwidth_bytes_per_s=0.8 * 900e9)}
 PRESETS: dict[str, Cluster] = {
@@ -522,6 +568,14 @@ PRESETS: dict[str, Cluster] = {
     "gb200-nvl72": Cluster(name="gb200-nvl72", memory_bytes=189471 * MIB, sources=GB200_SOURCES,
                            **{**_BLACKWELL, "peak_flops": 2500e12, "peak_flops_fp8": 5000e12, **float32_peaks("GB200"),
                               "memory_bandwidth_bytes_per_s": 0.8 * 8000e9, "gpus_per_node": 72}),
+    "b300": Cluster(name="b300", memory_bytes=270 * 10**9, sources=BLACKWELL_ULTRA_SOURCES,
+                    **_sustained({**_BLACKWELL, **float32_peaks("B300 (HGX)"),
+                                  "inter": Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 100e9)}, BLACKWELL_ULTRA_SPEEDUP["b300"])),
+    "gb300-nvl72": Cluster(name="gb300-nvl72", memory_bytes=279 * 10**9, sources=GB300_SOURCES,
+                           **_sustained({**_BLACKWELL, "peak_flops": 2500e12, "peak_flops_fp8": 5000e12,
+                                         **float32_peaks("GB300"), "memory_bandwidth_bytes_per_s": 0.8 * 8000e9,
+                                         "gpus_per_node": 72, "inter": Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 100e9)},
+                                        BLACKWELL_ULTRA_SPEEDUP["gb300-nvl72"])),
     "h100-96gb": Cluster(name="h100-96gb", memory_bytes=96 * GIB - (81920 - 81559) * MIB, sources=H100_96_SOURCES,
                          **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 2400e9}),
 }

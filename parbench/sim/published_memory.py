@@ -49,13 +49,14 @@ from parbench.sim.layout import PRECISIONS, SOFTWARE, Layout, Recompute
 from parbench.sim.model import architecture_spec
 from parbench.sim.models import MODELS
 from parbench.sim.predict import Prediction, predict
-from parbench.sim.stages import megatron_pipeline_layout
+from parbench.sim.stages import account_for_ends, megatron_pipeline_layout
 
 TT_H100 = "torchtitan docs/performance.md @eaea6f6"
 TT_A100 = "torchtitan docs/performance.md @0413364"
 TT_H200 = "torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md @bcdeaa3"
 FOUNDRY = "llm-foundry scripts/train/benchmarking/README.md @061f2c7"
 MBRIDGE = "Megatron-Bridge docs/performance-summary.md (DGX H100, B200, GB200; FP8 and BF16)"
+MBRIDGE_LATER = "Megatron-Bridge docs/performance-summary.md, 26.02 and 26.02.01 tables and 25.11 DGX-GB300 (B300, GB300 held out)"
 NEMO = "NeMo docs/source/performance/performance_summary.md @070a0bb (24.07, DGX-H100, FP8)"
 NEMO_LONG = "NeMo docs/source/performance/performance_long_sequence.md @0aa2671 (24.03.01, DGX-H100, FP8)"
 DGXC = "NVIDIA dgxc-benchmarking recipes (NeMo 24.09-24.11, DGX H100, BF16 and FP8)"
@@ -457,6 +458,113 @@ def _megatron_bridge_moe() -> list[Run]:
     return rows
 
 
+MBRIDGE_LATER_TABLE = (
+    # (container, system, model, GPUs, precision, GBS, MBS, sequence, TP, PP, CP, VP, EP, tokens/s per GPU)
+    ("26.02.01", "DGX-GB300", "llama3-70b", 64, "mxfp8", 256, 2, 8192, 1, 4, 1, 1, 1, 4798),
+    ("26.02.01", "DGX-GB200", "llama3-70b", 64, "mxfp8", 256, 1, 8192, 2, 4, 1, 5, 1, 3837),
+    ("26.02.01", "DGX-H100", "llama3-70b", 64, "fp8", 256, 1, 8192, 4, 8, 1, 5, 1, 1639),
+    ("26.02.01", "DGX-GB300", "llama3-405b", 256, "mxfp8", 1536, 1, 8192, 2, 8, 2, 4, 1, 949),
+    ("26.02.01", "DGX-GB300", "llama3-405b", 256, "fp8", 1536, 1, 8192, 2, 8, 2, 4, 1, 1024),
+    ("26.02.01", "DGX-GB200", "llama3-405b", 256, "fp8", 1536, 1, 8192, 4, 16, 1, 4, 1, 818),
+    ("26.02.01", "DGX-GB300", "deepseek-v3", 256, "mxfp8", 4096, 2, 4096, 1, 2, 1, 8, 32, 4691),
+    ("26.02.01", "DGX-GB200", "deepseek-v3", 256, "mxfp8", 4096, 1, 4096, 1, 4, 1, 4, 64, 4021),
+    ("26.02.01", "DGX-B300", "deepseek-v3", 256, "mxfp8", 4096, 1, 4096, 1, 16, 1, 1, 8, 3099),
+    ("26.02.01", "DGX-B200", "deepseek-v3", 256, "mxfp8", 4096, 1, 4096, 1, 16, 1, 1, 8, 2790),
+    ("26.02.01", "DGX-GB300", "gpt-oss-120b", 64, "bf16", 1280, 4, 4096, 1, 1, 1, 1, 64, 19366),
+    ("26.02.01", "DGX-GB200", "gpt-oss-120b", 64, "bf16", 1280, 4, 4096, 1, 1, 1, 1, 64, 15754),
+    ("26.02.01", "DGX-B300", "gpt-oss-120b", 64, "bf16", 1280, 4, 4096, 1, 1, 1, 1, 8, 15031),
+    ("26.02.01", "DGX-B200", "gpt-oss-120b", 64, "bf16", 1280, 4, 4096, 1, 1, 1, 1, 8, 13722),
+    ("26.02.01", "DGX-H100", "gpt-oss-120b", 64, "bf16", 1280, 1, 4096, 1, 4, 1, 1, 8, 5984),
+    ("26.02.01", "DGX-GB300", "qwen3-30b-a3b", 8, "mxfp8", 512, 8, 4096, 1, 1, 1, 1, 8, 30411),
+    ("26.02.01", "DGX-GB200", "qwen3-30b-a3b", 8, "mxfp8", 512, 4, 4096, 1, 1, 1, 1, 8, 26373),
+    ("26.02.01", "DGX-B300", "qwen3-30b-a3b", 8, "mxfp8", 512, 8, 4096, 1, 1, 1, 1, 8, 29454),
+    ("26.02.01", "DGX-B200", "qwen3-30b-a3b", 8, "mxfp8", 512, 4, 4096, 1, 1, 1, 1, 8, 26695),
+    ("26.02.01", "DGX-H100", "qwen3-30b-a3b", 16, "fp8", 1024, 1, 4096, 1, 2, 1, 12, 8, 9058),
+    ("26.02.01", "DGX-GB300", "qwen3-235b-a22b", 256, "mxfp8", 8192, 2, 4096, 1, 4, 1, 1, 32, 6583),
+    ("26.02.01", "DGX-GB200", "qwen3-235b-a22b", 256, "mxfp8", 8192, 1, 4096, 1, 8, 1, 1, 32, 5530),
+    ("26.02.01", "DGX-B300", "qwen3-235b-a22b", 256, "mxfp8", 8192, 1, 4096, 1, 8, 1, 4, 8, 2644),
+    ("26.02", "DGX-GB300", "llama3-70b", 64, "mxfp8", 256, 1, 8192, 1, 4, 1, 5, 1, 4596),
+    ("26.02", "DGX-GB200", "llama3-70b", 64, "mxfp8", 256, 1, 8192, 2, 4, 1, 5, 1, 3613),
+    ("26.02", "DGX-GB300", "llama3-405b", 256, "mxfp8", 1536, 1, 8192, 2, 8, 2, 4, 1, 931),
+    ("26.02", "DGX-GB300", "llama3-405b", 256, "fp8", 1536, 1, 8192, 4, 8, 1, 4, 1, 988),
+    ("26.02", "DGX-GB300", "deepseek-v3", 256, "mxfp8", 4096, 2, 4096, 1, 2, 1, 8, 32, 4612),
+    ("26.02", "DGX-GB200", "deepseek-v3", 256, "mxfp8", 4096, 1, 4096, 1, 4, 1, 4, 64, 3955),
+    ("26.02", "DGX-B300", "deepseek-v3", 256, "mxfp8", 4096, 1, 4096, 1, 16, 1, 1, 8, 2983),
+    ("26.02", "DGX-B200", "deepseek-v3", 256, "mxfp8", 4096, 1, 4096, 1, 16, 1, 1, 8, 2689),
+    ("26.02", "DGX-GB300", "gpt-oss-120b", 64, "bf16", 1280, 4, 4096, 1, 1, 1, 1, 64, 19412),
+    ("26.02", "DGX-GB200", "gpt-oss-120b", 64, "bf16", 1280, 4, 4096, 1, 1, 1, 1, 64, 15784),
+    ("26.02", "DGX-B300", "gpt-oss-120b", 64, "bf16", 1280, 4, 4096, 1, 1, 1, 1, 64, 8359),
+    ("26.02", "DGX-B200", "gpt-oss-120b", 64, "bf16", 1280, 4, 4096, 1, 1, 1, 1, 64, 8047),
+    ("26.02", "DGX-H100", "gpt-oss-120b", 64, "bf16", 1280, 1, 4096, 1, 4, 1, 1, 8, 5993),
+    ("26.02", "DGX-GB300", "qwen3-30b-a3b", 8, "mxfp8", 512, 8, 4096, 1, 1, 1, 1, 8, 30376),
+    ("26.02", "DGX-GB200", "qwen3-30b-a3b", 8, "mxfp8", 512, 4, 4096, 1, 1, 1, 1, 8, 26084),
+    ("26.02", "DGX-B300", "qwen3-30b-a3b", 8, "mxfp8", 512, 8, 4096, 1, 1, 1, 1, 8, 29521),
+    ("26.02", "DGX-B200", "qwen3-30b-a3b", 8, "mxfp8", 512, 1, 4096, 1, 1, 1, 1, 8, 9691),
+    ("26.02", "DGX-H100", "qwen3-30b-a3b", 16, "fp8", 1024, 1, 4096, 1, 2, 1, 12, 8, 5113),
+    ("26.02", "DGX-GB300", "qwen3-235b-a22b", 256, "mxfp8", 8192, 2, 4096, 1, 4, 1, 1, 32, 6583),
+    ("26.02", "DGX-GB200", "qwen3-235b-a22b", 256, "mxfp8", 8192, 1, 4096, 1, 8, 1, 1, 32, 5448),
+    ("26.02", "DGX-B300", "qwen3-235b-a22b", 256, "mxfp8", 8192, 1, 4096, 1, 8, 1, 4, 8, 2691),
+    ("26.02", "DGX-B200", "qwen3-235b-a22b", 256, "mxfp8", 8192, 1, 4096, 1, 8, 1, 1, 8, 3805),
+    ("25.11", "DGX-GB300", "llama3-8b", 8, "fp8", 128, 2, 8192, 1, 1, 1, 1, 1, 37556),
+    ("25.11", "DGX-GB300", "llama3-8b", 8, "mxfp8", 128, 2, 8192, 1, 1, 1, 1, 1, 36108),
+    ("25.11", "DGX-GB300", "llama3-405b", 256, "fp8", 1536, 1, 8192, 2, 8, 2, 4, 1, 999),
+    ("25.11", "DGX-GB300", "gpt-oss-120b", 64, "bf16", 1280, 2, 8192, 1, 1, 1, 1, 64, 18347),
+    ("25.11", "DGX-GB300", "qwen3-30b-a3b", 8, "mxfp8", 512, 4, 4096, 1, 1, 1, 1, 8, 28934),
+    ("25.11", "DGX-GB300", "qwen3-235b-a22b", 256, "bf16", 8192, 2, 4096, 1, 4, 1, 12, 16, 6131),
+    ("25.11", "DGX-GB200", "llama3-8b", 8, "mxfp8", 128, 2, 8192, 1, 1, 1, 1, 1, 29789),
+    ("25.11", "DGX-B200", "llama3-8b", 8, "mxfp8", 128, 2, 8192, 1, 1, 1, 1, 1, 29521),
+    ("25.11", "DGX-B200", "llama3-405b", 128, "mxfp8", 64, 1, 8192, 4, 8, 2, 8, 1, 624),
+)
+"""Megatron-Bridge's later tables (``docs/performance-summary.md``, sections "26.02.01 NeMo Container" and "26.02
+NeMo Container", per model) and the 25.11 rows the first tables left out: DGX-GB300 and the FP8-MX figures printed in parentheses beside FP8-CS. Every
+row with the distributed optimizer (FSDP 0) on a system with a preset. Left out: NVFP4 (no FP4 peak in the
+presets), Megatron FSDP rows, Nemotron 3 Nano (a hybrid Mamba model) and Kimi K2 (no preset), the GB200 405B at
+PP 16 x VP 8 (128 chunks for 126 blocks, the embedding and the loss: chunks with no block), the H100 Qwen3-235B
+rows (EP 32 over TP 2 x DP 16: Megatron-Core folds expert parallelism across tensor-parallel ranks, the layouts
+here keep it inside data parallelism), and 25.11's GB300
+DeepSeek-V3 rows (run without multi-token prediction, in a layout the page does not give). MXFP8 runs as FP8 at
+the device's FP8 peak, as the first tables' MoE rows do; the parenthesised MXFP8 figures run 3-6% below FP8-CS,
+which the model does not tell apart. The 405B recipes split 126 blocks, the embedding and the loss evenly over
+their chunks (``account_for_ends``); the H100 70B at GBS 256 runs ``LLAMA3_70B_H100_LAYOUT``; DeepSeek-V3 at PP 2 x
+VP 8 (16 chunks) is assumed to run the layout the page's other 16-chunk recipes run."""
+MBRIDGE_LATER_LAYOUT = {("deepseek-v3", 2, 8): "Et*4|(t*4|)*14,tmL"}
+
+
+def _ends_layout(blocks: int, chunks: int) -> str:
+    """``account_for_ends`` written as a Megatron-LM layout string."""
+    first, *middle, last = account_for_ends(blocks, chunks)
+    assert set(middle) == {middle[0]}, middle
+    return f"Et*{first}|(t*{middle[0]}|)*{len(middle)},t*{last}L"
+
+
+def _megatron_bridge_later() -> list[Run]:
+    clusters = {"DGX-H100": "h100-sxm", "DGX-B200": "b200", "DGX-B300": "b300", "DGX-GB200": "gb200-nvl72",
+                "DGX-GB300": "gb300-nvl72"}
+    rows = []
+    for container, system, model, gpus, precision, gbs, mbs, seq, tp, pp, cp, vp, ep, tps in MBRIDGE_LATER_TABLE:
+        arch = replace(MODELS[model].arch, seq_len=seq)
+        if model == "llama3-405b" and pp * vp > 1:
+            layout = _ends_layout(arch.layers, pp * vp)
+        elif model == "llama3-70b" and system == "DGX-H100" and gbs == 256:
+            layout = LLAMA3_70B_H100_LAYOUT
+        else:
+            layout = MBRIDGE_LATER_LAYOUT.get((model, pp, vp)) or RECIPE_LAYOUT.get((model, pp, vp), "")
+        label = {"bf16": "BF16", "mxfp8": "FP8-MX", "fp8": "FP8-CS"}[precision]
+        moe = MODELS[model].arch.experts > 0
+        rows.append(Run(source=MBRIDGE if container == "25.11" else MBRIDGE_LATER,
+                        table=f"{container} NeMo container, {system}",
+                        name=f"{model} {gpus} {system.removeprefix('DGX-')} {label} MBS {mbs} seq {seq} TP {tp} PP {pp} "
+                             f"CP {cp} VP {vp} EP {ep} GBS {gbs} ({container})",
+                        arch=arch, cluster=clusters[system], metric="tps_per_gpu", value=tps,
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp, ep=ep,
+                                       precision="bf16" if precision == "bf16" else "fp8",
+                                       recompute_modules=RECIPE_RECOMPUTE.get(model, ()), pipeline_layout=layout),
+                        notes=(label, "Transformer Engine", "attention kernel assumed flash3",
+                               "balanced dropless routing" if moe else "",
+                               f"pipeline layout {layout}" if layout else "")))
+    return rows
+
+
 def megatron_padded_vocab(vocab: int, tp: int, divisible_by: int = 128) -> int:
     """Megatron-LM pads the vocabulary to a multiple of ``make_vocab_size_divisible_by`` x TP
     (``_vocab_size_with_padding``), so that each tensor-parallel rank's slice of the head is whole."""
@@ -619,7 +727,8 @@ def _dgxc() -> list[Run]:
 
 
 def runs() -> list[Run]:
-    return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge() + _nemo()
+    return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge()
+            + _megatron_bridge_later() + _nemo()
             + _nemo_long_sequence() + _dgxc() + _megatron() + _infeasible())
 
 

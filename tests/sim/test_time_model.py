@@ -792,6 +792,56 @@ def test_every_gpu_preset_cites_its_figures_and_the_new_ones_match_their_datashe
     assert (b200.peak_flops, b200.peak_flops_fp8, b200.memory_bytes) == (4.5e15 / 2, 9e15 / 2, 183359 * 2**20)
     assert (gb200.peak_flops, gb200.peak_flops_fp8, gb200.memory_bytes) == (5e15 / 2, 10e15 / 2, 189471 * 2**20)
     assert b200.intra.bandwidth_bytes_per_s == 0.8 * 1.8e12 / 2 and gb200.gpus_per_node == 72
+    b300, gb300 = PRESETS["b300"], PRESETS["gb300-nvl72"]
+    assert (b300.peak_flops, b300.peak_flops_fp8) == (72e15 / 8 / 4, 72e15 / 8 / 2)  # DGX B300: 72 PF sparse FP8
+    assert (gb300.peak_flops, gb300.peak_flops_fp8) == (360e15 / 72 / 2, 360e15 / 72)  # the rack's dense FP8
+    assert b300.inter.bandwidth_bytes_per_s == gb300.inter.bandwidth_bytes_per_s == 0.9 * 800e9 / 8  # ConnectX-8
+    assert gb300.gpus_per_node == 72 and b300.gpus_per_node == 8
+
+
+def test_blackwell_ultra_runs_blackwell_s_efficiencies_times_its_published_same_layout_speedup():
+    """Blackwell Ultra keeps Blackwell's datasheet peaks, yet Megatron-Bridge's tables run one model, layout and
+    precision faster on it: DGX-GB300 over DGX-GB200 (tokens/s per GPU) 37556 / 31508 and 36108 / 29789 (Llama 3 8B,
+    FP8-CS and FP8-MX, 25.11), 28934 / 23766 (Qwen3-30B-A3B, 25.11), 19366 / 15754 and 19412 / 15784 (GPT-OSS 120B,
+    26.02.01 and 26.02); DGX-B300 over DGX-B200 3099 / 2790 and 2983 / 2689 (DeepSeek-V3), 15031 / 13722 (GPT-OSS,
+    EP 8), 8359 / 8047 (GPT-OSS, EP 64). Each preset scales every tensor-core efficiency by its pairs' mean."""
+    from parbench.sim.efficiency_fits import same_layout_speedup
+    from parbench.sim.hardware import BLACKWELL_ULTRA_SPEEDUP
+
+    gb = [37556 / 31508, 36108 / 29789, 28934 / 23766, 19366 / 15754, 19412 / 15784]
+    b = [3099 / 2790, 2983 / 2689, 15031 / 13722, 8359 / 8047]
+    for faster, slower, ratios in (("gb300-nvl72", "gb200-nvl72", gb), ("b300", "b200", b)):
+        mean, pairs = same_layout_speedup(faster, slower)
+        assert sorted(r for _, r in pairs) == pytest.approx(sorted(ratios))
+        assert mean == pytest.approx(sum(ratios) / len(ratios))
+        assert BLACKWELL_ULTRA_SPEEDUP[faster] == round(mean, 2)
+        ultra, base = PRESETS[faster], PRESETS[slower]
+        assert ultra.gemm_efficiency == round(base.gemm_efficiency * round(mean, 2), 2)
+        assert ultra.attention_efficiency == round(base.attention_efficiency * round(mean, 2), 2)
+        assert ultra.attention_kernels["flash3"] == round(base.attention_kernels["flash3"] * round(mean, 2), 2)
+        assert ultra.fp8_gemm_share == base.fp8_gemm_share
+    with pytest.raises(ValueError, match="no published run pairs"):
+        same_layout_speedup("b300", "h100-sxm")
+
+
+def test_megatron_bridge_s_later_tables_are_rows_on_their_systems_presets():
+    """The 26.02 and 26.02.01 tables and the 25.11 rows the first tables left out: 23 + 22 + 9 rows, each on the preset of
+    its system; the 405B splits 126 blocks, the embedding and the loss evenly ((126 + 2) / 32 = 4 a chunk at PP 8
+    x VP 4, the ends one block short)."""
+    from parbench.sim.published_memory import (
+        MBRIDGE,
+        MBRIDGE_LATER,
+        MBRIDGE_LATER_TABLE,
+        runs,
+    )
+
+    later = [r for r in runs() if r.source in (MBRIDGE, MBRIDGE_LATER) and r.name.endswith(")")]
+    assert len(later) == len(MBRIDGE_LATER_TABLE) == 23 + 22 + 9
+    assert {r.cluster for r in later} == {"h100-sxm", "b200", "b300", "gb200-nvl72", "gb300-nvl72"}
+    assert sum(r.cluster == "gb300-nvl72" for r in later) == 20 and sum(r.cluster == "b300" for r in later) == 8
+    gb300_405b = next(r for r in later if r.name.startswith("llama3-405b 256 GB300 FP8-CS") and "(25.11)" in r.name)
+    assert gb300_405b.layout.chunk_layers == (3, *[4] * 30, 3) and gb300_405b.value == 999
+    assert gb300_405b.layout.dp == 256 // (2 * 8 * 2) and gb300_405b.layout.micro_batches == 1536 // 8
 
 
 # --- which part of the step the model gets wrong: fixed or per micro-batch -------------------------
@@ -869,7 +919,12 @@ def test_the_dgx_cloud_rows():
     (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.75%. The other BF16 rows come out
     +0.8% on average and their FP8 twins -1.2% (+6.0% and -3.2% with FP8 GEMMs at the BF16 share of their peak)."""
     from parbench.sim.published import trends
-    from parbench.sim.published_memory import DGXC, NEMO, compare_runs, summarize_by_source
+    from parbench.sim.published_memory import (
+        DGXC,
+        NEMO,
+        compare_runs,
+        summarize_by_source,
+    )
 
     every = compare_runs()
     rows = [r for r in every if r["source"] == DGXC]

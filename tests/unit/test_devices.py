@@ -22,6 +22,8 @@ from parbench.distributed import local_device
     ("NVIDIA A100 80GB PCIe", "A100", 312e12),
     ("NVIDIA B200", "B200 (HGX)", 4.5e15 / 2),  # 4.5 PFLOPS BF16 with sparsity
     ("NVIDIA GB200", "GB200", 5e15 / 2),  # contains "B200": the superchip's own figure comes first
+    ("NVIDIA B300 SXM6 AC", "B300 (HGX)", 2.25e15),  # DGX B300: 72 PFLOPS sparse FP8 for 8 GPUs, BF16 half of FP8
+    ("NVIDIA GB300", "GB300", 2.5e15),  # contains "B300": the rack's 360 PFLOPS dense FP8 / 72 GPUs, BF16 half
 ])
 def test_datasheet_matches_the_variant_not_the_family(name, model, bf16):
     sheet = devices.datasheet(name)
