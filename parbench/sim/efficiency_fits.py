@@ -143,7 +143,8 @@ def fit_moe_expert_fixed_s() -> float:
     """The GPU presets' ``moe_expert_fixed_s`` on a 10 us grid from 0 to 1 ms minimising the mean |error| of the
     Megatron-Bridge rows named in ``MOE_FIT_ROWS`` (Qwen3-30B-A3B on 8 B200 and on 8 GB200), every other
     constant kept. The other Qwen3 rows (H100, Qwen3-235B-A22B) and the Megatron-LM Mixtral row are held out."""
-    mine = [r for r in runs() if r.name.startswith(MOE_FIT_ROWS)]
+    mine = [r for r in runs() if r.name in MOE_FIT_ROWS]
+    assert len(mine) == len(MOE_FIT_ROWS), [r.name for r in mine]
     specs = {id(r): architecture_spec(r.arch, megatron=True) for r in mine}
 
     def mae(k: float) -> float:

@@ -391,7 +391,8 @@ def _megatron_bridge() -> list[Run]:
     return rows + _megatron_bridge_moe()
 
 
-MOE_FIT_ROWS = ("qwen3-30b-a3b 8 B200", "qwen3-30b-a3b 8 GB200")
+MOE_FIT_ROWS = ("qwen3-30b-a3b 8 B200 MBS 1 seq 4096 TP 1 PP 1 VP 1 EP 8 GBS 512",
+                "qwen3-30b-a3b 8 GB200 MBS 4 seq 4096 TP 1 PP 1 VP 1 EP 8 GBS 512")
 """The Megatron-Bridge rows ``Cluster.moe_expert_fixed_s`` is fitted on (``efficiency_fits.fit_moe_expert_fixed_s``):
 one model, one container and precision on two systems of one GPU generation, at 4096 and 16384 tokens per
 micro-batch, which separates a cost per micro-batch from one per token. The other mixtures of experts are held out."""
