@@ -56,7 +56,8 @@ TT_A100 = "torchtitan docs/performance.md @0413364"
 TT_H200 = "torchtitan benchmarks/llama3_8b_h200_2025-06_torchtitan.md @bcdeaa3"
 FOUNDRY = "llm-foundry scripts/train/benchmarking/README.md @061f2c7"
 MBRIDGE = "Megatron-Bridge docs/performance-summary.md (DGX H100, B200, GB200; FP8 and BF16)"
-MBRIDGE_LATER = "Megatron-Bridge docs/performance-summary.md, 26.02 and 26.02.01 tables and 25.11 DGX-GB300 (B300, GB300 held out)"
+MBRIDGE_LATER = ("Megatron-Bridge docs/performance-summary.md, later rows: 26.02.01, 26.02, 25.11's GB300 and FP8-MX "
+                 "(held out)")
 NEMO = "NeMo docs/source/performance/performance_summary.md @070a0bb (24.07, DGX-H100, FP8)"
 NEMO_LONG = "NeMo docs/source/performance/performance_long_sequence.md @0aa2671 (24.03.01, DGX-H100, FP8)"
 DGXC = "NVIDIA dgxc-benchmarking recipes (NeMo 24.09-24.11, DGX H100, BF16 and FP8)"
@@ -552,7 +553,7 @@ def _megatron_bridge_later() -> list[Run]:
             layout = MBRIDGE_LATER_LAYOUT.get((model, pp, vp)) or RECIPE_LAYOUT.get((model, pp, vp), "")
         label = {"bf16": "BF16", "mxfp8": "FP8-MX", "fp8": "FP8-CS"}[precision]
         moe = MODELS[model].arch.experts > 0
-        rows.append(Run(source=MBRIDGE if container == "25.11" else MBRIDGE_LATER,
+        rows.append(Run(source=MBRIDGE_LATER,
                         table=f"{container} NeMo container, {system}",
                         name=f"{model} {gpus} {system.removeprefix('DGX-')} {label} MBS {mbs} seq {seq} TP {tp} PP {pp} "
                              f"CP {cp} VP {vp} EP {ep} GBS {gbs} ({container})",
