@@ -35,6 +35,10 @@ def _qwen3_moe(name: str, layers: int, hidden: int, heads: int, ffn: int, expert
                         experts=128, top_k=8, expert_ffn=expert_ffn)
 
 
+_GPT_OSS_120B = Architecture(name="gpt-oss-120b", layers=36, hidden=2880, heads=64, kv_heads=8, head_size=64,
+                             ffn_hidden=2880, vocab=201088, seq_len=4096, gated_mlp=True, norm="rmsnorm",
+                             positions="rotary", bias="all", experts=128, top_k=4, window=128, window_every=2)
+
 MODELS: dict[str, ModelPreset] = {
     "gpt3-175b": ModelPreset(
         arch=Architecture(name="gpt3-175b", layers=96, hidden=12288, heads=96, vocab=50257, seq_len=2048,
@@ -71,6 +75,26 @@ MODELS: dict[str, ModelPreset] = {
         source="Jiang et al., 'Mistral 7B', 2023, Table 1 (dim 4096, 32 layers, hidden_dim 14336, 32 heads, "
                "8 kv heads, window_size 4096, context 8192, vocab 32000); huggingface.co/mistralai/Mistral-7B-v0.1 "
                "and its 7.24B params"),
+    "mixtral-8x7b": ModelPreset(
+        arch=replace(_llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768), experts=8, top_k=2),
+        published_params=46.7e9,
+        source="Jiang et al., 'Mixtral of Experts', arXiv 2401.04088, 2024, Table 1 (dim 4096, 32 layers, head_dim 128, "
+               "hidden_dim 14336, 32 heads, 8 kv heads, context 32768, vocab 32000, 8 experts of which 2 per token); "
+               "huggingface.co/mistralai/Mixtral-8x7B-v0.1 (46.7B parameters, no sliding window, untied)"),
+    "mixtral-8x22b": ModelPreset(
+        arch=replace(_llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768, 65536), experts=8, top_k=2),
+        published_params=141e9,
+        source="Mistral AI, 'Cheaper, Better, Faster, Stronger' (mistral.ai/news/mixtral-8x22b, 2024: 141B parameters, "
+               "39B active, a 64K-token context); huggingface.co/mistralai/Mixtral-8x22B-v0.1 config.json (56 layers, "
+               "hidden 6144, intermediate 16384, 48 heads, 8 kv heads, vocab 32768, 8 experts of which 2 per token)"),
+    "nemotron-4-340b": ModelPreset(
+        arch=Architecture(name="nemotron-4-340b", layers=96, hidden=18432, heads=96, kv_heads=8, ffn_hidden=73728,
+                          vocab=256000, seq_len=4096, positions="rotary", bias="none"),
+        published_params=341.0e9,
+        source="NVIDIA, 'Nemotron-4 340B Technical Report', arXiv 2406.11704, 2024, Table 1 (96 layers, hidden 18432, "
+               "96 attention heads, 8 KV heads, sequence 4096, vocabulary 256,000) and sec. 2.1 (9.4B embedding and "
+               "331.6B non-embedding parameters; rotary positions, squared-ReLU MLP of 4 x hidden, no biases, untied "
+               "embeddings; LayerNorm: the squared ReLU and the norm cost the same bytes as the GELU and LayerNorm modelled)"),
     "qwen3-30b-a3b": ModelPreset(
         arch=_qwen3_moe("qwen3-30b-a3b", 48, 2048, 32, 6144, 768), published_params=30.5e9,
         source="Qwen Team, 'Qwen3 Technical Report', 2025, its MoE architecture table (48 layers, 32 q / 4 kv heads, 128 experts, "
@@ -82,15 +106,18 @@ MODELS: dict[str, ModelPreset] = {
                "huggingface.co/Qwen/Qwen3-235B-A22B config.json (hidden 4096, head_dim 128, "
                "moe_intermediate_size 1536, vocab 151936, untied) and its 235B parameters"),
     "gpt-oss-120b": ModelPreset(
-        arch=Architecture(name="gpt-oss-120b", layers=36, hidden=2880, heads=64, kv_heads=8, head_size=64,
-                          ffn_hidden=2880, vocab=201088, seq_len=4096, gated_mlp=True, norm="rmsnorm",
-                          positions="rotary", bias="all", experts=128, top_k=4, window=128, window_every=2),
+        arch=_GPT_OSS_120B,
         published_params=116.8e9,
         source="OpenAI, 'gpt-oss-120b & gpt-oss-20b Model Card', 2025 (36 layers, 116.8B parameters, 128 experts "
                "of which 4 per token, attention alternating a banded window of 128 tokens with dense attention, "
                "64 query and 8 key/value heads of 64, biases, the 201,088-token o200k_harmony vocabulary); "
                "huggingface.co/openai/gpt-oss-120b config.json (hidden 2880, intermediate_size 2880, "
                "initial_context_length 4096, untied); attention sinks (64 logits a block) left out"),
+    "gpt-oss-20b": ModelPreset(
+        arch=replace(_GPT_OSS_120B, name="gpt-oss-20b", layers=24, experts=32), published_params=20.91e9,
+        source="OpenAI, 'gpt-oss-120b & gpt-oss-20b Model Card', 2025 (24 layers, 20.91B parameters, 32 experts of "
+               "which 4 per token; the 120B's attention, widths and vocabulary); huggingface.co/openai/gpt-oss-20b "
+               "config.json"),
     "deepseek-v3": ModelPreset(
         arch=Architecture(name="deepseek-v3", layers=61, hidden=7168, heads=128, kv_heads=128, head_size=128, ffn_hidden=18432,
                           vocab=129280, seq_len=4096, gated_mlp=True, norm="rmsnorm", positions="rotary", bias="none",
