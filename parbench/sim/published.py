@@ -44,6 +44,7 @@ from parbench.sim.hardware import PRESETS, Cluster
 from parbench.sim.layout import PRECISIONS, SOFTWARE, Layout, Recompute
 from parbench.sim.architecture import Architecture
 from parbench.sim.model import ModelSpec, architecture_spec
+from parbench.sim.models import MODELS
 from parbench.sim.predict import predict
 
 SEQ, VOCAB = 2048, 51200
@@ -157,9 +158,8 @@ def megatron_moe_flops(b: int, arch: Architecture) -> float:
     return 12 * b * s * l * h * h * ((1 + arch.n_kv_heads / arch.heads + s / h) + mlp + arch.vocab / (2 * l * h))
 
 
-MIXTRAL_8X7B = Architecture(name="Mixtral 8x7B", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
-                            gated_mlp=True, norm="rmsnorm", positions="rotary", bias="none", vocab=32000, seq_len=4096,
-                            experts=8, top_k=2)
+MIXTRAL_8X7B = replace(MODELS["mixtral-8x7b"].arch, name="Mixtral 8x7B", seq_len=4096)
+"""The model preset at the 4096 tokens Megatron-LM's MoE README benchmarks it at."""
 MCORE_MOE = "Megatron-LM MoE README (MCore v0.9)"
 MOE_ROWS: tuple[Published, ...] = (
     Published(name="Mixtral 8x7B on 64 H100", source=MCORE_MOE, table="Reference Best Parallel Mapping",
