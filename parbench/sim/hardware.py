@@ -168,6 +168,14 @@ class Cluster:
     cores shared with each other, with the calibration's own collectives threads and with other jobs."""
     collectives: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
     """Calibrated fits: kind -> group size -> (alpha_s, seconds per payload byte), used where present."""
+    collective_step_overhead_s: dict[int, float] = field(default_factory=dict)
+    """Calibrated CPU profiles: seconds a group collective costs inside a training step beyond its fit in
+    ``collectives`` (group size -> seconds, added to every fitted collective but point-to-point sends and the
+    back-to-back bursts of ZeRO-1's broadcasts, whose fit is timed that way), from a
+    real FSDP2 step on that many ranks against its prediction (``parbench.sim.calibrate.fit_collective_step_overhead``).
+    On this project's 2-core VM the check's two-rank FSDP2 mlp took 36-43 ms a step: its 12 collectives back to
+    back 20-24 ms, the same step on torch's fake group 9.7 ms, so about 0.6 ms a collective appears only when
+    the group is real and the collectives sit inside a step."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
@@ -285,7 +293,7 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
     fitted = (burst and _fitted(cluster, kind + BURST_SUFFIX, n)) or _fitted(cluster, kind, n)
     if fitted is not None:
         alpha, beta = fitted
-        return alpha + beta * payload
+        return alpha + beta * payload + (0.0 if kind == "send" or burst else step_overhead_s(cluster, n))
     link = cluster.inter if inter_node else cluster.intra
     bandwidth = link.bandwidth_bytes_per_s
     if kind == "all_to_all" and inter_node:
@@ -298,6 +306,12 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
         bandwidth = min(bandwidth * rails, max(cluster.intra.bandwidth_bytes_per_s, bandwidth))
     steps, factor = algorithm_factors(kind, n)
     return steps * link.latency_s + factor * payload / bandwidth
+
+
+def step_overhead_s(cluster: Cluster, n: int) -> float:
+    """``Cluster.collective_step_overhead_s`` at group size n, else at the nearest calibrated size; 0 without it."""
+    by_n = cluster.collective_step_overhead_s
+    return by_n[min(by_n, key=lambda k: (abs(k - n), k))] if by_n else 0.0
 
 
 def _fitted(cluster: Cluster, kind: str, n: int) -> tuple[float, float] | None:
@@ -635,7 +649,8 @@ def cluster_from_dict(data: dict[str, Any]) -> Cluster:
     for level in ("intra", "inter"):
         if isinstance(data.get(level), dict):
             data[level] = Link(**data[level])
-    data["compute_slowdown"] = {int(n): float(v) for n, v in (data.get("compute_slowdown") or {}).items()}
+    for name in ("compute_slowdown", "collective_step_overhead_s"):
+        data[name] = {int(n): float(v) for n, v in (data.get(name) or {}).items()}
     colls = data.get("collectives") or {}
     data["collectives"] = {k: {int(n): tuple(v) for n, v in by_n.items()} for k, by_n in colls.items()}
     return Cluster(**{k: v for k, v in data.items() if k in known})
@@ -646,6 +661,7 @@ def cluster_to_dict(c: Cluster) -> dict[str, Any]:
     out["intra"], out["inter"] = vars(c.intra), vars(c.inter)
     out["collectives"] = {k: {str(n): list(v) for n, v in by_n.items()} for k, by_n in c.collectives.items()}
     out["compute_slowdown"] = {str(n): v for n, v in c.compute_slowdown.items()}
+    out["collective_step_overhead_s"] = {str(n): v for n, v in c.collective_step_overhead_s.items()}
     return out
 
 

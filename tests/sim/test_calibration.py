@@ -61,6 +61,12 @@ def test_real_collectives_and_gemm_are_measured():
     assert flops == [2.0 * 32**3, 2.0 * 64**3] and all(s > 0 and math.isfinite(s) for s in secs)
 
 
+def test_the_step_probe_is_a_real_fsdp2_run():
+    from parbench.sim.calibrate import measure_step_probe, step_probe_config
+
+    assert 0 < measure_step_probe(step_probe_config(2), runs=1) < 1.0
+
+
 def test_every_collective_window_averages_several_ops():
     """A step sums its collectives, so calibration needs their mean cost: one op (and the barrier closing its
     window) is one draw from a wide distribution of scheduling delays. 32 small ops per window (1 MiB in all),
@@ -132,7 +138,9 @@ def test_calibration_report_is_an_aligned_table_with_units():
                                      "dtensor_op_overhead_s": 1.5e-5, "pipeline_action_overhead_s": 2e-4,
                                      "rows": [{"workload": "mlp", "tp_s": 1.2e-3, "fsdp_s": 1.8e-3, "optimizer_s": 4e-5,
                                                "iqr_s": {"tp": 1e-4, "fsdp": 2e-4, "optimizer": 1e-5}}]},
-                       "step_scale": {"alpha": 1.1, "measured_over_predicted_mlp": 1.1}}}
+                       "step_scale": {"alpha": 1.1, "measured_over_predicted_mlp": 1.1},
+                       "collective_step_overhead@2": {"alpha": 6e-4, "measured_s": 0.0206, "predicted_s": 0.0152,
+                                                      "collectives_on_path": 9.0}}}
     lines = report_lines(profile)
     head = lines[0]
     assert all(u in head for u in ("value", "+-95%", "unit", "held-out")) and "GB/s" in "\n".join(lines)
@@ -148,6 +156,8 @@ def test_calibration_report_is_an_aligned_table_with_units():
                and "300 us per unit + 70 us per parameter" in ln
                and "pipeline schedule 200 us per micro-batch and stage" in ln for ln in lines)
     assert "  mlp probe, wrapped - plain per step: tp 1.20 ms (IQR 0.10), fsdp 1.80 ms (IQR 0.20), optimizer 0.04 ms (IQR 0.01)" in lines
+    assert ("a group collective inside a training step, beyond its fit (an FSDP2 run's step measured / predicted "
+            "without it, over its collectives): 2 ranks 20.6 / 15.2 ms over 9 -> 0.60 ms") in lines
 
 
 def test_a_machine_that_changed_speed_while_calibrating_is_reported_unsteady():
@@ -441,3 +451,49 @@ def test_calibrate_refuses_a_results_directory_it_cannot_write_before_measuring(
     (tmp_path / "file").write_text("")
     assert main(["calibrate", "--results-dir", str(tmp_path / "file" / "results")]) == 2
     assert "cannot be created" in capsys.readouterr().err and not measured
+
+
+def test_a_group_collective_inside_a_step_costs_the_calibrated_overhead_beyond_its_fit():
+    """Added to every fitted collective at its group size (the nearest calibrated one elsewhere), never to a
+    point-to-point send nor to ZeRO-1's back-to-back broadcasts (their burst fit is timed that way), and it
+    survives the profile's file round trip."""
+    import dataclasses
+
+    from parbench.sim.hardware import collective_time_s
+
+    c = dataclasses.replace(_bare_cpu(), collectives={"all_gather": {2: (1e-4, 1e-9), 4: (3e-4, 2e-9)},
+                                                      "send": {2: (5e-5, 1e-9)}, "broadcast": {2: (2e-4, 1e-9)},
+                                                      "broadcast_burst": {2: (5e-5, 1e-9)}})
+    on = dataclasses.replace(c, collective_step_overhead_s={2: 6e-4, 4: 1.2e-3})
+
+    def t(cl, kind, n, burst=False):
+        return collective_time_s(cl, kind, 2**20, n, inter_node=False, burst=burst)
+
+    assert t(c, "all_gather", 2) == pytest.approx(1e-4 + 1e-9 * 2**20)
+    assert t(on, "all_gather", 2) - t(c, "all_gather", 2) == pytest.approx(6e-4)
+    assert t(on, "all_gather", 4) - t(c, "all_gather", 4) == pytest.approx(1.2e-3)
+    assert t(on, "all_gather", 8) - t(c, "all_gather", 8) == pytest.approx(1.2e-3)  # nearest calibrated: 4
+    assert t(on, "send", 2) == t(c, "send", 2)
+    assert t(on, "broadcast", 2) - t(c, "broadcast", 2) == pytest.approx(6e-4)
+    assert t(on, "broadcast", 2, burst=True) == t(c, "broadcast", 2, burst=True) == pytest.approx(5e-5 + 1e-9 * 2**20)
+    back = cluster_from_dict(cluster_to_dict(on))
+    assert back.collective_step_overhead_s == {2: 6e-4, 4: 1.2e-3} and back == on
+
+
+def test_the_step_overhead_is_the_probe_s_missing_time_over_its_collectives():
+    """The runner's FSDP2 run of the probe mlp (2 hidden layers: input, hidden and output Linears, three FSDP2
+    units) gathers each unit in forward and again in backward and reduce-scatters its gradient: 3 x 3 = 9
+    collectives on the path. A measured step 9 x 0.5 ms above the prediction gives 0.5 ms; one at or below
+    it, 0."""
+    import dataclasses
+
+    from parbench.sim.calibrate import fit_collective_step_overhead, step_probe_config
+
+    c = dataclasses.replace(_bare_cpu(), collectives={k: {2: (1e-4, 1e-9)} for k in ("all_gather", "reduce_scatter")})
+    cfg = step_probe_config(2)
+    assert (cfg.strategy.value, cfg.world_size, cfg.workload.layers) == ("fsdp", 2, 2)
+    base = fit_collective_step_overhead(c, cfg, 0.0)["predicted_s"]
+    fit = fit_collective_step_overhead(c, cfg, base + 9 * 5e-4)
+    assert fit["collectives_on_path"] == pytest.approx(9)
+    assert fit["alpha"] == pytest.approx(5e-4) and fit["measured_s"] == base + 9 * 5e-4
+    assert fit_collective_step_overhead(c, cfg, base * 0.9)["alpha"] == 0.0
