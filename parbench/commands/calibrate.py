@@ -9,6 +9,14 @@ import argparse
 import json
 import math
 
+IN_STEP_TERMS = {
+    "collective_step_overhead": ("a group collective inside a training step, beyond its fit (an FSDP2 run's step "
+                                 "measured / predicted without it, over its collectives)"),
+    "burst_step_overhead": ("a broadcast of ZeRO-1's burst inside a training step, beyond its fit (a ZeRO-1 run's step "
+                            "measured / predicted without it, over its broadcasts)"),
+}
+"""The calibration's in-step terms (``parbench.sim.calibrate.STEP_PROBES``) and how the report names them."""
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("calibrate", help="measure this machine for the simulator", description=__doc__)
@@ -81,12 +89,12 @@ def report_lines(profile: dict) -> list[str]:
             f"up to {cache['alpha'] / 2**20:.2f} MiB at up to {inside * 1e-9:.0f} GB/s, beyond it "
             f"{cache['beyond_bytes_per_s'] * 1e-9:.1f} GB/s" if cache["alpha"] else
             f"no fall up to {rows[-1]['bytes'] / 2**20:.0f} MiB (best {inside * 1e-9:.0f} GB/s): one level"))
-    steps = {key.split("@")[1]: f for key, f in fits.items() if key.startswith("collective_step_overhead@")}
-    if steps:
-        per = ", ".join(f"{n} ranks {f['measured_s'] * 1e3:.1f} / {f['predicted_s'] * 1e3:.1f} ms over "
-                        f"{f['collectives_on_path']:.0f} -> {f['alpha'] * 1e3:.2f} ms" for n, f in steps.items())
-        lines.append("a group collective inside a training step, beyond its fit (an FSDP2 run's step measured / "
-                     f"predicted without it, over its collectives): {per}")
+    for term, what in IN_STEP_TERMS.items():
+        steps = {key.split("@")[1]: f for key, f in fits.items() if key.startswith(f"{term}@")}
+        if steps:
+            per = ", ".join(f"{n} ranks {f['measured_s'] * 1e3:.1f} / {f['predicted_s'] * 1e3:.1f} ms over "
+                            f"{f['collectives_on_path']:.0f} -> {f['alpha'] * 1e3:.2f} ms" for n, f in steps.items())
+            lines.append(f"{what}: {per}")
     if "weight_read_bandwidth" in fits:
         w = fits["weight_read_bandwidth"]
         per = ", ".join(f"{'x'.join(map(str, r['shape']))} {r['model_s'] * 1e6:.0f} / {r['hot_s'] * 1e6:.0f} / "

@@ -767,8 +767,11 @@ def step_scale(cluster: Cluster, reps: int, measured: dict[str, float] | None = 
     return stats.median(list(ratios.values())), ratios
 
 
-STEP_PROBE = FRAMEWORK_PROBES[0]
-"""The workload ``measure_step_probe`` runs under FSDP2 (the framework probe's mlp, not the check's shapes)."""
+STEP_PROBES = {"collective_step_overhead_s": ("fsdp", FRAMEWORK_PROBES[0]), "burst_step_overhead_s": ("zero1", FRAMEWORK_PROBES[1])}
+"""Per in-step term, the strategy and workload of the real run it is fitted on, in the order fitted (the framework
+probes' shapes, not the check's): FSDP2 on the mlp, a dozen blocking collectives a step; ZeRO-1 on the decoder,
+whose step ends in a burst of one broadcast per parameter tensor (after its gradient all-reduce, which carries
+the first term)."""
 STEP_PROBE_BATCH = 32
 STEP_PROBE_STEPS = 20
 STEP_PROBE_RUNS = 3
@@ -776,13 +779,13 @@ STEP_PROBE_RUNS = 3
 20.6 ms (0.31 and 0.59 ms a collective), at 4 ranks 58.5 and 58.7 ms (1.24 and 1.26)."""
 
 
-def step_probe_config(n: int):
-    """The runner's FSDP2 (ZeRO-3) run of ``STEP_PROBE`` on n gloo ranks: every unit gathered in forward and
-    again in backward, its gradient reduce-scattered, so each step has a dozen group collectives on its path."""
+def step_probe_config(n: int, term: str = "collective_step_overhead_s"):
+    """The runner's run of ``term``'s probe (``STEP_PROBES``) on n gloo ranks. FSDP2 (ZeRO-3) gathers every unit
+    in forward and again in backward and reduce-scatters its gradient: 3 collectives a unit on the step's path."""
     from parbench.config import RunConfig, Strategy, WorkloadConfig
 
-    name, shape = STEP_PROBE
-    return RunConfig(strategy=Strategy.FSDP, world_size=n, workload=WorkloadConfig(name=name, **shape),
+    strategy, (name, shape) = STEP_PROBES[term]
+    return RunConfig(strategy=Strategy(strategy), world_size=n, workload=WorkloadConfig(name=name, **shape),
                      global_batch_size=STEP_PROBE_BATCH, steps=STEP_PROBE_STEPS, warmup_steps=2, timeout_s=300)
 
 
@@ -801,17 +804,18 @@ def measure_step_probe(cfg, runs: int = STEP_PROBE_RUNS) -> float:
     return stats.median(steps)
 
 
-def fit_collective_step_overhead(cluster: Cluster, cfg, measured_s: float) -> dict[str, Any]:
-    """``Cluster.collective_step_overhead_s`` at ``cfg``'s world size: the measured step less its prediction
-    without the term, over the collectives on the step's path (what one second per collective adds to the
-    prediction, so the count is the model's own); 0 where the prediction is not short."""
+def fit_collective_step_overhead(cluster: Cluster, cfg, measured_s: float,
+                                 term: str = "collective_step_overhead_s") -> dict[str, Any]:
+    """The ``Cluster`` field ``term`` at ``cfg``'s world size: the measured step less its prediction without the
+    term, over the ops it covers on the step's path (what one second per op adds to the prediction, so the
+    count is the model's own); 0 where the prediction is not short."""
     from parbench.sim.layout import layout_from_run
     from parbench.sim.model import model_spec
     from parbench.sim.predict import predict
 
     n, spec, layout = cfg.world_size, model_spec(cfg.workload), layout_from_run(cfg)
-    base = predict(spec, layout, dataclasses.replace(cluster, collective_step_overhead_s={})).step_time_s
-    one = predict(spec, layout, dataclasses.replace(cluster, collective_step_overhead_s={n: 1.0})).step_time_s
+    base = predict(spec, layout, dataclasses.replace(cluster, **{term: {}})).step_time_s
+    one = predict(spec, layout, dataclasses.replace(cluster, **{term: {n: 1.0}})).step_time_s
     count = one - base
     alpha = max((measured_s - base) / count, 0.0) if count > 0 else 0.0
     return {"alpha": alpha, "measured_s": measured_s, "predicted_s": base, "collectives_on_path": count}
@@ -911,12 +915,14 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     scale, ratios = step_scale(cluster, reps, {k: (early[k] + late[k]) / 2 for k in early})
     cluster = dataclasses.replace(cluster, step_scale=scale)
     fits["step_scale"] = {"alpha": scale, **{f"measured_over_predicted_{k}": v for k, v in ratios.items()}}
-    overhead = {}
-    for n in GROUP_SIZES:  # after step_scale: the probe's compute is predicted as every run's is
-        cfg = step_probe_config(n)
-        fits[f"collective_step_overhead@{n}"] = fit_collective_step_overhead(cluster, cfg, measure_step_probe(cfg))
-        overhead[n] = fits[f"collective_step_overhead@{n}"]["alpha"]
-    cluster = dataclasses.replace(cluster, collective_step_overhead_s=overhead)
+    for term in STEP_PROBES:  # after step_scale: the probes' compute is predicted as every run's is
+        overhead = {}
+        for n in GROUP_SIZES:
+            cfg = step_probe_config(n, term)
+            key = f"{term.removesuffix('_s')}@{n}"
+            fits[key] = fit_collective_step_overhead(cluster, cfg, measure_step_probe(cfg), term)
+            overhead[n] = fits[key]["alpha"]
+        cluster = dataclasses.replace(cluster, **{term: overhead})
     alone.append(_compute_probe())
     profile = {"cluster": cluster_to_dict(cluster), "fit": fits,
                "meta": {"quick": quick, "load_average_1min": os.getloadavg()[0], "seconds": time.perf_counter() - t0, "host": socket.gethostname(),

@@ -171,11 +171,15 @@ class Cluster:
     collective_step_overhead_s: dict[int, float] = field(default_factory=dict)
     """Calibrated CPU profiles: seconds a group collective costs inside a training step beyond its fit in
     ``collectives`` (group size -> seconds, added to every fitted collective but point-to-point sends and the
-    back-to-back bursts of ZeRO-1's broadcasts, whose fit is timed that way), from a
+    back-to-back bursts of ZeRO-1's broadcasts, which ``burst_step_overhead_s`` covers), from a
     real FSDP2 step on that many ranks against its prediction (``parbench.sim.calibrate.fit_collective_step_overhead``).
     On this project's 2-core VM the check's two-rank FSDP2 mlp took 36-43 ms a step: its 12 collectives back to
     back 20-24 ms, the same step on torch's fake group 9.7 ms, so about 0.6 ms a collective appears only when
     the group is real and the collectives sit inside a step."""
+    burst_step_overhead_s: dict[int, float] = field(default_factory=dict)
+    """As ``collective_step_overhead_s``, for each broadcast of ZeRO-1's back-to-back burst (its fit in
+    ``collectives`` is timed back to back, outside a step), from a real ZeRO-1 run of the calibration's
+    transformer probe."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
@@ -293,7 +297,7 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
     fitted = (burst and _fitted(cluster, kind + BURST_SUFFIX, n)) or _fitted(cluster, kind, n)
     if fitted is not None:
         alpha, beta = fitted
-        return alpha + beta * payload + (0.0 if kind == "send" or burst else step_overhead_s(cluster, n))
+        return alpha + beta * payload + (0.0 if kind == "send" else step_overhead_s(cluster, n, burst=burst))
     link = cluster.inter if inter_node else cluster.intra
     bandwidth = link.bandwidth_bytes_per_s
     if kind == "all_to_all" and inter_node:
@@ -308,9 +312,10 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
     return steps * link.latency_s + factor * payload / bandwidth
 
 
-def step_overhead_s(cluster: Cluster, n: int) -> float:
-    """``Cluster.collective_step_overhead_s`` at group size n, else at the nearest calibrated size; 0 without it."""
-    by_n = cluster.collective_step_overhead_s
+def step_overhead_s(cluster: Cluster, n: int, *, burst: bool = False) -> float:
+    """``Cluster.collective_step_overhead_s`` (``burst_step_overhead_s`` for a burst's op) at group size n, else at
+    the nearest calibrated size; 0 without it."""
+    by_n = cluster.burst_step_overhead_s if burst else cluster.collective_step_overhead_s
     return by_n[min(by_n, key=lambda k: (abs(k - n), k))] if by_n else 0.0
 
 
@@ -649,7 +654,7 @@ def cluster_from_dict(data: dict[str, Any]) -> Cluster:
     for level in ("intra", "inter"):
         if isinstance(data.get(level), dict):
             data[level] = Link(**data[level])
-    for name in ("compute_slowdown", "collective_step_overhead_s"):
+    for name in ("compute_slowdown", "collective_step_overhead_s", "burst_step_overhead_s"):
         data[name] = {int(n): float(v) for n, v in (data.get(name) or {}).items()}
     colls = data.get("collectives") or {}
     data["collectives"] = {k: {int(n): tuple(v) for n, v in by_n.items()} for k, by_n in colls.items()}
@@ -661,7 +666,8 @@ def cluster_to_dict(c: Cluster) -> dict[str, Any]:
     out["intra"], out["inter"] = vars(c.intra), vars(c.inter)
     out["collectives"] = {k: {str(n): list(v) for n, v in by_n.items()} for k, by_n in c.collectives.items()}
     out["compute_slowdown"] = {str(n): v for n, v in c.compute_slowdown.items()}
-    out["collective_step_overhead_s"] = {str(n): v for n, v in c.collective_step_overhead_s.items()}
+    for name in ("collective_step_overhead_s", "burst_step_overhead_s"):
+        out[name] = {str(n): v for n, v in getattr(c, name).items()}
     return out
 
 

@@ -140,7 +140,9 @@ def test_calibration_report_is_an_aligned_table_with_units():
                                                "iqr_s": {"tp": 1e-4, "fsdp": 2e-4, "optimizer": 1e-5}}]},
                        "step_scale": {"alpha": 1.1, "measured_over_predicted_mlp": 1.1},
                        "collective_step_overhead@2": {"alpha": 6e-4, "measured_s": 0.0206, "predicted_s": 0.0152,
-                                                      "collectives_on_path": 9.0}}}
+                                                      "collectives_on_path": 9.0},
+                       "burst_step_overhead@2": {"alpha": 4e-4, "measured_s": 0.0328, "predicted_s": 0.0176,
+                                                 "collectives_on_path": 37.0}}}
     lines = report_lines(profile)
     head = lines[0]
     assert all(u in head for u in ("value", "+-95%", "unit", "held-out")) and "GB/s" in "\n".join(lines)
@@ -158,6 +160,8 @@ def test_calibration_report_is_an_aligned_table_with_units():
     assert "  mlp probe, wrapped - plain per step: tp 1.20 ms (IQR 0.10), fsdp 1.80 ms (IQR 0.20), optimizer 0.04 ms (IQR 0.01)" in lines
     assert ("a group collective inside a training step, beyond its fit (an FSDP2 run's step measured / predicted "
             "without it, over its collectives): 2 ranks 20.6 / 15.2 ms over 9 -> 0.60 ms") in lines
+    assert ("a broadcast of ZeRO-1's burst inside a training step, beyond its fit (a ZeRO-1 run's step measured / "
+            "predicted without it, over its broadcasts): 2 ranks 32.8 / 17.6 ms over 37 -> 0.40 ms") in lines
 
 
 def test_a_machine_that_changed_speed_while_calibrating_is_reported_unsteady():
@@ -476,8 +480,12 @@ def test_a_group_collective_inside_a_step_costs_the_calibrated_overhead_beyond_i
     assert t(on, "send", 2) == t(c, "send", 2)
     assert t(on, "broadcast", 2) - t(c, "broadcast", 2) == pytest.approx(6e-4)
     assert t(on, "broadcast", 2, burst=True) == t(c, "broadcast", 2, burst=True) == pytest.approx(5e-5 + 1e-9 * 2**20)
-    back = cluster_from_dict(cluster_to_dict(on))
-    assert back.collective_step_overhead_s == {2: 6e-4, 4: 1.2e-3} and back == on
+    both = dataclasses.replace(on, burst_step_overhead_s={2: 3e-4})  # a burst's broadcast has its own term
+    assert t(both, "broadcast", 2, burst=True) - t(c, "broadcast", 2, burst=True) == pytest.approx(3e-4)
+    assert t(both, "broadcast", 2) == t(on, "broadcast", 2)
+    back = cluster_from_dict(cluster_to_dict(both))
+    assert back.collective_step_overhead_s == {2: 6e-4, 4: 1.2e-3} and back.burst_step_overhead_s == {2: 3e-4}
+    assert back == both
 
 
 def test_the_step_overhead_is_the_probe_s_missing_time_over_its_collectives():
@@ -497,3 +505,20 @@ def test_the_step_overhead_is_the_probe_s_missing_time_over_its_collectives():
     assert fit["collectives_on_path"] == pytest.approx(9)
     assert fit["alpha"] == pytest.approx(5e-4) and fit["measured_s"] == base + 9 * 5e-4
     assert fit_collective_step_overhead(c, cfg, base * 0.9)["alpha"] == 0.0
+
+
+def test_the_burst_overhead_is_the_zero1_probe_s_missing_time_over_its_broadcasts():
+    """ZeRO-1's step ends with one broadcast per parameter tensor (``ZeroRedundancyOptimizer`` syncs every
+    tensor from the rank that owns it): the decoder probe's tensors, counted on the runner's own model."""
+    import dataclasses
+
+    from parbench import workloads
+    from parbench.sim.calibrate import fit_collective_step_overhead, step_probe_config
+
+    c = dataclasses.replace(_bare_cpu(), collectives={k: {2: (1e-4, 1e-9)} for k in ("all_reduce", "broadcast")})
+    cfg = step_probe_config(2, "burst_step_overhead_s")
+    assert (cfg.strategy.value, cfg.workload.name) == ("zero1", "transformer")
+    tensors = len(list(workloads.make(cfg.workload, 0).build(0).parameters()))
+    base = fit_collective_step_overhead(c, cfg, 0.0, "burst_step_overhead_s")["predicted_s"]
+    fit = fit_collective_step_overhead(c, cfg, base + tensors * 4e-4, "burst_step_overhead_s")
+    assert fit["collectives_on_path"] == pytest.approx(tensors) and fit["alpha"] == pytest.approx(4e-4)
