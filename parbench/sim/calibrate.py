@@ -920,7 +920,8 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         for n in GROUP_SIZES:
             cfg = step_probe_config(n, term)
             key = f"{term.removesuffix('_s')}@{n}"
-            fits[key] = fit_collective_step_overhead(cluster, cfg, measure_step_probe(cfg), term)
+            fits[key] = fit_collective_step_overhead(cluster, cfg, measure_step_probe(cfg, 1 if quick else STEP_PROBE_RUNS),
+                                                     term)
             overhead[n] = fits[key]["alpha"]
         cluster = dataclasses.replace(cluster, **{term: overhead})
     alone.append(_compute_probe())
