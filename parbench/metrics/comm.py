@@ -15,6 +15,7 @@ category comes from an explicit ``meter.category(...)`` context, else from its p
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -152,16 +153,17 @@ class CommMeter:
             yield
 
     @contextlib.contextmanager
-    def timing(self) -> Iterator[list[dict]]:
+    def timing(self) -> Iterator[OpTimer]:
         """Time every c10d op issued while active (traced steps; bytes are not counted).
 
-        Yields the list the events land in: ``{op, category, bytes, peer, issue_s, done_s}``
-        (``time.perf_counter`` seconds). Completion comes from the op's future where gloo has one
-        (collectives); its send/recv works have none, so for them it is the return of
-        ``Work.wait``, wrapped for the duration of this context. torch.profiler sees neither."""
+        Yields the ``OpTimer`` whose ``events`` list the ops land in: ``{op, category, bytes, peer, issue_s,
+        done_s}`` (``time.perf_counter`` seconds), and whose ``waits`` list every ``Work.wait`` call's
+        (start, end). Completion comes from the op's future where gloo has one (collectives); its send/recv
+        works have none, so for them it is the return of ``Work.wait``, wrapped for the duration of this
+        context. torch.profiler sees neither."""
         timer = OpTimer(self)
         with _Interceptor(self, timer), timer.watching_waits():
-            yield timer.events
+            yield timer
 
     def reset(self) -> None:
         self.ops.clear()
@@ -307,11 +309,17 @@ class OpTimer:
     """Issue and completion time of every collective a rank issues (the comm meter's timing mode).
 
     Completion: the op's future fires (gloo collectives), or ``Work.wait`` returns (gloo send/recv
-    works have no future), or ``wait_tensor`` returns (DTensor's functional collectives)."""
+    works have no future), or ``wait_tensor`` returns (DTensor's functional collectives).
+
+    ``waits``: the (start, end) of every ``Work.wait`` call on the thread that times (the rank's main one).
+    A wait can run inside an operator that torch.profiler records (an autograd node whose backward waits
+    on its own collective), which would otherwise book the rank's waiting as compute
+    (``parbench.metrics.tracing``)."""
 
     def __init__(self, meter: CommMeter) -> None:
         self.meter = meter
         self.events: list[dict] = []
+        self.waits: list[tuple[float, float]] = []
         self._works: dict[int, tuple[object, dict]] = {}  # id(work) -> (work kept alive, event)
         self._functional: dict[int, dict] = {}  # output storage pointer -> event
 
@@ -356,14 +364,17 @@ class OpTimer:
 
     @contextlib.contextmanager
     def watching_waits(self) -> Iterator[None]:
-        """Wrap ``Work.wait`` while active: its return completes the op (restored on exit)."""
+        """Wrap ``Work.wait`` while active: its return completes the op, its span joins ``waits`` (restored on exit)."""
         original = dist.distributed_c10d.Work.wait
-        works = self._works
+        works, waits, main = self._works, self.waits, threading.get_ident()
 
         def wait(work, *args, **kwargs):
+            start = time.perf_counter()
             try:
                 return original(work, *args, **kwargs)
             finally:
+                if threading.get_ident() == main:
+                    waits.append((start, time.perf_counter()))
                 entry = works.get(id(work))
                 if entry is not None and entry[0] is work:
                     _complete(entry[1])

@@ -35,10 +35,13 @@ TRACED_STEPS = 3
 """Traced steps per run; the record keeps the one of median duration, the trace file all of them."""
 
 MARK = "parbench.traced_step"
-_NOT_COMPUTE = ("c10d::", "_c10d_functional::", "autograd::", "ProfilerStep", "[")
-"""Profiler events that are not the rank computing: collectives only enqueue or wait, the autograd
-engine's wrappers contain waits of DDP's reducer (their operators are counted one by one), and
-kineto's bracketed pseudo-events (``[memory]``) have no duration of their own."""
+_COLLECTIVE = ("c10d::", "_c10d_functional::")
+"""Profiler events of collectives: they enqueue or wait, and their intervals are cut out of any operator's
+that holds them (``_step_events``)."""
+_NOT_COMPUTE = (*_COLLECTIVE, "autograd::", "ProfilerStep", "[")
+"""Profiler events that are not the rank computing: collectives, the autograd engine's wrappers (they
+contain waits of DDP's reducer; their operators are counted one by one), and kineto's bracketed
+pseudo-events (``[memory]``) have no duration of their own."""
 _OPTIMIZER = ("Optimizer.step#", "Optimizer.zero_grad#")
 
 
@@ -95,7 +98,7 @@ NCCL_PREFIX = "nccl"
 
 def _one(step: Callable[[int], Any], i: int, meter, device: torch.device, world_size: int) -> dict[str, Any]:
     dist.barrier()  # every rank starts the traced step together, as in the timed loop
-    with meter.timing() as comm:
+    with meter.timing() as timer:
         t0 = time.perf_counter()
         with record_function(MARK):
             step(i)
@@ -106,7 +109,7 @@ def _one(step: Callable[[int], Any], i: int, meter, device: torch.device, world_
     if world_size > 1:
         dist.barrier()  # the step ends with the slowest rank, as in the timed loop
         end = time.perf_counter()
-    return {"start_s": t0, "returned_s": returned, "end_s": end, "comm": comm}
+    return {"start_s": t0, "returned_s": returned, "end_s": end, "comm": timer.events, "waits": timer.waits}
 
 
 def _clock_shift(events: list[tuple], windows: list[dict[str, Any]]) -> float:
@@ -117,19 +120,30 @@ def _clock_shift(events: list[tuple], windows: list[dict[str, Any]]) -> float:
 
 
 def _step_events(events: list[Event], window: dict[str, Any], shift: float) -> dict[str, Any]:
-    """Merged compute and optimizer intervals of the main thread (the one that ran the mark) in the window."""
+    """Merged compute and optimizer intervals of the main thread (the one that ran the mark) in the window.
+
+    An operator's interval holds whatever runs inside it, waits included: DTensor's functional all-reduce
+    is waited on by the next operator that reads its result (``wait_tensor`` inside that ``aten::relu``);
+    FSDP2 issues its reduce-scatter, which gloo runs for 0.4-1.5 ms of a 2-rank mlp step before it
+    returns, inside the autograd node that ends a unit's backward. So compute is
+    the operators' intervals less every collective's own (issue and ``wait_tensor``) and every
+    ``Work.wait`` call (``window["waits"]``): there the rank waits, not computes."""
     main = next(e.thread for e in events if e.name == MARK)
     lo, hi = window["start_s"], window["end_s"]
-    compute, optimizer = [], []
+    compute, optimizer, waiting = [], [], [tuple(w) for w in window.get("waits", ())]
     for e in events:
         a, b = e.start + shift, e.end + shift
         if e.thread != main or b < lo or a > hi or e.activity in DEVICE_WORK:
             continue
         if e.name.startswith(_OPTIMIZER):
             optimizer.append((max(a, lo), min(b, hi)))
+        elif e.name.startswith(_COLLECTIVE):
+            waiting.append((a, b))
         elif not e.annotation and not e.name.startswith(_NOT_COMPUTE):
             compute.append((max(a, lo), min(b, hi)))
-    return {**window, "compute": [list(x) for x in merge(compute)], "optimizer": [list(x) for x in merge(optimizer)]}
+    rest = {k: v for k, v in window.items() if k != "waits"}
+    return {**rest, "compute": [list(x) for x in subtract(merge(compute), merge(waiting))],
+            "optimizer": [list(x) for x in merge(optimizer)]}
 
 
 def _device_step_events(events: list[Event], window: dict[str, Any], shift: float) -> dict[str, Any]:
@@ -151,7 +165,8 @@ def _device_step_events(events: list[Event], window: dict[str, Any], shift: floa
         (optimizer if e.linked in launched_in_optimizer else compute).append((max(a, lo), min(b, hi)))
     compute = merge(compute)
     idle_optimizer = subtract(merge(in_optimizer), compute)  # the host in the optimizer, the device not computing
-    return {**window, "compute": [list(x) for x in merge(compute + optimizer)],
+    rest = {k: v for k, v in window.items() if k != "waits"}
+    return {**rest, "compute": [list(x) for x in merge(compute + optimizer)],
             "optimizer": [list(x) for x in merge(optimizer + idle_optimizer)],
             "device_optimizer": [list(x) for x in merge(optimizer)]}
 

@@ -148,3 +148,61 @@ def test_a_trace_that_cannot_be_written_never_costs_the_record(tmp_path, monkeyp
     with pytest.warns(UserWarning, match="trace of run abc not written"):
         save(tmp_path, record, [SimpleNamespace(role="single", trace={})])  # a rank result's two fields it reads
     assert json.loads((tmp_path / "runs" / "abc.json").read_text())["trace_file"] is None
+
+
+LATE_S = 0.3
+"""How late rank 1 joins the collective that rank 0 waits on in ``_late_peer_rank``."""
+
+
+def _late_peer_rank(kind: str, info) -> dict:
+    """One traced step in which rank 1 joins a collective LATE_S after rank 0, whose wait runs inside an
+    operator torch.profiler records: ``functional``, DTensor's functional all-reduce whose result the next
+    ``aten::add`` reads (its ``wait_tensor`` inside that add); ``node``, a ``Work.wait`` inside an autograd
+    node (as FSDP2 waits for its reduce-scatter). Returns this rank's trace."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed._functional_collectives import all_reduce
+
+    from parbench.metrics.comm import CommMeter
+    from parbench.metrics.tracing import traced_steps
+
+    class ReducedGradient(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            dist.all_reduce(grad, async_op=True).wait()
+            return grad
+
+    def step(_: int) -> None:
+        if info.rank == 1:
+            time.sleep(LATE_S)
+        if kind == "functional":
+            all_reduce(torch.ones(4), "sum", dist.group.WORLD) + 1
+        else:
+            ReducedGradient.apply(torch.ones(4, requires_grad=True)).sum().backward()
+
+    trace = traced_steps(step=step, meter=CommMeter(rank=info.rank), device=info.device, start=0, n=1,
+                         world_size=info.world_size)
+    return {"rank": info.rank, **trace}
+
+
+@pytest.mark.parametrize("kind", ["functional", "node"])
+def test_a_wait_inside_an_operator_is_communication_not_compute(kind):
+    """Rank 0 waits LATE_S for rank 1 inside a recorded operator: that wait is exposed communication, and
+    rank 0's compute (a few small operators) stays far below it. Booking every operator's whole interval
+    as compute, as the breakdown once did, put the whole wait in compute."""
+    from parbench.distributed import spawn
+    from parbench.metrics.breakdown import analyse, totals
+
+    outcome = spawn(2, _late_peer_rank, kind, timeout_s=120)
+    assert outcome.status == "ok", outcome.error
+    result = analyse(outcome.results)
+    rank0 = totals(result["spans"][0][0])
+    exposed = sum(rank0[f"time_comm_exposed_{c}_s"] for c in CATEGORIES)
+    assert exposed >= 0.8 * LATE_S, rank0
+    assert rank0["time_compute_s"] < 0.2 * LATE_S, rank0
