@@ -6,8 +6,8 @@ the mlp (L3 H128) and of the transformer (L4 H32 heads4 T16 V128), ddp x2 mlp, h
 dp2·tp2·pp1 and dp1·tp2·pp2 (4 micro-batches) on the mlp, hybrid x4 dp2·tp1·pp2 on the
 transformer, and a ddp x2 mlp run whose rank 1 raised (status failed).
 
-``fixtures/results/reference/runs`` (source "reference"): 28 records copied unchanged from the
-committed reference sweep (``results/reference``, same shapes): for both workloads single x1 and
+``fixtures/results/reference/runs`` (source "reference"): 28 records copied unchanged from an
+earlier measurement of the committed reference sweep (``results/reference``, same shapes): for both workloads single x1 and
 ddp x2 (two repeats each), ddp x4, pipeline x2, zero2 x2, tp x2 (one each), and the three hybrid
 meshes at W=4 (two repeats each).
 """
