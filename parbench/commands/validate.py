@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
 
 def handle(a: argparse.Namespace) -> int:
     from parbench.sim.hardware import load_cluster
-    from parbench.sim.validate import noise_floor, summarize, term_errors, tracing_cost_pct, validation_rows
+    from parbench.sim.validate import noise_floor, summarize, term_errors, term_errors_by_config, tracing_cost_pct, validation_rows
 
     try:
         cluster = load_cluster(a.cluster, results_dir=a.results_dir)
@@ -34,6 +34,7 @@ def handle(a: argparse.Namespace) -> int:
     groups = _by_subscription(rows, cluster.cores if cluster else 0)
     summary = {name: summarize(g) for name, g in groups.items()}
     terms = term_errors(rows)
+    by_config = term_errors_by_config(rows)
     noise = noise_floor(rows)
     local_pairs = _local_pairs(groups, noise, summary)
     published, sources = _published() if a.published else ([], [])
@@ -44,7 +45,8 @@ def handle(a: argparse.Namespace) -> int:
     pairs = _pairs() if a.published else []
     ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
-        print(json.dumps({"summary": summary, "noise_floor": noise, "terms": terms, "runs": rows, "skipped": skipped,
+        print(json.dumps({"summary": summary, "noise_floor": noise, "terms": terms, "terms_by_config": by_config,
+                          "runs": rows, "skipped": skipped,
                           "layout_pairs": local_pairs,
                           "published": published, "published_by_source": sources,
                           "published_memory_runs": runs, "published_memory_by_source": run_sources,
@@ -53,6 +55,7 @@ def handle(a: argparse.Namespace) -> int:
         return 0 if ok else 1
     if cluster:
         _print_local(rows, skipped, summary, terms, noise, local_pairs)
+        _print_terms_by_config(by_config)
         traced = tracing_cost_pct(rows)
         if terms and not math.isnan(traced):
             print(f"the measured terms are the traced steps' (torch.profiler recording every operator), a median "
@@ -253,6 +256,27 @@ def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dic
         for term, t in terms.items():
             print(f"{term:<34}{t['runs']:>5}{t['measured_median_s'] * 1e3:>13.3f}{t['predicted_median_s'] * 1e3:>14.3f}"
                   f"{t['gap_median_pct_of_step']:>17.1f}")
+
+
+TERM_SHORT = {"time_compute_s": "compute", "time_comm_exposed_data_s": "data comm",
+              "time_comm_exposed_parameter_s": "param comm", "time_comm_exposed_intermediate_s": "inter comm",
+              "time_bubble_s": "bubble", "time_optimizer_s": "optimizer", "time_other_s": "other"}
+
+
+def _print_terms_by_config(configs: list[dict]) -> None:
+    """Each configuration's terms, measured / predicted ms (medians over its repeats), and its largest gap."""
+    if not configs:
+        return
+    print("\nterms per configuration, measured (traced) / predicted ms, medians over repeats; '-': 0 in both")
+    print(f"{'strategy':<9}{'W':>3} {'workload':<12}" + "".join(f"{v:>14}" for v in TERM_SHORT.values())
+          + "  largest gap (predicted - measured)")
+    for c in configs:
+        cells = []
+        for term in TERM_SHORT:
+            m, p = c["terms"].get(term, (None, None))
+            cells.append("" if m is None else "-" if m == p == 0 else f"{m * 1e3:.1f}/{p * 1e3:.1f}")
+        print(f"{c['strategy']:<9}{c['world_size']:>3} {c['workload']:<12}" + "".join(f"{x:>14}" for x in cells)
+              + f"  {TERM_SHORT[c['largest']]} {c['largest_gap_s'] * 1e3:+.1f} ms")
 
 
 def _published() -> tuple[list[dict], list[dict]]:

@@ -149,6 +149,31 @@ def term_errors(rows: list[dict]) -> dict[str, dict[str, float]]:
     return out
 
 
+def term_errors_by_config(rows: list[dict]) -> list[dict]:
+    """Per configuration (its repeats together), each term's median measured and predicted seconds, and the
+    term whose medians lie furthest apart (``largest``, its predicted - measured gap in ``largest_gap_s``):
+    where, on that layout, the model is wrong. Terms no repeat measured are left out; configurations sorted
+    by workload, strategy and world size."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(_config_key(r), []).append(r)
+    out = []
+    for group in groups.values():
+        first = group[0]
+        terms = {}
+        for term in TERMS:
+            have = [r for r in group if r.get(term) is not None]
+            if have:
+                terms[term] = (stats.median([r[term] for r in have]), stats.median([r[f"pred_{term}"] for r in have]))
+        if not terms:
+            continue
+        largest = max(terms, key=lambda t: abs(terms[t][1] - terms[t][0]))
+        out.append({"strategy": first["strategy"], "world_size": first["world_size"], "workload": first["workload"],
+                    "runs": len(group), "terms": terms, "largest": largest,
+                    "largest_gap_s": terms[largest][1] - terms[largest][0]})
+    return sorted(out, key=lambda c: (str(c["workload"]), str(c["strategy"]), c["world_size"]))
+
+
 def tracing_cost_pct(rows: list[dict]) -> float:
     """How much longer the traced steps (torch.profiler recording every operator) took than the untraced
     steps whose median is the step time, median over the runs in %. The measured terms are the traced

@@ -122,6 +122,10 @@ def test_validate_command_summarises_every_run(results, capsys):
     assert len(emitted["layout_pairs"]["all"]) == counts["pairs_decided"] + counts["pairs_close"] \
         == sum(n * (n - 1) // 2 for n in jobs.values()) > 0
     assert "layout order (two layouts of one workload, batch and world size)" in printed
+    # each configuration's terms once, its repeats together
+    assert "terms per configuration, measured (traced) / predicted ms" in printed
+    assert sum(c["runs"] for c in emitted["terms_by_config"]) == len(records)
+    assert len(emitted["terms_by_config"]) == len(configs)
     # on the local profile, validate also says how steady the machine was while that profile was measured
     path = profile_path(out)
     path.parent.mkdir(parents=True, exist_ok=True)

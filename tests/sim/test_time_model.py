@@ -943,3 +943,26 @@ def test_the_dgx_cloud_rows():
     rest = [r for r in rows if r not in small]
     bias = {p: [r["metric_error_pct"] for r in rest if f" {p} " in r["name"]] for p in ("BF16", "FP8")}
     assert sum(bias["BF16"]) / 22 == pytest.approx(0.8, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-1.2, abs=0.05)
+
+
+def test_terms_by_configuration_take_medians_over_repeats_and_name_the_largest_gap():
+    """Three repeats of one configuration and one run of another: each term's medians by hand (a mean would
+    name compute, -10 ms against -6), the term whose medians lie furthest apart named with its signed gap, a
+    term no run measured left out."""
+    from parbench.sim.validate import term_errors_by_config
+
+    def run(point, strategy, compute, pred_compute, comm, pred_comm):
+        return {"point_key": point, "strategy": strategy, "world_size": 2, "workload": "mlp",
+                "time_compute_s": compute, "pred_time_compute_s": pred_compute,
+                "time_comm_exposed_parameter_s": comm, "pred_time_comm_exposed_parameter_s": pred_comm,
+                "time_bubble_s": None, "pred_time_bubble_s": 0.0}
+
+    rows = [run("a", "fsdp", 0.010, 0.008, 0.030, 0.020), run("b", "ddp", 0.005, 0.001, 0.002, 0.002),
+            run("a", "fsdp", 0.014, 0.008, 0.028, 0.020), run("a", "fsdp", 0.030, 0.008, 0.020, 0.020)]
+    ddp, fsdp = term_errors_by_config(rows)  # sorted by workload, then strategy
+    assert (fsdp["strategy"], fsdp["runs"], ddp["strategy"], ddp["runs"]) == ("fsdp", 3, "ddp", 1)
+    assert fsdp["terms"]["time_compute_s"] == pytest.approx((0.014, 0.008))
+    assert fsdp["terms"]["time_comm_exposed_parameter_s"] == pytest.approx((0.028, 0.020))
+    assert "time_bubble_s" not in fsdp["terms"]
+    assert fsdp["largest"] == "time_comm_exposed_parameter_s" and fsdp["largest_gap_s"] == pytest.approx(-0.008)
+    assert ddp["largest"] == "time_compute_s" and ddp["largest_gap_s"] == pytest.approx(-0.004)
