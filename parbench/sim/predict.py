@@ -186,6 +186,15 @@ def _parameter_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chunk:
         a_s = sum(op_time_s(c, layout, op) for op in gather)
         gathers, scatters = fsdp_rounds(layout)
         units = sum(op.count for op in gather) // gathers  # identical units are merged into one op
+        if c.cores and layout.pp == 1:
+            # a CPU computes as its host thread issues. FSDP2's forward gathers wait in full (its implicit
+            # prefetch is a host running ahead of a device), and it calls its reduce-scatter synchronously
+            # (``foreach_reduce``: a GPU runs it on a stream of its own). Only its explicit backward prefetch,
+            # the next unit's gather issued before this unit's backward, can hide.
+            forward = a_s * layout.micro_batches / gathers  # one forward gather per micro-batch (ZeRO-3: of two)
+            hidden = prefetch_exposed_s(a_s - forward, layout.micro_batches * chunk.backward, units,
+                                        hide=c.overlap, interference=c.overlap_interference)
+            return forward + g_s + hidden
         # the micro-batches whose compute the rounds run under: every one where each re-gathers, else one
         window = min(layout.micro_batches, max(gathers, scatters)) * chunk.total
         return prefetch_exposed_s(a_s + g_s, window, units, hide=c.overlap, interference=c.overlap_interference)

@@ -66,6 +66,28 @@ def test_fsdp_exposes_one_of_its_units_however_many_share_a_size():
     assert predict(m, lay, c).terms["time_comm_exposed_parameter_s"] == pytest.approx(total / 9, rel=1e-9)
 
 
+def test_on_a_cpu_fsdp2_hides_only_its_backward_prefetch():
+    """The same 9 units on a CPU profile (the host computes as it issues), hiding all it can: the forward gathers
+    (no host running ahead of a device) and the reduce-scatters (FSDP2 calls them synchronously) stay exposed
+    in full; of the backward gathers, prefetched one unit ahead, one unit's share of nine. Unable to hide
+    (overlap 0, as this project's 2-core VM measures it), everything is exposed."""
+    w = WorkloadConfig(name="transformer", layers=8, hidden=1024, heads=8, seq_len=4096, vocab_size=512)
+    m = model_spec(w, megatron=True)
+    lay = Layout(strategy=Strategy.HYBRID, dp=8, global_batch_size=8, zero=3, attention="flash")
+    ops = rank_ops(m, lay)["stage0"]
+
+    def seconds(c, phase):
+        return sum(op.count * collective_time_s(c, op.kind, op.payload, op.n, inter_node=False, rails=8)
+                   for op in ops if op.phase == phase)
+
+    cpu = replace(A100, cores=2, overlap=1.0, overlap_interference=0.0)
+    gathers, scatters = seconds(cpu, "gather"), seconds(cpu, "grad")
+    exposed = predict(m, lay, cpu).terms["time_comm_exposed_parameter_s"]
+    assert exposed == pytest.approx(gathers / 2 + scatters + gathers / 2 / 9, rel=1e-9)
+    none = predict(m, lay, replace(cpu, overlap=0.0)).terms["time_comm_exposed_parameter_s"]
+    assert none == pytest.approx(gathers + scatters, rel=1e-9)
+
+
 def test_fsdp_traffic_gathered_once_hides_under_one_micro_batch():
     """ZeRO-2 under a pipeline gathers each unit once and reduce-scatters once per step, so its traffic can
     hide under one micro-batch's compute, not all of them: the exposed seconds are the same at 1 and 8
