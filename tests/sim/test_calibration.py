@@ -76,6 +76,15 @@ def test_the_hidden_share_of_a_collective_is_what_the_compute_absorbed():
     assert hidden_fraction(0.010, 0.0, 0.010) == 0.0
 
 
+def test_the_profile_overlap_is_read_where_every_rank_has_a_core():
+    from parbench.sim.calibrate import profile_overlap
+
+    fits = {"overlap@2": {"alpha": 0.0}, "overlap@4": {"alpha": 0.45}, "gemm": {"alpha": 1.0}}
+    assert profile_overlap(fits, cores=2) == 0.0  # 4 ranks on 2 cores: not the reading used
+    assert profile_overlap(fits, cores=8) == 0.45
+    assert profile_overlap(fits, cores=1) == 0.0  # no group fits: the smallest
+
+
 def test_the_step_probe_is_a_real_fsdp2_run():
     from parbench.sim.calibrate import measure_step_probe, step_probe_config
 
