@@ -61,7 +61,6 @@ LINK = ("latency", "us", 1e6, "bandwidth", "GB/s", 1e-9)
 
 def report_lines(profile: dict) -> list[str]:
     """An aligned table: every fitted parameter with its unit, 95% interval, held-out error and status."""
-    from parbench.sim.calibrate import OVERLAP_BYTES
     from parbench.sim.hardware import BURST_SUFFIX
 
     fits = profile["fit"]
@@ -78,12 +77,6 @@ def report_lines(profile: dict) -> list[str]:
     c = profile["cluster"]
     slow = ", ".join(f"{n} ranks x{v:.2f}" for n, v in c["compute_slowdown"].items())
     lines.append(f"\ncompute per rank when ranks compute at once: {slow}")
-    hid = {key.split("@")[1]: f for key, f in fits.items() if key.startswith("overlap@")}
-    if hid:
-        per = ", ".join(f"{n} ranks {f['op_s'] * 1e3:.1f} alone, {f['compute_s'] * 1e3:.1f} of compute, "
-                        f"{f['both_s'] * 1e3:.1f} together -> {f['hidden']:.0%} hidden" for n, f in hid.items())
-        lines.append(f"an asynchronous all-reduce of {OVERLAP_BYTES // 2**20} MiB with compute meanwhile (ms): {per}; "
-                     f"overlap {c['overlap']:.2f}")
     lines.append(f"framework overhead per training-path op: {fits['framework_op_overhead_s']['alpha'] * 1e6:.1f} us")
     if "stream_bandwidth" in fits:
         mib = [r["bytes"] / 3 / 2**20 for r in fits["stream_bandwidth"]["rows"]]

@@ -121,9 +121,7 @@ class Cluster:
     intra: Link
     inter: Link
     overlap: float = 1.0
-    """Fraction of backward compute that data-parallel gradient communication can hide under. A calibrated CPU
-    profile measures it: the share of an asynchronous all-reduce that compute running meanwhile hides
-    (``parbench.sim.calibrate._overlap_row``, at the largest group within the cores: ``profile_overlap``)."""
+    """Fraction of backward compute that data-parallel gradient communication can hide under."""
     overlap_interference: float = 0.0
     """Fraction of a collective's hidden seconds it still adds by slowing the compute it overlaps
     (``parbench.sim.overlap.contended_s``; not tensor-parallel overlap)."""

@@ -50,39 +50,15 @@ def test_cluster_round_trips_through_plain_data():
 
 def test_real_collectives_and_gemm_are_measured():
     """Two sizes of two collectives over 2 real gloo ranks, and GEMMs in this process."""
-    from parbench.sim import calibrate
+    from parbench.sim.calibrate import measure_collectives, measure_gemm
 
-    rows = calibrate.measure_collectives(2, [1024, 65536], reps=2, kinds=("all_reduce", "send", "broadcast_burst"))
+    rows = measure_collectives(2, [1024, 65536], reps=2, kinds=("all_reduce", "send", "broadcast_burst"))
     assert rows.pop("compute_s") > 0  # the per-rank compute probe, both ranks computing at once
     assert rows.pop("barrier_s") > 0
-    overlap = rows.pop("overlap")  # an asynchronous all-reduce with compute running meanwhile
-    assert overlap["op_s"] > 0 and overlap["compute_s"] > 0 and overlap["both_s"] > 0
-    assert overlap["hidden"] == calibrate.hidden_fraction(overlap["compute_s"], overlap["op_s"], overlap["both_s"])
     assert set(rows) == {"all_reduce", "send", "broadcast_burst"}
     assert all(t > 0 for kind in rows.values() for _, t in kind)
-    flops, secs = calibrate.measure_gemm([32, 64], reps=2)
+    flops, secs = measure_gemm([32, 64], reps=2)
     assert flops == [2.0 * 32**3, 2.0 * 64**3] and all(s > 0 and math.isfinite(s) for s in secs)
-
-
-def test_the_hidden_share_of_a_collective_is_what_the_compute_absorbed():
-    """10 ms of compute and a 2 ms collective: run together in 10 ms, all of it hidden; in 12, none; in 11,
-    half. A run slower than both apart hides nothing, one faster than the compute alone all (noise)."""
-    from parbench.sim.calibrate import hidden_fraction
-
-    assert hidden_fraction(0.010, 0.002, 0.010) == pytest.approx(1.0)
-    assert hidden_fraction(0.010, 0.002, 0.012) == pytest.approx(0.0)
-    assert hidden_fraction(0.010, 0.002, 0.011) == pytest.approx(0.5)
-    assert hidden_fraction(0.010, 0.002, 0.013) == 0.0 and hidden_fraction(0.010, 0.002, 0.009) == 1.0
-    assert hidden_fraction(0.010, 0.0, 0.010) == 0.0
-
-
-def test_the_profile_overlap_is_read_where_every_rank_has_a_core():
-    from parbench.sim.calibrate import profile_overlap
-
-    fits = {"overlap@2": {"alpha": 0.0}, "overlap@4": {"alpha": 0.45}, "gemm": {"alpha": 1.0}}
-    assert profile_overlap(fits, cores=2) == 0.0  # 4 ranks on 2 cores: not the reading used
-    assert profile_overlap(fits, cores=8) == 0.45
-    assert profile_overlap(fits, cores=1) == 0.0  # no group fits: the smallest
 
 
 def test_the_step_probe_is_a_real_fsdp2_run():
@@ -166,9 +142,7 @@ def test_calibration_report_is_an_aligned_table_with_units():
                        "collective_step_overhead@2": {"alpha": 6e-4, "measured_s": 0.0206, "predicted_s": 0.0152,
                                                       "collectives_on_path": 9.0},
                        "burst_step_overhead@2": {"alpha": 4e-4, "measured_s": 0.0328, "predicted_s": 0.0176,
-                                                 "collectives_on_path": 37.0},
-                       "overlap@2": {"alpha": 0.25, "op_s": 0.004, "compute_s": 0.012, "both_s": 0.015, "hidden": 0.25}}}
-    profile["cluster"]["overlap"] = 0.25
+                                                 "collectives_on_path": 37.0}}}
     lines = report_lines(profile)
     head = lines[0]
     assert all(u in head for u in ("value", "+-95%", "unit", "held-out")) and "GB/s" in "\n".join(lines)
@@ -188,8 +162,6 @@ def test_calibration_report_is_an_aligned_table_with_units():
             "without it, over its collectives): 2 ranks 20.6 / 15.2 ms over 9 -> 0.60 ms") in lines
     assert ("a broadcast of ZeRO-1's burst inside a training step, beyond its fit (a ZeRO-1 run's step measured / "
             "predicted without it, over its broadcasts): 2 ranks 32.8 / 17.6 ms over 37 -> 0.40 ms") in lines
-    assert ("an asynchronous all-reduce of 4 MiB with compute meanwhile (ms): 2 ranks 4.0 alone, 12.0 of compute, "
-            "15.0 together -> 25% hidden; overlap 0.25") in lines
 
 
 def test_a_machine_that_changed_speed_while_calibrating_is_reported_unsteady():
