@@ -193,10 +193,12 @@ def test_tp_comm_overlap_shortens_the_step_and_needs_tp():
 CPU_LIKE = replace(A100, name="cpu-like", peak_flops=2e11, peak_flops_tf32=0.0, peak_flops_fp32=0.0, peak_flops_fp8=0.0,
                    gemm_efficiency=1.0, attention_efficiency=0.25, memory_bandwidth_bytes_per_s=1e11,
                    stream_bandwidth_bytes_per_s=2e10, cache_bytes=3 * 2**19, beyond_cache_bandwidth_bytes_per_s=2.8e10,
-                   weight_read_bandwidth_bytes_per_s=1.5e10, backward_gemm_ratio=0.7, transcendental_s_per_element=1.7e-9)
+                   weight_read_bandwidth_bytes_per_s=1.5e10, backward_gemm_ratio=0.7, transcendental_s_per_element=1.7e-9,
+                   cores=2, compute_slowdown={1: 1.0, 2: 1.05, 4: 2.2}, overlap=0.5)
 """A calibrated CPU profile's shape (this project's 2-core VM: GEMMs at 190-211 GFLOP/s, an add at 100 GB/s within
-1.5 MiB of operands and 28 GB/s past it, a Linear's weight read at 15-20 GB/s), so the invariants also cover the
-terms only CPU profiles set."""
+1.5 MiB of operands and 28 GB/s past it, a Linear's weight read at 15-20 GB/s, 2 cores and the compute slowdowns it
+measures), so the invariants also cover the terms and rules only CPU profiles set (half the overlap, so FSDP2's
+CPU rule hides some)."""
 
 
 def _random_case(rng: random.Random):
