@@ -122,14 +122,13 @@ def breakdown_table(frame, results_dir: str):
     """One row per run: the step-time breakdown's terms in ms (busiest rank), '-' where not measured."""
     from rich.table import Table
 
-    from parbench.metrics.breakdown import TERMS
+    from parbench.metrics.breakdown import TERMS, short_name
     from parbench.summary import fmt_num
 
     t = Table(title=f"where the step time goes: {len(frame)} runs in {results_dir}/ (ms per traced step)")
     for head in ("run", "strategy", "W", "workload", "step"):
         t.add_column(head)
-    heads = [term.removeprefix("time_").removesuffix("_s").replace("comm_exposed_", "comm ") for term in TERMS]
-    for head in (*heads, "bubble frac"):
+    for head in (*map(short_name, TERMS), "bubble frac"):
         t.add_column(head, justify="right")
     frame = frame.sort_values(["source", "strategy", "world_size", "created_at"], na_position="first")
     for _, r in frame.iterrows():

@@ -258,25 +258,22 @@ def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dic
                   f"{t['gap_median_pct_of_step']:>17.1f}")
 
 
-TERM_SHORT = {"time_compute_s": "compute", "time_comm_exposed_data_s": "data comm",
-              "time_comm_exposed_parameter_s": "param comm", "time_comm_exposed_intermediate_s": "inter comm",
-              "time_bubble_s": "bubble", "time_optimizer_s": "optimizer", "time_other_s": "other"}
-
-
 def _print_terms_by_config(configs: list[dict]) -> None:
     """Each configuration's terms, measured / predicted ms (medians over its repeats), and its largest gap."""
+    from parbench.metrics.breakdown import TERMS, short_name
+
     if not configs:
         return
     print("\nterms per configuration, measured (traced) / predicted ms, medians over repeats; '-': 0 in both")
-    print(f"{'strategy':<9}{'W':>3} {'workload':<12}" + "".join(f"{v:>14}" for v in TERM_SHORT.values())
+    print(f"{'strategy':<9}{'W':>3} {'workload':<12}" + "".join(f"{short_name(t):>18}" for t in TERMS)
           + "  largest gap (predicted - measured)")
     for c in configs:
         cells = []
-        for term in TERM_SHORT:
+        for term in TERMS:
             m, p = c["terms"].get(term, (None, None))
             cells.append("" if m is None else "-" if m == p == 0 else f"{m * 1e3:.1f}/{p * 1e3:.1f}")
-        print(f"{c['strategy']:<9}{c['world_size']:>3} {c['workload']:<12}" + "".join(f"{x:>14}" for x in cells)
-              + f"  {TERM_SHORT[c['largest']]} {c['largest_gap_s'] * 1e3:+.1f} ms")
+        print(f"{c['strategy']:<9}{c['world_size']:>3} {c['workload']:<12}" + "".join(f"{x:>18}" for x in cells)
+              + f"  {short_name(c['largest'])} {c['largest_gap_s'] * 1e3:+.1f} ms")
 
 
 def _published() -> tuple[list[dict], list[dict]]:

@@ -58,6 +58,11 @@ TERM_OF = {COMPUTE: "time_compute_s", OPTIMIZER: "time_optimizer_s", BUBBLE: "ti
 """Span label -> its record column."""
 
 
+def short_name(term: str) -> str:
+    """A term's column for tables: ``time_comm_exposed_parameter_s`` -> ``comm.parameter``."""
+    return term.removeprefix("time_").removesuffix("_s").replace("comm_exposed_", "comm.")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Span:
     """One labelled stretch of a rank's main thread."""

@@ -165,8 +165,7 @@ def _device_step_events(events: list[Event], window: dict[str, Any], shift: floa
         (optimizer if e.linked in launched_in_optimizer else compute).append((max(a, lo), min(b, hi)))
     compute = merge(compute)
     idle_optimizer = subtract(merge(in_optimizer), compute)  # the host in the optimizer, the device not computing
-    rest = {k: v for k, v in window.items() if k != "waits"}
-    return {**rest, "compute": [list(x) for x in merge(compute + optimizer)],
+    return {**host, "compute": [list(x) for x in merge(compute + optimizer)],
             "optimizer": [list(x) for x in merge(optimizer + idle_optimizer)],
             "device_optimizer": [list(x) for x in merge(optimizer)]}
 
