@@ -121,7 +121,9 @@ def summary(record: dict[str, Any]) -> str:
         lines.append(f"  {term:34s} {value * 1e3:9.3f} ms  {100 * value / step if step else 0:5.1f}%")
     if record.get("bubble_fraction") is not None:
         lines.append(f"  bubble fraction (mean over ranks)  {record['bubble_fraction']:.3f}")
-    lines.append("per rank (ms): rank " + " ".join(f"{breakdown.short_name(t):>9s}" for t in breakdown.TERMS))
+    names = [breakdown.short_name(t) for t in breakdown.TERMS]
+    widths = [max(9, len(n)) for n in names]
+    lines.append("per rank (ms): rank " + " ".join(f"{n:>{w}s}" for n, w in zip(names, widths)))
     for entry in record.get("breakdown_per_rank") or []:
-        lines.append(f"  {entry['rank']:>18d} " + " ".join(f"{entry[t] * 1e3:9.3f}" for t in breakdown.TERMS))
+        lines.append(f"  {entry['rank']:>17d} " + " ".join(f"{entry[t] * 1e3:{w}.3f}" for t, w in zip(breakdown.TERMS, widths)))
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -129,6 +130,12 @@ def test_summary_lists_every_term_and_says_when_a_record_has_none():
     text = summary({"run_id": "r1", "strategy": "pipeline", "world_size": 2, "workload": "mlp",
                     "step_time_s_median": 8.0, **cols})
     assert all(t in text for t in TERMS) and "bubble fraction" in text
+    # the per-rank table's columns line up under their names, the longest included
+    lines = text.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("per rank (ms)"))
+    ends = [m.end() for m in re.finditer(r"\S+", lines[head])][3:]  # from "rank" on, after "per rank (ms):"
+    for row in lines[head + 1:]:
+        assert [m.end() for m in re.finditer(r"\S+", row)] == ends, (lines[head], row)
     assert "no step-time breakdown" in summary({"run_id": "old", "time_compute_s": None})
 
 
