@@ -170,11 +170,24 @@ def measured_section(ctx: "ViewContext") -> None:
     _layout_order_caption(rows)
     st.plotly_chart(sim_charts.predicted_vs_measured(frame), key="sim-predicted-vs-measured")
     st.plotly_chart(sim_charts.terms_figure(frame), key="sim-terms")
+    st.caption(terms_caption(cluster))
     st.dataframe(frame, key="sim-error-table", hide_index=True)
     ok = ctx.runs[ctx.runs["status"] == "ok"]
     st.plotly_chart(sim_charts.scaling_figure(sim_charts.scaling_curves(ok, cluster), frame), key="sim-scaling")
     for line in skipped:
         st.warning(f"not predicted: {line}")
+
+
+def terms_caption(cluster) -> str:
+    """What the term chart sets side by side: the traced steps' terms, and the prediction of a traced step
+    where the profile measured what tracing costs."""
+    if cluster.tracing_op_overhead_s or cluster.tracing_optimizer_op_overhead_s:
+        return (f"Terms: measured on each run's traced steps, predicted for a traced step (the profile's tracing cost "
+                f"added: {cluster.tracing_op_overhead_s * 1e6:.1f} us per training operator, "
+                f"{cluster.tracing_optimizer_op_overhead_s * 1e6:.1f} us per optimizer operator). The step times above "
+                "are untraced, measured and predicted.")
+    return ("Terms: measured on each run's traced steps, predicted for an untraced one (this profile predates the "
+            "tracing cost: `parbench calibrate` again), so op-dense terms such as an eager optimizer read high.")
 
 
 def _layout_order_caption(rows: list[dict]) -> None:

@@ -50,5 +50,6 @@ def render(ctx: "ViewContext") -> None:
                "the slowest rank. The profiler's cost per recorded operator makes a traced step longer than a timed "
                "one (the last two columns; on a 2-core CPU a median +22% on the simulator check's runs, +51% on the "
                "reference sweep's smaller ones), most in op-dense terms such as an eager "
-               "optimizer. Hatched bars: the simulator's prediction for the same run, which has no profiler in it "
-               "(`parbench calibrate` first; `parbench validate` lists the errors).")
+               "optimizer. Hatched bars: the simulator's prediction for the same run, traced: the calibrated "
+               "profile's tracing cost per operator added (`parbench calibrate` first; `parbench validate` lists "
+               "the errors).")

@@ -126,6 +126,11 @@ def report_lines(profile: dict) -> list[str]:
             if "iqr_s" in r:
                 spread = ", ".join(f"{k} {r[k + '_s'] * 1e3:.2f} ms (IQR {v * 1e3:.2f})" for k, v in r["iqr_s"].items())
                 lines.append(f"  {r['workload']} probe, wrapped - plain per step: {spread}")
+    if "tracing_op_overhead_s" in fits:  # profiles saved before it was measured lack it
+        t = fits["tracing_op_overhead_s"]
+        per = ", ".join(f"{r['step']} {r['training_s_per_op'] * 1e6:.0f} / {r['optimizer_s_per_op'] * 1e6:.0f}" for r in t["rows"])
+        lines.append(f"tracing (the breakdown's traced steps), us added per training / optimizer op: {per} -> "
+                     f"{t['alpha'] * 1e6:.1f} / {t['optimizer'] * 1e6:.1f} us (seconds added over ops counted, all steps)")
     ratios = ", ".join(f"{k.split('_')[-1]} {v:.2f}" for k, v in fits["step_scale"].items() if k != "alpha")
     lines.append(f"reference training steps, measured / op-level prediction: {ratios} -> step_scale {c['step_scale']:.2f}")
     bad = [k for k, f in fits.items() if f.get("status") == "unphysical"]

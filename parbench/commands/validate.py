@@ -21,7 +21,8 @@ def add_parser(sub) -> None:
 
 def handle(a: argparse.Namespace) -> int:
     from parbench.sim.hardware import load_cluster
-    from parbench.sim.validate import noise_floor, summarize, term_errors, term_errors_by_config, tracing_cost_pct, validation_rows
+    from parbench.sim.validate import (noise_floor, summarize, term_errors, term_errors_by_config, traced_step_error_pct,
+                                       tracing_cost_pct, validation_rows)
 
     try:
         cluster = load_cluster(a.cluster, results_dir=a.results_dir)
@@ -58,8 +59,7 @@ def handle(a: argparse.Namespace) -> int:
         _print_terms_by_config(by_config)
         traced = tracing_cost_pct(rows)
         if terms and not math.isnan(traced):
-            print(f"the measured terms are the traced steps' (torch.profiler recording every operator), a median "
-                  f"{traced:+.1f}% against the untraced steps; op-dense terms such as an eager optimizer carry most of it")
+            print(tracing_line(cluster, traced, tracing_cost_pct(rows, predicted=True), traced_step_error_pct(rows)))
         if a.cluster == "local":
             _print_calibration_drift(a.results_dir)
     else:
@@ -72,6 +72,19 @@ def handle(a: argparse.Namespace) -> int:
     _print_indistinct(indistinct)
     _print_pairs(pairs)
     return 0 if ok else 1
+
+
+def tracing_line(cluster, measured_pct: float, predicted_pct: float, error_pct: float) -> str:
+    """What the term tables compare: traced steps, measured and predicted, and how far apart their totals lie."""
+    head = (f"the measured terms are the traced steps' (torch.profiler recording every operator, the comm meter "
+            f"intercepting it), a median {measured_pct:+.1f}% against the untraced steps; ")
+    if not (cluster.tracing_op_overhead_s or cluster.tracing_optimizer_op_overhead_s):
+        return head + ("this profile has no tracing cost (`parbench calibrate` measures it), so the predicted terms "
+                       "are an untraced step's and op-dense terms such as an eager optimizer read high against them")
+    return head + (f"the predicted terms are a traced step's too (the profile's tracing cost, "
+                   f"{cluster.tracing_op_overhead_s * 1e6:.1f} us per training op and "
+                   f"{cluster.tracing_optimizer_op_overhead_s * 1e6:.1f} per optimizer op: {predicted_pct:+.1f}%), "
+                   f"and their sum is a median {error_pct:.1f}% off the traced step")
 
 
 def _indistinct() -> list[dict]:

@@ -728,10 +728,9 @@ def reference_label(name: str, shape: dict) -> str:
     return f"{name}-{shape['layers']}x{shape['hidden']}" if shape else name
 
 
-def measure_reference_step(cfg, batch: int, reps: int) -> float:
-    """Seconds of one single-process training step of a built-in workload (a ``WorkloadConfig``), as the
-    runner's ``single`` strategy times it (zero_grad, forward, loss, backward, optimizer step; the batch is
-    made before)."""
+def _reference_parts(cfg, batch: int):
+    """(parameter tensors, forward + loss + backward, zero_grad + optimizer step) of a built-in workload's
+    single-process training step (a ``WorkloadConfig``) on one batch made beforehand."""
     import torch
 
     from parbench import workloads
@@ -739,16 +738,70 @@ def measure_reference_step(cfg, batch: int, reps: int) -> float:
     torch.set_num_threads(1)
     w = workloads.make(cfg, 0)
     model = w.build(0)
-    opt = w.optimizer(list(model.parameters()), 1e-3)
-
+    params = list(model.parameters())
+    opt = w.optimizer(params, 1e-3)
     x, y = w.rows(0, batch, 0, batch)
 
-    def step() -> None:
-        opt.zero_grad(set_to_none=False)
+    def backward() -> None:
         w.loss(model(x), y).backward()
+
+    def update() -> None:
+        opt.zero_grad(set_to_none=False)
         opt.step()
 
+    return len(params), backward, update
+
+
+def measure_reference_step(cfg, batch: int, reps: int) -> float:
+    """Seconds of one single-process training step of a built-in workload (a ``WorkloadConfig``), as the
+    runner's ``single`` strategy times it (zero_grad, forward, loss, backward, optimizer step; the batch is
+    made before)."""
+    _, backward, update = _reference_parts(cfg, batch)
+
+    def step() -> None:  # zero_grad, then backward, then the update: the runner's order
+        update()
+        backward()
+
     return _time_median(step, reps, window_s=0.2)
+
+
+def measure_tracing(reps: int) -> tuple[float, float, list[dict[str, Any]]]:
+    """Seconds the step-time breakdown's tracing adds per operator: (training path, optimizer, rows). Each
+    REFERENCE_STEPS step's forward + backward and its zero_grad + optimizer step, timed plain and again as the
+    runner traces a step (inside torch.profiler, under the comm meter's timing mode); the extra seconds over
+    the operators the simulator counts for that part (``timing.training_ops``, ``timing.optimizer_ops``),
+    summed over the steps (the larger steps, whose traced time is mostly operators, weigh most; per step it
+    read 14-33 us a training operator and 8-19 us an optimizer one on this project's 2-core VM, the mlps'
+    few operators the highest). Plain is the mean of a timing before and one after the traced one."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from parbench.config import WorkloadConfig
+    from parbench.metrics.comm import CommMeter
+    from parbench.sim.model import model_spec
+    from parbench.sim.timing import optimizer_ops, training_ops
+
+    meter = CommMeter(rank=0)
+    rows = []
+    for name, shape, batch in REFERENCE_STEPS:
+        cfg = WorkloadConfig(name=name, **shape)
+        spec = model_spec(cfg)
+        tensors, backward, update = _reference_parts(cfg, batch)
+        row: dict[str, Any] = {"step": reference_label(name, shape)}
+        for part, fn, ops in (("training", backward, training_ops(spec)), ("optimizer", update, optimizer_ops(spec, tensors))):
+            def traced(fn=fn) -> None:
+                with meter.timing():
+                    fn()
+
+            before = _time_median(fn, reps, window_s=0.05)
+            with profile(activities=[ProfilerActivity.CPU]):
+                under = _time_median(traced, reps, window_s=0.05)
+            plain = (before + _time_median(fn, reps, window_s=0.05)) / 2
+            row.update({f"{part}_ops": ops, f"{part}_plain_s": plain, f"{part}_traced_s": under,
+                        f"{part}_s_per_op": (under - plain) / ops})
+        rows.append(row)
+    per_op = {part: max(sum(r[f"{part}_traced_s"] - r[f"{part}_plain_s"] for r in rows)
+                        / sum(r[f"{part}_ops"] for r in rows), 0.0) for part in ("training", "optimizer")}
+    return per_op["training"], per_op["optimizer"], rows
 
 
 def measure_reference_steps(reps: int) -> dict[str, float]:
@@ -922,7 +975,10 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         sources={"all": f"parbench calibrate{' --quick' if quick else ''} on {socket.gethostname()}"})
     late = measure_reference_steps(reps)
     scale, ratios = step_scale(cluster, reps, {k: (early[k] + late[k]) / 2 for k in early})
-    cluster = dataclasses.replace(cluster, step_scale=scale)
+    tracing, tracing_optimizer, tracing_rows = measure_tracing(reps)
+    cluster = dataclasses.replace(cluster, step_scale=scale, tracing_op_overhead_s=tracing,
+                                  tracing_optimizer_op_overhead_s=tracing_optimizer)
+    fits["tracing_op_overhead_s"] = {"alpha": tracing, "optimizer": tracing_optimizer, "rows": tracing_rows}
     fits["step_scale"] = {"alpha": scale, **{f"measured_over_predicted_{k}": v for k, v in ratios.items()}}
     for term in STEP_PROBES:  # after step_scale: the probes' compute is predicted as every run's is
         overhead = {}

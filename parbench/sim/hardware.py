@@ -16,7 +16,7 @@ import math
 import socket
 import tomllib
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +163,14 @@ class Cluster:
     GEMM FLOPs: the per-expert kernels of a grouped expert MLP (its GEMMs' launches, the inputs' quantisation,
     the token chunks sorted to and from expert order), which the device runs right after the dispatcher's
     host synchronisation, so not hidden under its queue (``parbench.sim.timing.moe_expert_fixed_s``)."""
+    tracing_op_overhead_s: float = 0.0
+    """Seconds the step-time breakdown's tracing adds to each operator on the training path of a traced step
+    (torch.profiler recording it, the comm meter's dispatch mode intercepting it; ``parbench.metrics.tracing``).
+    Calibrated CPU profiles measure it on their reference steps (``parbench.sim.calibrate.measure_tracing``).
+    Only the prediction of a traced step uses it (``Cluster.traced``), never a step time: the timed steps run
+    untraced."""
+    tracing_optimizer_op_overhead_s: float = 0.0
+    """As ``tracing_op_overhead_s``, for each operator of the optimizer step and zero_grad."""
     compute_slowdown: dict[int, float] = field(default_factory=dict)
     """Calibrated CPU profiles: per-rank compute time with n ranks computing at once / alone (n -> factor):
     cores shared with each other, with the calibration's own collectives threads and with other jobs."""
@@ -199,6 +207,12 @@ class Cluster:
     @property
     def optimizer_op_s(self) -> float:
         return self.optimizer_op_overhead_s or self.op_overhead_s
+
+    def traced(self) -> Cluster:
+        """This machine as a traced step sees it: every operator costs its tracing overhead more. The measured
+        step-time terms come from traced steps, so they are compared with this profile's prediction."""
+        return replace(self, autograd_op_overhead_s=self.training_op_overhead_s + self.tracing_op_overhead_s,
+                       optimizer_op_overhead_s=self.optimizer_op_s + self.tracing_optimizer_op_overhead_s)
 
     @property
     def host_runs_ahead(self) -> bool:

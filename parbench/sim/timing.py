@@ -277,13 +277,23 @@ def optimizer_time_s(c: Cluster, model: ModelSpec, elements: int, tensors: int, 
     ``memory_bandwidth_bytes_per_s``. Measured on this project's 2-core VM right after a backward: the check
     transformer's AdamW (69 tensors, 0.93 M elements) 4.3 ms + zero_grad 0.3 ms, predicted 4.2 ms; the check
     mlp's SGD 0.52 + 0.21 ms, predicted 0.75 ms."""
-    per_el, ops = ((adamw_bytes_per_element(fused), ADAMW_OPS_PER_TENSOR) if model.optimizer == "adamw"
-                   else (SGD_BYTES_PER_ELEMENT, SGD_OPS_PER_TENSOR))
+    per_el = adamw_bytes_per_element(fused) if model.optimizer == "adamw" else SGD_BYTES_PER_ELEMENT
     compulsory = min(per_el, ADAMW_BYTES_PER_ELEMENT if model.optimizer == "adamw" else SGD_BYTES_PER_ELEMENT)
     memory = ((elements * compulsory + grad_elements * 4) / c.stream_bandwidth
               + elements * (per_el - compulsory) / c.memory_bandwidth_bytes_per_s)
-    host = tensors * (ops + 1) * c.optimizer_op_s
+    host = optimizer_ops(model, tensors) * c.optimizer_op_s
     return max(memory, host) if c.host_runs_ahead else memory + host
+
+
+def optimizer_ops(model: ModelSpec, tensors: int) -> float:
+    """Operators of an eager optimizer step and zero_grad over ``tensors`` parameter tensors (counted per
+    tensor: ``ADAMW_OPS_PER_TENSOR`` or ``SGD_OPS_PER_TENSOR``, and one for zero_grad)."""
+    return tensors * ((ADAMW_OPS_PER_TENSOR if model.optimizer == "adamw" else SGD_OPS_PER_TENSOR) + 1)
+
+
+def training_ops(model: ModelSpec) -> int:
+    """Operators of one micro-batch's forward and backward through the whole model (its units' counts)."""
+    return sum(u.ops_forward + u.ops_backward for u in (model.pre, *model.units, model.post))
 
 
 def oversubscription(c: Cluster, ranks: int) -> float:

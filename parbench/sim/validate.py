@@ -25,9 +25,13 @@ MEMORY_KINDS = ("param", "grad", "optim")
 
 
 def compare(record: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
-    """One row: the record's identity, measured and predicted figures, and their errors."""
+    """One row: the record's identity, measured and predicted figures, and their errors. The step time is
+    predicted as timed (untraced); the terms as the traced steps they were measured on ran
+    (``Cluster.traced``: each operator costs the profile's tracing overhead more)."""
     cfg = RunConfig.from_dict(record["config"])
-    p = predict(model_spec(cfg.workload), layout_from_run(cfg), cluster)
+    model, layout = model_spec(cfg.workload), layout_from_run(cfg)
+    p = predict(model, layout, cluster)
+    traced = predict(model, layout, cluster.traced())
     row: dict[str, Any] = {k: record.get(k) for k in ("run_id", "point_key", "strategy", "world_size", "workload",
                                                      "layers", "hidden", "global_batch_size", "micro_batches",
                                                      "schedule", "dp", "tp", "pp", "data_mode", "precision",
@@ -42,19 +46,21 @@ def compare(record: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
         measured, predicted = record.get(f"mem_{k}_bytes"), getattr(p.memory, f"{k}_bytes")
         row[f"mem_{k}_measured"], row[f"mem_{k}_predicted"] = measured, predicted
         row[f"mem_{k}_error_pct"] = _pct(predicted, measured)
-    row.update(_time_columns(record, p))
+    row.update(_time_columns(record, p, traced))
     return row
 
 
-def _time_columns(record: dict[str, Any], p: Prediction) -> dict[str, Any]:
-    """Step time and, term by term, the predicted breakdown (``pred_time_*``) beside the measured one
-    (``time_*``, null where the record predates the runner's breakdown) and the gap in seconds."""
+def _time_columns(record: dict[str, Any], p: Prediction, traced: Prediction) -> dict[str, Any]:
+    """Step time (``p``, untraced) and, term by term, the breakdown predicted for a traced step (``traced``:
+    ``pred_time_*``, summing to ``pred_traced_step_time_s``) beside the measured one (``time_*``, null where
+    the record predates the runner's breakdown) and the gap in seconds."""
     measured = record.get("step_time_s_median")
     row = {"step_time_measured_s": measured, "step_time_predicted_s": p.step_time_s,
            "step_time_error_pct": _pct(p.step_time_s, measured),
            "throughput_measured": record.get("throughput_samples_per_s"),
-           "throughput_predicted": p.throughput_samples_per_s, "traced_step_time_s": record.get("traced_step_time_s")}
-    predicted = {**p.terms, "time_data_s": p.data_time_s}
+           "throughput_predicted": p.throughput_samples_per_s, "traced_step_time_s": record.get("traced_step_time_s"),
+           "pred_traced_step_time_s": traced.step_time_s}
+    predicted = {**traced.terms, "time_data_s": traced.data_time_s}
     for term in (*TERMS, "time_data_s"):
         got = record.get(term)
         row[term] = got
@@ -174,14 +180,24 @@ def term_errors_by_config(rows: list[dict]) -> list[dict]:
     return sorted(out, key=lambda c: (str(c["workload"]), str(c["strategy"]), c["world_size"]))
 
 
-def tracing_cost_pct(rows: list[dict]) -> float:
-    """How much longer the traced steps (torch.profiler recording every operator) took than the untraced
-    steps whose median is the step time, median over the runs in %. The measured terms are the traced
-    steps': on a CPU each recorded operator costs the profiler's few microseconds, so op-dense terms (an
-    eager optimizer: ten operators per tensor) read high against an untraced prediction."""
-    ratios = [r["traced_step_time_s"] / r["step_time_measured_s"] for r in rows
-              if r.get("traced_step_time_s") and r.get("step_time_measured_s")]
+def tracing_cost_pct(rows: list[dict], *, predicted: bool = False) -> float:
+    """How much longer the traced steps (torch.profiler recording every operator, the comm meter intercepting
+    it) took than the untraced steps whose median is the step time, median over the runs in %; ``predicted``:
+    the same for the predictions (``Cluster.traced`` against the plain profile). The measured terms are the
+    traced steps': on a CPU each operator costs the tracing some microseconds, so op-dense terms (an eager
+    optimizer: ten operators per tensor) read high against an untraced prediction."""
+    traced, step = ("pred_traced_step_time_s", "step_time_predicted_s") if predicted else (
+        "traced_step_time_s", "step_time_measured_s")
+    ratios = [r[traced] / r[step] for r in rows if r.get("traced_step_time_s") and r.get(traced) and r.get(step)]
     return (stats.median(ratios) - 1) * 100 if ratios else math.nan
+
+
+def traced_step_error_pct(rows: list[dict]) -> float:
+    """Median absolute error of the predicted traced step (the sum of the predicted terms) against the traced
+    step the measured terms come from, in %: the term comparison's own total."""
+    errs = [_pct(r["pred_traced_step_time_s"], r["traced_step_time_s"]) for r in rows
+            if r.get("traced_step_time_s") and r.get("pred_traced_step_time_s")]
+    return stats.median(errs) if errs else math.nan
 
 
 def _pct(predicted: float | None, measured: float | None) -> float:

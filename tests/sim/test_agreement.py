@@ -110,8 +110,9 @@ def test_validate_command_summarises_every_run(results, capsys):
     # the measured terms come from the profiled steps: validate says how much longer those ran
     traced = [r["traced_step_time_s"] / r["step_time_s_median"] for r in records.values()]
     expected = (sorted(traced)[len(traced) // 2] + sorted(traced)[(len(traced) - 1) // 2]) / 2 - 1
-    assert f"the measured terms are the traced steps' (torch.profiler recording every operator), a median " \
-           f"{expected * 100:+.1f}% against the untraced steps" in printed
+    assert f"the measured terms are the traced steps' (torch.profiler recording every operator, the comm meter " \
+           f"intercepting it), a median {expected * 100:+.1f}% against the untraced steps; this profile has no " \
+           f"tracing cost" in printed  # a preset: nothing measured what tracing costs, and validate says so
     # two layouts of one job (workload, batch, world size): every such pair of configurations, counted apart
     configs = {r.get("point_key") or r["run_id"]: r for r in records.values()}
     jobs = Counter((r["workload"], r["layers"], r["hidden"], r["global_batch_size"], r["world_size"], r["device"])

@@ -522,3 +522,30 @@ def test_the_burst_overhead_is_the_zero1_probe_s_missing_time_over_its_broadcast
     base = fit_collective_step_overhead(c, cfg, 0.0, "burst_step_overhead_s")["predicted_s"]
     fit = fit_collective_step_overhead(c, cfg, base + tensors * 4e-4, "burst_step_overhead_s")
     assert fit["collectives_on_path"] == pytest.approx(tensors) and fit["alpha"] == pytest.approx(4e-4)
+
+
+def test_tracing_cost_is_measured_per_operator_on_the_reference_steps_and_reported():
+    """Each reference step's two parts run plain and traced (torch.profiler around, the comm meter's timing mode
+    in); the cost per operator is the added seconds over the operators the simulator counts, summed over steps."""
+    from parbench.commands.calibrate import report_lines
+    from parbench.config import WorkloadConfig
+    from parbench.sim.calibrate import REFERENCE_STEPS, measure_tracing, reference_label
+    from parbench.sim.model import model_spec
+    from parbench.sim.timing import training_ops
+
+    training, optimizer, rows = measure_tracing(reps=1)
+    assert [r["step"] for r in rows] == [reference_label(n, s) for n, s, _ in REFERENCE_STEPS]
+    assert [r["training_ops"] for r in rows] == [training_ops(model_spec(WorkloadConfig(name=n, **s)))
+                                                 for n, s, _ in REFERENCE_STEPS]
+    assert rows[0]["optimizer_ops"] == 4 * 2.5  # the default mlp's SGD: 2 Linears' weights and biases
+    for part, per_op in (("training", training), ("optimizer", optimizer)):
+        added = sum(r[f"{part}_traced_s"] - r[f"{part}_plain_s"] for r in rows)
+        assert per_op == pytest.approx(added / sum(r[f"{part}_ops"] for r in rows))
+        assert 0 < per_op < 1e-3  # recording and intercepting an operator costs microseconds, never less than nothing
+    profile = {"cluster": {**cluster_to_dict(PRESETS["a100-80gb"]), "compute_slowdown": {}},
+               "fit": {"framework_op_overhead_s": {"alpha": 2e-6}, "step_scale": {"alpha": 1.0},
+                       "tracing_op_overhead_s": {"alpha": 1.6e-5, "optimizer": 8e-6, "rows": [
+                           {"step": "mlp", "training_s_per_op": 3.3e-5, "optimizer_s_per_op": 1.8e-5},
+                           {"step": "transformer", "training_s_per_op": 1.4e-5, "optimizer_s_per_op": 7.5e-6}]}}}
+    assert ("tracing (the breakdown's traced steps), us added per training / optimizer op: mlp 33 / 18, transformer "
+            "14 / 8 -> 16.0 / 8.0 us (seconds added over ops counted, all steps)") in report_lines(profile)

@@ -14,7 +14,7 @@ from parbench.metrics.conventions import sent_bytes
 from parbench.sim import PRECISIONS, PRESETS, Layout, Link, Recompute, model_spec, predict
 from parbench.sim.comm import rank_ops
 from parbench.sim.hardware import collective_time_s
-from parbench.sim.layout import Framework
+from parbench.sim.layout import Framework, layout_from_run
 from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, pipeline_send_exposed_s,
                                   prefetch_exposed_s, tensor_parallel_exposed_s)
 from parbench.sim.predict import TERMS, is_inter_node
@@ -625,6 +625,33 @@ def test_term_errors_compare_each_measured_term():
     t = out["time_compute_s"]
     assert t["runs"] == 2 and t["measured_median_s"] == pytest.approx(0.08)
     assert t["predicted_median_s"] == pytest.approx(0.095) and t["gap_median_pct_of_step"] == pytest.approx(15.0)
+
+
+def test_a_traced_step_costs_each_operator_its_tracing_overhead():
+    """The terms validate sets beside the traced steps' are predicted on ``Cluster.traced``: each operator costs
+    the profile's tracing overhead more. By hand for the mlp with 3 hidden layers (4 Linear units of 4 forward
+    + 11 backward operators, the loss's 2 + 2, as torch dispatches them: test_op_counts_match_the_runners_modules):
+    64 training operators; its SGD step and zero_grad 1.5 + 1 per tensor over 8 tensors.
+    The step time validate reports stays the untraced prediction."""
+    from parbench.config import RunConfig
+    from parbench.sim.validate import compare
+
+    cluster = replace(CPU_LIKE, tracing_op_overhead_s=20e-6, tracing_optimizer_op_overhead_s=7e-6)
+    cfg = RunConfig(strategy=Strategy.SINGLE, world_size=1, global_batch_size=32,
+                    workload=WorkloadConfig(name="mlp", layers=3))
+    model, layout = model_spec(cfg.workload), layout_from_run(cfg)
+    plain, traced = predict(model, layout, cluster), predict(model, layout, cluster.traced())
+    assert traced.terms["time_compute_s"] - plain.terms["time_compute_s"] == pytest.approx(64 * 20e-6)
+    assert traced.terms["time_optimizer_s"] - plain.terms["time_optimizer_s"] == pytest.approx(8 * 2.5 * 7e-6)
+    assert predict(model, layout, CPU_LIKE.traced()) == predict(model, layout, CPU_LIKE)  # no tracing cost: none
+    row = compare({"config": cfg.to_dict(), "step_time_s_median": 0.01, "traced_step_time_s": 0.02}, cluster)
+    assert row["step_time_predicted_s"] == plain.step_time_s and row["pred_traced_step_time_s"] == traced.step_time_s
+    assert row["pred_time_compute_s"] == traced.terms["time_compute_s"]
+    from parbench.commands.validate import tracing_line
+
+    assert tracing_line(cluster, 25.7, 11.5, 16.3).endswith(
+        "the predicted terms are a traced step's too (the profile's tracing cost, 20.0 us per training op and 7.0 per "
+        "optimizer op: +11.5%), and their sum is a median 16.3% off the traced step")
 
 
 def test_calibrate_show_needs_a_saved_profile(tmp_path, capsys):
