@@ -729,7 +729,7 @@ def reference_label(name: str, shape: dict) -> str:
 
 
 def _reference_parts(cfg, batch: int):
-    """(parameter tensors, forward + loss + backward, zero_grad + optimizer step) of a built-in workload's
+    """(parameter tensors, forward + loss + backward, zero_grad, optimizer step) of a built-in workload's
     single-process training step (a ``WorkloadConfig``) on one batch made beforehand."""
     import torch
 
@@ -745,22 +745,19 @@ def _reference_parts(cfg, batch: int):
     def backward() -> None:
         w.loss(model(x), y).backward()
 
-    def update() -> None:
-        opt.zero_grad(set_to_none=False)
-        opt.step()
-
-    return len(params), backward, update
+    return len(params), backward, lambda: opt.zero_grad(set_to_none=False), opt.step
 
 
 def measure_reference_step(cfg, batch: int, reps: int) -> float:
     """Seconds of one single-process training step of a built-in workload (a ``WorkloadConfig``), as the
     runner's ``single`` strategy times it (zero_grad, forward, loss, backward, optimizer step; the batch is
     made before)."""
-    _, backward, update = _reference_parts(cfg, batch)
+    _, backward, zero_grad, update = _reference_parts(cfg, batch)
 
-    def step() -> None:  # zero_grad, then backward, then the update: the runner's order
-        update()
+    def step() -> None:
+        zero_grad()
         backward()
+        update()  # right after the backward pass, as the runner steps
 
     return _time_median(step, reps, window_s=0.2)
 
@@ -785,9 +782,10 @@ def measure_tracing(reps: int) -> tuple[float, float, list[dict[str, Any]]]:
     for name, shape, batch in REFERENCE_STEPS:
         cfg = WorkloadConfig(name=name, **shape)
         spec = model_spec(cfg)
-        tensors, backward, update = _reference_parts(cfg, batch)
+        tensors, backward, zero_grad, update = _reference_parts(cfg, batch)
         row: dict[str, Any] = {"step": reference_label(name, shape)}
-        for part, fn, ops in (("training", backward, training_ops(spec)), ("optimizer", update, optimizer_ops(spec, tensors))):
+        for part, fn, ops in (("training", backward, training_ops(spec)),
+                              ("optimizer", lambda z=zero_grad, u=update: (z(), u()), optimizer_ops(spec, tensors))):
             def traced(fn=fn) -> None:
                 with meter.timing():
                     fn()
