@@ -768,7 +768,7 @@ def measure_tracing(reps: int) -> tuple[float, float, list[dict[str, Any]]]:
     runner traces a step (inside torch.profiler, under the comm meter's timing mode); the extra seconds over
     the operators the simulator counts for that part (``timing.training_ops``, ``timing.optimizer_ops``),
     summed over the steps (the larger steps, whose traced time is mostly operators, weigh most; per step it
-    read 14-33 us a training operator and 8-19 us an optimizer one on this project's 2-core VM, the mlps'
+    read 14-66 us a training operator and 7-21 us an optimizer one on this project's 2-core VM, the mlps'
     few operators the highest). Plain is the mean of a timing before and one after the traced one."""
     from torch.profiler import ProfilerActivity, profile
 
