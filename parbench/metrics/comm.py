@@ -359,6 +359,7 @@ class OpTimer:
         kind, group, s, root, position = sizes
         category, sent, _ = self.meter.sizes(kind, group, s, root, position)
         event = self._event(kind, category, sent, None, t)
+        event["functional"] = True  # its wait may run where this mode cannot see it (``parbench.metrics.tracing``)
         for tensor in _tensors(out):
             self._functional[_storage(tensor)] = event
 

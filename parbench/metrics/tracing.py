@@ -43,6 +43,7 @@ _NOT_COMPUTE = (*_COLLECTIVE, "autograd::", "ProfilerStep", "[")
 contain waits of DDP's reducer; their operators are counted one by one), and kineto's bracketed
 pseudo-events (``[memory]``) have no duration of their own."""
 _OPTIMIZER = ("Optimizer.step#", "Optimizer.zero_grad#")
+_FUNCTIONAL_WAIT = "_c10d_functional::wait_tensor"
 
 
 def traced_steps(*, step: Callable[[int], Any], meter, device: torch.device, start: int, n: int,
@@ -130,7 +131,7 @@ def _step_events(events: list[Event], window: dict[str, Any], shift: float) -> d
     ``Work.wait`` call (``window["waits"]``): there the rank waits, not computes."""
     main = next(e.thread for e in events if e.name == MARK)
     lo, hi = window["start_s"], window["end_s"]
-    compute, optimizer, waiting = [], [], [tuple(w) for w in window.get("waits", ())]
+    compute, optimizer, waiting, functional_waits = [], [], [tuple(w) for w in window.get("waits", ())], []
     for e in events:
         a, b = e.start + shift, e.end + shift
         if e.thread != main or b < lo or a > hi or e.activity in DEVICE_WORK:
@@ -139,11 +140,32 @@ def _step_events(events: list[Event], window: dict[str, Any], shift: float) -> d
             optimizer.append((max(a, lo), min(b, hi)))
         elif e.name.startswith(_COLLECTIVE):
             waiting.append((a, b))
+            if e.name == _FUNCTIONAL_WAIT:
+                functional_waits.append((a, b))
         elif not e.annotation and not e.name.startswith(_NOT_COMPUTE):
             compute.append((max(a, lo), min(b, hi)))
     rest = {k: v for k, v in window.items() if k != "waits"}
-    return {**rest, "compute": [list(x) for x in subtract(merge(compute), merge(waiting))],
+    return {**rest, "comm": complete_functional(window["comm"], merge(functional_waits)),
+            "compute": [list(x) for x in subtract(merge(compute), merge(waiting))],
             "optimizer": [list(x) for x in merge(optimizer)]}
+
+
+def complete_functional(comm: list[dict[str, Any]], waits: list[tuple[float, float]]) -> list[dict[str, Any]]:
+    """``comm`` with each functional collective complete by the end of the ``wait_tensor`` that torch.profiler
+    saw wait on it (``waits``: the main thread's, nested ones merged), matched in issue order: the n-th
+    functional collective to the first unmatched wait that starts after its issue. Under autograd DTensor's
+    all-reduce is waited where the comm meter's dispatch mode does not see it (``_wrap_tensor_autograd``'s
+    result), so the mode alone left it in flight to the step's end. The earliest completion seen stands."""
+    out, free = [], list(waits)
+    for op in sorted(comm, key=lambda o: o["issue_s"]):
+        if op.get("functional"):
+            match = next((w for w in free if w[0] >= op["issue_s"]), None)
+            if match is not None:
+                free.remove(match)
+                done = op["done_s"]
+                op = {**op, "done_s": match[1] if done is None else min(done, match[1])}
+        out.append(op)
+    return out
 
 
 def _device_step_events(events: list[Event], window: dict[str, Any], shift: float) -> dict[str, Any]:
