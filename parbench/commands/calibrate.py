@@ -20,7 +20,7 @@ IN_STEP_TERMS = {
 
 def add_parser(sub) -> None:
     p = sub.add_parser("calibrate", help="measure this machine for the simulator", description=__doc__)
-    p.add_argument("--quick", action="store_true", help="fewer sizes, repetitions and probe runs (about 45 s on a 2-core machine)")
+    p.add_argument("--quick", action="store_true", help="fewer sizes, repetitions and probe runs (about 50 s on a 2-core machine)")
     p.add_argument("--results-dir", default="results", help="the profile goes to <dir>/calibration/<host>.json")
     p.add_argument("--show", action="store_true", help="print the saved profile's report without measuring")
     p.set_defaults(handler=handle)
