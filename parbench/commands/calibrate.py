@@ -130,7 +130,8 @@ def report_lines(profile: dict) -> list[str]:
         t = fits["tracing_op_overhead_s"]
         per = ", ".join(f"{r['step']} {r['training_s_per_op'] * 1e6:.0f} / {r['optimizer_s_per_op'] * 1e6:.0f}" for r in t["rows"])
         lines.append(f"tracing (the breakdown's traced steps), us added per training / optimizer op: {per} -> "
-                     f"{t['alpha'] * 1e6:.1f} / {t['optimizer'] * 1e6:.1f} us (seconds added over ops counted, all steps)")
+                     f"{t['alpha'] * 1e6:.1f} / {t['optimizer'] * 1e6:.1f} us (seconds added over ops counted, all steps)"
+                     + (f"; between training ops (the breakdown's other) {t['between'] * 1e6:.1f} us per op" if "between" in t else ""))
     ratios = ", ".join(f"{k.split('_')[-1]} {v:.2f}" for k, v in fits["step_scale"].items() if k != "alpha")
     lines.append(f"reference training steps, measured / op-level prediction: {ratios} -> step_scale {c['step_scale']:.2f}")
     bad = [k for k, f in fits.items() if f.get("status") == "unphysical"]

@@ -38,7 +38,7 @@ MARK = "parbench.traced_step"
 _COLLECTIVE = ("c10d::", "_c10d_functional::")
 """Profiler events of collectives: they enqueue or wait, and their intervals are cut out of any operator's
 that holds them (``_step_events``)."""
-_NOT_COMPUTE = (*_COLLECTIVE, "autograd::", "ProfilerStep", "[")
+NOT_COMPUTE = (*_COLLECTIVE, "autograd::", "ProfilerStep", "[")
 """Profiler events that are not the rank computing: collectives, the autograd engine's wrappers (they
 contain waits of DDP's reducer; their operators are counted one by one), and kineto's bracketed
 pseudo-events (``[memory]``) have no duration of their own."""
@@ -142,7 +142,7 @@ def _step_events(events: list[Event], window: dict[str, Any], shift: float) -> d
             waiting.append((a, b))
             if e.name == _FUNCTIONAL_WAIT:
                 functional_waits.append((a, b))
-        elif not e.annotation and not e.name.startswith(_NOT_COMPUTE):
+        elif not e.annotation and not e.name.startswith(NOT_COMPUTE):
             compute.append((max(a, lo), min(b, hi)))
     rest = {k: v for k, v in window.items() if k != "waits"}
     return {**rest, "comm": complete_functional(window["comm"], merge(functional_waits)),

@@ -762,15 +762,24 @@ def measure_reference_step(cfg, batch: int, reps: int) -> float:
     return _time_median(step, reps, window_s=0.2)
 
 
-def measure_tracing(reps: int) -> tuple[float, float, list[dict[str, Any]]]:
-    """Seconds the step-time breakdown's tracing adds per operator: (training path, optimizer, rows). Each
+TRACED_REFERENCE = "parbench.calibrate.traced_reference"
+"""The profiler annotation around each traced reference forward + backward (``measure_tracing``)."""
+
+
+def measure_tracing(reps: int) -> tuple[float, float, float, list[dict[str, Any]]]:
+    """Seconds the step-time breakdown's tracing adds per operator: (training path, optimizer, between operators,
+    rows). Each
     REFERENCE_STEPS step's forward + backward and its zero_grad + optimizer step, timed plain and again as the
     runner traces a step (inside torch.profiler, under the comm meter's timing mode); the extra seconds over
     the operators the simulator counts for that part (``timing.training_ops``, ``timing.optimizer_ops``),
     summed over the steps (the larger steps, whose traced time is mostly operators, weigh most; per step it
     read 14-66 us a training operator and 7-21 us an optimizer one on this project's 2-core VM, the mlps'
-    few operators the highest). Plain is the mean of a timing before and one after the traced one."""
-    from torch.profiler import ProfilerActivity, profile
+    few operators the highest). Plain is the mean of a timing before and one after the traced one.
+
+    Between operators: of the traced forward + backward, the seconds on the calling thread outside every operator
+    the profiler records (the breakdown's ``other``: the Python that calls them, the tracer's bookkeeping), over
+    the operators counted, summed over the steps likewise (4-10 us an operator on this project's 2-core VM)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     from parbench.config import WorkloadConfig
     from parbench.metrics.comm import CommMeter
@@ -787,19 +796,36 @@ def measure_tracing(reps: int) -> tuple[float, float, list[dict[str, Any]]]:
         for part, fn, ops in (("training", backward, training_ops(spec)),
                               ("optimizer", lambda z=zero_grad, u=update: (z(), u()), optimizer_ops(spec, tensors))):
             def traced(fn=fn) -> None:
-                with meter.timing():
+                with meter.timing(), record_function(TRACED_REFERENCE):
                     fn()
 
             before = _time_median(fn, reps, window_s=0.05)
-            with profile(activities=[ProfilerActivity.CPU]):
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
                 under = _time_median(traced, reps, window_s=0.05)
             plain = (before + _time_median(fn, reps, window_s=0.05)) / 2
             row.update({f"{part}_ops": ops, f"{part}_plain_s": plain, f"{part}_traced_s": under,
                         f"{part}_s_per_op": (under - plain) / ops})
+            if part == "training":
+                calls, between = _between_operators(prof.profiler.kineto_results.events())
+                row.update({"training_between_s": between / calls, "training_between_s_per_op": between / calls / ops})
         rows.append(row)
     per_op = {part: max(sum(r[f"{part}_traced_s"] - r[f"{part}_plain_s"] for r in rows)
                         / sum(r[f"{part}_ops"] for r in rows), 0.0) for part in ("training", "optimizer")}
-    return per_op["training"], per_op["optimizer"], rows
+    between = sum(r["training_between_s"] for r in rows) / sum(r["training_ops"] for r in rows)
+    return per_op["training"], per_op["optimizer"], between, rows
+
+
+def _between_operators(events) -> tuple[int, float]:
+    """(calls, seconds) of the ``TRACED_REFERENCE`` annotations and of their time on their thread outside every
+    operator the breakdown counts as compute (``tracing.NOT_COMPUTE`` lists the events it does not)."""
+    from parbench.metrics.breakdown import merge, subtract
+    from parbench.metrics.tracing import NOT_COMPUTE
+
+    marks = [(e.start_ns(), e.end_ns()) for e in events if e.name() == TRACED_REFERENCE]
+    thread = next(e.start_thread_id() for e in events if e.name() == TRACED_REFERENCE)
+    ops = [(e.start_ns(), e.end_ns()) for e in events
+           if e.start_thread_id() == thread and not e.is_user_annotation() and not e.name().startswith(NOT_COMPUTE)]
+    return len(marks), sum(b - a for a, b in subtract(merge(marks), merge(ops))) / 1e9
 
 
 def measure_reference_steps(reps: int) -> dict[str, float]:
@@ -973,10 +999,11 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         sources={"all": f"parbench calibrate{' --quick' if quick else ''} on {socket.gethostname()}"})
     late = measure_reference_steps(reps)
     scale, ratios = step_scale(cluster, reps, {k: (early[k] + late[k]) / 2 for k in early})
-    tracing, tracing_optimizer, tracing_rows = measure_tracing(reps)
+    tracing, tracing_optimizer, between, tracing_rows = measure_tracing(reps)
     cluster = dataclasses.replace(cluster, step_scale=scale, tracing_op_overhead_s=tracing,
-                                  tracing_optimizer_op_overhead_s=tracing_optimizer)
-    fits["tracing_op_overhead_s"] = {"alpha": tracing, "optimizer": tracing_optimizer, "rows": tracing_rows}
+                                  tracing_optimizer_op_overhead_s=tracing_optimizer, tracing_between_op_s=between)
+    fits["tracing_op_overhead_s"] = {"alpha": tracing, "optimizer": tracing_optimizer, "between": between,
+                                     "rows": tracing_rows}
     fits["step_scale"] = {"alpha": scale, **{f"measured_over_predicted_{k}": v for k, v in ratios.items()}}
     for term in STEP_PROBES:  # after step_scale: the probes' compute is predicted as every run's is
         overhead = {}

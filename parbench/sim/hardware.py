@@ -171,6 +171,13 @@ class Cluster:
     untraced."""
     tracing_optimizer_op_overhead_s: float = 0.0
     """As ``tracing_op_overhead_s``, for each operator of the optimizer step and zero_grad."""
+    tracing_between_op_s: float = 0.0
+    """Of a traced step's seconds per training-path operator, those between operators (the Python that calls
+    them, the tracer's own bookkeeping), where the breakdown finds no operator running: its ``other``.
+    Calibrated CPU profiles measure it on their reference steps; ``Cluster.traced`` sets ``between_op_s`` to it."""
+    between_op_s: float = 0.0
+    """Seconds per training-path operator that the step spends between operators; predicted as ``other``, taken
+    out of compute (whose per-operator costs include it). 0 = all in compute (an untraced prediction)."""
     compute_slowdown: dict[int, float] = field(default_factory=dict)
     """Calibrated CPU profiles: per-rank compute time with n ranks computing at once / alone (n -> factor):
     cores shared with each other, with the calibration's own collectives threads and with other jobs."""
@@ -212,7 +219,8 @@ class Cluster:
         """This machine as a traced step sees it: every operator costs its tracing overhead more. The measured
         step-time terms come from traced steps, so they are compared with this profile's prediction."""
         return replace(self, autograd_op_overhead_s=self.training_op_overhead_s + self.tracing_op_overhead_s,
-                       optimizer_op_overhead_s=self.optimizer_op_s + self.tracing_optimizer_op_overhead_s)
+                       optimizer_op_overhead_s=self.optimizer_op_s + self.tracing_optimizer_op_overhead_s,
+                       between_op_s=self.tracing_between_op_s)
 
     @property
     def host_runs_ahead(self) -> bool:

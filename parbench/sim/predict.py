@@ -33,7 +33,7 @@ from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s
                                   prefetch_exposed_s, tensor_parallel_exposed_s)
 from parbench.sim.stages import Stage, stages
 from parbench.sim.timing import (ZERO_TIME, ChunkTime, chunk_times_s, data_time_s, fp32_grad_pass_s, optimizer_time_s,
-                                 oversubscription)
+                                 oversubscription, training_ops)
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,8 @@ class StageTime:
     link: dict[str, float]
     data: float = 0.0
     """Seconds to prepare the rank's input for one step (in ``other`` only when the data is in the step)."""
+    between: float = 0.0
+    """Of ``chunk``'s seconds per micro-batch, those between operators (``Cluster.between_op_s``): ``other``."""
 
     @property
     def beat(self) -> float:
@@ -227,10 +229,12 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Se
     totals = {k: _seconds(c, layout, ops, lambda op, k=k: op.category == k) for k in CATEGORIES}
     data = data_time_s(c, model, _data_samples(layout)) * slow if (st.chunks[0].first or st.chunks[-1].last) else 0.0
     other = data if layout.data_in_step else 0.0  # else prepared ahead of the step, off its critical path
+    operators = sum(training_ops(model, units, first=ch.first, last=ch.last) for ch, units in zip(st.chunks, st.modules))
     return StageTime(chunk=chunk, exposed_mb=_micro_batch_exposed(c, layout, ops, chunk), exposed_tail=tail,
                      optimizer=optimizer_time_s(c, model, optim, tensors, grads, layout.fused_elementwise) * slow
                      + optimizer_overhead_s(c, model, layout, st) * over, other=other, data=data,
-                     comm_total=totals, link=_links(c, layout, ops))
+                     comm_total=totals, link=_links(c, layout, ops),
+                     between=operators * min(c.between_op_s, c.training_op_overhead_s) * slow)
 
 
 def _data_samples(layout: Layout) -> int:
@@ -247,12 +251,12 @@ def step_terms(cluster: Cluster, layout: Layout, times: list[StageTime], extra_p
     m, v = layout.micro_batches, layout.v
     beat = max(times, key=lambda t: t.beat)
     last = max(times, key=lambda t: t.tail)
-    terms = {"time_compute_s": m * beat.chunk.total,
+    terms = {"time_compute_s": m * (beat.chunk.total - beat.between),
              "time_comm_exposed_data_s": last.exposed_tail["data"],
              "time_comm_exposed_parameter_s": last.exposed_tail["parameter"] + extra_parameter_s,
              "time_comm_exposed_intermediate_s": m * beat.exposed_mb + last.exposed_tail["intermediate"],
              "time_bubble_s": (sum(t.beat for t in times) - beat.beat) / v,  # the other stages fill and drain
-             "time_optimizer_s": last.optimizer, "time_other_s": last.other}
+             "time_optimizer_s": last.optimizer, "time_other_s": last.other + m * beat.between}
     busiest = max(max(t.link.values()) for t in times) + extra_parameter_s
     shortfall = busiest - sum(terms.values())
     totals = comm_totals(times, extra_parameter_s)

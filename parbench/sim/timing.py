@@ -291,9 +291,12 @@ def optimizer_ops(model: ModelSpec, tensors: int) -> float:
     return tensors * ((ADAMW_OPS_PER_TENSOR if model.optimizer == "adamw" else SGD_OPS_PER_TENSOR) + 1)
 
 
-def training_ops(model: ModelSpec) -> int:
-    """Operators of one micro-batch's forward and backward through the whole model (its units' counts)."""
-    return sum(u.ops_forward + u.ops_backward for u in (model.pre, *model.units, model.post))
+def training_ops(model: ModelSpec, units: tuple[Unit, ...] | None = None, *, first: bool = True,
+                 last: bool = True) -> int:
+    """Operators of one micro-batch's forward and backward through ``units`` (default: the whole model), with
+    the embedding where ``first`` and the head and loss where ``last`` (their units' counts)."""
+    members = ((model.pre,) if first else ()) + (model.units if units is None else tuple(units)) + ((model.post,) if last else ())
+    return sum(u.ops_forward + u.ops_backward for u in members)
 
 
 def oversubscription(c: Cluster, ranks: int) -> float:

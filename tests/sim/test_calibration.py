@@ -533,7 +533,7 @@ def test_tracing_cost_is_measured_per_operator_on_the_reference_steps_and_report
     from parbench.sim.model import model_spec
     from parbench.sim.timing import training_ops
 
-    training, optimizer, rows = measure_tracing(reps=1)
+    training, optimizer, between, rows = measure_tracing(reps=1)
     assert [r["step"] for r in rows] == [reference_label(n, s) for n, s, _ in REFERENCE_STEPS]
     assert [r["training_ops"] for r in rows] == [training_ops(model_spec(WorkloadConfig(name=n, **s)))
                                                  for n, s, _ in REFERENCE_STEPS]
@@ -542,10 +542,14 @@ def test_tracing_cost_is_measured_per_operator_on_the_reference_steps_and_report
         added = sum(r[f"{part}_traced_s"] - r[f"{part}_plain_s"] for r in rows)
         assert per_op == pytest.approx(added / sum(r[f"{part}_ops"] for r in rows))
         assert 0 < per_op < 1e-3  # recording and intercepting an operator costs microseconds, never less than nothing
+    # between operators: the traced forward + backward's time outside its recorded operators, per operator counted
+    assert between == pytest.approx(sum(r["training_between_s"] for r in rows) / sum(r["training_ops"] for r in rows))
+    assert all(0 < r["training_between_s"] < r["training_traced_s"] for r in rows)
     profile = {"cluster": {**cluster_to_dict(PRESETS["a100-80gb"]), "compute_slowdown": {}},
                "fit": {"framework_op_overhead_s": {"alpha": 2e-6}, "step_scale": {"alpha": 1.0},
-                       "tracing_op_overhead_s": {"alpha": 1.6e-5, "optimizer": 8e-6, "rows": [
+                       "tracing_op_overhead_s": {"alpha": 1.6e-5, "optimizer": 8e-6, "between": 6e-6, "rows": [
                            {"step": "mlp", "training_s_per_op": 3.3e-5, "optimizer_s_per_op": 1.8e-5},
                            {"step": "transformer", "training_s_per_op": 1.4e-5, "optimizer_s_per_op": 7.5e-6}]}}}
     assert ("tracing (the breakdown's traced steps), us added per training / optimizer op: mlp 33 / 18, transformer "
-            "14 / 8 -> 16.0 / 8.0 us (seconds added over ops counted, all steps)") in report_lines(profile)
+            "14 / 8 -> 16.0 / 8.0 us (seconds added over ops counted, all steps); between training ops (the "
+            "breakdown's other) 6.0 us per op") in report_lines(profile)

@@ -644,6 +644,12 @@ def test_a_traced_step_costs_each_operator_its_tracing_overhead():
     assert traced.terms["time_compute_s"] - plain.terms["time_compute_s"] == pytest.approx(64 * 20e-6)
     assert traced.terms["time_optimizer_s"] - plain.terms["time_optimizer_s"] == pytest.approx(8 * 2.5 * 7e-6)
     assert predict(model, layout, CPU_LIKE.traced()) == predict(model, layout, CPU_LIKE)  # no tracing cost: none
+    # of those operators' seconds, the ones between operators are the traced step's "other", out of compute
+    split = predict(model, layout, replace(cluster, tracing_between_op_s=5e-6).traced())
+    assert split.terms["time_other_s"] - traced.terms["time_other_s"] == pytest.approx(64 * 5e-6)
+    assert split.terms["time_compute_s"] == pytest.approx(traced.terms["time_compute_s"] - 64 * 5e-6)
+    assert split.step_time_s == pytest.approx(traced.step_time_s)
+    assert predict(model, layout, replace(cluster, tracing_between_op_s=5e-6)) == plain  # untraced: none
     row = compare({"config": cfg.to_dict(), "step_time_s_median": 0.01, "traced_step_time_s": 0.02}, cluster)
     assert row["step_time_predicted_s"] == plain.step_time_s and row["pred_traced_step_time_s"] == traced.step_time_s
     assert row["pred_time_compute_s"] == traced.terms["time_compute_s"]
