@@ -184,8 +184,9 @@ def terms_caption(cluster) -> str:
     if cluster.tracing_op_overhead_s or cluster.tracing_optimizer_op_overhead_s:
         return (f"Terms: measured on each run's traced steps, predicted for a traced step (the profile's tracing cost "
                 f"added: {cluster.tracing_op_overhead_s * 1e6:.1f} us per training operator, "
-                f"{cluster.tracing_optimizer_op_overhead_s * 1e6:.1f} us per optimizer operator). The step times above "
-                "are untraced, measured and predicted.")
+                f"{cluster.tracing_optimizer_op_overhead_s * 1e6:.1f} us per optimizer operator; "
+                f"{cluster.tracing_between_op_s * 1e6:.1f} us of each training operator spent between operators, as "
+                "other). The step times above are untraced, measured and predicted.")
     return ("Terms: measured on each run's traced steps, predicted for an untraced one (this profile predates the "
             "tracing cost: `parbench calibrate` again), so op-dense terms such as an eager optimizer read high.")
 

@@ -83,7 +83,8 @@ def tracing_line(cluster, measured_pct: float, predicted_pct: float, error_pct: 
                        "are an untraced step's and op-dense terms such as an eager optimizer read high against them")
     return head + (f"the predicted terms are a traced step's too (the profile's tracing cost, "
                    f"{cluster.tracing_op_overhead_s * 1e6:.1f} us per training op and "
-                   f"{cluster.tracing_optimizer_op_overhead_s * 1e6:.1f} per optimizer op: {predicted_pct:+.1f}%), "
+                   f"{cluster.tracing_optimizer_op_overhead_s * 1e6:.1f} per optimizer op: {predicted_pct:+.1f}%; "
+                   f"{cluster.tracing_between_op_s * 1e6:.1f} us of each training op between operators, as other), "
                    f"and their sum is a median {error_pct:.1f}% off the traced step")
 
 
