@@ -14,6 +14,7 @@ from parbench.sim import whatif
 from parbench.sim.accuracy import nearest_lines, nearest_published
 from parbench.sim.hardware import PRESETS, load_cluster
 from parbench.sim.layout import PRECISIONS, Recompute
+from parbench.sim.validate import tracing_cost_words
 
 if TYPE_CHECKING:
     from dashboard.views import ViewContext
@@ -183,10 +184,7 @@ def terms_caption(cluster) -> str:
     where the profile measured what tracing costs."""
     if cluster.tracing_op_overhead_s or cluster.tracing_optimizer_op_overhead_s:
         return (f"Terms: measured on each run's traced steps, predicted for a traced step (the profile's tracing cost "
-                f"added: {cluster.tracing_op_overhead_s * 1e6:.1f} us per training operator, "
-                f"{cluster.tracing_optimizer_op_overhead_s * 1e6:.1f} us per optimizer operator; "
-                f"{cluster.tracing_between_op_s * 1e6:.1f} us of each training operator spent between operators, as "
-                "other). The step times above are untraced, measured and predicted.")
+                f"added: {tracing_cost_words(cluster)}). The step times above are untraced, measured and predicted.")
     return ("Terms: measured on each run's traced steps, predicted for an untraced one (this profile predates the "
             "tracing cost: `parbench calibrate` again), so op-dense terms such as an eager optimizer read high.")
 

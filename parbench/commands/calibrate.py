@@ -122,6 +122,14 @@ def report_lines(profile: dict) -> list[str]:
                      f"per micro-batch and stage, DDP {fw.get('ddp_param_overhead_s', 0.0) * 1e6:.1f} us per parameter + "
                      f"{fw.get('ddp_byte_overhead_s', 0.0) * 1e9:.2f} ns per gradient byte")
         lines.append(f"optimizer step + zero_grad: {fw['optimizer_op_overhead_s'] * 1e6:.1f} us per op")
+        if "tracing_fsdp_scale" in fw:  # profiles saved before it was measured lack it
+            per = "; ".join(f"{r['workload']} FSDP2 {r['fsdp_untraced_added_s'] * 1e3:.2f} -> {r['fsdp_traced_added_s'] * 1e3:.2f} "
+                            f"({r['fsdp_between_added_s'] * 1e3:.2f} between), tp {r['tp_untraced_added_s'] * 1e3:.2f} -> "
+                            f"{r['tp_traced_added_s'] * 1e3:.2f} ({r['tp_between_added_s'] * 1e3:.2f} between)"
+                            for r in fw.get("rows", []) if "fsdp_traced_added_s" in r)
+            lines.append(f"wrappers traced, ms added per step untraced -> traced: {per} -> FSDP2 x{fw['tracing_fsdp_scale']:.2f}, "
+                         f"{fw['tracing_fsdp_between_share']:.0%} between operators (the breakdown's other); tensor "
+                         f"parallelism x{fw['tracing_tp_scale']:.2f}, {fw['tracing_tp_between_share']:.0%}")
         for r in fw.get("rows", []):
             if "iqr_s" in r:
                 spread = ", ".join(f"{k} {r[k + '_s'] * 1e3:.2f} ms (IQR {v * 1e3:.2f})" for k, v in r["iqr_s"].items())

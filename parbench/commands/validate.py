@@ -76,16 +76,15 @@ def handle(a: argparse.Namespace) -> int:
 
 def tracing_line(cluster, measured_pct: float, predicted_pct: float, error_pct: float) -> str:
     """What the term tables compare: traced steps, measured and predicted, and how far apart their totals lie."""
+    from parbench.sim.validate import tracing_cost_words
+
     head = (f"the measured terms are the traced steps' (torch.profiler recording every operator, the comm meter "
             f"intercepting it), a median {measured_pct:+.1f}% against the untraced steps; ")
     if not (cluster.tracing_op_overhead_s or cluster.tracing_optimizer_op_overhead_s):
         return head + ("this profile has no tracing cost (`parbench calibrate` measures it), so the predicted terms "
                        "are an untraced step's and op-dense terms such as an eager optimizer read high against them")
-    return head + (f"the predicted terms are a traced step's too (the profile's tracing cost, "
-                   f"{cluster.tracing_op_overhead_s * 1e6:.1f} us per training op and "
-                   f"{cluster.tracing_optimizer_op_overhead_s * 1e6:.1f} per optimizer op: {predicted_pct:+.1f}%; "
-                   f"{cluster.tracing_between_op_s * 1e6:.1f} us of each training op between operators, as other), "
-                   f"and their sum is a median {error_pct:.1f}% off the traced step")
+    return head + (f"the predicted terms are a traced step's too ({predicted_pct:+.1f}%: the profile's tracing cost, "
+                   f"{tracing_cost_words(cluster)}), and their sum is a median {error_pct:.1f}% off the traced step")
 
 
 def _indistinct() -> list[dict]:

@@ -480,7 +480,8 @@ difference in the bytes their all-reduces carry is the cost per byte, the rest t
 
 FRAMEWORK_FIELDS = ("optimizer_op_overhead_s", "tp_linear_overhead_s", "tp_byte_overhead_s", "fsdp_unit_overhead_s",
                     "fsdp_param_overhead_s", "dtensor_op_overhead_s", "pipeline_action_overhead_s",
-                    "ddp_param_overhead_s", "ddp_byte_overhead_s", "fsdp_byte_overhead_s")
+                    "ddp_param_overhead_s", "ddp_byte_overhead_s", "fsdp_byte_overhead_s", "tracing_fsdp_scale",
+                    "tracing_tp_scale", "tracing_fsdp_between_share", "tracing_tp_between_share")
 PIPELINE_PROBE_MICRO_BATCHES = 4
 """Micro-batches of the one-stage pipeline schedule ``framework_rank`` times (the default sweep's count)."""
 
@@ -555,7 +556,8 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
     plain; the optimizer step, plain and under ``fully_shard``; a one-stage
     pipeline schedule of ``PIPELINE_PROBE_MICRO_BATCHES`` micro-batches against the same micro-batches in a
     plain loop. Then on a fake two-rank group: forward + backward under ``fully_shard`` against plain, and
-    under ``parallelize_module`` against a plain model of the shard's shapes, at two batch sizes."""
+    under ``parallelize_module`` against a plain model of the shard's shapes, at two batch sizes; and both
+    again at the small batch, each beside its plain twin, untraced and traced (``plain_and_traced``)."""
     import torch
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -566,6 +568,7 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
 
     from parbench import workloads
     from parbench.config import WorkloadConfig
+    from parbench.metrics.comm import CommMeter
     from parbench.sim.framework import fsdp_units, tp_linears
     from parbench.sim.model import model_spec
     from parbench.sim.stages import stages
@@ -614,6 +617,7 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
                                "ddp": _iqr_diff(t, "ddp", "plain")}})
     two = _fake_two_rank_mesh() or mesh
     ranks = two.size()
+    meter = CommMeter(rank=0)
 
     def fsdp_steps(w, x, y, suffix: str = "") -> dict[str, Any]:
         fsdp, plain = w.build(0), w.build(0)
@@ -645,6 +649,15 @@ def framework_rank(plan: FrameworkPlan, info) -> dict[str, Any]:
                            plan.reps, 0.1)
             row.update({f"{key}_s": _median_diff(t, "tp", "plain"), f"{key}_bytes": _tp_probe_bytes(cfg, ranks, batch)})
             row["iqr_s"][key] = _iqr_diff(t, "tp", "plain")
+        # each wrapper again, plain and traced as the runner traces a step, against its unwrapped twin
+        calls = {"plain": steps["plain"], "fsdp": steps["fsdp"],
+                 "shard": lambda w=w, m=shard, x=x, y=y: w.loss(m(x), y).backward(),
+                 "tp": lambda w=w, m=tp, x=x, y=y: w.loss(m(x), y).backward()}
+        got = {k: plain_and_traced(fn, plan.reps, meter) for k, fn in calls.items()}
+        for kind, base in (("fsdp", "plain"), ("tp", "shard")):
+            (plain_s, traced_s, between_s), (plain_b, traced_b, between_b) = got[kind], got[base]
+            row.update({f"{kind}_untraced_added_s": plain_s - plain_b, f"{kind}_traced_added_s": traced_s - traced_b,
+                        f"{kind}_between_added_s": between_s - between_b})
     return {"rows": rows}
 
 
@@ -663,8 +676,10 @@ def measure_framework(reps: int, memory_bandwidth_bytes_per_s: float) -> dict[st
     over the probes), per byte FSDP2 gathers (the mlp probe's growth from its own width to ``FSDP_WIDE_PROBE``'s
     over the growth in bytes), per FSDP2 unit and parameter (the two probes' equations solved, their bytes'
     share taken out first; a negative share falls back to all of it per parameter), per DDP parameter and gradient byte (likewise), per DTensor optimizer
-    op, per pipeline schedule action (a micro-batch on a stage; median over the probes); and per operator of a plain optimizer step + zero_grad (its memory
-    traffic taken out, as ``parbench.sim.timing.optimizer_time_s`` adds it back)."""
+    op, per pipeline schedule action (a micro-batch on a stage; median over the probes); per operator of a plain optimizer step + zero_grad (its memory
+    traffic taken out, as ``parbench.sim.timing.optimizer_time_s`` adds it back); and FSDP2's and tensor
+    parallelism's cost in a traced step, as a multiple of the untraced and the share of it between operators
+    (``_traced_multiple``)."""
     from parbench.distributed import spawn
 
     outcome = spawn(1, framework_rank, FrameworkPlan(reps=reps), timeout_s=600)
@@ -698,8 +713,22 @@ def fit_framework(rows: list[dict[str, Any]], memory_bandwidth_bytes_per_s: floa
     per_el = {"adamw": adamw_bytes_per_element(False) + 4, "sgd": SGD_BYTES_PER_ELEMENT + 4}  # update + zero_grad
     plain = stats.median([max(r["optimizer_plain_s"] - r["param_elements"] * per_el[r["optimizer"]] / memory_bandwidth_bytes_per_s,
                               0.0) / (n + r["params"]) for r, n in zip(rows, ops)])
-    return dict(zip(FRAMEWORK_FIELDS, (plain, tp, per_byte, unit, param, op, pipeline, ddp_param, ddp_byte, fsdp_byte)),
+    traced = {kind: _traced_multiple(rows, kind) for kind in ("fsdp", "tp")}
+    return dict(zip(FRAMEWORK_FIELDS, (plain, tp, per_byte, unit, param, op, pipeline, ddp_param, ddp_byte, fsdp_byte,
+                                       traced["fsdp"][0], traced["tp"][0], traced["fsdp"][1], traced["tp"][1])),
                 rows=rows)
+
+
+def _traced_multiple(rows: list[dict[str, Any]], kind: str) -> tuple[float, float]:
+    """(traced / untraced seconds the wrapper ``kind`` adds, the share of its traced seconds between operators),
+    summed over the probes (the larger weigh most). Tracing adds work, so the multiple is at least 1; without
+    the measurement (an older row), 1 and 0: the untraced cost, all in compute."""
+    untraced = sum(r.get(f"{kind}_untraced_added_s", 0.0) for r in rows)
+    traced = sum(r.get(f"{kind}_traced_added_s", 0.0) for r in rows)
+    between = sum(r.get(f"{kind}_between_added_s", 0.0) for r in rows)
+    if untraced <= 0 or traced <= 0:
+        return 1.0, 0.0
+    return max(traced / untraced, 1.0), min(max(between / traced, 0.0), 1.0)
 
 
 def _solve_two(rows: list[tuple[float, float, float]]) -> tuple[float, float]:
@@ -779,8 +808,6 @@ def measure_tracing(reps: int) -> tuple[float, float, float, list[dict[str, Any]
     Between operators: of the traced forward + backward, the seconds on the calling thread outside every operator
     the profiler records (the breakdown's ``other``: the Python that calls them, the tracer's bookkeeping), over
     the operators counted, summed over the steps likewise (4-10 us an operator on this project's 2-core VM)."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
     from parbench.config import WorkloadConfig
     from parbench.metrics.comm import CommMeter
     from parbench.sim.model import model_spec
@@ -795,24 +822,34 @@ def measure_tracing(reps: int) -> tuple[float, float, float, list[dict[str, Any]
         row: dict[str, Any] = {"step": reference_label(name, shape)}
         for part, fn, ops in (("training", backward, training_ops(spec)),
                               ("optimizer", lambda z=zero_grad, u=update: (z(), u()), optimizer_ops(spec, tensors))):
-            def traced(fn=fn) -> None:
-                with meter.timing(), record_function(TRACED_REFERENCE):
-                    fn()
-
-            before = _time_median(fn, reps, window_s=0.05)
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                under = _time_median(traced, reps, window_s=0.05)
-            plain = (before + _time_median(fn, reps, window_s=0.05)) / 2
+            plain, under, between = plain_and_traced(fn, reps, meter)
             row.update({f"{part}_ops": ops, f"{part}_plain_s": plain, f"{part}_traced_s": under,
                         f"{part}_s_per_op": (under - plain) / ops})
             if part == "training":
-                calls, between = _between_operators(prof.profiler.kineto_results.events())
-                row.update({"training_between_s": between / calls, "training_between_s_per_op": between / calls / ops})
+                row.update({"training_between_s": between, "training_between_s_per_op": between / ops})
         rows.append(row)
     per_op = {part: max(sum(r[f"{part}_traced_s"] - r[f"{part}_plain_s"] for r in rows)
                         / sum(r[f"{part}_ops"] for r in rows), 0.0) for part in ("training", "optimizer")}
     between = sum(r["training_between_s"] for r in rows) / sum(r["training_ops"] for r in rows)
     return per_op["training"], per_op["optimizer"], between, rows
+
+
+def plain_and_traced(fn, reps: int, meter, window_s: float = 0.05) -> tuple[float, float, float]:
+    """Seconds of one call of ``fn``: (plain, traced, of the traced call's those between operators). Traced as
+    the runner traces a step: inside torch.profiler, under the comm meter's timing mode (``meter``). Plain is the
+    mean of a timing before and one after the traced one, so drift hits both alike."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    def traced() -> None:
+        with meter.timing(), record_function(TRACED_REFERENCE):
+            fn()
+
+    before = _time_median(fn, reps, window_s=window_s)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        under = _time_median(traced, reps, window_s=window_s)
+    plain = (before + _time_median(fn, reps, window_s=window_s)) / 2
+    calls, between = _between_operators(prof.profiler.kineto_results.events())
+    return plain, under, between / calls
 
 
 def _between_operators(events) -> tuple[int, float]:

@@ -106,21 +106,33 @@ def tp_allreduce_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> float:
     return sum(op.payload * op.count for op in tp_ops(model, layout, stage)) / layout.micro_batches
 
 
-def micro_batch_overhead_s(c: Cluster, model: ModelSpec, layout: Layout, stage: Stage) -> float:
-    """Host seconds the wrappers add to one micro-batch's forward + backward on a rank of ``stage``
-    (a pipeline's schedule: once per stage the rank holds)."""
+def micro_batch_overheads_s(c: Cluster, model: ModelSpec, layout: Layout, stage: Stage) -> dict[str, float]:
+    """Host seconds each wrapper (``tp``, ``pipeline``, ``ddp``, ``fsdp``) adds to one micro-batch's forward +
+    backward on a rank of ``stage`` (a pipeline's schedule: once per stage the rank holds)."""
     tp, fsdp = wraps_with_torch(layout)
-    s = 0.0
+    out = dict.fromkeys(("tp", "pipeline", "ddp", "fsdp"), 0.0)
     if tp:
-        s += tp_linears(stage) * c.tp_linear_overhead_s + tp_allreduce_bytes(model, layout, stage) * c.tp_byte_overhead_s
+        out["tp"] = tp_linears(stage) * c.tp_linear_overhead_s + tp_allreduce_bytes(model, layout, stage) * c.tp_byte_overhead_s
     if pipelines_with_torch(layout):
-        s += len(stage.chunks) * c.pipeline_action_overhead_s
+        out["pipeline"] = len(stage.chunks) * c.pipeline_action_overhead_s
     if reduces_with_ddp(layout):
-        s += len(stage.tensors) * c.ddp_param_overhead_s + ddp_grad_bytes(layout, stage) * c.ddp_byte_overhead_s
+        out["ddp"] = len(stage.tensors) * c.ddp_param_overhead_s + ddp_grad_bytes(layout, stage) * c.ddp_byte_overhead_s
     if fsdp:
-        s += (fsdp_units(stage) * c.fsdp_unit_overhead_s + len(stage.tensors) * c.fsdp_param_overhead_s
-              + fsdp_gathered_bytes(layout, stage) * c.fsdp_byte_overhead_s)
-    return s
+        out["fsdp"] = (fsdp_units(stage) * c.fsdp_unit_overhead_s + len(stage.tensors) * c.fsdp_param_overhead_s
+                       + fsdp_gathered_bytes(layout, stage) * c.fsdp_byte_overhead_s)
+    return out
+
+
+def micro_batch_overhead_s(c: Cluster, model: ModelSpec, layout: Layout, stage: Stage) -> float:
+    """Host seconds the wrappers add to one micro-batch's forward + backward on a rank of ``stage``."""
+    return sum(micro_batch_overheads_s(c, model, layout, stage).values())
+
+
+def between_operators_s(c: Cluster, overheads: dict[str, float]) -> float:
+    """Of the wrappers' host seconds (``micro_batch_overheads_s``), those between operators
+    (``Cluster.fsdp_between_share`` and ``tp_between_share``: 0 in an untraced prediction). DDP's reducer runs
+    in C++ autograd hooks and the pipeline's actions are a small part of its step: theirs stays in compute."""
+    return overheads["fsdp"] * c.fsdp_between_share + overheads["tp"] * c.tp_between_share
 
 
 def optimizer_overhead_s(c: Cluster, model: ModelSpec, layout: Layout, stage: Stage) -> float:

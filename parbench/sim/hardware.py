@@ -178,6 +178,22 @@ class Cluster:
     between_op_s: float = 0.0
     """Seconds per training-path operator that the step spends between operators; predicted as ``other``, taken
     out of compute (whose per-operator costs include it). 0 = all in compute (an untraced prediction)."""
+    tracing_fsdp_scale: float = 1.0
+    """FSDP2's host cost per micro-batch in a traced step over its cost untraced (its hooks' operators traced too):
+    ``Cluster.traced`` multiplies ``fsdp_unit_overhead_s``, ``fsdp_param_overhead_s`` and ``fsdp_byte_overhead_s``
+    by it. Calibrated CPU profiles measure it on the framework probes (``parbench.sim.calibrate.framework_rank``)."""
+    tracing_tp_scale: float = 1.0
+    """As ``tracing_fsdp_scale``, for torch's tensor parallelism (``tp_linear_overhead_s``, ``tp_byte_overhead_s``)."""
+    tracing_fsdp_between_share: float = 0.0
+    """Of FSDP2's host cost in a traced step, the share spent between operators (its hooks' Python), where the
+    breakdown finds no operator running: its ``other``. ``Cluster.traced`` sets ``fsdp_between_share`` to it."""
+    tracing_tp_between_share: float = 0.0
+    """As ``tracing_fsdp_between_share``, for torch's tensor parallelism (DTensor's dispatch in Python)."""
+    fsdp_between_share: float = 0.0
+    """Of FSDP2's host cost, the share predicted as ``other`` rather than compute. 0 = all in compute (an
+    untraced prediction)."""
+    tp_between_share: float = 0.0
+    """As ``fsdp_between_share``, for torch's tensor parallelism."""
     compute_slowdown: dict[int, float] = field(default_factory=dict)
     """Calibrated CPU profiles: per-rank compute time with n ranks computing at once / alone (n -> factor):
     cores shared with each other, with the calibration's own collectives threads and with other jobs."""
@@ -216,11 +232,18 @@ class Cluster:
         return self.optimizer_op_overhead_s or self.op_overhead_s
 
     def traced(self) -> Cluster:
-        """This machine as a traced step sees it: every operator costs its tracing overhead more. The measured
+        """This machine as a traced step sees it: every operator costs its tracing overhead more, FSDP2's and
+        tensor parallelism's host work its traced multiple, and part of each goes between operators. The measured
         step-time terms come from traced steps, so they are compared with this profile's prediction."""
+        fsdp, tp = self.tracing_fsdp_scale, self.tracing_tp_scale
         return replace(self, autograd_op_overhead_s=self.training_op_overhead_s + self.tracing_op_overhead_s,
                        optimizer_op_overhead_s=self.optimizer_op_s + self.tracing_optimizer_op_overhead_s,
-                       between_op_s=self.tracing_between_op_s)
+                       between_op_s=self.tracing_between_op_s,
+                       fsdp_unit_overhead_s=self.fsdp_unit_overhead_s * fsdp,
+                       fsdp_param_overhead_s=self.fsdp_param_overhead_s * fsdp,
+                       fsdp_byte_overhead_s=self.fsdp_byte_overhead_s * fsdp,
+                       tp_linear_overhead_s=self.tp_linear_overhead_s * tp, tp_byte_overhead_s=self.tp_byte_overhead_s * tp,
+                       fsdp_between_share=self.tracing_fsdp_between_share, tp_between_share=self.tracing_tp_between_share)
 
     @property
     def host_runs_ahead(self) -> bool:
@@ -251,6 +274,12 @@ class Cluster:
                      "ddp_param_overhead_s", "ddp_byte_overhead_s", "fsdp_byte_overhead_s", "moe_expert_fixed_s")
         if any(getattr(self, k) < 0 for k in overheads):
             raise ValueError(f"{', '.join(overheads)} must be >= 0")
+        if min(self.tracing_fsdp_scale, self.tracing_tp_scale) < 1:
+            raise ValueError(f"tracing_fsdp_scale={self.tracing_fsdp_scale} and tracing_tp_scale={self.tracing_tp_scale} "
+                             "must be >= 1 (tracing adds work, never removes it)")
+        shares = ("tracing_fsdp_between_share", "tracing_tp_between_share", "fsdp_between_share", "tp_between_share")
+        if any(not 0 <= getattr(self, k) <= 1 for k in shares):
+            raise ValueError(f"{', '.join(shares)} must be in [0, 1]")
         if not 0 < self.fp8_gemm_share <= 1:
             raise ValueError(f"fp8_gemm_share={self.fp8_gemm_share} must be in (0, 1]")
         if not 0 < self.backward_gemm_ratio <= 2:

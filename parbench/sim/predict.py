@@ -24,7 +24,7 @@ from parbench.config import Strategy
 from parbench.metrics.breakdown import TERMS  # the runner's breakdown columns: predicted with the same names
 from parbench.metrics.categories import CATEGORIES
 from parbench.sim.comm import CommOp, by_collective, bytes_by_category, fsdp_rounds, rank_ops
-from parbench.sim.framework import micro_batch_overhead_s, optimizer_overhead_s
+from parbench.sim.framework import between_operators_s, micro_batch_overheads_s, optimizer_overhead_s
 from parbench.sim.hardware import Cluster, collective_time_s
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.memory import Memory, ps_memory, stages_memory, state_numels
@@ -144,7 +144,8 @@ class StageTime:
     data: float = 0.0
     """Seconds to prepare the rank's input for one step (in ``other`` only when the data is in the step)."""
     between: float = 0.0
-    """Of ``chunk``'s seconds per micro-batch, those between operators (``Cluster.between_op_s``): ``other``."""
+    """Of ``chunk``'s seconds per micro-batch, those between operators (``Cluster.between_op_s``, and the
+    wrappers' share, ``parbench.sim.framework.between_operators_s``): ``other``."""
 
     @property
     def beat(self) -> float:
@@ -211,7 +212,8 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Se
     for ch, units in zip(st.chunks, st.modules):
         chunk = chunk + chunk_times_s(c, model, layout, units, first=ch.first, last=ch.last)
     over = oversubscription(c, layout.world_size)  # host work slows as compute does when cores are shared
-    host = micro_batch_overhead_s(c, model, layout, st) * over
+    wrappers = micro_batch_overheads_s(c, model, layout, st)
+    host = sum(wrappers.values()) * over
     chunk = chunk.scaled(slow) + ChunkTime(host / 3, 2 * host / 3, 0.0, 0.0, 0.0)  # as the compute it wraps
     params, grads, optim, tensors = state_numels(model, layout, st)
     if layout.fp32_grad_pass_per_micro_batch:  # part of every micro-batch's backward
@@ -234,7 +236,8 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Se
                      optimizer=optimizer_time_s(c, model, optim, tensors, grads, layout.fused_elementwise) * slow
                      + optimizer_overhead_s(c, model, layout, st) * over, other=other, data=data,
                      comm_total=totals, link=_links(c, layout, ops),
-                     between=operators * min(c.between_op_s, c.training_op_overhead_s) * slow)
+                     between=operators * min(c.between_op_s, c.training_op_overhead_s) * slow
+                     + between_operators_s(c, wrappers) * over)
 
 
 def _data_samples(layout: Layout) -> int:

@@ -180,6 +180,16 @@ def term_errors_by_config(rows: list[dict]) -> list[dict]:
     return sorted(out, key=lambda c: (str(c["workload"]), str(c["strategy"]), c["world_size"]))
 
 
+def tracing_cost_words(c: Cluster) -> str:
+    """The profile's tracing cost (``Cluster.traced``) in words, for the tables and charts that set traced terms
+    beside their prediction."""
+    return (f"{c.tracing_op_overhead_s * 1e6:.1f} us per training op and {c.tracing_optimizer_op_overhead_s * 1e6:.1f} "
+            f"per optimizer op, FSDP2's hooks x{c.tracing_fsdp_scale:.2f} and tensor parallelism's "
+            f"x{c.tracing_tp_scale:.2f}; as other, {c.tracing_between_op_s * 1e6:.1f} us of each training op and "
+            f"{c.tracing_fsdp_between_share:.0%} and {c.tracing_tp_between_share:.0%} of the wrappers' time, "
+            "spent between operators")
+
+
 def tracing_cost_pct(rows: list[dict], *, predicted: bool = False) -> float:
     """How much longer the traced steps (torch.profiler recording every operator, the comm meter intercepting
     it) took than the untraced steps whose median is the step time, median over the runs in %; ``predicted``:

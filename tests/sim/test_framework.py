@@ -61,6 +61,29 @@ def test_overheads_add_count_times_cost_to_the_step():
         assert b.step_time_s - a.step_time_s == pytest.approx(extra, rel=1e-9)
 
 
+def test_a_traced_step_books_the_wrappers_traced_cost_and_its_share_between_operators_as_other():
+    """The mlp (3 hidden layers) under fsdp x2 and tp x2, 2 ms per FSDP unit (5 units: 4 Linears and the root)
+    and 1 ms per tensor-parallel Linear (4), one micro-batch, on a GPU preset (no oversubscription, no
+    per-operator tracing cost): traced, FSDP2's costs x1.5 with a third of them between operators, tensor
+    parallelism's x1.2 with a tenth. The traced prediction's other grows by cost x multiple x share, its compute
+    by the rest of the growth; untraced, neither moves."""
+    base = replace(PRESETS["a100-80gb"], tp_linear_overhead_s=1e-3, fsdp_unit_overhead_s=2e-3)
+    traced = replace(base, tracing_fsdp_scale=1.5, tracing_tp_scale=1.2, tracing_fsdp_between_share=1 / 3,
+                     tracing_tp_between_share=0.1)
+    m = model_spec(SHAPES["mlp"])
+    for strategy, untraced_s, multiple, share in ((Strategy.FSDP, 5 * 2e-3, 1.5, 1 / 3), (Strategy.TP, 4 * 1e-3, 1.2, 0.1)):
+        lay = layout_from_run(RunConfig(workload=SHAPES["mlp"], strategy=strategy, world_size=2, global_batch_size=32))
+        a, b = predict(m, lay, base.traced()), predict(m, lay, traced.traced())
+        assert b.terms["time_other_s"] - a.terms["time_other_s"] == pytest.approx(untraced_s * multiple * share, rel=1e-9)
+        assert b.terms["time_compute_s"] - a.terms["time_compute_s"] == pytest.approx(
+            untraced_s * multiple * (1 - share) - untraced_s, rel=1e-9)
+        assert predict(m, lay, traced) == predict(m, lay, base)  # untraced: the measured multiple plays no part
+    with pytest.raises(ValueError, match="tracing adds work"):
+        replace(base, tracing_fsdp_scale=0.9)
+    with pytest.raises(ValueError, match=r"must be in \[0, 1\]"):
+        replace(base, tp_between_share=1.5)
+
+
 def test_tensor_parallel_bytes_add_their_cost_per_byte():
     """1 ns per byte DTensor all-reduces: the check's decoder (4 layers, d 128, 64 tokens) at tp 2 and batch 32
     all-reduces, per layer, the attention's and the MLP's row-wise outputs forward and the inputs of q, k, v and
@@ -140,6 +163,18 @@ def test_the_framework_fit_takes_each_probes_measured_differences():
              "pipeline_s": 2 * 2e-4, "pipeline_micro_batches": 2, "optimizer_plain_s": 1e-4, "param_elements": 0,
              "ddp_s": 37 * 2e-5 + 1_100_000 * 2e-10, "ddp_bytes": 1_100_000}]
     got = fit_framework(rows, 8e10)
+    assert (got["tracing_fsdp_scale"], got["tracing_tp_scale"]) == (1.0, 1.0)  # rows without the traced timings
+    assert (got["tracing_fsdp_between_share"], got["tracing_tp_between_share"]) == (0.0, 0.0)
+    # traced: FSDP2 2 -> 3 ms on the mlp and 4 -> 6 on the decoder, 1 and 2 ms of it between operators (x1.5,
+    # a third); tensor parallelism 1 -> 1.2 and 9 -> 10.8, a tenth between (x1.2, 10%)
+    for r, (fsdp, tp) in zip(rows, ((2e-3, 1e-3), (4e-3, 9e-3))):
+        r.update(fsdp_untraced_added_s=fsdp, fsdp_traced_added_s=1.5 * fsdp, fsdp_between_added_s=0.5 * fsdp,
+                 tp_untraced_added_s=tp, tp_traced_added_s=1.2 * tp, tp_between_added_s=0.12 * tp)
+    got = fit_framework(rows, 8e10)
+    assert got["tracing_fsdp_scale"] == pytest.approx(1.5) and got["tracing_fsdp_between_share"] == pytest.approx(1 / 3)
+    assert got["tracing_tp_scale"] == pytest.approx(1.2) and got["tracing_tp_between_share"] == pytest.approx(0.1)
+    rows[0]["tp_traced_added_s"] = rows[1]["tp_traced_added_s"] = 0.9e-3  # noise: traced below untraced
+    assert fit_framework(rows, 8e10)["tracing_tp_scale"] == 1.0
     assert got["tp_linear_overhead_s"] == pytest.approx(5e-4) and got["tp_byte_overhead_s"] == pytest.approx(1e-9)
     assert got["fsdp_unit_overhead_s"] == pytest.approx(3e-4) and got["fsdp_param_overhead_s"] == pytest.approx(2e-5)
     assert got["fsdp_byte_overhead_s"] == pytest.approx(5e-10)
@@ -172,6 +207,11 @@ def test_framework_calibration_measures_positive_costs_on_a_one_rank_group():
     assert mlp["fsdp_wide_bytes"] == 4 * (784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10)
     assert mlp["fsdp_wide_s"] > mlp["fsdp_s"] and got["fsdp_byte_overhead_s"] > 0
     assert got["rows"][0]["ddp_s"] > 0  # and DDP's ~0.35 ms (IQR ~0.05)
+    # traced, FSDP2 added 6.0 ms to the mlp's 3.4 and 8.5 to the decoder's 5.7, a third of it between operators;
+    # tensor parallelism 1.6 to 1.5 and 13.3 to 10.6, a tenth between (on these machines)
+    assert got["tracing_fsdp_scale"] > 1 and 0 < got["tracing_fsdp_between_share"] < 1
+    assert got["tracing_tp_scale"] >= 1 and 0 < got["tracing_tp_between_share"] < 1
+    assert all(r["fsdp_traced_added_s"] > 0 and r["fsdp_between_added_s"] > 0 for r in got["rows"])
     assert [r["ddp_bytes"] for r in got["rows"]] == [4 * (784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10),
                                                     4 * model_spec(SHAPES_PROBE).param_numel]
     assert [r["pipeline_micro_batches"] for r in got["rows"]] == [4, 4]

@@ -656,9 +656,10 @@ def test_a_traced_step_costs_each_operator_its_tracing_overhead():
     from parbench.commands.validate import tracing_line
 
     assert tracing_line(cluster, 25.7, 11.5, 16.3).endswith(
-        "the predicted terms are a traced step's too (the profile's tracing cost, 20.0 us per training op and 7.0 per "
-        "optimizer op: +11.5%; 0.0 us of each training op between operators, as other), and their sum is a median "
-        "16.3% off the traced step")
+        "the predicted terms are a traced step's too (+11.5%: the profile's tracing cost, 20.0 us per training op and "
+        "7.0 per optimizer op, FSDP2's hooks x1.00 and tensor parallelism's x1.00; as other, 0.0 us of each training "
+        "op and 0% and 0% of the wrappers' time, spent between operators), and their sum is a median 16.3% off the "
+        "traced step")
 
 
 def test_calibrate_show_needs_a_saved_profile(tmp_path, capsys):
