@@ -840,6 +840,8 @@ def plain_and_traced(fn, reps: int, meter, window_s: float = 0.05) -> tuple[floa
     mean of a timing before and one after the traced one, so drift hits both alike."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # as the runner's tracing: no stage line per profiler start
+
     def traced() -> None:
         with meter.timing(), record_function(TRACED_REFERENCE):
             fn()

@@ -23,7 +23,11 @@ wrapper, so compute and communication (both modelled elsewhere) cancel:
   one-stage schedule against the same micro-batches in a plain loop;
 - ``ddp_param_overhead_s`` and ``ddp_byte_overhead_s``: DistributedDataParallel's reducer per parameter tensor
   (its autograd hook) and per gradient byte (the copies into and out of its buckets), one micro-batch's
-  forward + backward against the plain model, the two probes' equations solved.
+  forward + backward against the plain model, the two probes' equations solved;
+- ``tracing_fsdp_scale``, ``tracing_tp_scale`` and their ``*_between_share``: FSDP2's and tensor parallelism's
+  cost again, untraced and traced as the step-time breakdown traces a step, each beside its plain twin: the
+  traced cost as a multiple of the untraced, and the share of it on the calling thread outside every operator
+  (the hooks' and DTensor's Python), which a traced step's breakdown reads as "other" (``Cluster.traced``).
 
 FSDP2 skips its all-gather and reduce-scatter paths on a one-rank mesh (it copies the shard straight into
 the unsharded parameter), so its costs are measured on a two-rank group whose collectives do nothing
