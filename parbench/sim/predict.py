@@ -23,7 +23,7 @@ from functools import lru_cache
 from parbench.config import Strategy
 from parbench.metrics.breakdown import TERMS  # the runner's breakdown columns: predicted with the same names
 from parbench.metrics.categories import CATEGORIES
-from parbench.sim.comm import CommOp, by_collective, bytes_by_category, fsdp_rounds, rank_ops
+from parbench.sim.comm import CommOp, by_collective, bytes_by_category, fsdp_rounds, rank_ops, stage_local_numels, zero1_shards
 from parbench.sim.framework import between_operators_s, micro_batch_overheads_s, optimizer_overhead_s
 from parbench.sim.hardware import Cluster, collective_time_s
 from parbench.sim.layout import Layout, Recompute
@@ -233,11 +233,26 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Se
     other = data if layout.data_in_step else 0.0  # else prepared ahead of the step, off its critical path
     operators = sum(training_ops(model, units, first=ch.first, last=ch.last) for ch, units in zip(st.chunks, st.modules))
     return StageTime(chunk=chunk, exposed_mb=_micro_batch_exposed(c, layout, ops, chunk), exposed_tail=tail,
-                     optimizer=optimizer_time_s(c, model, optim, tensors, grads, layout.fused_elementwise) * slow
+                     optimizer=_optimizer_s(c, model, layout, st, optim, tensors, grads) * slow
                      + optimizer_overhead_s(c, model, layout, st) * over, other=other, data=data,
                      comm_total=totals, link=_links(c, layout, ops),
                      between=operators * min(c.between_op_s, c.training_op_overhead_s) * slow
                      + between_operators_s(c, wrappers) * over)
+
+
+def _optimizer_s(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, elements: int, tensors: int,
+                 grads: int) -> float:
+    """The stage's optimizer step and zero_grad on its slowest rank. torch's ZeroRedundancyOptimizer (the
+    runner's ZeRO-1) gives each rank whole tensors (``zero1_shards``), so one rank may own few large tensors
+    and another many small ones: with a cost per operator the one with more tensors can take longer although
+    it holds fewer elements. It zeroes every gradient, its shard's or not (its ``param_groups`` hold every
+    parameter; ``Optimizer.zero_grad`` walks them)."""
+    if layout.zero == 1 and layout.fsdp2:
+        numels = stage_local_numels(model, layout.pp, layout.split, layout.tp)[st.rank]
+        return max(optimizer_time_s(c, model, sum(shard), len(shard), grads, layout.fused_elementwise,
+                                    zeroed_tensors=len(numels))
+                   for shard in zero1_shards(numels, layout.shard_group))
+    return optimizer_time_s(c, model, elements, tensors, grads, layout.fused_elementwise)
 
 
 def _data_samples(layout: Layout) -> int:

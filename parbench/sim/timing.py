@@ -265,11 +265,13 @@ def adamw_bytes_per_element(fused: bool) -> int:
 
 
 def optimizer_time_s(c: Cluster, model: ModelSpec, elements: int, tensors: int, grad_elements: int,
-                     fused: bool = True) -> float:
+                     fused: bool = True, zeroed_tensors: int = 0) -> float:
     """zero_grad (write the gradients) + the optimizer's update, memory-bound, ``ops`` operators per tensor
     for the update and one for zero_grad, each costing the cluster's optimizer-op overhead; on a GPU the
     launches overlap the kernels (``Cluster.host_runs_ahead``). ``fused``: a fused AdamW kernel
-    (``Layout.fused_elementwise``), else torch's one kernel per operation.
+    (``Layout.fused_elementwise``), else torch's one kernel per operation. ``zeroed_tensors``: the tensors whose
+    gradients zero_grad writes where they are not the ``tensors`` updated (0: the same ones; torch's
+    ZeroRedundancyOptimizer updates its rank's shard and zeroes every gradient).
 
     Each element's compulsory bytes (the first read of its weight, gradient and moments, the last writes;
     what a fused kernel moves) go at the streaming bandwidth (``Cluster.stream_bandwidth``: after a backward
@@ -281,14 +283,16 @@ def optimizer_time_s(c: Cluster, model: ModelSpec, elements: int, tensors: int, 
     compulsory = min(per_el, ADAMW_BYTES_PER_ELEMENT if model.optimizer == "adamw" else SGD_BYTES_PER_ELEMENT)
     memory = ((elements * compulsory + grad_elements * 4) / c.stream_bandwidth
               + elements * (per_el - compulsory) / c.memory_bandwidth_bytes_per_s)
-    host = optimizer_ops(model, tensors) * c.optimizer_op_s
+    host = optimizer_ops(model, tensors, zeroed_tensors) * c.optimizer_op_s
     return max(memory, host) if c.host_runs_ahead else memory + host
 
 
-def optimizer_ops(model: ModelSpec, tensors: int) -> float:
-    """Operators of an eager optimizer step and zero_grad over ``tensors`` parameter tensors (counted per
-    tensor: ``ADAMW_OPS_PER_TENSOR`` or ``SGD_OPS_PER_TENSOR``, and one for zero_grad)."""
-    return tensors * ((ADAMW_OPS_PER_TENSOR if model.optimizer == "adamw" else SGD_OPS_PER_TENSOR) + 1)
+def optimizer_ops(model: ModelSpec, tensors: int, zeroed_tensors: int = 0) -> float:
+    """Operators of an eager optimizer step over ``tensors`` parameter tensors and zero_grad over
+    ``zeroed_tensors`` (0: the same ones): per tensor ``ADAMW_OPS_PER_TENSOR`` or ``SGD_OPS_PER_TENSOR``, and
+    one for zero_grad."""
+    per = ADAMW_OPS_PER_TENSOR if model.optimizer == "adamw" else SGD_OPS_PER_TENSOR
+    return tensors * per + (zeroed_tensors or tensors)
 
 
 def training_ops(model: ModelSpec, units: tuple[Unit, ...] | None = None, *, first: bool = True,

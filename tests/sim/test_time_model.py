@@ -1025,3 +1025,21 @@ def test_terms_by_configuration_take_medians_over_repeats_and_name_the_largest_g
     assert "time_bubble_s" not in fsdp["terms"]
     assert fsdp["largest"] == "time_comm_exposed_parameter_s" and fsdp["largest_gap_s"] == pytest.approx(-0.008)
     assert ddp["largest"] == "time_compute_s" and ddp["largest_gap_s"] == pytest.approx(-0.004)
+
+
+def test_zero1s_optimizer_is_its_slowest_ranks_and_zeroes_every_gradient():
+    """torch's ZeroRedundancyOptimizer gives each rank whole tensors, largest first to the rank holding least:
+    the check's mlp (784 -> 512 -> 512 -> 512 -> 10, SGD) at 2 ranks puts the 784 x 512 weight, the 512 x 10 one
+    and all four biases on rank 0 (6 tensors, 408 k elements) and the two 512 x 512 weights on rank 1 (2
+    tensors, 524 k). At 1 ms per optimizer op and no memory time, rank 0's SGD step (1.5 ops a tensor) and its
+    zero_grad over all 8 gradients take 6 x 1.5 + 8 = 17 ms, rank 1's 2 x 1.5 + 8 = 11: the step waits for rank
+    0, though rank 1 holds more elements."""
+    from parbench.config import RunConfig
+
+    cfg = RunConfig(strategy=Strategy.ZERO1, world_size=2, global_batch_size=32,
+                    workload=WorkloadConfig(name="mlp", layers=3, hidden=512))
+    model, layout = model_spec(cfg.workload), layout_from_run(cfg)
+    ops_only = replace(CPU_LIKE, optimizer_op_overhead_s=1e-3, memory_bandwidth_bytes_per_s=1e30,
+                       stream_bandwidth_bytes_per_s=1e30, beyond_cache_bandwidth_bytes_per_s=1e30,
+                       compute_slowdown={1: 1.0, 2: 1.0, 4: 1.0})
+    assert predict(model, layout, ops_only).terms["time_optimizer_s"] == pytest.approx(17e-3)
