@@ -136,9 +136,14 @@ def report_lines(profile: dict) -> list[str]:
                 lines.append(f"  {r['workload']} probe, wrapped - plain per step: {spread}")
     if "tracing_op_overhead_s" in fits:  # profiles saved before it was measured lack it
         t = fits["tracing_op_overhead_s"]
-        per = ", ".join(f"{r['step']} {r['training_s_per_op'] * 1e6:.0f} / {r['optimizer_s_per_op'] * 1e6:.0f}" for r in t["rows"])
-        lines.append(f"tracing (the breakdown's traced steps), us added per training / optimizer op: {per} -> "
-                     f"{t['alpha'] * 1e6:.1f} / {t['optimizer'] * 1e6:.1f} us (seconds added over ops counted, all steps)"
+        per = ", ".join(f"{r['step']} {r['training_s_per_op'] * 1e6:.0f}" + (f" / {r['optimizer_s_per_op'] * 1e6:.0f}"
+                                                                          if "optimizer_s_per_op" in r else "")
+                        for r in t["rows"])
+        shared = (f"{t['alpha'] * 1e6:.1f} us per op and {t['work_share']:.1%} of the operators' own work (the "
+                  "reference steps' and the large steps' pooled equations)" if "work_share" in t
+                  else f"{t['alpha'] * 1e6:.1f} us")
+        lines.append(f"tracing (the breakdown's traced steps), us added per training / optimizer op: {per} -> training "
+                     f"{shared}; optimizer {t['optimizer'] * 1e6:.1f} us (seconds added over ops counted, all steps)"
                      + (f"; between training ops (the breakdown's other) {t['between'] * 1e6:.1f} us per op" if "between" in t else ""))
     ratios = ", ".join(f"{k.split('_')[-1]} {v:.2f}" for k, v in fits["step_scale"].items() if k != "alpha")
     lines.append(f"reference training steps, measured / op-level prediction: {ratios} -> step_scale {c['step_scale']:.2f}")

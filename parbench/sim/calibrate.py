@@ -795,15 +795,23 @@ TRACED_REFERENCE = "parbench.calibrate.traced_reference"
 """The profiler annotation around each traced reference forward + backward (``measure_tracing``)."""
 
 
-def measure_tracing(reps: int) -> tuple[float, float, float, list[dict[str, Any]]]:
-    """Seconds the step-time breakdown's tracing adds per operator: (training path, optimizer, between operators,
-    rows). Each
-    REFERENCE_STEPS step's forward + backward and its zero_grad + optimizer step, timed plain and again as the
-    runner traces a step (inside torch.profiler, under the comm meter's timing mode); the extra seconds over
-    the operators the simulator counts for that part (``timing.training_ops``, ``timing.optimizer_ops``),
-    summed over the steps (the larger steps, whose traced time is mostly operators, weigh most; per step it
-    read 14-66 us a training operator and 7-21 us an optimizer one on this project's 2-core VM, the mlps'
-    few operators the highest). Plain is the mean of a timing before and one after the traced one.
+TRACING_LARGE_STEPS = (("transformer", {"layers": 2, "hidden": 192, "heads": 6, "seq_len": 96, "vocab_size": 768}, 32),)
+"""(workload, shape, batch) whose forward + backward ``measure_tracing`` also times, plain and traced: a reference
+decoder at 8x its batch (about 0.2 s plain), same operators, so what tracing adds beyond its cost per operator
+(a share of the operators' own work) stands out. On this project's 2-core VM the check decoder at batch 4 to 64
+(16 to 252 ms plain, 555 operators) cost 9-10 to 21-30 ms more traced; torch.profiler alone added 6-10 ms to a
+72 ms mlp step of 64 operators."""
+
+
+def measure_tracing(reps: int) -> tuple[float, float, float, float, list[dict[str, Any]]]:
+    """What the step-time breakdown's tracing adds: (seconds per training-path operator, per optimizer operator,
+    between operators per training operator, the share of the operators' own work, rows). Each REFERENCE_STEPS
+    step's forward + backward and its zero_grad + optimizer step, and each ``TRACING_LARGE_STEPS`` forward +
+    backward, timed plain and again as the runner traces a step (inside torch.profiler, under the comm meter's
+    timing mode; ``plain_and_traced``). The operators are the ones the simulator counts (``timing.training_ops``,
+    ``timing.optimizer_ops``). The optimizer's cost is the added seconds over its operators, summed over the
+    steps (7-21 us an operator per step on this project's 2-core VM). The training path's is split into a cost
+    per operator and a share of the plain time (``fit_tracing``).
 
     Between operators: of the traced forward + backward, the seconds on the calling thread outside every operator
     the profiler records (the breakdown's ``other``: the Python that calls them, the tracer's bookkeeping), over
@@ -815,23 +823,46 @@ def measure_tracing(reps: int) -> tuple[float, float, float, list[dict[str, Any]
 
     meter = CommMeter(rank=0)
     rows = []
-    for name, shape, batch in REFERENCE_STEPS:
+    steps = [(step, False) for step in REFERENCE_STEPS] + [(step, True) for step in TRACING_LARGE_STEPS]
+    for (name, shape, batch), large in steps:
         cfg = WorkloadConfig(name=name, **shape)
         spec = model_spec(cfg)
         tensors, backward, zero_grad, update = _reference_parts(cfg, batch)
-        row: dict[str, Any] = {"step": reference_label(name, shape)}
-        for part, fn, ops in (("training", backward, training_ops(spec)),
-                              ("optimizer", lambda z=zero_grad, u=update: (z(), u()), optimizer_ops(spec, tensors))):
+        row: dict[str, Any] = {"step": reference_label(name, shape) + (f" batch {batch}" if large else ""), "large": large}
+        parts = [("training", backward, training_ops(spec))]
+        if not large:  # the optimizer's work does not grow with the batch
+            parts.append(("optimizer", lambda z=zero_grad, u=update: (z(), u()), optimizer_ops(spec, tensors)))
+        for part, fn, ops in parts:
             plain, under, between = plain_and_traced(fn, reps, meter)
             row.update({f"{part}_ops": ops, f"{part}_plain_s": plain, f"{part}_traced_s": under,
                         f"{part}_s_per_op": (under - plain) / ops})
             if part == "training":
                 row.update({"training_between_s": between, "training_between_s_per_op": between / ops})
         rows.append(row)
-    per_op = {part: max(sum(r[f"{part}_traced_s"] - r[f"{part}_plain_s"] for r in rows)
-                        / sum(r[f"{part}_ops"] for r in rows), 0.0) for part in ("training", "optimizer")}
+    training, share = fit_tracing(rows)
+    optimizer = [r for r in rows if "optimizer_ops" in r]
+    per_op = max(sum(r["optimizer_traced_s"] - r["optimizer_plain_s"] for r in optimizer)
+                 / sum(r["optimizer_ops"] for r in optimizer), 0.0)
     between = sum(r["training_between_s"] for r in rows) / sum(r["training_ops"] for r in rows)
-    return per_op["training"], per_op["optimizer"], between, rows
+    return training, per_op, between, share, rows
+
+
+def fit_tracing(rows: list[dict[str, Any]]) -> tuple[float, float]:
+    """(seconds per operator, share of the plain time) that tracing adds to a forward + backward: a per-operator
+    cost and a share of the operators' own work, from two pooled equations, the reference steps' (few
+    milliseconds each: mostly the per-operator cost) and the large steps' (mostly the share). Without large
+    steps, or where either comes out negative or the share at 1 or more (tracing cannot double the work), all of
+    it per operator (the added seconds over the operators)."""
+    def pooled(group: list[dict[str, Any]]) -> tuple[float, float, float]:
+        return (sum(r["training_ops"] for r in group), sum(r["training_plain_s"] for r in group),
+                sum(r["training_traced_s"] - r["training_plain_s"] for r in group))
+
+    small, large = [r for r in rows if not r.get("large")], [r for r in rows if r.get("large")]
+    per_op, share = _solve_two([pooled(small), pooled(large)]) if large else (-1.0, 0.0)
+    if per_op < 0 or not 0 <= share < 1:
+        ops, _, added = pooled(rows)
+        return max(added / ops, 0.0), 0.0
+    return per_op, share
 
 
 def plain_and_traced(fn, reps: int, meter, window_s: float = 0.05) -> tuple[float, float, float]:
@@ -1038,10 +1069,12 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         sources={"all": f"parbench calibrate{' --quick' if quick else ''} on {socket.gethostname()}"})
     late = measure_reference_steps(reps)
     scale, ratios = step_scale(cluster, reps, {k: (early[k] + late[k]) / 2 for k in early})
-    tracing, tracing_optimizer, between, tracing_rows = measure_tracing(reps)
+    tracing, tracing_optimizer, between, work_share, tracing_rows = measure_tracing(reps)
     cluster = dataclasses.replace(cluster, step_scale=scale, tracing_op_overhead_s=tracing,
-                                  tracing_optimizer_op_overhead_s=tracing_optimizer, tracing_between_op_s=between)
+                                  tracing_optimizer_op_overhead_s=tracing_optimizer, tracing_between_op_s=between,
+                                  tracing_work_share=work_share)
     fits["tracing_op_overhead_s"] = {"alpha": tracing, "optimizer": tracing_optimizer, "between": between,
+                                     "work_share": work_share,
                                      "rows": tracing_rows}
     fits["step_scale"] = {"alpha": scale, **{f"measured_over_predicted_{k}": v for k, v in ratios.items()}}
     for term in STEP_PROBES:  # after step_scale: the probes' compute is predicted as every run's is

@@ -178,6 +178,14 @@ class Cluster:
     between_op_s: float = 0.0
     """Seconds per training-path operator that the step spends between operators; predicted as ``other``, taken
     out of compute (whose per-operator costs include it). 0 = all in compute (an untraced prediction)."""
+    tracing_work_share: float = 0.0
+    """The share by which tracing slows the training operators' own work, beyond ``tracing_op_overhead_s`` per
+    operator (torch.profiler alone added 6-10 ms to a 72 ms mlp step of 64 operators on this project's 2-core VM).
+    Calibrated CPU profiles measure it with a large step (``parbench.sim.calibrate.fit_tracing``);
+    ``Cluster.traced`` sets ``work_scale`` to 1 + it."""
+    work_scale: float = 1.0
+    """What the training path's compute is multiplied by: 1 + ``tracing_work_share`` in a traced prediction, 1
+    otherwise."""
     tracing_fsdp_scale: float = 1.0
     """FSDP2's host cost per micro-batch in a traced step over its cost untraced (its hooks' operators traced too):
     ``Cluster.traced`` multiplies ``fsdp_unit_overhead_s``, ``fsdp_param_overhead_s`` and ``fsdp_byte_overhead_s``
@@ -232,13 +240,14 @@ class Cluster:
         return self.optimizer_op_overhead_s or self.op_overhead_s
 
     def traced(self) -> Cluster:
-        """This machine as a traced step sees it: every operator costs its tracing overhead more, FSDP2's and
-        tensor parallelism's host work its traced multiple, and part of each goes between operators. The measured
-        step-time terms come from traced steps, so they are compared with this profile's prediction."""
+        """This machine as a traced step sees it: every operator costs its tracing overhead more, the operators'
+        own work its traced share more, FSDP2's and tensor parallelism's host work its traced multiple, and part
+        of each goes between operators. The measured step-time terms come from traced steps, so they are
+        compared with this profile's prediction."""
         fsdp, tp = self.tracing_fsdp_scale, self.tracing_tp_scale
         return replace(self, autograd_op_overhead_s=self.training_op_overhead_s + self.tracing_op_overhead_s,
                        optimizer_op_overhead_s=self.optimizer_op_s + self.tracing_optimizer_op_overhead_s,
-                       between_op_s=self.tracing_between_op_s,
+                       between_op_s=self.tracing_between_op_s, work_scale=1 + self.tracing_work_share,
                        fsdp_unit_overhead_s=self.fsdp_unit_overhead_s * fsdp,
                        fsdp_param_overhead_s=self.fsdp_param_overhead_s * fsdp,
                        fsdp_byte_overhead_s=self.fsdp_byte_overhead_s * fsdp,
@@ -274,6 +283,9 @@ class Cluster:
                      "ddp_param_overhead_s", "ddp_byte_overhead_s", "fsdp_byte_overhead_s", "moe_expert_fixed_s")
         if any(getattr(self, k) < 0 for k in overheads):
             raise ValueError(f"{', '.join(overheads)} must be >= 0")
+        if not 0 <= self.tracing_work_share < 1 or self.work_scale < 1:
+            raise ValueError(f"tracing_work_share={self.tracing_work_share} must be in [0, 1) and work_scale="
+                             f"{self.work_scale} >= 1")
         if min(self.tracing_fsdp_scale, self.tracing_tp_scale) < 1:
             raise ValueError(f"tracing_fsdp_scale={self.tracing_fsdp_scale} and tracing_tp_scale={self.tracing_tp_scale} "
                              "must be >= 1 (tracing adds work, never removes it)")

@@ -214,7 +214,7 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Se
     over = oversubscription(c, layout.world_size)  # host work slows as compute does when cores are shared
     wrappers = micro_batch_overheads_s(c, model, layout, st)
     host = sum(wrappers.values()) * over
-    chunk = chunk.scaled(slow) + ChunkTime(host / 3, 2 * host / 3, 0.0, 0.0, 0.0)  # as the compute it wraps
+    chunk = chunk.scaled(slow * c.work_scale) + ChunkTime(host / 3, 2 * host / 3, 0.0, 0.0, 0.0)  # as the compute it wraps
     params, grads, optim, tensors = state_numels(model, layout, st)
     if layout.fp32_grad_pass_per_micro_batch:  # part of every micro-batch's backward
         chunk = chunk + ChunkTime(0.0, fp32_grad_pass_s(c, params) * slow, 0.0, 0.0, 0.0)

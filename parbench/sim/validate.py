@@ -184,7 +184,8 @@ def tracing_cost_words(c: Cluster) -> str:
     """The profile's tracing cost (``Cluster.traced``) in words, for the tables and charts that set traced terms
     beside their prediction."""
     return (f"{c.tracing_op_overhead_s * 1e6:.1f} us per training op and {c.tracing_optimizer_op_overhead_s * 1e6:.1f} "
-            f"per optimizer op, FSDP2's hooks x{c.tracing_fsdp_scale:.2f} and tensor parallelism's "
+            f"per optimizer op, the operators' own work {c.tracing_work_share:.1%} more, FSDP2's hooks "
+            f"x{c.tracing_fsdp_scale:.2f} and tensor parallelism's "
             f"x{c.tracing_tp_scale:.2f}; as other, {c.tracing_between_op_s * 1e6:.1f} us of each training op and "
             f"{c.tracing_fsdp_between_share:.0%} and {c.tracing_tp_between_share:.0%} of the wrappers' time, "
             "spent between operators")

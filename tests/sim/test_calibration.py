@@ -9,7 +9,7 @@ import random
 import pytest
 
 from parbench.sim.fit import fit_alpha_beta, fit_with_holdout
-from parbench.sim.hardware import cluster_from_dict, cluster_to_dict, PRESETS
+from parbench.sim.hardware import PRESETS, cluster_from_dict, cluster_to_dict
 
 
 def test_fit_recovers_alpha_and_beta_exactly_without_noise():
@@ -80,8 +80,8 @@ def test_step_scale_compares_a_real_reference_step_with_the_op_model():
     from dataclasses import replace
 
     from parbench.config import RunConfig, WorkloadConfig
-    from parbench.sim import layout_from_run, model_spec, predict
     from parbench.metrics import stats
+    from parbench.sim import layout_from_run, model_spec, predict
     from parbench.sim.calibrate import REFERENCE_STEPS, step_scale
 
     c = PRESETS["a100-80gb"]
@@ -265,11 +265,10 @@ def _bare_cpu(**kw):
 def test_the_mlp_first_linear_computes_no_input_gradient():
     """The mlp's first Linear reads raw features: autograd computes its weight gradient only, so its backward
     is one GEMM of the forward's FLOPs, the others two. Expected from the layer widths alone."""
-    from parbench.config import WorkloadConfig
+    from parbench.config import RunConfig, WorkloadConfig
+    from parbench.sim.layout import layout_from_run
     from parbench.sim.model import input_needs_grad, model_spec
     from parbench.sim.timing import chunk_times_s, unit_times_s
-    from parbench.sim.layout import layout_from_run
-    from parbench.config import RunConfig
 
     c = _bare_cpu()
     spec = model_spec(WorkloadConfig(name="mlp", layers=2, hidden=256))
@@ -318,7 +317,11 @@ def test_backward_gemms_run_at_the_calibrated_ratio_and_exp_functions_at_their_c
 
 def test_backward_gemm_ratio_and_exp_function_cost_are_measured_and_reported():
     from parbench.commands.calibrate import report_lines
-    from parbench.sim.calibrate import BACKWARD_GEMM_SHAPES, measure_backward_gemm, measure_transcendental
+    from parbench.sim.calibrate import (
+        BACKWARD_GEMM_SHAPES,
+        measure_backward_gemm,
+        measure_transcendental,
+    )
 
     ratio, rows = measure_backward_gemm(reps=1)
     assert [r["shape"] for r in rows] == [list(s) for s in BACKWARD_GEMM_SHAPES]
@@ -529,27 +532,62 @@ def test_tracing_cost_is_measured_per_operator_on_the_reference_steps_and_report
     in); the cost per operator is the added seconds over the operators the simulator counts, summed over steps."""
     from parbench.commands.calibrate import report_lines
     from parbench.config import WorkloadConfig
-    from parbench.sim.calibrate import REFERENCE_STEPS, measure_tracing, reference_label
+    from parbench.sim.calibrate import (
+        REFERENCE_STEPS,
+        TRACING_LARGE_STEPS,
+        fit_tracing,
+        measure_tracing,
+        reference_label,
+    )
     from parbench.sim.model import model_spec
     from parbench.sim.timing import training_ops
 
-    training, optimizer, between, rows = measure_tracing(reps=1)
-    assert [r["step"] for r in rows] == [reference_label(n, s) for n, s, _ in REFERENCE_STEPS]
-    assert [r["training_ops"] for r in rows] == [training_ops(model_spec(WorkloadConfig(name=n, **s)))
-                                                 for n, s, _ in REFERENCE_STEPS]
+    training, optimizer, between, share, rows = measure_tracing(reps=1)
+    steps = REFERENCE_STEPS + TRACING_LARGE_STEPS
+    assert [r["step"] for r in rows] == ([reference_label(n, s) for n, s, _ in REFERENCE_STEPS]
+                                         + [f"{reference_label(n, s)} batch {b}" for n, s, b in TRACING_LARGE_STEPS])
+    assert [r["training_ops"] for r in rows] == [training_ops(model_spec(WorkloadConfig(name=n, **s))) for n, s, _ in steps]
     assert rows[0]["optimizer_ops"] == 4 * 2.5  # the default mlp's SGD: 2 Linears' weights and biases
-    for part, per_op in (("training", training), ("optimizer", optimizer)):
-        added = sum(r[f"{part}_traced_s"] - r[f"{part}_plain_s"] for r in rows)
-        assert per_op == pytest.approx(added / sum(r[f"{part}_ops"] for r in rows))
+    assert all("optimizer_ops" not in r for r in rows if r["large"])  # the optimizer does not grow with the batch
+    reference = [r for r in rows if not r["large"]]
+    added = sum(r["optimizer_traced_s"] - r["optimizer_plain_s"] for r in reference)
+    assert optimizer == pytest.approx(added / sum(r["optimizer_ops"] for r in reference))
+    assert (training, share) == fit_tracing(rows)
+    for per_op in (training, optimizer):
         assert 0 < per_op < 1e-3  # recording and intercepting an operator costs microseconds, never less than nothing
+    assert 0 <= share < 1
     # between operators: the traced forward + backward's time outside its recorded operators, per operator counted
     assert between == pytest.approx(sum(r["training_between_s"] for r in rows) / sum(r["training_ops"] for r in rows))
     assert all(0 < r["training_between_s"] < r["training_traced_s"] for r in rows)
     profile = {"cluster": {**cluster_to_dict(PRESETS["a100-80gb"]), "compute_slowdown": {}},
                "fit": {"framework_op_overhead_s": {"alpha": 2e-6}, "step_scale": {"alpha": 1.0},
-                       "tracing_op_overhead_s": {"alpha": 1.6e-5, "optimizer": 8e-6, "between": 6e-6, "rows": [
+                       "tracing_op_overhead_s": {"alpha": 1.6e-5, "optimizer": 8e-6, "between": 6e-6, "work_share": 0.05,
+                                                 "rows": [
                            {"step": "mlp", "training_s_per_op": 3.3e-5, "optimizer_s_per_op": 1.8e-5},
-                           {"step": "transformer", "training_s_per_op": 1.4e-5, "optimizer_s_per_op": 7.5e-6}]}}}
+                           {"step": "transformer", "training_s_per_op": 1.4e-5, "optimizer_s_per_op": 7.5e-6},
+                           {"step": "transformer batch 32", "training_s_per_op": 4.4e-5}]}}}
     assert ("tracing (the breakdown's traced steps), us added per training / optimizer op: mlp 33 / 18, transformer "
-            "14 / 8 -> 16.0 / 8.0 us (seconds added over ops counted, all steps); between training ops (the "
-            "breakdown's other) 6.0 us per op") in report_lines(profile)
+            "14 / 8, transformer batch 32 44 -> training 16.0 us per op and 5.0% of the operators' own work (the "
+            "reference steps' and the large steps' pooled equations); optimizer 8.0 us (seconds added over ops "
+            "counted, all steps); between training ops (the breakdown's other) 6.0 us per op") in report_lines(profile)
+
+
+def test_the_tracing_fit_splits_a_cost_per_operator_from_a_share_of_the_work():
+    """Made-up rows whose answer is known: tracing adds 15 us per operator and 5% of the plain time. Two small
+    reference steps (500 operators, 10 and 20 ms plain) and one large (500 operators, 200 ms): 7.5 ms per 500
+    operators and 5% of the plain time each. Without the large step all of it is per operator; a share that
+    comes out at 1 or more (tracing cannot double the work) falls back likewise."""
+    from parbench.sim.calibrate import fit_tracing
+
+    def row(plain: float, large: bool = False) -> dict:
+        return {"training_ops": 500, "training_plain_s": plain, "training_traced_s": plain + 500 * 15e-6 + 0.05 * plain,
+                "large": large}
+
+    rows = [row(0.010), row(0.020), row(0.200, large=True)]
+    per_op, share = fit_tracing(rows)
+    assert per_op == pytest.approx(15e-6) and share == pytest.approx(0.05)
+    added = sum(r["training_traced_s"] - r["training_plain_s"] for r in rows[:2])
+    assert fit_tracing(rows[:2]) == (pytest.approx(added / 1000), 0.0)
+    rows[2]["training_traced_s"] = 0.200 * 2.5  # the large step 2.5x traced: a share above 1, unphysical
+    per_op, share = fit_tracing(rows)
+    assert share == 0.0 and per_op == pytest.approx(sum(r["training_traced_s"] - r["training_plain_s"] for r in rows) / 1500)

@@ -657,9 +657,15 @@ def test_a_traced_step_costs_each_operator_its_tracing_overhead():
 
     assert tracing_line(cluster, 25.7, 11.5, 16.3).endswith(
         "the predicted terms are a traced step's too (+11.5%: the profile's tracing cost, 20.0 us per training op and "
-        "7.0 per optimizer op, FSDP2's hooks x1.00 and tensor parallelism's x1.00; as other, 0.0 us of each training "
-        "op and 0% and 0% of the wrappers' time, spent between operators), and their sum is a median 16.3% off the "
-        "traced step")
+        "7.0 per optimizer op, the operators' own work 0.0% more, FSDP2's hooks x1.00 and tensor parallelism's x1.00; "
+        "as other, 0.0 us of each training op and 0% and 0% of the wrappers' time, spent between operators), and "
+        "their sum is a median 16.3% off the traced step")
+    # the share of the operators' own work that tracing adds: the traced compute that much more, nothing untraced
+    shared = replace(cluster, tracing_work_share=0.1)
+    assert predict(model, layout, shared.traced()).terms["time_compute_s"] == pytest.approx(
+        1.1 * traced.terms["time_compute_s"])
+    assert predict(model, layout, shared.traced()).terms["time_optimizer_s"] == traced.terms["time_optimizer_s"]
+    assert predict(model, layout, shared) == plain
 
 
 def test_calibrate_show_needs_a_saved_profile(tmp_path, capsys):
