@@ -106,7 +106,7 @@ SCHEMA: dict[str, str] = {
     "time_optimizer_s": "inside Optimizer.step / zero_grad (on a GPU the kernels they launched, and their host time where the device is idle); its communication, e.g. ZeRO-1's broadcasts, counts as comm",
     "time_other_s": "the rest: Python between operators, data glue, nothing in flight (on a GPU: the device idle)",
     "time_comm_exposed_s": "sum of the three exposed-communication terms",
-    "traced_step_time_s": "duration of the traced step the terms come from (barrier to barrier, like a timed step)",
+    "traced_step_time_s": "duration of the traced step the terms come from (from the barrier that starts it to the return of the last rank's step)",
     "traced_steps": "untimed traced steps after the timed ones (torch.profiler + comm timing); null in older records",
     "breakdown_rank": "rank whose terms are the columns (the most compute + optimizer time)",
     "bubble_fraction": "time_bubble_s / traced_step_time_s, mean over ranks ((p-1)/(m+p-1) for GPipe and 1F1B)",

@@ -88,6 +88,19 @@ def test_record_columns_take_the_busiest_rank_and_keep_every_rank():
     assert cols["bubble_fraction"] == pytest.approx((3.8 / 8 + 3.0 / 8) / 2)
 
 
+def test_a_step_ends_when_the_last_rank_returns_not_when_the_end_barrier_lets_go():
+    """Both ranks leave the end barrier at 8.5 s, half a second after rank 1 (the last) returned at 8.0: that
+    half second is the barrier's own latency, in no step of the timed loop, so no rank's terms hold it."""
+    ranks = _pipeline_pair()
+    for r in ranks:
+        r["steps"] = [dict(s, end_s=8.5) for s in r["steps"]]
+    cols = record_columns(ranks)
+    per = {e["rank"]: e for e in cols["breakdown_per_rank"]}
+    assert cols["traced_step_time_s"] == 8.0 and per[0]["traced_step_time_s"] == 8.0
+    assert per[1]["time_bubble_s"] == 3.0  # its receive's wait alone: nothing after its own return
+    assert per[0]["time_bubble_s"] == pytest.approx(3.8)  # 4.2 to 8.0, rank 1's return
+
+
 def test_ranks_on_other_hosts_are_aligned_on_the_step_barrier():
     ranks = _pipeline_pair()
     ranks[1] = _rank(1, [dict(s, start_s=s["start_s"] + 100, returned_s=s["returned_s"] + 100,
