@@ -28,7 +28,7 @@ parts sum to the step time by construction:
 After the rank's own step returns it waits in the barrier that ends every step until its slowest
 peer is done: ``bubble`` too (in a pipeline, the last stage's idle tail; elsewhere, rank skew). The
 step ends when the last rank's step returns, not when the barrier lets the ranks go: the barrier's
-own latency (the last rank's wait in it: 0.3 to 6 ms a step in the reference sweep on 2 cores)
+own latency (the last rank's wait in it: 0.3 to 6.5 ms a step in a sweep on 2 cores)
 belongs to no training step, since the timed loop runs its steps back to back with no barrier.
 
 The split between bubble and communication of a send or receive uses the peer's issue time of
