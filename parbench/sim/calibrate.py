@@ -867,8 +867,12 @@ def fit_tracing(rows: list[dict[str, Any]]) -> tuple[float, float]:
 
 def plain_and_traced(fn, reps: int, meter, window_s: float = 0.05) -> tuple[float, float, float]:
     """Seconds of one call of ``fn``: (plain, traced, of the traced call's those between operators). Traced as
-    the runner traces a step: inside torch.profiler, under the comm meter's timing mode (``meter``). Plain is the
-    mean of a timing before and one after the traced one, so drift hits both alike."""
+    the runner traces a step: inside torch.profiler, under the comm meter's timing mode (``meter``). Plain and
+    traced windows alternate, each traced one in a profiler of its own: traced is the plain median times the
+    median ratio of each traced window to the plain one just before it, so a slow spell of a shared machine
+    hits a pair, not one side. (Timed in three blocks instead, plain, traced, plain, the large tracing step's
+    share read 3.3% in one calibration and 36% in another on this project's 2-core VM, whose compute probe
+    drifted 13% and 24% while they ran.)"""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # as the runner's tracing: no stage line per profiler start
@@ -877,12 +881,26 @@ def plain_and_traced(fn, reps: int, meter, window_s: float = 0.05) -> tuple[floa
         with meter.timing(), record_function(TRACED_REFERENCE):
             fn()
 
-    before = _time_median(fn, reps, window_s=window_s)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        under = _time_median(traced, reps, window_s=window_s)
-    plain = (before + _time_median(fn, reps, window_s=window_s)) / 2
-    calls, between = _between_operators(prof.profiler.kineto_results.events())
-    return plain, under, between / calls
+    def window(call, inner: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            call()
+        return (time.perf_counter() - t0) / inner
+
+    t0 = time.perf_counter()
+    fn()  # warm-up: the first call allocates and picks kernels; it also sizes the window
+    inner = max(1, math.ceil(window_s / max(time.perf_counter() - t0, 1e-7)))
+    with profile(activities=[ProfilerActivity.CPU]):
+        traced()  # and once traced: the profiler's first record of each operator
+    plains, ratios, calls, between = [], [], 0, 0.0
+    for _ in range(reps):
+        plains.append(window(fn, inner))
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            ratios.append(window(traced, inner) / plains[-1])
+        n, s = _between_operators(prof.profiler.kineto_results.events())
+        calls, between = calls + n, between + s
+    plain = stats.median(plains)
+    return plain, plain * stats.median(ratios), between / calls
 
 
 def _between_operators(events) -> tuple[int, float]:

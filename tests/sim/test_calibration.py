@@ -527,6 +527,27 @@ def test_the_burst_overhead_is_the_zero1_probe_s_missing_time_over_its_broadcast
     assert fit["collectives_on_path"] == pytest.approx(tensors) and fit["alpha"] == pytest.approx(4e-4)
 
 
+def test_plain_and_traced_pairs_its_windows_so_a_slow_spell_is_not_read_as_tracing_cost():
+    """A call that sleeps 2 ms, then 4 ms from its 240th on, as if the machine had halved its speed part way
+    through. The traced windows alternate with the plain ones, so the pairs after the change are both slow and
+    traced reads about as long as plain. Timed as three blocks (plain, traced, plain), the plain block after the
+    change is slow and the traced one partly so: traced read 0.72x plain when tried, all of it the machine's."""
+    import time
+
+    from parbench.metrics.comm import CommMeter
+    from parbench.sim.calibrate import plain_and_traced
+
+    calls = []
+
+    def call() -> None:
+        calls.append(None)
+        time.sleep(0.004 if len(calls) >= 240 else 0.002)
+
+    plain, traced, _ = plain_and_traced(call, 7, CommMeter(rank=0))
+    assert len(calls) > 300  # the change came part way through
+    assert traced / plain == pytest.approx(1.0, abs=0.1)
+
+
 def test_tracing_cost_is_measured_per_operator_on_the_reference_steps_and_reported():
     """Each reference step's two parts run plain and traced (torch.profiler around, the comm meter's timing mode
     in); the cost per operator is the added seconds over the operators the simulator counts, summed over steps."""
