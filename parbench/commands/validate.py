@@ -21,8 +21,8 @@ def add_parser(sub) -> None:
 
 def handle(a: argparse.Namespace) -> int:
     from parbench.sim.hardware import load_cluster
-    from parbench.sim.validate import (noise_floor, summarize, term_errors, term_errors_by_config, traced_step_error_pct,
-                                       tracing_cost_pct, validation_rows)
+    from parbench.sim.validate import (noise_floor, single_process_ratios, summarize, term_errors, term_errors_by_config,
+                                       traced_step_error_pct, tracing_cost_pct, validation_rows)
 
     try:
         cluster = load_cluster(a.cluster, results_dir=a.results_dir)
@@ -37,6 +37,7 @@ def handle(a: argparse.Namespace) -> int:
     terms = term_errors(rows)
     by_config = term_errors_by_config(rows)
     noise = noise_floor(rows)
+    single = single_process_ratios(rows)
     local_pairs = _local_pairs(groups, noise, summary)
     published, sources = _published() if a.published else ([], [])
     runs, run_sources = _published_runs() if a.published else ([], [])
@@ -46,7 +47,8 @@ def handle(a: argparse.Namespace) -> int:
     pairs = _pairs() if a.published else []
     ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
-        print(json.dumps({"summary": summary, "noise_floor": noise, "terms": terms, "terms_by_config": by_config,
+        print(json.dumps({"summary": summary, "noise_floor": noise, "single_process": single, "terms": terms,
+                          "terms_by_config": by_config,
                           "runs": rows, "skipped": skipped,
                           "layout_pairs": local_pairs,
                           "published": published, "published_by_source": sources,
@@ -55,7 +57,7 @@ def handle(a: argparse.Namespace) -> int:
                           "published_indistinct": indistinct, "published_pairs": pairs}, default=str))
         return 0 if ok else 1
     if cluster:
-        _print_local(rows, skipped, summary, terms, noise, local_pairs)
+        _print_local(rows, skipped, summary, terms, noise, local_pairs, single)
         _print_terms_by_config(by_config)
         traced = tracing_cost_pct(rows)
         if terms and not math.isnan(traced):
@@ -231,7 +233,7 @@ def _print_calibration_drift(results_dir: str) -> None:
 
 
 def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dict, noise: dict,
-                 pairs: dict[str, list[dict]]) -> None:
+                 pairs: dict[str, list[dict]], single: dict[str, dict[str, float]]) -> None:
     head = f"{'strategy':<9}{'W':>3} {'workload':<12}{'bytes':>7}{'mem err%':>9}{'t meas ms':>11}{'t pred ms':>11}{'err%':>7}"
     print(head)
     for r in rows:
@@ -264,6 +266,11 @@ def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dic
               f"errors below it are not resolved")
     else:
         print("noise floor: no configuration was measured twice; run repeats to know what the errors can resolve")
+    if single:
+        ratios = ", ".join(f"{w} x{s['measured_over_predicted']:.2f} ({s['runs']} run{'s' if s['runs'] > 1 else ''})" for w, s in single.items())
+        print(f"single-process runs, measured / predicted step: {ratios}: no communication and no ranks sharing the "
+              "cores, so the compute model on these shapes and the machine's speed against the calibration's; every "
+              "run of the workload carries it, and a multi-rank run's error beyond it is its layout's")
     if terms:
         print(f"\n{'term':<34}{'runs':>5}{'measured ms':>13}{'predicted ms':>14}{'|gap| % of step':>17}")
         for term, t in terms.items():

@@ -92,6 +92,18 @@ def noise_floor(rows: list[dict]) -> dict[str, Any]:
             "repeat_spread_max_pct": max(spreads) if spreads else math.nan}
 
 
+def single_process_ratios(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """Per workload, the single-process runs' measured / predicted step time (median over them, and how many):
+    no communication, no ranks sharing the cores, so what sets it is the compute model on these shapes and the
+    machine's speed during the runs against its speed during the calibration. Every run of that workload on this
+    machine carries both; a multi-rank run's error beyond that ratio belongs to its layout."""
+    groups: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get("world_size") == 1 and r.get("step_time_measured_s") and r.get("step_time_predicted_s"):
+            groups.setdefault(str(r["workload"]), []).append(r["step_time_measured_s"] / r["step_time_predicted_s"])
+    return {w: {"runs": len(v), "measured_over_predicted": stats.median(v)} for w, v in sorted(groups.items())}
+
+
 JOB = ("workload", "layers", "hidden", "global_batch_size", "world_size", "device")
 """What two configurations share to be two layouts of one job: the model, the batch and the ranks."""
 

@@ -127,6 +127,12 @@ def test_validate_command_summarises_every_run(results, capsys):
     assert "terms per configuration, measured (traced) / predicted ms" in printed
     assert sum(c["runs"] for c in emitted["terms_by_config"]) == len(records)
     assert len(emitted["terms_by_config"]) == len(configs)
+    # the single-process run (one transformer) sets what its workload's runs share
+    single = emitted["single_process"]["transformer"]
+    assert single == {"runs": 1, "measured_over_predicted": pytest.approx(
+        next(r["step_time_measured_s"] / r["step_time_predicted_s"] for r in rows if r["world_size"] == 1))}
+    assert f"single-process runs, measured / predicted step: transformer x{single['measured_over_predicted']:.2f} " \
+           "(1 run)" in printed
     # on the local profile, validate also says how steady the machine was while that profile was measured
     path = profile_path(out)
     path.parent.mkdir(parents=True, exist_ok=True)

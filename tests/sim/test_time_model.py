@@ -484,6 +484,22 @@ def test_noise_floor_is_the_spread_between_repeats():
     assert floor["repeat_spread_max_pct"] == pytest.approx(40.0)
 
 
+def test_the_single_process_runs_ratio_is_given_per_workload():
+    """Single-process runs set what every run of their workload shares: measured / predicted, median over them
+    (1.2, 1.1, 1.0 -> 1.1; one mlp 0.9). Multi-rank runs and runs without a prediction stay out."""
+    from parbench.sim.validate import single_process_ratios
+
+    rows = [{"world_size": 1, "workload": "transformer", "step_time_measured_s": m, "step_time_predicted_s": 0.1}
+            for m in (0.12, 0.11, 0.10)]
+    rows += [{"world_size": 1, "workload": "mlp", "step_time_measured_s": 0.009, "step_time_predicted_s": 0.01},
+             {"world_size": 2, "workload": "mlp", "step_time_measured_s": 0.05, "step_time_predicted_s": 0.01},
+             {"world_size": 1, "workload": "mlp", "step_time_measured_s": 0.05, "step_time_predicted_s": None}]
+    got = single_process_ratios(rows)
+    assert got == {"mlp": {"runs": 1, "measured_over_predicted": pytest.approx(0.9)},
+                   "transformer": {"runs": 3, "measured_over_predicted": pytest.approx(1.1)}}
+    assert single_process_ratios(rows[4:]) == {}
+
+
 def test_measured_pairs_order_two_layouts_of_one_job_by_their_repeats():
     """Three layouts of one job (mlp, 2 ranks) measured three times each, and one of another world size:
     ddp (10-12 ms) against fsdp (20-22 ms) is 21/11 apart and predicted so (25 against 9 ms); ddp against tp
