@@ -14,7 +14,11 @@ from parbench.sim import whatif
 from parbench.sim.accuracy import nearest_lines, nearest_published
 from parbench.sim.hardware import PRESETS, load_cluster
 from parbench.sim.layout import PRECISIONS, Recompute
-from parbench.sim.validate import tracing_cost_words
+from parbench.sim.validate import (
+    single_process_ratios,
+    single_process_words,
+    tracing_cost_words,
+)
 
 if TYPE_CHECKING:
     from dashboard.views import ViewContext
@@ -169,6 +173,9 @@ def measured_section(ctx: "ViewContext") -> None:
                f"{s['memory_max_error_pct']:.2f}%; step-time |error| median {s['step_time_median_error_pct']:.1f}%, "
                f"max {s['step_time_max_error_pct']:.1f}%; throughput Spearman {s['throughput_spearman']:.2f}")
     _layout_order_caption(rows)
+    single = single_process_words(single_process_ratios(rows))
+    if single:
+        st.caption(single[0].upper() + single[1:] + ".")
     st.plotly_chart(sim_charts.predicted_vs_measured(frame), key="sim-predicted-vs-measured")
     st.plotly_chart(sim_charts.terms_figure(frame), key="sim-terms")
     st.caption(terms_caption(cluster))

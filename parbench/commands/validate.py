@@ -234,6 +234,8 @@ def _print_calibration_drift(results_dir: str) -> None:
 
 def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dict, noise: dict,
                  pairs: dict[str, list[dict]], single: dict[str, dict[str, float]]) -> None:
+    from parbench.sim.validate import single_process_words
+
     head = f"{'strategy':<9}{'W':>3} {'workload':<12}{'bytes':>7}{'mem err%':>9}{'t meas ms':>11}{'t pred ms':>11}{'err%':>7}"
     print(head)
     for r in rows:
@@ -267,10 +269,7 @@ def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dic
     else:
         print("noise floor: no configuration was measured twice; run repeats to know what the errors can resolve")
     if single:
-        ratios = ", ".join(f"{w} x{s['measured_over_predicted']:.2f} ({s['runs']} run{'s' if s['runs'] > 1 else ''})" for w, s in single.items())
-        print(f"single-process runs, measured / predicted step: {ratios}: no communication and no ranks sharing the "
-              "cores, so the compute model on these shapes and the machine's speed against the calibration's; every "
-              "run of the workload carries it, and a multi-rank run's error beyond it is its layout's")
+        print(single_process_words(single))
     if terms:
         print(f"\n{'term':<34}{'runs':>5}{'measured ms':>13}{'predicted ms':>14}{'|gap| % of step':>17}")
         for term, t in terms.items():

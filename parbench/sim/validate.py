@@ -104,6 +104,17 @@ def single_process_ratios(rows: list[dict]) -> dict[str, dict[str, float]]:
     return {w: {"runs": len(v), "measured_over_predicted": stats.median(v)} for w, v in sorted(groups.items())}
 
 
+def single_process_words(single: dict[str, dict[str, float]]) -> str:
+    """``single_process_ratios`` in words, for validate's report and the dashboard's Simulator view ('' for none)."""
+    if not single:
+        return ""
+    ratios = ", ".join(f"{w} x{s['measured_over_predicted']:.2f} ({s['runs']} run{'s' if s['runs'] > 1 else ''})"
+                       for w, s in single.items())
+    return (f"single-process runs, measured / predicted step: {ratios}: no communication and no ranks sharing the "
+            "cores, so the compute model on these shapes and the machine's speed against the calibration's; every "
+            "run of the workload carries it, and a multi-rank run's error beyond it is its layout's")
+
+
 JOB = ("workload", "layers", "hidden", "global_batch_size", "world_size", "device")
 """What two configurations share to be two layouts of one job: the model, the batch and the ranks."""
 

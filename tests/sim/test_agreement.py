@@ -195,5 +195,10 @@ def test_dashboard_simulator_tab(results, monkeypatch):
         order = pair_counts(measured_pairs(rows, noise_floor(rows)["repeat_spread_median_pct"]))
         assert any(f"predicted faster in {order['pairs_decided_ordered']} of {order['pairs_decided']} pairs" in c.value
                    for c in at.caption)
+        # and the single-process runs' ratio, as validate words it
+        from parbench.sim.validate import single_process_ratios, single_process_words
+
+        words = single_process_words(single_process_ratios(rows))
+        assert words and any(c.value == words[0].upper() + words[1:] + "." for c in at.caption)
     finally:
         path.unlink()
