@@ -528,10 +528,11 @@ def test_the_burst_overhead_is_the_zero1_probe_s_missing_time_over_its_broadcast
 
 
 def test_plain_and_traced_pairs_its_windows_so_a_slow_spell_is_not_read_as_tracing_cost():
-    """A call that sleeps 2 ms, then 4 ms from its 240th on, as if the machine had halved its speed part way
-    through. The traced windows alternate with the plain ones, so the pairs after the change are both slow and
-    traced reads about as long as plain. Timed as three blocks (plain, traced, plain), the plain block after the
-    change is slow and the traced one partly so: traced read 0.72x plain when tried, all of it the machine's."""
+    """A call that sleeps 20 ms, then 40 ms from its 9th on, as if the machine had halved its speed part way
+    through. One call a window: a warm-up, a traced warm-up, then 7 pairs of a plain and a traced window (16 calls),
+    so the pairs after the change are both slow and traced reads about as long as plain. Timed as three blocks
+    (plain, traced, plain), the traced block and the plain one after it fall after the change: traced read 1.35x
+    plain when tried, all of it the machine's."""
     import time
 
     from parbench.metrics.comm import CommMeter
@@ -541,11 +542,11 @@ def test_plain_and_traced_pairs_its_windows_so_a_slow_spell_is_not_read_as_traci
 
     def call() -> None:
         calls.append(None)
-        time.sleep(0.004 if len(calls) >= 240 else 0.002)
+        time.sleep(0.040 if len(calls) >= 9 else 0.020)
 
-    plain, traced, _ = plain_and_traced(call, 7, CommMeter(rank=0))
-    assert len(calls) > 300  # the change came part way through
-    assert traced / plain == pytest.approx(1.0, abs=0.1)
+    plain, traced, _ = plain_and_traced(call, 7, CommMeter(rank=0), window_s=0.0)
+    assert len(calls) == 16
+    assert traced / plain == pytest.approx(1.0, abs=0.15)
 
 
 def test_tracing_cost_is_measured_per_operator_on_the_reference_steps_and_reported():
