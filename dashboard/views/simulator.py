@@ -103,11 +103,12 @@ def _has_profile(results_dir: str) -> bool:
 
 @st.cache_data(show_spinner="predicting the published runs")
 def _published() -> tuple[list[dict], list[dict], dict]:
+    from parbench.sim.accuracy import indistinct_runs, source_floors
     from parbench.sim.published import fixed_and_per_micro_batch
     from parbench.sim.published_memory import compare_runs, summarize_by_source
 
     rows = compare_runs()
-    return rows, summarize_by_source(rows), fixed_and_per_micro_batch(rows)
+    return rows, summarize_by_source(rows, source_floors(indistinct_runs())), fixed_and_per_micro_batch(rows)
 
 
 @st.cache_data(show_spinner="predicting the published layout pairs")
@@ -129,13 +130,17 @@ def published_section() -> None:
     st.plotly_chart(sim_charts.published_errors_figure(rows), key="sim-published")
     table = pd.DataFrame([{"source": s["source"], "rows": s["rows"], "metric": s["metric"],
                            "mean |error| %": _round(s["metric_mean_abs_error_pct"]),
-                           "max |error| %": _round(s["metric_max_abs_error_pct"]), "memory rows": s["memory_rows"],
+                           "max |error| %": _round(s["metric_max_abs_error_pct"]),
+                           "max |error| floor %": _round(s["metric_max_floor_pct"]), "memory rows": s["memory_rows"],
                            "memory mean |error| %": _round(s["memory_mean_abs_error_pct"]),
                            "trained, predicted to fit": f"{s['ran_predicted_to_fit']} of {s['ran']}",
                            "OOM, predicted not to fit": f"{s['infeasible_predicted_not_to_fit']} of {s['infeasible']}"}
                           for s in sources])
     st.dataframe(table, key="sim-published-sources", hide_index=True,
                  column_config={"source": st.column_config.TextColumn(width="medium")})
+    st.caption("Max |error| floor: what no model can get under on that source, two of its rows having the same "
+               "model, layout and device, so one prediction, yet published steps apart (`parbench validate "
+               "--published` lists them).")
     st.caption("One layout at several micro-batch counts per step: the step split into a fixed part (pipeline fill "
                "and drain, gradient reduction, optimizer) and a per-micro-batch part, published beside predicted.")
     st.dataframe(sim_charts.published_split_frame(splits), key="sim-published-splits", hide_index=True)

@@ -40,10 +40,11 @@ def handle(a: argparse.Namespace) -> int:
     single = single_process_ratios(rows)
     local_pairs = _local_pairs(groups, noise, summary)
     published, sources = _published() if a.published else ([], [])
-    runs, run_sources = _published_runs() if a.published else ([], [])
+    groups_alike = _indistinct_groups() if a.published else []
+    runs, run_sources = _published_runs(groups_alike) if a.published else ([], [])
     series = _trends(runs)
     splits = _splits(runs)
-    indistinct = _indistinct() if a.published else []
+    indistinct = _indistinct(groups_alike)
     pairs = _pairs() if a.published else []
     ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
@@ -89,12 +90,16 @@ def tracing_line(cluster, measured_pct: float, predicted_pct: float, error_pct: 
                    f"{tracing_cost_words(cluster)}), and their sum is a median {error_pct:.1f}% off the traced step")
 
 
-def _indistinct() -> list[dict]:
-    from dataclasses import asdict
-
+def _indistinct_groups() -> list:
     from parbench.sim.accuracy import indistinct_runs
 
-    return [{**asdict(g), "spread_pct": g.spread_pct, "floor_pct": g.floor_pct} for g in indistinct_runs()]
+    return indistinct_runs()
+
+
+def _indistinct(groups: list) -> list[dict]:
+    from dataclasses import asdict
+
+    return [{**asdict(g), "spread_pct": g.spread_pct, "floor_pct": g.floor_pct} for g in groups]
 
 
 def _print_indistinct(groups: list[dict]) -> None:
@@ -177,12 +182,14 @@ def _print_splits(splits: dict) -> None:
     print("  (published / predicted; line fit: the published rows' largest distance from their own line)")
 
 
-def _published_runs() -> tuple[list[dict], list[dict]]:
-    """Published layouts as memory and feasibility checks (``parbench.sim.published_memory``)."""
+def _published_runs(groups_alike: list) -> tuple[list[dict], list[dict]]:
+    """Published layouts as memory and feasibility checks (``parbench.sim.published_memory``), each source with
+    the max |error| its own rows of the same inputs put out of any model's reach (``source_floors``)."""
+    from parbench.sim.accuracy import source_floors
     from parbench.sim.published_memory import compare_runs, summarize_by_source
 
     runs = compare_runs()
-    return runs, summarize_by_source(runs)
+    return runs, summarize_by_source(runs, source_floors(groups_alike))
 
 
 def _pct(v: float | None) -> str:
@@ -192,12 +199,14 @@ def _pct(v: float | None) -> str:
 def _print_runs_by_source(by_source: list[dict]) -> None:
     if not by_source:
         return
-    print("\npublished runs by source, memory and feasibility (layouts that trained must fit; OOM ones must not):")
-    print(f"{'source':<58}{'rows':>5}  {'metric':<22}{'mean|err|':>10}{'max|err|':>10}{'mem rows':>9}"
+    print("\npublished runs by source, memory and feasibility (layouts that trained must fit; OOM ones must not); floor:\n"
+          "the max |err| no model can get under, two of the source's rows having the same inputs (the table at the end)")
+    print(f"{'source':<58}{'rows':>5}  {'metric':<22}{'mean|err|':>10}{'max|err|':>10}{'floor':>7}{'mem rows':>9}"
           f"{'mem mean':>9}{'mem max':>9}{'ran: fit':>10}{'OOM: no fit':>12}")
     for s in by_source:
         print(f"{s['source'][:57]:<58}{s['rows']:>5}  {s['metric'][:21]:<22}{_pct(s['metric_mean_abs_error_pct']):>10}"
-              f"{_pct(s['metric_max_abs_error_pct']):>10}{s['memory_rows']:>9}{_pct(s['memory_mean_abs_error_pct']):>9}"
+              f"{_pct(s['metric_max_abs_error_pct']):>10}{_pct(s.get('metric_max_floor_pct')):>7}{s['memory_rows']:>9}"
+              f"{_pct(s['memory_mean_abs_error_pct']):>9}"
               f"{_pct(s['memory_max_abs_error_pct']):>9}{s['ran_predicted_to_fit']:>5}/{s['ran']:<4}"
               f"{s['infeasible_predicted_not_to_fit']:>7}/{s['infeasible']:<4}")
 

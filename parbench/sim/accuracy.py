@@ -123,6 +123,21 @@ class Indistinct:
         return (hi - lo) / (hi + lo) * 100
 
 
+def source_floors(groups: list[Indistinct]) -> dict[str, float]:
+    """Per source, the max |error| in % that no model of these inputs can get under on its own rows: within one
+    ``indistinct_runs`` group, the floor of that source's rows alone (``Indistinct.floor_pct``), the largest over
+    its groups. The same floor holds on a rate (tokens/s, MFU) as on the step: for steps a < b, (b - a) / (a + b) =
+    (1/a - 1/b) / (1/a + 1/b). Sources with no two such rows are absent: nothing bounds them."""
+    out: dict[str, float] = {}
+    for g in groups:
+        for source in set(g.sources):
+            steps = tuple(s for src, s in zip(g.sources, g.published_step_s) if src == source)
+            if len(steps) > 1:
+                floor = Indistinct((), (), (), steps, 0.0).floor_pct
+                out[source] = max(out.get(source, 0.0), floor)
+    return out
+
+
 def indistinct_runs() -> list[Indistinct]:
     """Groups of published rows with a metric whose inputs to the model are the same (the architecture but for its
     name, the layout, the device preset), largest spread first. Each group is either two sources disagreeing on

@@ -803,9 +803,11 @@ def compare_runs() -> list[dict]:
     return out
 
 
-def summarize_by_source(rows: list[dict]) -> list[dict]:
+def summarize_by_source(rows: list[dict], floors: dict[str, float] | None = None) -> list[dict]:
     """Per source: rows; mean and max |error| of the published metric and of peak memory (%); how many
-    layouts that ran are predicted to fit, how many OOM/infeasible ones are predicted not to."""
+    layouts that ran are predicted to fit, how many OOM/infeasible ones are predicted not to. ``floors``
+    (``parbench.sim.accuracy.source_floors``): the max |error| no model can get under on the source's rows, 0
+    where none bounds it; None (not given) leaves ``metric_max_floor_pct`` None."""
     out = []
     for source in dict.fromkeys(r["source"] for r in rows):
         mine = [r for r in rows if r["source"] == source]
@@ -817,6 +819,7 @@ def summarize_by_source(rows: list[dict]) -> list[dict]:
                     "metric": ", ".join(sorted({r["metric"] for r in mine if r["metric"]})) or "-",
                     "metric_mean_abs_error_pct": sum(errs) / len(errs) if errs else None,
                     "metric_max_abs_error_pct": max(errs) if errs else None,
+                    "metric_max_floor_pct": None if floors is None else floors.get(source, 0.0),
                     "memory_rows": len(mems), "memory_mean_abs_error_pct": sum(mems) / len(mems) if mems else None,
                     "memory_max_abs_error_pct": max(mems) if mems else None,
                     "ran": len(ran), "ran_predicted_to_fit": sum(r["predicted_fits"] for r in ran),

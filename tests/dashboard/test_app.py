@@ -245,6 +245,12 @@ def test_simulator_shows_the_published_runs_without_calibration(monkeypatch):
     frames = [d.value for d in at.dataframe]
     sources = next(f for f in frames if "memory mean |error| %" in f.columns)
     assert set(sources["source"]) == {r["source"] for r in runs}
+    # each source's max |error| floor, as validate --published gives it
+    from parbench.sim.accuracy import indistinct_runs, source_floors
+    from parbench.sim.published_memory import MBRIDGE_LATER
+
+    floors = dict(zip(sources["source"], sources["max |error| floor %"]))
+    assert floors[MBRIDGE_LATER] == round(source_floors(indistinct_runs())[MBRIDGE_LATER], 1) > 12
     splits = next(f for f in frames if "fixed published s" in f.columns)
     assert "MT-NLG 530B" in set(splits["layout"])
 

@@ -149,6 +149,26 @@ def test_published_runs_the_model_cannot_tell_apart_and_the_floor_they_set(capsy
     assert emitted[0]["floor_pct"] == pytest.approx(groups[0].floor_pct) and len(emitted) == len(groups)
 
 
+def test_each_source_has_the_max_error_its_own_rows_of_the_same_inputs_put_out_of_reach(capsys):
+    """Made-up groups: source A has two rows of one input at 10 and 15 s, and one row beside B's in another group;
+    B has one row in each group. A's floor is (15 - 10) / (15 + 10) = 20%; B has no two rows alike, so it is
+    absent, and rows from two sources do not bound either one. On the published rows, Megatron-Bridge's later
+    rows hold Qwen3-30B-A3B on 16 H100 at 9058 and 5113 tokens/s per GPU in one layout: no model is within
+    (9058 - 5113) / (9058 + 5113) = 27.8% of both, above the 12% the source is held to."""
+    from parbench.sim.accuracy import Indistinct, indistinct_runs, source_floors
+    from parbench.sim.published_memory import MBRIDGE_LATER
+
+    groups = [Indistinct(("a1", "a2"), ("A", "A"), ("t", "t"), (10.0, 15.0), 12.0),
+              Indistinct(("a3", "b1", "b2"), ("A", "B", "C"), ("t", "t", "t"), (10.0, 20.0, 40.0), 12.0)]
+    assert source_floors(groups) == {"A": pytest.approx(20.0)}
+    floors = source_floors(indistinct_runs())
+    assert floors[MBRIDGE_LATER] == pytest.approx((9058 - 5113) / (9058 + 5113) * 100, abs=0.05)
+    assert main(["validate", "--published", "--format", "json"]) == 0
+    by_source = {s["source"]: s for s in json.loads(capsys.readouterr().out)["published_memory_by_source"]}
+    assert by_source[MBRIDGE_LATER]["metric_max_floor_pct"] == floors[MBRIDGE_LATER] > 12
+    assert by_source["Narayanan et al. SC21"]["metric_max_floor_pct"] == 0.0
+
+
 def test_published_layout_pairs_and_whether_the_model_orders_them(capsys):
     """Two published runs of one model on one device and GPU count in two layouts, their rates (tokens per second)
     in a ratio, published and predicted. The published ratios from the tables' own figures: torchtitan's 405B on
