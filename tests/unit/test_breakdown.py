@@ -101,6 +101,20 @@ def test_a_step_ends_when_the_last_rank_returns_not_when_the_end_barrier_lets_go
     assert per[0]["time_bubble_s"] == pytest.approx(3.8)  # 4.2 to 8.0, rank 1's return
 
 
+def test_the_cut_at_the_last_return_reads_other_hosts_through_their_clock_offset():
+    """Rank 1 on another host whose clock reads 100 s ahead; both leave the end barrier half a second after rank
+    1 returned. Rank 0's step still ends at rank 1's return (8.0 s on its own clock), rank 1's at its own."""
+    ranks = _pipeline_pair()
+    ranks[0]["steps"] = [dict(s, end_s=8.5) for s in ranks[0]["steps"]]
+    ranks[1] = _rank(1, [dict(s, start_s=s["start_s"] + 100, returned_s=s["returned_s"] + 100, end_s=108.5,
+                              compute=[(a + 100, b + 100) for a, b in s["compute"]],
+                              comm=[dict(c, issue_s=c["issue_s"] + 100, done_s=c["done_s"] + 100) for c in s["comm"]])
+                         for s in ranks[1]["steps"]], host="other")
+    per = {e["rank"]: e for e in record_columns(ranks)["breakdown_per_rank"]}
+    assert per[0]["traced_step_time_s"] == pytest.approx(8.0) and per[1]["traced_step_time_s"] == pytest.approx(8.0)
+    assert per[0]["time_bubble_s"] == pytest.approx(3.8) and per[1]["time_bubble_s"] == pytest.approx(3.0)
+
+
 def test_ranks_on_other_hosts_are_aligned_on_the_step_barrier():
     ranks = _pipeline_pair()
     ranks[1] = _rank(1, [dict(s, start_s=s["start_s"] + 100, returned_s=s["returned_s"] + 100,
