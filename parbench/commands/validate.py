@@ -46,13 +46,14 @@ def handle(a: argparse.Namespace) -> int:
     splits = _splits(runs)
     indistinct = _indistinct(groups_alike)
     pairs = _pairs() if a.published else []
+    layers = _layers() if a.published else []
     ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
         print(json.dumps({"summary": summary, "noise_floor": noise, "single_process": single, "terms": terms,
                           "terms_by_config": by_config,
                           "runs": rows, "skipped": skipped,
                           "layout_pairs": local_pairs,
-                          "published": published, "published_by_source": sources,
+                          "published": published, "published_by_source": sources, "published_layers": layers,
                           "published_memory_runs": runs, "published_memory_by_source": run_sources,
                           "published_trends": series, "published_splits": splits,
                           "published_indistinct": indistinct, "published_pairs": pairs}, default=str))
@@ -69,6 +70,7 @@ def handle(a: argparse.Namespace) -> int:
         print(note)
     if published:
         _print_published(published, sources)
+        _print_layers(layers)
     _print_runs_by_source(run_sources)
     _print_trends(series)
     _print_splits(splits)
@@ -311,18 +313,37 @@ def _published() -> tuple[list[dict], list[dict]]:
     return rows, per_source(rows)
 
 
+def _layers() -> list[dict]:
+    from parbench.sim.published import compare_layers
+
+    return compare_layers()
+
+
+def _print_layers(layers: list[dict]) -> None:
+    """One layer timed alone, measured against predicted: the compute and tensor-parallel terms without a step's
+    pipeline, data parallelism or optimizer around them."""
+    print(f"\none layer alone, forward + backward per micro-batch ({layers[0]['source']}, {layers[0]['table']}: "
+          f"{layers[0]['layer']}):")
+    print(f"  {'recomputation':<14}{'sequence parallel':<19}{'meas ms':>8}{'pred ms':>9}{'err %':>8}")
+    for r in layers:
+        print(f"  {r['recompute']:<14}{'yes' if r['sequence_parallel'] else 'no':<19}{r['measured_ms']:>8.1f}"
+              f"{r['predicted_ms']:>9.1f}{r['error_pct']:>+8.1f}")
+
+
 def _print_published(rows: list[dict], sources: list[dict]) -> None:
-    print(f"\n{'published row':<28}{'GPUs':>6}{'tp':>4}{'pp':>4}{'dp':>5}{'meas s':>9}{'pred s':>9}{'err %':>8}"
+    w = max([28] + [len(r["name"]) + 1 for r in rows])
+    v = max([30] + [len(s["source"]) + 1 for s in sources])
+    print(f"\n{'published row':<{w}}{'GPUs':>6}{'tp':>4}{'pp':>4}{'dp':>5}{'meas s':>9}{'pred s':>9}{'err %':>8}"
           f"{'pred MFU':>9}  source, table (as printed)")
     for r in rows:
-        print(f"{r['name']:<28}{r['gpus']:>6}{r['tp']:>4}{r['pp']:>4}{r['dp']:>5}{r['measured_s']:>9.2f}"
+        print(f"{r['name']:<{w}}{r['gpus']:>6}{r['tp']:>4}{r['pp']:>4}{r['dp']:>5}{r['measured_s']:>9.2f}"
               f"{r['predicted_s']:>9.2f}{r['error_pct']:>+8.1f}{r['predicted_mfu']:>9.1%}  "
               f"{r['source']}, {r['table']} ({r['printed']}{'; assumed ' + r['assumed'] if r['assumed'] else ''})")
-    print(f"\n{'source':<30}{'rows':>5}{'mean |err| %':>14}{'max |err| %':>13}  scaling trend (sign of per-GPU rate change)")
+    print(f"\n{'source':<{v}}{'rows':>5}{'mean |err| %':>14}{'max |err| %':>13}  scaling trend (sign of per-GPU rate change)")
     for s in sources:
         trend = "; ".join(f"{name} {t['gpus'][0]}->{t['gpus'][-1]} GPUs: measured {t['measured_sign']:+d}, "
                           f"predicted {t['predicted_sign']:+d} {'ok' if t['match'] else 'WRONG'}"
                           for name, t in s["series"].items()) or "-"
-        print(f"{s['source']:<30}{s['rows']:>5}{s['mean_abs_error_pct']:>14.1f}{s['max_abs_error_pct']:>13.1f}  {trend}")
+        print(f"{s['source']:<{v}}{s['rows']:>5}{s['mean_abs_error_pct']:>14.1f}{s['max_abs_error_pct']:>13.1f}  {trend}")
     errs = [abs(r["error_pct"]) for r in rows if not math.isnan(r["error_pct"])]
     print(f"all {len(rows)} rows: mean |error| {sum(errs) / len(errs):.1f}%, max {max(errs):.1f}%")

@@ -23,6 +23,15 @@ Sources (A100-80GB SXM, DGX A100 nodes of 8 GPUs, 8 x HDR InfiniBand per node):
   (126, 121, 113 teraFLOP/s per GPU, which eq. (3) with V = 51200 reproduces to 0.5%). DeepSpeed's
   pipeline engine: 1F1B, micro-batch 1 (assumed), full recomputation, gradients reduced after the flush,
   blocking sends and receives issued one after another (``Layout.pp_blocking_p2p``).
+- Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", MLSys 2023 (arXiv
+  2205.05198), sec. 6 on Selene (as above): Table 3's four layouts (22B: tp 8, micro-batch 4, batch 4 on 8
+  GPUs; 175B: tp 8 x pp 8 on 64; 530B: tp 8 x pp 35 on 280; 1T: tp 8 x pp 64 on 512; micro-batch 1 beyond
+  the 22B; no data parallelism; the interleaved schedule with three stages per rank for the 175B and the
+  530B), each timed in Table 5 with full recomputation and with sequence parallelism + selective
+  recomputation ("present work"); and sec. 6.3's 530B at 8-way data parallelism (2240 GPUs, the batch x 8,
+  gradients all-reduced after the flush, "we do not use any overlapping"): 39.15 s. Megatron-LM as of 2022:
+  "mixed precision" (fp16 assumed, as SC21), s = 2048, V = 51200, no flash attention yet (its selective
+  recomputation recomputes the attention core).
 
 Mixture of experts (H100 80GB SXM, 8 per node, 8 x 400 Gbit/s InfiniBand):
 - Megatron-LM, ``megatron/core/transformer/moe/README.md`` (github.com/NVIDIA/Megatron-LM, MCore v0.9,
@@ -45,7 +54,11 @@ from parbench.sim.layout import PRECISIONS, SOFTWARE, Layout, Recompute
 from parbench.sim.architecture import Architecture
 from parbench.sim.model import ModelSpec, architecture_spec
 from parbench.sim.models import MODELS
-from parbench.sim.predict import predict
+from parbench.sim.comm import tp_ops
+from parbench.sim.overlap import tensor_parallel_exposed_s
+from parbench.sim.predict import op_time_s, predict
+from parbench.sim.stages import Chunk, Stage
+from parbench.sim.timing import chunk_times_s
 
 SEQ, VOCAB = 2048, 51200
 SC21 = "Narayanan et al. SC21"
@@ -145,7 +158,35 @@ MT_NLG = tuple(
               assumed="micro-batch 1; bf16 through DeepSpeed's bf16 optimizer (its float32 gradient pass per micro-batch)")
     for nodes, secs in ((280, 60.1), (350, 50.2), (420, 44.4)))
 
-PUBLISHED: tuple[Published, ...] = TABLE1 + TABLE2 + MT_NLG
+KORTHIKANTI = "Korthikanti et al. 2022"
+K22_ASSUMED = "fp16 mixed precision (the paper: 'mixed precision')"
+K22_LAYOUTS = {"22B": (48, 6144, 64, 8, 1, 8, 4, 4, 1), "175B": (96, 12288, 96, 8, 8, 64, 64, 1, 3),
+               "530B": (105, 20480, 128, 8, 35, 280, 280, 1, 3), "1T": (128, 25600, 160, 8, 64, 512, 512, 1, 1)}
+"""Table 3: layers, hidden, heads, tp, pp, GPUs, global batch, micro-batch; then the virtual stages (sec. 6)."""
+K22_TABLE5 = {"22B": (1.42, 1.10), "175B": (18.13, 13.75), "530B": (49.05, 37.83), "1T": (94.42, 71.49)}
+"""Table 5: seconds per iteration with full recomputation, and with sequence parallelism + selective recomputation."""
+
+
+def _k22_row(n: str, *, present: bool, secs: float, gpus: int = 0, table: str = "Table 5", series: str = "") -> Published:
+    l, h, a, tp, pp, g, b, mb, v = K22_LAYOUTS[n]
+    gpus = gpus or g
+    return Published(name=f"GPT {n} {'SP + selective' if present else 'full recompute'} on {gpus} GPUs",
+                     source=KORTHIKANTI, table=table, series=series, layers=l, hidden=h, heads=a, tp=tp, pp=pp,
+                     gpus=gpus, global_batch=b * gpus // g, micro_batch=mb, virtual_stages=v, measured_s=secs,
+                     printed=f"{secs} s per iteration", recompute=Recompute.SELECTIVE if present else Recompute.FULL,
+                     sequence_parallel=present, precision="fp16", assumed=K22_ASSUMED)
+
+
+K22_TABLE4 = {(Recompute.NONE, False): 19.6e-3, (Recompute.NONE, True): 19.0e-3, (Recompute.FULL, False): 27.2e-3,
+              (Recompute.SELECTIVE, False): 20.9e-3, (Recompute.SELECTIVE, True): 20.3e-3}
+"""Table 4: forward + backward seconds of one 22B layer (tp 8, micro-batch 4), per (recomputation, sequence
+parallelism): no recomputation, with sequence parallelism, full recomputation, selective, selective + sequence."""
+K22_530B = "Korthikanti 530B SP + selective"
+K22 = tuple(_k22_row(n, present=present, secs=secs, series=K22_530B if n == "530B" and present else "")
+            for n, times in K22_TABLE5.items() for present, secs in zip((False, True), times)) + (
+    _k22_row("530B", present=True, secs=39.15, gpus=2240, table="sec. 6.3", series=K22_530B),)
+
+PUBLISHED: tuple[Published, ...] = TABLE1 + TABLE2 + MT_NLG + K22
 
 
 def megatron_moe_flops(b: int, arch: Architecture) -> float:
@@ -198,6 +239,31 @@ def layout_for(p: Published) -> Layout:
                   precision=PRECISIONS[p.precision], attention="flash" if p.arch is not None else "eager")
 
 
+def layer_time_s(p: Published, cluster: Cluster | None = None) -> float:
+    """Forward + backward seconds of one of the row's transformer layers on one micro-batch, as a step predicts
+    them: its compute (recomputation included) and its tensor-parallel collectives after their overlap rule.
+    Korthikanti et al. 2022 time one 22B layer so in their Table 4 (``K22_TABLE4``)."""
+    c, model, layout = cluster or PRESETS[p.cluster], model_for(p), layout_for(p)
+    unit = model.units[1]  # a middle layer: its input needs a gradient
+    chunk = chunk_times_s(c, model, layout, (unit,), first=False, last=False)
+    alone = Stage(rank=0, chunks=(Chunk(0, 1, 2, False, False),), modules=((unit,),), tensors=())
+    tp = sum(op_time_s(c, layout, op) for op in tp_ops(model, layout, alone)) / layout.micro_batches
+    return chunk.total + tensor_parallel_exposed_s(tp, chunk.gemm, layout.tp, overlap=layout.tp_comm_overlap,
+                                                   hide=c.overlap)
+
+
+def compare_layers(cluster: Cluster | None = None) -> list[dict]:
+    """Table 4 of Korthikanti et al. 2022 beside the prediction: one 22B layer's forward + backward per micro-batch
+    under each recomputation and sequence-parallel setting, the layer alone, without the step around it."""
+    out = []
+    for (recompute, sp), measured in K22_TABLE4.items():
+        pred = layer_time_s(replace(K22[0], recompute=recompute, sequence_parallel=sp), cluster)
+        out.append({"source": KORTHIKANTI, "table": "Table 4", "layer": "22B (tp 8, micro-batch 4)",
+                    "recompute": recompute.value, "sequence_parallel": sp, "measured_ms": measured * 1e3,
+                    "predicted_ms": pred * 1e3, "error_pct": (pred - measured) / measured * 100})
+    return out
+
+
 def compare_published(cluster: Cluster | None = None, rows: tuple[Published, ...] = ALL_ROWS) -> list[dict]:
     """Each published row beside its prediction (``cluster`` overrides every row's preset), signed error in %
     of the iteration time, and the predicted breakdown terms."""
@@ -205,6 +271,7 @@ def compare_published(cluster: Cluster | None = None, rows: tuple[Published, ...
     for p in rows:
         pred = predict(model_for(p), layout_for(p), cluster or PRESETS[p.cluster])
         out.append({"name": p.name, "source": p.source, "table": p.table, "series": p.series, "gpus": p.gpus,
+                    "global_batch": p.global_batch,
                     "tp": p.tp, "pp": p.pp, "dp": p.dp, "printed": p.printed, "assumed": p.assumed,
                     "measured_s": p.measured_s, "predicted_s": pred.step_time_s,
                     "error_pct": (pred.step_time_s - p.measured_s) / p.measured_s * 100,
@@ -212,20 +279,22 @@ def compare_published(cluster: Cluster | None = None, rows: tuple[Published, ...
     return out
 
 
-def per_gpu_rate(metric: str, value: float, gpus: int) -> float:
+def per_gpu_rate(metric: str, value: float, gpus: int, batch: int = 1) -> float:
     """What a scaling series compares: work per GPU per second (MFU and tokens/s per GPU already are;
-    an iteration time becomes 1 / (seconds x GPUs))."""
-    return 1 / (value * gpus) if metric == "s_per_iteration" else value
+    an iteration time of ``batch`` samples becomes batch / (seconds x GPUs): a weak-scaling series grows its
+    batch with its GPUs)."""
+    return batch / (value * gpus) if metric == "s_per_iteration" else value
 
 
 def trends(rows: list[dict]) -> dict[str, dict]:
-    """Per scaling series (rows sharing ``series``, ``gpus``, ``metric``, ``published``, ``predicted``): the
-    sign of the per-GPU rate's change from the smallest to the largest GPU count, published and predicted."""
+    """Per scaling series (rows sharing ``series``, ``gpus``, ``metric``, ``published``, ``predicted`` and, where
+    the metric is an iteration time, ``global_batch``): the sign of the per-GPU rate's change from the smallest
+    to the largest GPU count, published and predicted."""
     out = {}
     for name in dict.fromkeys(r["series"] for r in rows if r.get("series")):
         s = sorted((r for r in rows if r.get("series") == name), key=lambda r: r["gpus"])
         lo, hi = s[0], s[-1]
-        rate = lambda r, k: per_gpu_rate(r["metric"], r[k], r["gpus"])  # noqa: E731
+        rate = lambda r, k: per_gpu_rate(r["metric"], r[k], r["gpus"], r.get("global_batch", 1))  # noqa: E731
         measured, predicted = _sign(rate(hi, "published") - rate(lo, "published")), _sign(rate(hi, "predicted") - rate(lo, "predicted"))
         out[name] = {"source": lo["source"], "gpus": [r["gpus"] for r in s], "measured_sign": measured,
                      "predicted_sign": predicted, "match": measured == predicted}

@@ -790,7 +790,7 @@ def compare_runs() -> list[dict]:
         metric = _metric(p, run)
         mem = (p.peak_memory_bytes - p.memory.context_bytes) / 2**30  # the worst rank's allocator peak
         out.append({"source": run.source, "table": run.table, "name": run.name, "cluster": run.cluster,
-                    "gpus": run.layout.world_size, "series": run.series,
+                    "gpus": run.layout.world_size, "global_batch": run.layout.global_batch_size, "series": run.series,
                     "split": _split_key(run) if run.ran and run.metric else "", "split_label": _split_label(run),
                     "micro_batches": run.layout.micro_batches, "step_s_predicted": p.step_time_s,
                     "step_s_published": _published_step_s(p, run, metric),
