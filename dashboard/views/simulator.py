@@ -111,6 +111,13 @@ def _published() -> tuple[list[dict], list[dict], dict]:
     return rows, summarize_by_source(rows, source_floors(indistinct_runs())), fixed_and_per_micro_batch(rows)
 
 
+@st.cache_data(show_spinner="predicting one published layer")
+def _layers() -> list[dict]:
+    from parbench.sim.published import compare_layers
+
+    return compare_layers()
+
+
 @st.cache_data(show_spinner="predicting the published layout pairs")
 def _pairs() -> list:
     from parbench.sim.accuracy import layout_pairs
@@ -124,8 +131,8 @@ def _round(value: float | None) -> float | None:
 
 def published_section() -> None:
     """Every published run the simulator is checked on (``parbench validate --published``): each row's error
-    by source, the per-source summary, the layouts split into fixed and per-micro-batch parts, and the
-    published layout pairs the model orders, or not, as they were published (``accuracy.layout_pairs``)."""
+    by source, the per-source summary, the layouts split into fixed and per-micro-batch parts, one layer timed
+    alone (``published.compare_layers``), and the published layout pairs the model orders, or not, as they were published (``accuracy.layout_pairs``)."""
     rows, sources, splits = _published()
     st.plotly_chart(sim_charts.published_errors_figure(rows), key="sim-published")
     table = pd.DataFrame([{"source": s["source"], "rows": s["rows"], "metric": s["metric"],
@@ -144,6 +151,14 @@ def published_section() -> None:
     st.caption("One layout at several micro-batch counts per step: the step split into a fixed part (pipeline fill "
                "and drain, gradient reduction, optimizer) and a per-micro-batch part, published beside predicted.")
     st.dataframe(sim_charts.published_split_frame(splits), key="sim-published-splits", hide_index=True)
+    layers = _layers()
+    st.caption(f"One layer timed alone, forward + backward per micro-batch ({layers[0]['source']}, "
+               f"{layers[0]['table']}: {layers[0]['layer']}): its compute and exposed tensor-parallel "
+               "all-reduces, without the step around them.")
+    st.dataframe(pd.DataFrame([{"recomputation": r["recompute"], "sequence parallel": r["sequence_parallel"],
+                                "published ms": round(r["measured_ms"], 1), "predicted ms": round(r["predicted_ms"], 1),
+                                "error %": round(r["error_pct"], 1)} for r in layers]),
+                 key="sim-published-layers", hide_index=True)
     from parbench.sim.accuracy import PAIR_MARGIN_PCT, pair_summary
 
     pairs = _pairs()

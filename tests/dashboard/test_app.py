@@ -228,7 +228,8 @@ def _default_what_if():
 
 def test_simulator_shows_the_published_runs_without_calibration(monkeypatch):
     """The published comparison (``validate --published``) in the view: one row of points per source with a
-    metric, the per-source table, and the layouts split into fixed and per-micro-batch parts."""
+    metric, the per-source table, the layouts split into fixed and per-micro-batch parts, and one layer alone."""
+    from parbench.sim.published import compare_layers
     from parbench.sim.published_memory import compare_runs
 
     at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
@@ -253,6 +254,9 @@ def test_simulator_shows_the_published_runs_without_calibration(monkeypatch):
     assert floors[MBRIDGE_LATER] == round(source_floors(indistinct_runs())[MBRIDGE_LATER], 1) > 12
     splits = next(f for f in frames if "fixed published s" in f.columns)
     assert "MT-NLG 530B" in set(splits["layout"])
+    layers = next(f for f in frames if "predicted ms" in f.columns)  # Korthikanti et al. 2022, Table 4
+    assert list(layers["published ms"]) == [19.6, 19.0, 27.2, 20.9, 20.3]
+    assert list(layers["error %"]) == [round(r["error_pct"], 1) for r in compare_layers()]
 
 
 def test_simulator_shows_the_published_layout_pairs(monkeypatch):
