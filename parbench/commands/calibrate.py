@@ -14,6 +14,8 @@ IN_STEP_TERMS = {
                                  "measured / predicted without it, over its collectives)"),
     "burst_step_overhead": ("a broadcast of ZeRO-1's burst inside a training step, beyond its fit (a ZeRO-1 run's step "
                             "measured / predicted without it, over its broadcasts)"),
+    "tp_step_overhead": ("a tensor-parallel all-reduce inside a training step, beyond its fit (a tensor-parallel run's "
+                         "step measured / predicted without it, over its all-reduces)"),
 }
 """The calibration's in-step terms (``parbench.sim.calibrate.STEP_PROBES``) and how the report names them."""
 

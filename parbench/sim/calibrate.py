@@ -941,7 +941,8 @@ def step_scale(cluster: Cluster, reps: int, measured: dict[str, float] | None = 
     return stats.median(list(ratios.values())), ratios
 
 
-STEP_PROBES = {"collective_step_overhead_s": ("fsdp", FRAMEWORK_PROBES[0]), "burst_step_overhead_s": ("zero1", FRAMEWORK_PROBES[1])}
+STEP_PROBES = {"collective_step_overhead_s": ("fsdp", FRAMEWORK_PROBES[0]), "burst_step_overhead_s": ("zero1", FRAMEWORK_PROBES[1]),
+               "tp_step_overhead_s": ("tp", FRAMEWORK_PROBES[1])}
 """Per in-step term, the strategy and workload of the real run it is fitted on, in the order fitted (the framework
 probes' shapes, not the check's): FSDP2 on the mlp, a dozen blocking collectives a step; ZeRO-1 on the decoder,
 whose step ends in a burst of one broadcast per parameter tensor (after its gradient all-reduce, which carries
@@ -988,7 +989,7 @@ def fit_collective_step_overhead(cluster: Cluster, cfg, measured_s: float,
     from parbench.sim.predict import predict
 
     n, spec, layout = cfg.world_size, model_spec(cfg.workload), layout_from_run(cfg)
-    base = predict(spec, layout, dataclasses.replace(cluster, **{term: {}})).step_time_s
+    base = predict(spec, layout, dataclasses.replace(cluster, **{term: {n: 0.0}})).step_time_s
     one = predict(spec, layout, dataclasses.replace(cluster, **{term: {n: 1.0}})).step_time_s
     count = one - base
     alpha = max((measured_s - base) / count, 0.0) if count > 0 else 0.0

@@ -124,7 +124,8 @@ def ranks_per_node(c: Cluster, layout: Layout, group: str) -> int:
 def op_time_s(c: Cluster, layout: Layout, op: CommOp, per: int = 1) -> float:
     """Seconds of ``op.count / per`` executions of the op."""
     return op.count / per * collective_time_s(c, op.kind, op.payload, op.n, inter_node=is_inter_node(c, layout, op.group),
-                                              rails=ranks_per_node(c, layout, op.group), burst=op.burst)
+                                              rails=ranks_per_node(c, layout, op.group), burst=op.burst,
+                                              tp=op.group == "tp")
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,9 @@ def test_calibration_report_is_an_aligned_table_with_units():
                        "collective_step_overhead@2": {"alpha": 6e-4, "measured_s": 0.0206, "predicted_s": 0.0152,
                                                       "collectives_on_path": 9.0},
                        "burst_step_overhead@2": {"alpha": 4e-4, "measured_s": 0.0328, "predicted_s": 0.0176,
-                                                 "collectives_on_path": 37.0}}}
+                                                 "collectives_on_path": 37.0},
+                       "tp_step_overhead@2": {"alpha": 1.7e-3, "measured_s": 0.0831, "predicted_s": 0.0626,
+                                              "collectives_on_path": 12.0}}}
     lines = report_lines(profile)
     head = lines[0]
     assert all(u in head for u in ("value", "+-95%", "unit", "held-out")) and "GB/s" in "\n".join(lines)
@@ -162,6 +164,8 @@ def test_calibration_report_is_an_aligned_table_with_units():
             "without it, over its collectives): 2 ranks 20.6 / 15.2 ms over 9 -> 0.60 ms") in lines
     assert ("a broadcast of ZeRO-1's burst inside a training step, beyond its fit (a ZeRO-1 run's step measured / "
             "predicted without it, over its broadcasts): 2 ranks 32.8 / 17.6 ms over 37 -> 0.40 ms") in lines
+    assert ("a tensor-parallel all-reduce inside a training step, beyond its fit (a tensor-parallel run's step "
+            "measured / predicted without it, over its all-reduces): 2 ranks 83.1 / 62.6 ms over 12 -> 1.70 ms") in lines
 
 
 def test_a_machine_that_changed_speed_while_calibrating_is_reported_unsteady():
@@ -486,9 +490,14 @@ def test_a_group_collective_inside_a_step_costs_the_calibrated_overhead_beyond_i
     both = dataclasses.replace(on, burst_step_overhead_s={2: 3e-4})  # a burst's broadcast has its own term
     assert t(both, "broadcast", 2, burst=True) - t(c, "broadcast", 2, burst=True) == pytest.approx(3e-4)
     assert t(both, "broadcast", 2) == t(on, "broadcast", 2)
-    back = cluster_from_dict(cluster_to_dict(both))
+    tp = dataclasses.replace(both, tp_step_overhead_s={2: 9e-4})  # tensor parallelism's all-reduces: their own
+    assert collective_time_s(tp, "all_gather", 2**20, 2, inter_node=False, tp=True) - t(c, "all_gather", 2) == \
+        pytest.approx(9e-4)
+    assert t(tp, "all_gather", 2) == t(on, "all_gather", 2)  # the other collectives keep theirs
+    assert collective_time_s(on, "all_gather", 2**20, 2, inter_node=False, tp=True) == t(on, "all_gather", 2)
+    back = cluster_from_dict(cluster_to_dict(tp))
     assert back.collective_step_overhead_s == {2: 6e-4, 4: 1.2e-3} and back.burst_step_overhead_s == {2: 3e-4}
-    assert back == both
+    assert back.tp_step_overhead_s == {2: 9e-4} and back == tp
 
 
 def test_the_step_overhead_is_the_probe_s_missing_time_over_its_collectives():
@@ -525,6 +534,24 @@ def test_the_burst_overhead_is_the_zero1_probe_s_missing_time_over_its_broadcast
     base = fit_collective_step_overhead(c, cfg, 0.0, "burst_step_overhead_s")["predicted_s"]
     fit = fit_collective_step_overhead(c, cfg, base + tensors * 4e-4, "burst_step_overhead_s")
     assert fit["collectives_on_path"] == pytest.approx(tensors) and fit["alpha"] == pytest.approx(4e-4)
+
+
+def test_the_tp_overhead_is_the_tp_probe_s_missing_time_over_its_all_reduces():
+    """The runner's tensor-parallel run of the decoder probe (2 layers) all-reduces, per layer, the attention's and
+    the MLP's row-wise outputs in forward and, in backward, the input gradient of each column-wise Linear (q, k, v
+    and the MLP's up projection: DTensor reduces each one's partial gradient on its own): 2 + 4 = 6 a layer, 12 on
+    the path. A step 12 x 0.7 ms above the prediction gives 0.7 ms, whatever the FSDP2 probe's in-step cost."""
+    import dataclasses
+
+    from parbench.sim.calibrate import fit_collective_step_overhead, step_probe_config
+
+    c = dataclasses.replace(_bare_cpu(), collectives={"all_reduce": {2: (1e-4, 1e-9)}},
+                            collective_step_overhead_s={2: 3e-4})
+    cfg = step_probe_config(2, "tp_step_overhead_s")
+    assert (cfg.strategy.value, cfg.workload.name, cfg.workload.layers) == ("tp", "transformer", 2)
+    base = fit_collective_step_overhead(c, cfg, 0.0, "tp_step_overhead_s")["predicted_s"]
+    fit = fit_collective_step_overhead(c, cfg, base + 12 * 7e-4, "tp_step_overhead_s")
+    assert fit["collectives_on_path"] == pytest.approx(12) and fit["alpha"] == pytest.approx(7e-4)
 
 
 def test_plain_and_traced_pairs_its_windows_so_a_slow_spell_is_not_read_as_tracing_cost():
