@@ -16,6 +16,8 @@ IN_STEP_TERMS = {
                             "measured / predicted without it, over its broadcasts)"),
     "tp_step_overhead": ("a tensor-parallel all-reduce inside a training step, beyond its fit (a tensor-parallel run's "
                          "step measured / predicted without it, over its all-reduces)"),
+    "fsdp_step_byte_overhead": ("a byte of FSDP2's gathers and reduce-scatters inside a training step, beyond the above "
+                                "(an FSDP2 run of the wide mlp probe, measured / predicted without it, over their bytes)"),
 }
 """The calibration's in-step terms (``parbench.sim.calibrate.STEP_PROBES``) and how the report names them."""
 
@@ -93,7 +95,12 @@ def report_lines(profile: dict) -> list[str]:
             f"no fall up to {rows[-1]['bytes'] / 2**20:.0f} MiB (best {inside * 1e-9:.0f} GB/s): one level"))
     for term, what in IN_STEP_TERMS.items():
         steps = {key.split("@")[1]: f for key, f in fits.items() if key.startswith(f"{term}@")}
-        if steps:
+        if steps and term.endswith("_byte_overhead"):  # per byte: the "count" is the bytes on the path
+            per = ", ".join(f"{n} ranks {f['measured_s'] * 1e3:.1f} / {f['predicted_s'] * 1e3:.1f} ms over "
+                            f"{f['collectives_on_path'] / 2**20:.1f} MiB -> {f['alpha'] * 1e9:.2f} ns/byte"
+                            for n, f in steps.items())
+            lines.append(f"{what}: {per}")
+        elif steps:
             per = ", ".join(f"{n} ranks {f['measured_s'] * 1e3:.1f} / {f['predicted_s'] * 1e3:.1f} ms over "
                             f"{f['collectives_on_path']:.0f} -> {f['alpha'] * 1e3:.2f} ms" for n, f in steps.items())
             lines.append(f"{what}: {per}")

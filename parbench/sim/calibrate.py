@@ -942,7 +942,7 @@ def step_scale(cluster: Cluster, reps: int, measured: dict[str, float] | None = 
 
 
 STEP_PROBES = {"collective_step_overhead_s": ("fsdp", FRAMEWORK_PROBES[0]), "burst_step_overhead_s": ("zero1", FRAMEWORK_PROBES[1]),
-               "tp_step_overhead_s": ("tp", FRAMEWORK_PROBES[1])}
+               "tp_step_overhead_s": ("tp", FRAMEWORK_PROBES[1]), "fsdp_step_byte_overhead_s": ("fsdp", FSDP_WIDE_PROBE)}
 """Per in-step term, the strategy and workload of the real run it is fitted on, in the order fitted (the framework
 probes' shapes, not the check's): FSDP2 on the mlp, a dozen blocking collectives a step; ZeRO-1 on the decoder,
 whose step ends in a burst of one broadcast per parameter tensor (after its gradient all-reduce, which carries

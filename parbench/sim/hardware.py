@@ -226,6 +226,12 @@ class Cluster:
     simulator check's two-rank decoder ran its step in 137-144 ms on torch's fake process group (its collectives
     returning at once) and in 212-218 ms on gloo: 3.0 ms for each of its 24 all-reduces of 1 MiB, where their fit
     gives 2.06 ms and the FSDP2 probe's in-step cost 0.36 ms more."""
+    fsdp_step_byte_overhead_s: dict[int, float] = field(default_factory=dict)
+    """Seconds per full-buffer byte an FSDP2 all-gather or reduce-scatter costs inside a step beyond its fit and
+    ``collective_step_overhead_s`` (group size -> seconds per byte), fitted on a real FSDP2 run of the wide mlp
+    probe (``parbench.sim.calibrate.FSDP_WIDE_PROBE``, 14x the narrow probe's bytes) after the per-op term on the
+    narrow one. FSDP2 gathers into a freshly allocated buffer each call and its large all-gathers ran up to twice
+    their fit inside a step on this project's 2-core VM (3.2 MB sent: 7.9-9.8 ms against 4.6)."""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
@@ -353,7 +359,7 @@ Where a profile has no burst fit (every GPU preset) a burst op costs what the ki
 
 
 def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inter_node: bool, rails: int = 1,
-                      burst: bool = False, tp: bool = False) -> float:
+                      burst: bool = False, tp: bool = False, fsdp: bool = False) -> float:
     """Seconds for one collective of full-buffer ``payload`` bytes over ``n`` ranks. ``rails``: the group's
     ranks per node. A ring that leaves the node visits its local ranks over the intra-node link first and
     runs one channel per local rank, each through that rank's own NIC (NCCL's multi-rail rings), so the
@@ -367,7 +373,9 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
     fitted = (burst and _fitted(cluster, kind + BURST_SUFFIX, n)) or _fitted(cluster, kind, n)
     if fitted is not None:
         alpha, beta = fitted
-        return alpha + beta * payload + (0.0 if kind == "send" else step_overhead_s(cluster, n, burst=burst, tp=tp))
+        per_byte = _nearest(cluster.fsdp_step_byte_overhead_s, n) if fsdp else 0.0
+        return (alpha + (beta + per_byte) * payload
+                + (0.0 if kind == "send" else step_overhead_s(cluster, n, burst=burst, tp=tp)))
     link = cluster.inter if inter_node else cluster.intra
     bandwidth = link.bandwidth_bytes_per_s
     if kind == "all_to_all" and inter_node:
@@ -385,8 +393,12 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
 def step_overhead_s(cluster: Cluster, n: int, *, burst: bool = False, tp: bool = False) -> float:
     """``Cluster.collective_step_overhead_s`` (``burst_step_overhead_s`` for a burst's op, ``tp_step_overhead_s``
     where calibrated for a tensor-parallel op) at group size n, else at the nearest calibrated size; 0 without it."""
-    by_n = (cluster.burst_step_overhead_s if burst else
-            cluster.tp_step_overhead_s if tp and cluster.tp_step_overhead_s else cluster.collective_step_overhead_s)
+    return _nearest(cluster.burst_step_overhead_s if burst else
+                    cluster.tp_step_overhead_s if tp and cluster.tp_step_overhead_s else cluster.collective_step_overhead_s, n)
+
+
+def _nearest(by_n: dict[int, float], n: int) -> float:
+    """A calibrated per-group-size value at n, else at the nearest calibrated size; 0 where none is."""
     return by_n[min(by_n, key=lambda k: (abs(k - n), k))] if by_n else 0.0
 
 
@@ -725,7 +737,8 @@ def cluster_from_dict(data: dict[str, Any]) -> Cluster:
     for level in ("intra", "inter"):
         if isinstance(data.get(level), dict):
             data[level] = Link(**data[level])
-    for name in ("compute_slowdown", "collective_step_overhead_s", "burst_step_overhead_s", "tp_step_overhead_s"):
+    for name in ("compute_slowdown", "collective_step_overhead_s", "burst_step_overhead_s", "tp_step_overhead_s",
+                 "fsdp_step_byte_overhead_s"):
         data[name] = {int(n): float(v) for n, v in (data.get(name) or {}).items()}
     colls = data.get("collectives") or {}
     data["collectives"] = {k: {int(n): tuple(v) for n, v in by_n.items()} for k, by_n in colls.items()}
@@ -737,7 +750,7 @@ def cluster_to_dict(c: Cluster) -> dict[str, Any]:
     out["intra"], out["inter"] = vars(c.intra), vars(c.inter)
     out["collectives"] = {k: {str(n): list(v) for n, v in by_n.items()} for k, by_n in c.collectives.items()}
     out["compute_slowdown"] = {str(n): v for n, v in c.compute_slowdown.items()}
-    for name in ("collective_step_overhead_s", "burst_step_overhead_s", "tp_step_overhead_s"):
+    for name in ("collective_step_overhead_s", "burst_step_overhead_s", "tp_step_overhead_s", "fsdp_step_byte_overhead_s"):
         out[name] = {str(n): v for n, v in getattr(c, name).items()}
     return out
 

@@ -125,7 +125,8 @@ def op_time_s(c: Cluster, layout: Layout, op: CommOp, per: int = 1) -> float:
     """Seconds of ``op.count / per`` executions of the op."""
     return op.count / per * collective_time_s(c, op.kind, op.payload, op.n, inter_node=is_inter_node(c, layout, op.group),
                                               rails=ranks_per_node(c, layout, op.group), burst=op.burst,
-                                              tp=op.group == "tp")
+                                              tp=op.group == "tp", fsdp=op.phase == "gather" or (
+                                                  layout.zero == 3 and op.kind == "reduce_scatter"))
 
 
 @dataclass(frozen=True)

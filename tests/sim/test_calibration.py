@@ -144,7 +144,9 @@ def test_calibration_report_is_an_aligned_table_with_units():
                        "burst_step_overhead@2": {"alpha": 4e-4, "measured_s": 0.0328, "predicted_s": 0.0176,
                                                  "collectives_on_path": 37.0},
                        "tp_step_overhead@2": {"alpha": 1.7e-3, "measured_s": 0.0831, "predicted_s": 0.0626,
-                                              "collectives_on_path": 12.0}}}
+                                              "collectives_on_path": 12.0},
+                       "fsdp_step_byte_overhead@2": {"alpha": 5.48e-10, "measured_s": 0.0614, "predicted_s": 0.0492,
+                                                     "collectives_on_path": 22364280.0}}}
     lines = report_lines(profile)
     head = lines[0]
     assert all(u in head for u in ("value", "+-95%", "unit", "held-out")) and "GB/s" in "\n".join(lines)
@@ -166,6 +168,9 @@ def test_calibration_report_is_an_aligned_table_with_units():
             "predicted without it, over its broadcasts): 2 ranks 32.8 / 17.6 ms over 37 -> 0.40 ms") in lines
     assert ("a tensor-parallel all-reduce inside a training step, beyond its fit (a tensor-parallel run's step "
             "measured / predicted without it, over its all-reduces): 2 ranks 83.1 / 62.6 ms over 12 -> 1.70 ms") in lines
+    assert ("a byte of FSDP2's gathers and reduce-scatters inside a training step, beyond the above (an FSDP2 run of "
+            "the wide mlp probe, measured / predicted without it, over their bytes): 2 ranks 61.4 / 49.2 ms over "
+            "21.3 MiB -> 0.55 ns/byte") in lines
 
 
 def test_a_machine_that_changed_speed_while_calibrating_is_reported_unsteady():
@@ -495,9 +500,13 @@ def test_a_group_collective_inside_a_step_costs_the_calibrated_overhead_beyond_i
         pytest.approx(9e-4)
     assert t(tp, "all_gather", 2) == t(on, "all_gather", 2)  # the other collectives keep theirs
     assert collective_time_s(on, "all_gather", 2**20, 2, inter_node=False, tp=True) == t(on, "all_gather", 2)
-    back = cluster_from_dict(cluster_to_dict(tp))
+    fsdp = dataclasses.replace(tp, fsdp_step_byte_overhead_s={2: 5e-10})  # FSDP2's ops: per byte on top
+    assert collective_time_s(fsdp, "all_gather", 2**20, 2, inter_node=False, fsdp=True) - t(on, "all_gather", 2) == \
+        pytest.approx(5e-10 * 2**20)
+    assert t(fsdp, "all_gather", 2) == t(on, "all_gather", 2)
+    back = cluster_from_dict(cluster_to_dict(fsdp))
     assert back.collective_step_overhead_s == {2: 6e-4, 4: 1.2e-3} and back.burst_step_overhead_s == {2: 3e-4}
-    assert back.tp_step_overhead_s == {2: 9e-4} and back == tp
+    assert back.tp_step_overhead_s == {2: 9e-4} and back.fsdp_step_byte_overhead_s == {2: 5e-10} and back == fsdp
 
 
 def test_the_step_overhead_is_the_probe_s_missing_time_over_its_collectives():
@@ -552,6 +561,27 @@ def test_the_tp_overhead_is_the_tp_probe_s_missing_time_over_its_all_reduces():
     base = fit_collective_step_overhead(c, cfg, 0.0, "tp_step_overhead_s")["predicted_s"]
     fit = fit_collective_step_overhead(c, cfg, base + 12 * 7e-4, "tp_step_overhead_s")
     assert fit["collectives_on_path"] == pytest.approx(12) and fit["alpha"] == pytest.approx(7e-4)
+
+
+def test_the_fsdp_byte_overhead_is_the_wide_probe_s_missing_time_over_its_bytes():
+    """FSDP2 on the wide mlp probe gathers each of its three units in forward and again in backward and
+    reduce-scatters its gradient: three full buffers of its float32 parameters on the path, 12 bytes per
+    parameter of the runner's own model. A step 2 ms above the prediction (the per-op in-step term already in it)
+    gives 2 ms over those bytes, and only FSDP2's collectives take it."""
+    import dataclasses
+
+    from parbench import workloads
+    from parbench.sim.calibrate import fit_collective_step_overhead, step_probe_config
+
+    c = dataclasses.replace(_bare_cpu(), collectives={k: {2: (1e-4, 1e-9)} for k in ("all_gather", "reduce_scatter")},
+                            collective_step_overhead_s={2: 5e-4})
+    term = "fsdp_step_byte_overhead_s"
+    cfg = step_probe_config(2, term)
+    assert (cfg.strategy.value, cfg.workload.name, cfg.workload.hidden) == ("fsdp", "mlp", 1024)
+    params = sum(p.numel() for p in workloads.make(cfg.workload, 0).build(0).parameters())
+    base = fit_collective_step_overhead(c, cfg, 0.0, term)["predicted_s"]
+    fit = fit_collective_step_overhead(c, cfg, base + 2e-3, term)
+    assert fit["collectives_on_path"] == pytest.approx(3 * 4 * params) and fit["alpha"] == pytest.approx(2e-3 / (12 * params))
 
 
 def test_plain_and_traced_pairs_its_windows_so_a_slow_spell_is_not_read_as_tracing_cost():
