@@ -95,14 +95,11 @@ def report_lines(profile: dict) -> list[str]:
             f"no fall up to {rows[-1]['bytes'] / 2**20:.0f} MiB (best {inside * 1e-9:.0f} GB/s): one level"))
     for term, what in IN_STEP_TERMS.items():
         steps = {key.split("@")[1]: f for key, f in fits.items() if key.startswith(f"{term}@")}
-        if steps and term.endswith("_byte_overhead"):  # per byte: the "count" is the bytes on the path
-            per = ", ".join(f"{n} ranks {f['measured_s'] * 1e3:.1f} / {f['predicted_s'] * 1e3:.1f} ms over "
-                            f"{f['collectives_on_path'] / 2**20:.1f} MiB -> {f['alpha'] * 1e9:.2f} ns/byte"
-                            for n, f in steps.items())
-            lines.append(f"{what}: {per}")
-        elif steps:
-            per = ", ".join(f"{n} ranks {f['measured_s'] * 1e3:.1f} / {f['predicted_s'] * 1e3:.1f} ms over "
-                            f"{f['collectives_on_path']:.0f} -> {f['alpha'] * 1e3:.2f} ms" for n, f in steps.items())
+        if steps:
+            per_byte = term.endswith("_byte_overhead")  # its "collectives on the path" are the bytes on it
+            per = ", ".join(f"{n} ranks {f['measured_s'] * 1e3:.1f} / {f['predicted_s'] * 1e3:.1f} ms over " + (
+                f"{f['collectives_on_path'] / 2**20:.1f} MiB -> {f['alpha'] * 1e9:.2f} ns/byte" if per_byte else
+                f"{f['collectives_on_path']:.0f} -> {f['alpha'] * 1e3:.2f} ms") for n, f in steps.items())
             lines.append(f"{what}: {per}")
     if "weight_read_bandwidth" in fits:
         w = fits["weight_read_bandwidth"]

@@ -946,7 +946,8 @@ STEP_PROBES = {"collective_step_overhead_s": ("fsdp", FRAMEWORK_PROBES[0]), "bur
 """Per in-step term, the strategy and workload of the real run it is fitted on, in the order fitted (the framework
 probes' shapes, not the check's): FSDP2 on the mlp, a dozen blocking collectives a step; ZeRO-1 on the decoder,
 whose step ends in a burst of one broadcast per parameter tensor (after its gradient all-reduce, which carries
-the first term)."""
+the first term); tensor parallelism on the decoder, 12 blocking all-reduces a step; FSDP2 on the wide mlp, whose
+bytes (14x the mlp's, the same collectives) give FSDP2's cost per byte beyond the first term."""
 STEP_PROBE_BATCH = 32
 STEP_PROBE_STEPS = 20
 STEP_PROBE_RUNS = 3
