@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from parbench.sim.hardware import PRESETS, Link
+from parbench.sim.hardware import PRESETS
 from parbench.sim.model import architecture_spec
 from parbench.sim.models import MODELS, _llama
 from parbench.sim.predict import predict

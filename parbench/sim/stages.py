@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from itertools import accumulate
 
-from parbench.sim.layout import Layout
 from parbench.sim.model import ModelSpec, Tensor, Unit
 from parbench.splits import contiguous_splits
 

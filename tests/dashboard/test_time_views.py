@@ -9,7 +9,7 @@ import pytest
 
 from dashboard.views import time as time_view
 from parbench import charts, time_charts
-from parbench.metrics.breakdown import TERMS, record_columns
+from parbench.metrics.breakdown import record_columns
 from parbench.results import load
 from parbench.trace import write_trace
 

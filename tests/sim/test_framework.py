@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-import torch
 
 from parbench.config import RunConfig, Strategy, WorkloadConfig
 from parbench.sim import PRESETS, layout_from_run, model_spec, predict

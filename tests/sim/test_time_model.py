@@ -10,7 +10,6 @@ from dataclasses import replace
 import pytest
 
 from parbench.config import Schedule, Strategy, WorkloadConfig
-from parbench.metrics.conventions import sent_bytes
 from parbench.sim import PRECISIONS, PRESETS, Layout, Link, Recompute, model_spec, predict
 from parbench.sim.comm import rank_ops
 from parbench.sim.hardware import collective_time_s
@@ -18,7 +17,7 @@ from parbench.sim.layout import Framework, layout_from_run
 from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, pipeline_send_exposed_s,
                                   prefetch_exposed_s, tensor_parallel_exposed_s)
 from parbench.sim.predict import TERMS, is_inter_node
-from parbench.sim.published import (ALL_ROWS, K22, K22_TABLE5, KORTHIKANTI, MOE_ROWS, MT_NLG, PUBLISHED,
+from parbench.sim.published import (ALL_ROWS, K22, K22_TABLE5, KORTHIKANTI, MT_NLG, PUBLISHED,
                                     compare_layers, compare_published, megatron_flops, per_source, trends)
 
 A100 = PRESETS["a100-80gb"]
