@@ -175,13 +175,15 @@ def _print_splits(splits: dict) -> None:
         return
     print("\none layout at several micro-batch counts m per step: step = fixed + m x per-micro-batch, fitted to the "
           "published and to the predicted steps:")
-    print(f"  {'layout':<52}{'m':>14}{'per-micro-batch s':>19}{'err %':>7}{'fixed s':>16}{'line fit':>10}")
+    print(f"  {'layout':<52}{'m':>14}{'per-micro-batch s':>19}{'err %':>7}{'fixed s':>22}{'line fit':>10}")
     for name, s in splits.items():
         ms = "-".join(map(str, (s["micro_batches"][0], s["micro_batches"][-1])))
+        fixed = f"{s['fixed_s_published']:.2f}±{s['fixed_s_published_spread']:.2f}"
         print(f"  {name[:51]:<52}{ms:>14}{s['per_micro_batch_s_published']:>9.4f} /{s['per_micro_batch_s_predicted']:>8.4f}"
-              f"{s['per_micro_batch_error_pct']:>+7.1f}{s['fixed_s_published']:>7.2f} /{s['fixed_s_predicted']:>7.2f}"
+              f"{s['per_micro_batch_error_pct']:>+7.1f}{fixed:>13} /{s['fixed_s_predicted']:>7.2f}"
               f"{s['fit_max_pct']:>9.1f}%")
-    print("  (published / predicted; line fit: the published rows' largest distance from their own line)")
+    print("  (published / predicted; ±: how far the published fixed part moves when any one published step is 1% off;"
+          " line fit: the published rows' largest distance from their own line)")
 
 
 def _published_runs(groups_alike: list) -> tuple[list[dict], list[dict]]:

@@ -158,5 +158,6 @@ def published_split_frame(splits: dict[str, dict]) -> pd.DataFrame:
                           "per-mb predicted s": round(s["per_micro_batch_s_predicted"], 4),
                           "per-mb error %": round(s["per_micro_batch_error_pct"], 1),
                           "fixed published s": round(s["fixed_s_published"], 2),
+                          "± (one step 1% off)": round(s["fixed_s_published_spread"], 2),
                           "fixed predicted s": round(s["fixed_s_predicted"], 2)}
                          for name, s in splits.items()])

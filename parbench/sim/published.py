@@ -311,7 +311,9 @@ def fixed_and_per_micro_batch(rows: list[dict]) -> dict[str, dict]:
 
     Rows carry ``split`` (the layout without its data-parallel degree, global batch and micro-batch count;
     '' where not comparable), ``split_label`` (a group is named by its rows' scaling series where one has it), ``micro_batches``, ``step_s_published`` and ``step_s_predicted``.
-    A group needs two distinct counts; ``fit_max_pct``: how far the published rows lie from their own line."""
+    A group needs two distinct counts; ``fit_max_pct``: how far the published rows lie from their own line;
+    ``fixed_s_published_spread``: how far the published fixed part moves when any one published step is 1% off
+    (``fixed_part_spread_s``), since an intercept read from a few steps at nearby counts amplifies their error."""
     from parbench.sim.fit import fit_alpha_beta, pct_errors
 
     out = {}
@@ -320,16 +322,30 @@ def fixed_and_per_micro_batch(rows: list[dict]) -> dict[str, dict]:
         ms = [r["micro_batches"] for r in group]
         if len(set(ms)) < 2:
             continue
-        published = fit_alpha_beta(ms, [r["step_s_published"] for r in group])
+        steps = [r["step_s_published"] for r in group]
+        published = fit_alpha_beta(ms, steps)
         predicted = fit_alpha_beta(ms, [r["step_s_predicted"] for r in group])
         label = next((r["series"] for r in group if r.get("series")), group[0]["split_label"])
         out[label] = {
             "source": group[0]["source"], "rows": [r["name"] for r in group], "micro_batches": ms,
             "fixed_s_published": published[0], "fixed_s_predicted": predicted[0],
+            "fixed_s_published_spread": fixed_part_spread_s(ms, steps),
             "per_micro_batch_s_published": published[1], "per_micro_batch_s_predicted": predicted[1],
             "per_micro_batch_error_pct": (predicted[1] - published[1]) / published[1] * 100,
-            "fit_max_pct": max(pct_errors(*published, ms, [r["step_s_published"] for r in group]))}
+            "fit_max_pct": max(pct_errors(*published, ms, steps))}
     return out
+
+
+def fixed_part_spread_s(ms: list[int], steps: list[float], share: float = 0.01) -> float:
+    """The largest change of the fixed part of step = fixed + m x per_micro_batch (``fit.fit_alpha_beta``) when
+    one of ``steps`` moves by ``share`` up or down, each in turn: between two counts m1 < m2 the fixed part is
+    (m2 y1 - m1 y2) / (m2 - m1), so an error in y1 reaches it m2 / (m2 - m1) times over."""
+    from parbench.sim.fit import fit_alpha_beta
+
+    fixed = fit_alpha_beta(ms, steps)[0]
+    moved = ([y * (1 + sign * share) if j == i else y for j, y in enumerate(steps)]
+             for i in range(len(steps)) for sign in (1, -1))
+    return max(abs(fit_alpha_beta(ms, ys)[0] - fixed) for ys in moved)
 
 
 def per_source(rows: list[dict]) -> list[dict]:

@@ -994,6 +994,19 @@ def test_fixed_and_per_micro_batch_parts_recover_a_known_line():
     assert a["fit_max_pct"] == pytest.approx(0.0, abs=1e-9)
 
 
+def test_the_published_fixed_part_s_spread_is_the_intercept_s_sensitivity_to_one_step():
+    """Two steps on 2 + 0.25 m at m = 64 and 192 (18 and 50 s) fix the line exactly, so the fixed part is
+    (192 y1 - 64 y2) / 128: 1% on y1 moves it 192/128 x 0.18 = 0.27 s, 1% on y2 64/128 x 0.5 = 0.25 s; the spread
+    is the larger, and twice that at 2%."""
+    from parbench.sim.published import fixed_and_per_micro_batch, fixed_part_spread_s
+
+    assert fixed_part_spread_s([64, 192], [18.0, 50.0]) == pytest.approx(0.27, rel=1e-9)
+    assert fixed_part_spread_s([64, 192], [18.0, 50.0], share=0.02) == pytest.approx(0.54, rel=1e-9)
+    rows = [{"name": n, "source": "S", "series": "", "split": "a", "split_label": "A", "micro_batches": m,
+             "step_s_published": 2 + 0.25 * m, "step_s_predicted": 2 + 0.25 * m} for n, m in (("x", 64), ("y", 192))]
+    assert fixed_and_per_micro_batch(rows)["A"]["fixed_s_published_spread"] == pytest.approx(0.27, rel=1e-9)
+
+
 def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
     """The groups come from the rows themselves: SC21's two Table 2 series and MT-NLG (one layout, more
     data-parallel ranks at one global batch), Megatron-Bridge's 405B on 1024 H100 (GBS 512 and 1536 on one
