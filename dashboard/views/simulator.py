@@ -149,7 +149,8 @@ def published_section() -> None:
                "model, layout and device, so one prediction, yet published steps apart (`parbench validate "
                "--published` lists them).")
     st.caption("One layout at several micro-batch counts per step: the step split into a fixed part (pipeline fill "
-               "and drain, gradient reduction, optimizer) and a per-micro-batch part, published beside predicted.")
+               "and drain, gradient reduction, optimizer) and a per-micro-batch part, published beside predicted; "
+               "'±': how far the published fixed part moves when any one of its published steps is 1% off.")
     st.dataframe(sim_charts.published_split_frame(splits), key="sim-published-splits", hide_index=True)
     layers = _layers()
     st.caption(f"One layer timed alone, forward + backward per micro-batch ({layers[0]['source']}, "
