@@ -109,8 +109,8 @@ def test_validate_published_runs_without_a_local_profile(tmp_path, capsys):
     assert n >= 6 and f"trend sign right on {n} of {n} series" in out
     # the layouts measured at several micro-batch counts, each split into fixed and per-micro-batch parts
     mt = next(line for line in out.splitlines() if line.strip().startswith("MT-NLG 530B") and "160-240" in line)
-    cells = mt.split()  # name (2 words), m, per-micro-batch published / predicted, err %, fixed published / predicted, fit
-    assert len(cells) == 11 and cells[2:4] == ["160-240", "0.1958"] and cells[7] == "12.92" and cells[10] == "0.6%"
+    cells = mt.split()  # name (2 words), m, per-micro-batch published / predicted, err %, fixed published±spread / predicted, fit
+    assert len(cells) == 11 and cells[2:4] == ["160-240", "0.1958"] and cells[7] == "12.92±1.28" and cells[10] == "0.6%"
 
 
 def test_infeasible_layout_prints_does_not_fit_first_and_exits_3(capsys):
