@@ -23,6 +23,7 @@ ARCH_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp"
 def add_parser(sub) -> None:
     from parbench.sim.layout import ATTENTION_KINDS, PRECISIONS, SOFTWARE, Recompute
     from parbench.sim.models import MODELS
+    from parbench.sim.search import CP_MIN_TOKENS
 
     p = sub.add_parser("simulate", help="predict a layout at scale (or --search all layouts)", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -60,7 +61,8 @@ def add_parser(sub) -> None:
     c.add_argument("--dp", type=int, help="default: gpus / (tp x pp x cp)")
     c.add_argument("--tp", type=int, help="tensor-parallel degree (default: 1; --search: every divisor)")
     c.add_argument("--pp", type=int, help="pipeline degree (default: 1; --search: every divisor)")
-    c.add_argument("--cp", type=int, help="context parallelism (ring attention): each rank holds seq / cp tokens")
+    c.add_argument("--cp", type=int, help="context parallelism (ring attention): each rank holds seq / cp tokens "
+                   f"(--search: every degree that leaves a rank {CP_MIN_TOKENS} tokens or more)")
     c.add_argument("--replicate", type=int, help="HSDP with --zero 3: shard within dp/R ranks, all-reduce across R")
     c.add_argument("--micro-batch", type=int, help="samples per micro-batch (default 1)")
     c.add_argument("--global-batch", type=int, help="samples per step (default: dp x micro-batch; --search: gpus)")
@@ -433,7 +435,7 @@ def _search_options(a: argparse.Namespace):
     from parbench.sim.layout import Recompute
     from parbench.sim.search import SearchOptions
 
-    return SearchOptions(precision=_precision(a), tp=a.tp, pp=a.pp, dp=a.dp, cp=a.cp or 1,
+    return SearchOptions(precision=_precision(a), tp=a.tp, pp=a.pp, dp=a.dp, cp=a.cp,
                          micro_batch=a.micro_batch, schedule=Schedule(a.schedule) if a.schedule else None,
                          virtual_stages=a.virtual_stages, zero=a.zero,
                          recompute=Recompute(a.recompute) if a.recompute else None,

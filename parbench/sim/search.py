@@ -1,4 +1,4 @@
-"""Layout search: enumerate (dp, tp, pp, micro-batch, schedule, virtual stages, ZeRO stage, recompute),
+"""Layout search: enumerate (dp, tp, pp, cp, micro-batch, schedule, virtual stages, ZeRO stage, recompute),
 reject layouts that break a rule or do not fit in memory (with the reason), rank the rest by predicted
 throughput, and extract the throughput-vs-memory Pareto front."""
 
@@ -17,6 +17,11 @@ from parbench.sim.stages import account_for_ends
 
 MICRO_BATCH_SIZES = (1, 2, 4, 8)
 VIRTUAL_STAGES = (2, 4)
+CP_MIN_TOKENS = 4096
+"""The search's context-parallel degrees leave each rank at least this many tokens of a sequence: the published
+recipes split no finer (NVIDIA's DGX Cloud recipes run Llama 3.1 8B, 70B and 405B at 8192 tokens over cp 2; Meta's
+long-context stage of Llama 3 405B, 131072 tokens over cp 16, 8192 a rank: Dubey et al. 2024, "The Llama 3 Herd of
+Models"). A bound of the search space, not of the model: ``--cp`` fixes any degree."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,9 @@ class SearchOptions:
     tp: int | None = None
     pp: int | None = None
     dp: int | None = None
-    cp: int = 1
+    cp: int | None = None
+    """Context-parallel degree; None: every degree that divides the GPUs, splits the sequence into 2 x cp chunks
+    and leaves each rank ``CP_MIN_TOKENS`` or more (1 for models without attention)."""
     micro_batch: int | None = None
     schedule: Schedule | None = None
     virtual_stages: int | None = None
@@ -109,20 +116,33 @@ def layouts(model: ModelSpec, cluster: Cluster, *, gpus: int, global_batch: int,
             options: SearchOptions) -> Iterator[tuple[Layout | None, str]]:
     """Every combination, as (layout, '') or (None, reason) for combinations that break a rule."""
     o = options
-    if gpus % o.cp:
-        yield None, f"cp={o.cp} does not divide gpus={gpus}"
-        return
-    for tp in [o.tp] if o.tp else _tp_options(model, cluster, gpus // o.cp):
-        if (gpus // o.cp) % tp:
-            yield None, f"tp={tp} does not divide gpus / cp = {gpus // o.cp}"
+    for cp in [o.cp] if o.cp else cp_options(model, gpus):
+        if gpus % cp:
+            yield None, f"cp={cp} does not divide gpus={gpus}"
             continue
-        for pp in [o.pp] if o.pp else _divisors(gpus // (o.cp * tp)):
-            if (gpus // (o.cp * tp)) % pp:
-                yield None, f"pp={pp} does not divide gpus / (cp x tp) = {gpus // (o.cp * tp)}"
+        yield from _cp_layouts(model, cluster, gpus=gpus, cp=cp, global_batch=global_batch, o=o)
+
+
+def cp_options(model: ModelSpec, gpus: int) -> list[int]:
+    """Context-parallel degrees the search tries: divisors of the GPUs whose load-balanced ring splits the
+    sequence into 2 x cp equal chunks and leaves every rank ``CP_MIN_TOKENS`` or more (1 without attention)."""
+    seq = model.seq_len if model.arch is not None else 0
+    return [c for c in _divisors(gpus) if c == 1 or (seq % (2 * c) == 0 and seq // c >= CP_MIN_TOKENS)]
+
+
+def _cp_layouts(model: ModelSpec, cluster: Cluster, *, gpus: int, cp: int, global_batch: int,
+                o: SearchOptions) -> Iterator[tuple[Layout | None, str]]:
+    for tp in [o.tp] if o.tp else _tp_options(model, cluster, gpus // cp):
+        if (gpus // cp) % tp:
+            yield None, f"tp={tp} does not divide gpus / cp = {gpus // cp}"
+            continue
+        for pp in [o.pp] if o.pp else _divisors(gpus // (cp * tp)):
+            if (gpus // (cp * tp)) % pp:
+                yield None, f"pp={pp} does not divide gpus / (cp x tp) = {gpus // (cp * tp)}"
                 continue
-            dp = gpus // (o.cp * tp * pp)
+            dp = gpus // (cp * tp * pp)
             if o.dp and dp != o.dp:
-                yield None, f"--dp {o.dp}: tp={tp} x pp={pp} x cp={o.cp} leaves dp={dp}"
+                yield None, f"--dp {o.dp}: tp={tp} x pp={pp} x cp={cp} leaves dp={dp}"
                 continue
             if pp > model.blocks:
                 yield None, f"pp={pp} > layers={model.blocks}"
@@ -130,7 +150,7 @@ def layouts(model: ModelSpec, cluster: Cluster, *, gpus: int, global_batch: int,
             if global_batch % dp:
                 yield None, f"global_batch={global_batch} not divisible by dp={dp}"
                 continue
-            yield from _micro_layouts(model, cluster, tp=tp, pp=pp, dp=dp, global_batch=global_batch, o=o)
+            yield from _micro_layouts(model, cluster, tp=tp, pp=pp, cp=cp, dp=dp, global_batch=global_batch, o=o)
 
 
 def _tp_options(model: ModelSpec, cluster: Cluster, gpus: int) -> list[int]:
@@ -138,7 +158,7 @@ def _tp_options(model: ModelSpec, cluster: Cluster, gpus: int) -> list[int]:
     return [t for t in _divisors(gpus) if t <= cluster.gpus_per_node and heads % t == 0 and model.hidden % t == 0]
 
 
-def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, dp: int, global_batch: int,
+def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, cp: int, dp: int, global_batch: int,
                    o: SearchOptions) -> Iterator[tuple[Layout | None, str]]:
     per_replica = global_batch // dp
     for mb in [o.micro_batch] if o.micro_batch else MICRO_BATCH_SIZES:
@@ -149,13 +169,13 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, dp: 
         m = per_replica // mb
         for schedule, v, ep in ((s, v, e) for s, v in _schedules(model, pp, m, o) for e in _ep_options(model, dp, o)):
             # expert parallelism: replicated or Megatron's distributed optimizer (each group sharded over its ranks)
-            zeros = (0, 1) if ep > 1 else (0, 1, 2, 3) if dp * o.cp > 1 else (0,)
+            zeros = (0, 1) if ep > 1 else (0, 1, 2, 3) if dp * cp > 1 else (0,)
             for zero in [o.zero] if o.zero is not None else zeros:
                 for recompute in [o.recompute] if o.recompute else Recompute:
                     try:
                         ends = (account_for_ends(model.blocks, pp * v, len(model.units) - model.blocks)
                                 if o.account_for_ends and pp > 1 else ())
-                        layout = Layout(chunk_layers=ends, strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=o.cp, replicate=o.replicate,
+                        layout = Layout(chunk_layers=ends, strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, replicate=o.replicate,
                                         ep=ep, moe_imbalance=o.moe_imbalance,
                                         global_batch_size=global_batch, micro_batches=m, schedule=schedule,
                                         virtual_stages=v, zero=zero, recompute=recompute,

@@ -75,3 +75,43 @@ def test_pareto_front_is_not_dominated():
                        and c.prediction.peak_memory_bytes < fp.peak_memory_bytes for c in feasible)
     mems = [c.prediction.peak_memory_bytes for c in front]
     assert mems == sorted(mems) and len(front) >= 2
+
+
+def test_context_parallel_degrees_leave_each_rank_at_least_the_search_s_share_of_the_sequence():
+    """cp divides the GPUs, splits the sequence into 2 x cp equal chunks and leaves every rank 4096 tokens or more:
+    131072 tokens on 64 GPUs allow 1-32 (131072 / 32 = 4096), 8192 only 1 and 2, 2048 none; 12288 (3 x 4096) on
+    12 GPUs 1, 2 and 3 (12288 / 4 = 3072 is too few); 8194 on 2 none (not 4 equal chunks); a model without attention
+    has no sequence to split."""
+    from parbench.sim.search import CP_MIN_TOKENS, cp_options
+
+    assert CP_MIN_TOKENS == 4096
+
+    def seq(n):
+        return model_spec(replace(GPT_175B, layers=2, seq_len=n), megatron=True)
+
+    assert cp_options(seq(131072), 64) == [1, 2, 4, 8, 16, 32]
+    assert cp_options(seq(8192), 256) == [1, 2]
+    assert cp_options(seq(2048), 4096) == [1]
+    assert cp_options(seq(12288), 12) == [1, 2, 3]
+    assert cp_options(seq(8194), 2) == [1]  # 4097 tokens a rank, but no 4 equal chunks for the balanced ring
+    assert cp_options(model_spec(WorkloadConfig(name="mlp", layers=2, hidden=64)), 8) == [1]
+
+
+def test_a_long_sequence_search_tries_context_parallelism_unless_cp_is_given():
+    """At 32768 tokens on 8 GPUs the search lays out cp 1, 2, 4 and 8 (32768 / 8 = 4096 a rank), each with the
+    rest of the mesh over dp x tp x pp; a given cp fixes it, and cp 1 gives the search without context parallelism."""
+    from parbench.sim.search import SearchOptions, layouts
+
+    long = model_spec(WorkloadConfig(name="transformer", layers=4, hidden=512, heads=8, seq_len=32768,
+                                     vocab_size=1024), megatron=True)
+
+    def cps(**given):
+        opts = SearchOptions(precision=PRECISIONS["bf16"], **given)
+        got = [lay for lay, _ in layouts(long, PRESETS["h100-sxm"], gpus=8, global_batch=8, options=opts) if lay]
+        assert all(lay.dp * lay.tp * lay.pp * lay.cp == 8 for lay in got)
+        return {lay.cp for lay in got}
+
+    assert cps() == {1, 2, 4, 8}
+    assert cps(cp=2) == {2} and cps(cp=1) == {1}
+    best = search(long, PRESETS["h100-sxm"], gpus=8, global_batch=8, precision=PRECISIONS["bf16"])
+    assert {c.layout.cp for c in best if c.feasible} == {1, 2, 4, 8}
