@@ -52,7 +52,7 @@ def render(ctx: "ViewContext") -> None:
 
 def nearest_section(what: whatif.WhatIf, cluster) -> None:
     """How far the model has been from the published runs nearest to this layout (``parbench simulate``'s lines)."""
-    nearby = nearest_published(what.model(), what.layout(), cluster)
+    nearby = nearest_published(what.model(), what.layout(cluster), cluster)
     if not nearby:
         st.caption(nearest_lines([], cluster)[0].strip())
         return
@@ -65,7 +65,8 @@ def nearest_section(what: whatif.WhatIf, cluster) -> None:
 
 
 def whatif_inputs(results_dir: str):
-    """The panel's widgets: model (preset or shape), cluster, mesh, ZeRO, recompute, micro-batching."""
+    """The panel's widgets: model (preset or shape), cluster, mesh (dp, tp, pp, cp, ep), ZeRO, recompute,
+    micro-batching, schedule and sequence parallelism."""
     a, b, c = st.columns(3)
     name = a.selectbox("model", [*whatif.MODEL_PRESETS, CUSTOM], key="sim-model")
     preset = whatif.MODEL_PRESETS.get(name, whatif.MODEL_PRESETS["GPT-3 2.7B"])
@@ -80,16 +81,22 @@ def whatif_inputs(results_dir: str):
                   f"vocabulary {preset.vocab_size} ({preset.source})")
     clusters = list(PRESETS) + (["local"] if _has_profile(results_dir) else [])
     cluster = load_cluster(a.selectbox("cluster", clusters, key="sim-cluster"), results_dir=results_dir)
+    schedules = [s.value for s in Schedule]
     what = whatif.WhatIf(
         shape=preset, dp=b.number_input("dp", 1, 4096, 8, key="sim-dp"), tp=b.number_input("tp", 1, 64, 1, key="sim-tp"),
         pp=b.number_input("pp", 1, 256, 1, key="sim-pp"),
+        cp=b.number_input("cp (context parallel: seq / cp tokens a rank)", 1, 256, 1, key="sim-cp"),
+        ep=b.number_input("ep (expert parallel, inside dp: mixtures of experts)", 1, 1024, 1, key="sim-ep"),
         zero=b.selectbox("ZeRO stage", (0, 1, 2, 3), key="sim-zero"),
         recompute=Recompute(c.selectbox("recompute", [r.value for r in Recompute], key="sim-recompute")),
         micro_batch_size=c.number_input("micro-batch size (samples)", 1, 1024, 1, key="sim-mbs"),
         micro_batches=c.number_input("micro-batches per step", 1, 4096, 8, key="sim-mb"),
         precision=c.selectbox("precision", list(PRECISIONS), index=list(PRECISIONS).index("bf16"), key="sim-precision"),
-        schedule=Schedule(c.selectbox("pipeline schedule", [s.value for s in Schedule if s.value != "interleaved1f1b"],
-                                      index=1, key="sim-schedule")))
+        schedule=Schedule(c.selectbox("pipeline schedule", schedules, index=schedules.index(Schedule.ONE_F_ONE_B.value),
+                                      key="sim-schedule")),
+        virtual_stages=c.number_input("virtual stages per pipeline rank (interleaved)", 1, 64, 1, key="sim-v"),
+        sequence_parallel=c.checkbox("sequence parallelism (with tp)", key="sim-sp"))
+    b.caption(f"{what.gpus} GPUs (dp x tp x pp x cp)")
     return what, cluster
 
 

@@ -310,8 +310,8 @@ KERNEL_FALLBACK = {"flash3": ("flash3", "flash2"), "flash2": ("flash2",)}
 
 
 def _attention(a: argparse.Namespace, cluster) -> str:
-    """flash on GPU clusters (one device per rank), eager on calibrated CPU profiles (the runner's own)."""
-    return a.attention or ("eager" if cluster.cores else "flash")
+    """--attention, else the cluster's default (``Cluster.default_attention``)."""
+    return a.attention or cluster.default_attention
 
 
 def _no_model_given(a: argparse.Namespace) -> bool:

@@ -239,6 +239,12 @@ class Cluster:
         return self.autograd_op_overhead_s or self.op_overhead_s
 
     @property
+    def default_attention(self) -> str:
+        """The attention a layout on this cluster runs unless told: flash on GPU clusters (one device per rank),
+        eager on calibrated CPU profiles (the runner's own transformer)."""
+        return "eager" if self.cores else "flash"
+
+    @property
     def stream_bandwidth(self) -> float:
         return self.stream_bandwidth_bytes_per_s or self.memory_bandwidth_bytes_per_s
 

@@ -55,25 +55,38 @@ MODEL_PRESETS: dict[str, Shape] = {
 
 @dataclass(frozen=True, kw_only=True)
 class WhatIf:
-    """The inputs of the what-if panel (a mesh of dp x tp x pp devices)."""
+    """The inputs of the what-if panel (a mesh of dp x tp x pp x cp devices)."""
 
     shape: Shape
     dp: int = 1
     tp: int = 1
     pp: int = 1
+    cp: int = 1
+    """Context parallelism: each rank of a cp group holds seq / cp tokens of every sample (ring attention)."""
+    ep: int = 1
+    """Expert parallelism (mixtures of experts): each rank of an ep group, inside dp, holds experts / ep."""
     micro_batch_size: int = 1
     micro_batches: int = 1
     zero: int = 0
     recompute: Recompute = Recompute.NONE
     precision: str = "bf16"
     schedule: Schedule = Schedule.ONE_F_ONE_B
+    virtual_stages: int = 1
+    """Chunks per pipeline rank (the interleaved schedule needs 2 or more)."""
+    sequence_parallel: bool = False
 
-    def layout(self) -> Layout:
-        """Raises ValueError with every factor named when the layout is impossible."""
-        return Layout(strategy=Strategy.HYBRID, dp=self.dp, tp=self.tp, pp=self.pp,
+    @property
+    def gpus(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+    def layout(self, cluster: Cluster) -> Layout:
+        """The layout on ``cluster`` (its default attention, as ``parbench simulate`` runs it); raises ValueError
+        with every factor named when the layout is impossible."""
+        return Layout(strategy=Strategy.HYBRID, dp=self.dp, tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep,
                       global_batch_size=self.dp * self.micro_batches * self.micro_batch_size,
-                      micro_batches=self.micro_batches, schedule=self.schedule, zero=self.zero,
-                      recompute=self.recompute, precision=PRECISIONS[self.precision])
+                      micro_batches=self.micro_batches, schedule=self.schedule, virtual_stages=self.virtual_stages,
+                      zero=self.zero, recompute=self.recompute, sequence_parallel=self.sequence_parallel,
+                      precision=PRECISIONS[self.precision], attention=cluster.default_attention)
 
     def model(self) -> ModelSpec:
         s = self.shape
@@ -84,7 +97,16 @@ class WhatIf:
         return model_spec(wl, megatron=True)
 
     def predict(self, cluster: Cluster) -> Prediction:
-        return predict(self.model(), self.layout(), cluster)
+        """The prediction; raises ValueError naming every rule the layout breaks (``search.layout_violations``,
+        the rules ``parbench simulate`` applies: tp inside a node and dividing the heads, cp splitting the
+        sequence, ep dividing the experts, a layer in every pipeline chunk)."""
+        from parbench.sim.search import layout_violations
+
+        model, layout = self.model(), self.layout(cluster)
+        broken = layout_violations(model, layout, cluster)
+        if broken:
+            raise ValueError("; ".join(broken))
+        return predict(model, layout, cluster)
 
 
 def time_parts(p: Prediction) -> dict[str, float]:
@@ -117,8 +139,9 @@ def memory_figure(p: Prediction, cluster: Cluster) -> go.Figure:
     cap = cluster.memory_bytes / GIB
     fig.add_vline(x=cap, line_color="black", line_dash="dash", annotation_text=f"capacity {cap:.0f} GiB")
     verdict = "fits" if p.feasible else "does NOT fit"
-    # the legend on the right, one entry a line: a horizontal legend of nine parts covers the bar
-    fig.update_layout(barmode="stack", height=300, title=f"Memory per rank: {p.peak_memory_bytes / GIB:.1f} GiB, {verdict}",
+    # the legend on the right, one entry a line: a horizontal legend of nine parts covers the bar; the figure grows
+    # with the parts so that each entry shows (a legend taller than the plot area is cut and scrolls)
+    fig.update_layout(barmode="stack", height=max(300, 190 + 20 * len(parts)), title=f"Memory per rank: {p.peak_memory_bytes / GIB:.1f} GiB, {verdict}",
                       xaxis_title="memory per rank (GiB)", yaxis_title="", legend_orientation="v", legend_x=1.02,
                       xaxis_range=[0, max(cap, p.peak_memory_bytes / GIB) * 1.1])
     return fig

@@ -214,7 +214,7 @@ def test_simulator_what_if_shows_the_nearest_published_runs(monkeypatch):
     [table] = [d.value for d in at.dataframe if "published run" in d.value.columns]
     cluster = PRESETS[at.selectbox(key="sim-cluster").value]
     what = _default_what_if()
-    expected = nearest_published(what.model(), what.layout(), cluster)
+    expected = nearest_published(what.model(), what.layout(cluster), cluster)
     assert list(table["published run"]) == [r.name for r in expected] and len(table) == 3
     assert list(table["error %"]) == [round(r.error_pct, 1) for r in expected]
     assert all("A100" in s or "SC21" in s or "MT-NLG" in s or "llm-foundry" in s for s in table["source"])
@@ -316,3 +316,36 @@ def test_app_renders_the_committed_reference_sweep(monkeypatch):
     names = trace_names(at, "scaling-throughput")
     plotted = {n.split(" ")[0] for n in names}
     assert set(charts.STRATEGY_ORDER) - {"single"} <= plotted, names
+
+
+def test_simulator_what_if_takes_context_and_expert_parallelism_and_interleaving(monkeypatch):
+    """The panel's mesh reaches the prediction: Mixtral 8x7B on 8 H100 with ep 8 holds an eighth of each layer's
+    experts a rank, as ``parbench simulate --model mixtral-8x7b --gpus 8 --ep 8`` predicts it (flash attention on a
+    GPU preset, as the command line defaults); cp 2 on a 32768-token model halves the tokens a rank holds and
+    doubles the GPUs; a pipeline on the interleaved schedule without virtual stages, and a tp that does not divide
+    the heads, are named as invalid, never an exception."""
+    from parbench.sim import whatif
+    from parbench.sim.hardware import PRESETS
+    from parbench.sim.predict import predict
+
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    at.selectbox(key="sim-model").set_value("mixtral-8x7b").run()
+    at.selectbox(key="sim-cluster").set_value("h100-sxm").run()
+    at.number_input(key="sim-ep").set_value(8).run()
+    assert not at.exception
+    what = whatif.WhatIf(shape=whatif.MODEL_PRESETS["mixtral-8x7b"], dp=8, ep=8, micro_batches=8)
+    cluster = PRESETS["h100-sxm"]
+    layout = what.layout(cluster)
+    assert layout.ep == 8 and layout.attention == "flash"
+    expected = predict(what.model(), layout, cluster)
+    title = figure(at, "sim-whatif-memory")["layout"]["title"]["text"]
+    assert f"{expected.peak_memory_bytes / 2**30:.1f} GiB" in title
+    at.number_input(key="sim-cp").set_value(2).run()
+    assert not at.exception and any("16 GPUs" in c.value for c in at.caption)
+    at.number_input(key="sim-pp").set_value(2).run()
+    at.selectbox(key="sim-schedule").set_value("interleaved1f1b").run()
+    assert not at.exception and any("virtual_stages >= 2" in e.value for e in at.error)
+    at.number_input(key="sim-v").set_value(2).run()
+    assert not at.exception and not at.error
+    at.number_input(key="sim-tp").set_value(3).run()
+    assert not at.exception and any("tp=3 does not divide heads=32" in e.value for e in at.error)
