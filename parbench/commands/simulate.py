@@ -63,7 +63,8 @@ def add_parser(sub) -> None:
     c.add_argument("--pp", type=int, help="pipeline degree (default: 1; --search: every divisor)")
     c.add_argument("--cp", type=int, help="context parallelism (ring attention): each rank holds seq / cp tokens "
                    f"(--search: every degree that leaves a rank {CP_MIN_TOKENS} tokens or more)")
-    c.add_argument("--replicate", type=int, help="HSDP with --zero 3: shard within dp/R ranks, all-reduce across R")
+    c.add_argument("--replicate", type=int, help="HSDP with --zero 3: shard within dp/R ranks, all-reduce across R "
+                   "(--search: every split of dp x cp into replicas of two or more ranks)")
     c.add_argument("--micro-batch", type=int, help="samples per micro-batch (default 1)")
     c.add_argument("--global-batch", type=int, help="samples per step (default: dp x micro-batch; --search: gpus)")
     c.add_argument("--ep", type=int, help="expert parallelism inside dp: experts sharded over ep ranks")
@@ -441,7 +442,7 @@ def _search_options(a: argparse.Namespace):
                          recompute=Recompute(a.recompute) if a.recompute else None,
                          recompute_every=a.recompute_every or 1, recompute_modules=a.recompute_modules,
                          sequence_parallel=a.sequence_parallel,
-                         replicate=a.replicate or 1, fp8_all_gather=a.fp8_all_gather, ep=a.ep,
+                         replicate=a.replicate, fp8_all_gather=a.fp8_all_gather, ep=a.ep,
                          moe_imbalance=a.moe_imbalance, tp_comm_overlap=a.tp_comm_overlap,
                          account_for_ends=a.account_for_ends)
 

@@ -57,7 +57,9 @@ class SearchOptions:
     """Megatron-Core's module recomputation (``Layout.recompute_modules``), on every layout whose ``recompute`` is
     none or selective (full and ops replay those modules anyway)."""
     sequence_parallel: bool | None = None
-    replicate: int = 1
+    replicate: int | None = None
+    """HSDP replicas under ZeRO-3 (``Layout.replicate``); None: every divisor of dp x cp but dp x cp itself (a shard
+    group of one rank shards nothing), 1 under ZeRO 0-2."""
     attention: str = "flash"
     fp8_all_gather: bool = False
     ep: int | None = None
@@ -170,12 +172,13 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, cp: 
         for schedule, v, ep in ((s, v, e) for s, v in _schedules(model, pp, m, o) for e in _ep_options(model, dp, o)):
             # expert parallelism: replicated or Megatron's distributed optimizer (each group sharded over its ranks)
             zeros = (0, 1) if ep > 1 else (0, 1, 2, 3) if dp * cp > 1 else (0,)
-            for zero in [o.zero] if o.zero is not None else zeros:
+            for zero, replicate in ((z, r) for z in ([o.zero] if o.zero is not None else zeros)
+                                    for r in _replicas(z, dp * cp, o)):
                 for recompute in [o.recompute] if o.recompute else Recompute:
                     try:
                         ends = (account_for_ends(model.blocks, pp * v, len(model.units) - model.blocks)
                                 if o.account_for_ends and pp > 1 else ())
-                        layout = Layout(chunk_layers=ends, strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, replicate=o.replicate,
+                        layout = Layout(chunk_layers=ends, strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, replicate=replicate,
                                         ep=ep, moe_imbalance=o.moe_imbalance,
                                         global_batch_size=global_batch, micro_batches=m, schedule=schedule,
                                         virtual_stages=v, zero=zero, recompute=recompute,
@@ -191,6 +194,14 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, cp: 
                         continue
                     broken = layout_violations(model, layout, cluster)
                     yield (None, "; ".join(broken)) if broken else (layout, "")
+
+
+def _replicas(zero: int, ranks: int, o: SearchOptions) -> list[int]:
+    """HSDP replica counts for a ZeRO stage over ``ranks`` (dp x cp) data-parallel ranks: under ZeRO-3 every split
+    into replicas of two or more ranks each (``SearchOptions.replicate`` fixes it), else 1."""
+    if o.replicate is not None:
+        return [o.replicate]
+    return [r for r in _divisors(ranks) if r < ranks] if zero == 3 else [1]
 
 
 def _ep_options(model: ModelSpec, dp: int, o: SearchOptions) -> list[int]:

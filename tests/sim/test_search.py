@@ -115,3 +115,20 @@ def test_a_long_sequence_search_tries_context_parallelism_unless_cp_is_given():
     assert cps(cp=2) == {2} and cps(cp=1) == {1}
     best = search(long, PRESETS["h100-sxm"], gpus=8, global_batch=8, precision=PRECISIONS["bf16"])
     assert {c.layout.cp for c in best if c.feasible} == {1, 2, 4, 8}
+
+
+def test_zero_3_layouts_are_tried_as_hsdp_at_every_split_of_their_data_parallel_ranks():
+    """On 16 GPUs at tp = pp = cp = 1 (dp 16) ZeRO-3 is laid out with 1, 2, 4 and 8 replicas (shard groups of 16, 8,
+    4 and 2 ranks; 16 replicas of one rank would shard nothing), ZeRO 0-2 with none; a given --replicate fixes it."""
+    from parbench.sim.search import SearchOptions, layouts
+
+    small = model_spec(WorkloadConfig(name="transformer", layers=4, hidden=256, heads=4, seq_len=128,
+                                      vocab_size=256), megatron=True)
+
+    def replicas(**given):
+        opts = SearchOptions(precision=PRECISIONS["bf16"], tp=1, pp=1, cp=1, micro_batch=1, **given)
+        got = [lay for lay, _ in layouts(small, PRESETS["h100-sxm"], gpus=16, global_batch=16, options=opts) if lay]
+        return {(lay.zero, lay.replicate) for lay in got}
+
+    assert replicas() == {(0, 1), (1, 1), (2, 1), (3, 1), (3, 2), (3, 4), (3, 8)}
+    assert replicas(zero=3, replicate=4) == {(3, 4)}
