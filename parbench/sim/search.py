@@ -1,6 +1,6 @@
-"""Layout search: enumerate (dp, tp, pp, cp, micro-batch, schedule, virtual stages, ZeRO stage, recompute),
-reject layouts that break a rule or do not fit in memory (with the reason), rank the rest by predicted
-throughput, and extract the throughput-vs-memory Pareto front."""
+"""Layout search: enumerate (dp, tp, pp, cp, micro-batch, schedule, virtual stages, ZeRO stage and HSDP
+replicas, recompute), reject layouts that break a rule or do not fit in memory (with the reason), rank the rest
+by predicted throughput, and extract the throughput-vs-memory Pareto front."""
 
 from __future__ import annotations
 
