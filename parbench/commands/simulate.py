@@ -407,15 +407,20 @@ def _print_prediction(cluster, layout, p) -> None:
               f"{format_bytes(cluster.memory_bytes)}")
         print("\n".join(_memory_lines(cluster, p)))
     else:
-        print(f"  step time        {p.step_time_s:.4g} s  (compute {p.compute_time_s:.4g}, bubble {p.bubble_time_s:.4g}, "
-              f"communication on the critical path {p.comm_time_s:.4g})")
-        print("\n".join(_term_lines(p)))
+        print("\n".join(_step_lines(p)))
         print(f"  throughput       {p.throughput_samples_per_s:.4g} samples/s, {p.tokens_per_s:.4g} tokens/s, "
               f"MFU {p.mfu:.1%} (PaLM), HFU {p.hfu:.1%} (with recomputation)")
         print("\n".join(_memory_lines(cluster, p)))
     print("  bytes sent per rank per step: " + ", ".join(f"{k} {format_bytes(v)}" for k, v in p.comm_bytes.items()))
     for key, v in p.comm_by_collective.items():
         print(f"    {key:<28}{format_bytes(v):>14}")
+
+
+def _step_lines(p) -> list[str]:
+    """The step time, its three parts, then each breakdown term (``_term_lines``)."""
+    step = (f"  step time        {p.step_time_s:.4g} s  (compute {p.compute_time_s:.4g}, bubble {p.bubble_time_s:.4g}, "
+            f"communication on the critical path {p.comm_time_s:.4g})")
+    return [step, *_term_lines(p)]
 
 
 def _term_lines(p) -> list[str]:
@@ -492,7 +497,8 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
         print(f"  e.g. {describe(example.layout)}: {example.reason}")
     _table(f"top {a.top} by throughput", feasible[:a.top])
     if feasible:
-        print(f"\nthe best layout, {describe(feasible[0].layout)}:")
+        print(f"\nthe best layout, {describe(feasible[0].layout)}: where its step goes")
+        print("\n".join([*_step_lines(feasible[0].prediction), *_memory_lines(cluster, feasible[0].prediction)]))
         print("\n".join(nearest_lines(nearby, cluster)))
         print(_margin_line(close))
     _table("throughput-memory Pareto front", front)

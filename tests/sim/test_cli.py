@@ -93,6 +93,11 @@ def test_search_prints_ranking_rejections_and_front(capsys):
                  "--gpus", "16", "--global-batch", "64", "--cluster", "a100-80gb", "--search", "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "top 3 by throughput" in out and "Pareto front" in out and "rejected" in out
+    # the best layout's step, term by term, and its memory: the same lines a single-layout prediction prints
+    best = out.split("the best layout, ")[1].split("\n")
+    assert best[0].endswith(": where its step goes") and best[1].startswith("  step time")
+    assert [line.split()[0] for line in best[2:9]] == ["compute", "comm", "comm", "comm", "bubble", "optimizer", "other"]
+    assert best[9].startswith("  memory per rank")
 
 
 def test_validate_published_runs_without_a_local_profile(tmp_path, capsys):
