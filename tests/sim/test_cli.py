@@ -438,3 +438,19 @@ def test_the_search_puts_a_published_recipe_s_mesh_within_5_percent_of_its_best(
 
     recipe = next(c for c in top if mesh(c["layout"]) == want)
     assert recipe["throughput_samples_per_s"] >= 0.95 * top[0]["throughput_samples_per_s"]
+
+
+def test_the_readme_s_simulate_example_prints_what_its_output_block_shows(capsys):
+    """README's "Simulating at scale" runs `parbench simulate --model llama3-70b ...` and shows four of its lines; each
+    shown line (up to its ", ...") begins a line the command prints today, so the example cannot go stale."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    command = readme.split("```bash\nparbench simulate --model llama3-70b", 1)[1].split("\n")[0:2]
+    argv = ("simulate --model llama3-70b" + " ".join(line.rstrip("\\ ") for line in command)).split()
+    shown = readme.split("```\nh100-sxm: 64 ranks", 1)[1].split("```")[0].splitlines()
+    shown = ["h100-sxm: 64 ranks" + shown[0], *shown[1:]]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out.splitlines()
+    for line in filter(None, shown):
+        assert any(p.startswith(line.removesuffix(", ...")) for p in printed), line
