@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
+from operator import attrgetter
 from types import MappingProxyType
 
 from parbench.config import DataMode, Strategy
@@ -84,7 +86,13 @@ def zero1_shards(numels: list[int] | tuple[int, ...], n: int) -> list[list[int]]
 @lru_cache(maxsize=4096)
 def stage_local_numels(model: ModelSpec, pp: int, v: int, tp: int) -> tuple[tuple[int, ...], ...]:
     """Per stage: each parameter tensor's tensor-parallel-local elements, in registration order."""
-    return tuple(tuple(t.local_numel(tp) for t in st.tensors) for st in stages(model, pp, v))
+    return tuple(st.local_numels(tp) for st in stages(model, pp, v))
+
+
+@lru_cache(maxsize=4096)
+def stage_expert_numels(model: ModelSpec, pp: int, v: int, tp: int) -> tuple[int, ...]:
+    """Per stage: the tensor-parallel-local elements of its experts' tensors (0 for a dense model)."""
+    return tuple(st.expert_numel(tp) for st in stages(model, pp, v))
 
 
 @lru_cache(maxsize=4096)
@@ -98,8 +106,10 @@ def zero1_max_shard(model: ModelSpec, pp: int, v: int, tp: int, dp: int, stage: 
 def fsdp_group_numels(model: ModelSpec, pp: int, v: int, tp: int, dp: int, stage: int, padded: bool) -> tuple[int, ...]:
     """Elements per FSDP unit group of a stage (padded as FSDP2 pads, or textbook)."""
     st = stages(model, pp, v)[stage]
-    size = (lambda t: fsdp_padded_numel(t, tp, dp)) if padded else (lambda t: t.local_numel(tp))
-    return tuple(sum(size(t) for t in g) for g in fsdp_groups(st, tp))
+    if not padded:  # the units' own sums, and the root's
+        units = [u.param_numel(tp) for mods in st.modules for u in mods if u.params]
+        return tuple(units + ([sum(t.local_numel(tp) for t in st.root)] if st.root else []))
+    return tuple(sum(fsdp_padded_numel(t, tp, dp) for t in g) for g in fsdp_groups(st, tp))
 
 
 def fsdp_padded_numel(t: Tensor, tp: int, n: int) -> int:
@@ -112,8 +122,7 @@ def fsdp_padded_numel(t: Tensor, tp: int, n: int) -> int:
 def fsdp_groups(stage: Stage, tp: int) -> list[list[Tensor]]:
     """fully_shard per unit, then the root with what is left (pre and post): one collective group each."""
     groups = [list(u.params) for mods in stage.modules for u in mods]
-    root = [t for t in stage.tensors if t.name.startswith(("pre.", "post."))]
-    return [g for g in groups + [root] if g]
+    return [g for g in groups + [list(stage.root)] if g]
 
 
 def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int) -> list[CommOp]:
@@ -122,7 +131,7 @@ def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int) -> list[C
         return []
     key = (model, layout.pp, layout.split, layout.tp)
     if layout.ep > 1:
-        return _ep_grad_ops(layout, stage, pb)
+        return _ep_grad_ops(layout, key, stage.rank, pb)
     if layout.flat_grad_allreduce:
         size = sum(stage_local_numels(*key)[stage.rank]) * pb
         return [CommOp("all_reduce", "parameter", size, layout.dp, "dp", phase="grad")]
@@ -137,8 +146,8 @@ def _ddp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     """DDP's bucketed all-reduce; torch's ZeRO-1 adds each rank's broadcast of the parameters it owns."""
     n = layout.shard_group
     held = layout.grad_elem_bytes  # DDP fills its buckets with the held gradients; a comm hook may compress each
-    buckets = ddp_buckets_cached(*key, rank, held)
-    ops = [CommOp("all_reduce", "parameter", b // held * pb, n, "dp", phase="grad") for b in buckets]
+    ops = [CommOp("all_reduce", "parameter", b // held * pb, n, "dp", count=c, phase="grad")
+           for b, c in ddp_bucket_counts(*key, rank, held)]
     if key[0].buffer_bytes:  # DDP(broadcast_buffers=True): rank 0's buffers before the forward
         ops.append(CommOp("broadcast", "parameter", key[0].buffer_bytes, n, "dp", root=True))
     if layout.zero == 1:  # ZeroRedundancyOptimizer: the owner of each whole tensor broadcasts it after its step
@@ -155,16 +164,17 @@ def _zero1_broadcasts(shards: list[list[int]], n: int, pb: int) -> list[CommOp]:
     Timed after compute, as the calibration times the other collectives, a broadcast of 1 KiB at 2 gloo ranks
     on this project's 2-core VM took 0.6-1.3 ms; 32 in a row, 0.15-0.55 ms each."""
     busiest = max(range(len(shards)), key=lambda r: sum(shards[r]))
-    return [CommOp("broadcast", "parameter", numel * pb, n, "dp", root=r == busiest, burst=True)
-            for r, shard in enumerate(shards) for numel in shard]
+    tensors = Counter((numel, r == busiest) for r, shard in enumerate(shards) for numel in shard)
+    return [CommOp("broadcast", "parameter", numel * pb, n, "dp", count=c, root=root, burst=True)
+            for (numel, root), c in tensors.items()]
 
 
-def _ep_grad_ops(layout: Layout, stage: Stage, pb: int) -> list[CommOp]:
+def _ep_grad_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     """Expert parallelism: the non-expert gradients over the dp ranks, the rank's expert gradients over the
     dp/ep ranks holding the same experts; each one flat all-reduce, or under Megatron's distributed optimizer
     (zero=1) a reduce-scatter of the gradients and an all-gather of the updated weights, per group."""
-    dense = sum(t.local_numel(layout.tp) for t in stage.tensors if t.expert < 0)
-    experts = sum(t.local_numel(layout.tp) for t in stage.tensors if t.expert >= 0)
+    experts = stage_expert_numels(*key)[rank]
+    dense = sum(stage_local_numels(*key)[rank]) - experts
     groups = [(dense, layout.dp, "dp")] + ([(experts, layout.dp // layout.ep, "edp")]
                                            if layout.dp // layout.ep > 1 and experts else [])
     if layout.zero != 1 or layout.fsdp2:
@@ -190,24 +200,24 @@ def _ep_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     out_b, in_b = layout.precision.activation_bytes, stream_bytes(model, layout)
     seqs = layout.micro_batch_size
     ops = []
-    for units in stage.modules:
-        for u in units:
-            if not u.moe_assignments_per_sample:
-                continue
-            e = len(u.moe_assignments_per_sample)
-            per = e // ep
-            shares = [sum(u.moe_assignments_per_sample[s * per:(s + 1) * per]) * seqs * row for s in range(ep)]
-            # dispatch, then (after the experts) combine: two all-to-alls one after the other, each with its
-            # own buffer; rank r sends the others' rows out and its own rows' results back
-            dispatch = [(sum(shares) - shares[r]) * in_b for r in range(ep)]
-            combine = [(ep - 1) * shares[r] * out_b for r in range(ep)]
-            busiest = max(range(ep), key=lambda r: dispatch[r] + combine[r])
-            m, k = layout.micro_batches, layout.moe_imbalance
-            ops.append(CommOp("all_to_all", "intermediate", e * INT64_BYTES, ep, "ep", count=m, phase="forward"))
-            for phase in ("forward", "backward"):  # backward: the combine's gradient, then the dispatch's
-                ops += [CommOp("all_to_all", "intermediate", int(sum(shares) * b * k), ep, "ep", count=m, phase=phase,
-                               sent_each=int(sent[busiest] * k))
-                        for b, sent in ((in_b, dispatch), (out_b, combine))]
+    # MoE blocks of equal routing exchange the same: each distinct one is worked out once, counted per block
+    blocks = Counter(u.moe_assignments_per_sample for units in stage.modules for u in units
+                     if u.moe_assignments_per_sample)
+    for assignments, layers in blocks.items():
+        e = len(assignments)
+        per = e // ep
+        shares = [sum(assignments[s * per:(s + 1) * per]) * seqs * row for s in range(ep)]
+        # dispatch, then (after the experts) combine: two all-to-alls one after the other, each with its
+        # own buffer; rank r sends the others' rows out and its own rows' results back
+        dispatch = [(sum(shares) - shares[r]) * in_b for r in range(ep)]
+        combine = [(ep - 1) * shares[r] * out_b for r in range(ep)]
+        busiest = max(range(ep), key=lambda r: dispatch[r] + combine[r])
+        m, k = layout.micro_batches * layers, layout.moe_imbalance
+        ops.append(CommOp("all_to_all", "intermediate", e * INT64_BYTES, ep, "ep", count=m, phase="forward"))
+        for phase in ("forward", "backward"):  # backward: the combine's gradient, then the dispatch's
+            ops += [CommOp("all_to_all", "intermediate", int(sum(shares) * b * k), ep, "ep", count=m, phase=phase,
+                           sent_each=int(sent[busiest] * k))
+                    for b, sent in ((in_b, dispatch), (out_b, combine))]
     return ops
 
 
@@ -216,11 +226,11 @@ def _zero1_textbook_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[
     all-gather the updated parameters, bucket by bucket: 2(n-1)/n x Psi in all. The gather carries the
     parameters' dtype, not the gradients' (bf16 reduces float32 gradients but gathers bf16 weights:
     Megatron-Core's distributed optimizer gathers its parameter buffer, which holds the model's dtype)."""
-    buckets, n = ddp_buckets_cached(*key, rank, pb), layout.shard_group
+    buckets, n = ddp_bucket_counts(*key, rank, pb), layout.shard_group
     gb = layout.gather_elem_bytes
     phase = "next_forward" if layout.overlap_param_gather else "step"
-    return ([CommOp("reduce_scatter", "parameter", b, n, "dp", phase="grad") for b in buckets]
-            + [CommOp("all_gather", "parameter", b // pb * gb, n, "dp", phase=phase) for b in buckets])
+    return ([CommOp("reduce_scatter", "parameter", b, n, "dp", count=c, phase="grad") for b, c in buckets]
+            + [CommOp("all_gather", "parameter", b // pb * gb, n, "dp", count=c, phase=phase) for b, c in buckets])
 
 
 def fsdp_rounds(layout: Layout) -> tuple[int, int]:
@@ -260,8 +270,12 @@ def _hsdp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
 
 
 @lru_cache(maxsize=4096)
-def ddp_buckets_cached(model: ModelSpec, pp: int, v: int, tp: int, stage: int, elem_bytes: int) -> tuple[int, ...]:
-    return tuple(ddp_buckets([x * elem_bytes for x in stage_local_numels(model, pp, v, tp)[stage]]))
+def ddp_bucket_counts(model: ModelSpec, pp: int, v: int, tp: int, stage: int, elem_bytes: int) -> tuple[tuple[int, int], ...]:
+    """A stage's DDP buckets (``ddp_buckets``) as (bucket bytes, buckets of that size), in the order each size
+    first occurs: equal buckets are one op with a count (``merge``), and a model of thousands of tensors fills
+    thousands of buckets."""
+    buckets = ddp_buckets([x * elem_bytes for x in stage_local_numels(model, pp, v, tp)[stage]])
+    return tuple(Counter(buckets).items())
 
 
 def tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
@@ -414,13 +428,20 @@ def rank_ops(model: ModelSpec, layout: Layout) -> Mapping[str, tuple[CommOp, ...
     return MappingProxyType(out)
 
 
+_IDENTITY = attrgetter(*(f.name for f in fields(CommOp) if f.name != "count"))
+"""Every field of an op but its count: what tells ops apart."""
+
+
 def merge(ops: list[CommOp]) -> list[CommOp]:
-    """Identical ops folded into one with their counts summed (bytes stay per-op integer divisions)."""
-    counts: dict[CommOp, int] = {}
+    """Identical ops folded into one with their counts summed (bytes stay per-op integer divisions), in the
+    order each first occurs."""
+    first: dict[tuple, CommOp] = {}
+    counts: dict[tuple, int] = {}
     for op in ops:
-        key = replace(op, count=1)  # every other field tells ops apart
+        key = _IDENTITY(op)
+        first.setdefault(key, op)
         counts[key] = counts.get(key, 0) + op.count
-    return [replace(op, count=c) for op, c in counts.items()]
+    return [op if op.count == counts[key] else replace(op, count=counts[key]) for key, op in first.items()]
 
 
 def bytes_by_category(ops: list[CommOp]) -> dict[str, int]:

@@ -22,7 +22,8 @@ from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 
 from parbench.config import Schedule
-from parbench.sim.comm import DDP_BUCKET_BYTES, fsdp_group_numels, stage_local_numels, zero1_max_shard
+from parbench.sim.comm import (DDP_BUCKET_BYTES, fsdp_group_numels, stage_expert_numels, stage_local_numels,
+                               zero1_max_shard)
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.model import ModelSpec, Unit
@@ -83,7 +84,7 @@ def state_numels(model: ModelSpec, layout: Layout, stage: Stage) -> tuple[int, i
         return shard, shard, shard, len(local)
     sharded = -(-full // n)
     if layout.ep > 1 and layout.zero:  # a rank's experts are shared by dp / ep ranks only
-        experts = sum(t.local_numel(layout.tp) for t in stage.tensors if t.expert >= 0)
+        experts = stage_expert_numels(*key)[stage.rank]
         sharded = -(-(full - experts) // n) + -(-experts // max(n // layout.ep, 1))
     if layout.zero == 1 and layout.fsdp2:
         own, count = zero1_max_shard(*key, n, stage.rank)  # torch's ZeroRedundancyOptimizer
@@ -231,14 +232,10 @@ def unsharded_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> int:
 @lru_cache(maxsize=4096)
 def _gathered_numels(model: ModelSpec, pp: int, v: int, tp: int, rank: int) -> tuple[int, int, int, int]:
     """(the stage's elements, its root group's, its two largest units', its largest unit's), tp-local."""
-    from parbench.sim.comm import fsdp_groups
-
     stage = stages(model, pp, v)[rank]
-    root_names = ("pre.", "post.")
-    units = [sum(t.local_numel(tp) for t in g) for g in fsdp_groups(stage, tp) if not g[0].name.startswith(root_names)]
-    units = sorted(units or [0], reverse=True)
-    root = sum(t.local_numel(tp) for t in stage.tensors if t.name.startswith(root_names))
-    return sum(t.local_numel(tp) for t in stage.tensors), root, sum(units[:2]), units[0]
+    units = sorted([u.param_numel(tp) for mods in stage.modules for u in mods if u.params] or [0], reverse=True)
+    root = sum(t.local_numel(tp) for t in stage.root)
+    return sum(stage_local_numels(model, pp, v, tp)[rank]), root, sum(units[:2]), units[0]
 
 
 def process_groups(layout: Layout) -> int:

@@ -34,12 +34,9 @@ class Tensor:
     linear: bool = False
     """A Linear layer's weight or bias: what autocast casts to the matmul dtype (``Precision.weight_cast_bytes``)."""
 
-    @property
+    @cached_property
     def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     def local_numel(self, tp: int) -> int:
         """Elements one tensor-parallel rank stores (Shard(0) for ``rows``, Shard(1) for ``cols``)."""
@@ -114,7 +111,27 @@ class Unit:
     loss of its own."""
 
     def param_numel(self, tp: int = 1) -> int:
-        return sum(t.local_numel(tp) for t in self.params)
+        return sum(self.local_numels(tp))
+
+    def local_numels(self, tp: int = 1) -> tuple[int, ...]:
+        """Each parameter tensor's tensor-parallel-local elements, in order (``Tensor.local_numel``), worked out
+        once per tp: a layout search asks for every unit's at each of its layouts (an MoE block of 256
+        experts holds 768 tensors)."""
+        return self._local(tp)[0]
+
+    def expert_numel(self, tp: int = 1) -> int:
+        """Tensor-parallel-local elements of the unit's experts' tensors."""
+        return self._local(tp)[1]
+
+    def _local(self, tp: int) -> tuple[tuple[int, ...], int]:
+        if tp not in self._by_tp:
+            numels = tuple(t.local_numel(tp) for t in self.params)
+            self._by_tp[tp] = numels, sum(n for n, t in zip(numels, self.params) if t.expert >= 0)
+        return self._by_tp[tp]
+
+    @cached_property
+    def _by_tp(self) -> dict[int, tuple[tuple[int, ...], int]]:
+        return {}
 
     @cached_property
     def shape_key(self) -> int:

@@ -246,7 +246,7 @@ def layer_time_s(p: Published, cluster: Cluster | None = None) -> float:
     c, model, layout = cluster or PRESETS[p.cluster], model_for(p), layout_for(p)
     unit = model.units[1]  # a middle layer: its input needs a gradient
     chunk = chunk_times_s(c, model, layout, (unit,), first=False, last=False)
-    alone = Stage(rank=0, chunks=(Chunk(0, 1, 2, False, False),), modules=((unit,),), tensors=())
+    alone = Stage(rank=0, chunks=(Chunk(0, 1, 2, False, False),), modules=((unit,),), holders=())
     tp = sum(op_time_s(c, layout, op) for op in tp_ops(model, layout, alone)) / layout.micro_batches
     return chunk.total + tensor_parallel_exposed_s(tp, chunk.gemm, layout.tp, overlap=layout.tp_comm_overlap,
                                                    hide=c.overlap)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from itertools import accumulate
+from itertools import accumulate, chain
 
 from parbench.sim.model import ModelSpec, Tensor, Unit
 from parbench.splits import contiguous_splits
@@ -30,8 +30,24 @@ class Stage:
     chunks: tuple[Chunk, ...]
     modules: tuple[tuple[Unit, ...], ...]
     """Per chunk: the FSDP units it wraps (pre/post join the chunk's root module)."""
-    tensors: tuple[Tensor, ...]
-    """Every parameter tensor of the stage in registration order (pre, units, post per chunk)."""
+    holders: tuple[Unit, ...]
+    """Every unit whose parameters the stage holds, in registration order: per chunk pre (first chunk), its
+    units, post (last chunk) and the embedding's copy (``ModelSpec.embedding_copy``, as a unit of its own)."""
+    root: tuple[Tensor, ...] = ()
+    """The tensors of pre, post and the copy: what the root module wraps (FSDP's last group)."""
+
+    @cached_property
+    def tensors(self) -> tuple[Tensor, ...]:
+        """Every parameter tensor of the stage in registration order."""
+        return tuple(t for h in self.holders for t in h.params)
+
+    def local_numels(self, tp: int) -> tuple[int, ...]:
+        """Each parameter tensor's tensor-parallel-local elements, in registration order."""
+        return tuple(chain.from_iterable(h.local_numels(tp) for h in self.holders))
+
+    def expert_numel(self, tp: int) -> int:
+        """Tensor-parallel-local elements of the experts' tensors the stage holds."""
+        return sum(h.expert_numel(tp) for h in self.holders)
 
     @cached_property
     def shape_key(self) -> int:
@@ -63,19 +79,21 @@ def stages(model: ModelSpec, pp: int, v: int | tuple[int, ...]) -> tuple[Stage, 
         n = pp * v
         bounds = contiguous_splits(model.blocks, n)
         bounds[-1] = (bounds[-1][0], len(model.units))
+    copy = Unit(params=(model.embedding_copy,), gemms=(), out_elems_per_sample=0) if model.embedding_copy else None
     out = []
     for rank in range(pp):
-        chunks, modules, tensors = [], [], []
+        chunks, modules, holders, root = [], [], [], []
         for index in range(rank, n, pp):
             lo, hi = bounds[index]
             c = Chunk(index, lo, hi, index == 0, index == n - 1)
             chunks.append(c)
             units = model.units[lo:hi]
             modules.append(units)
-            copy = (model.embedding_copy,) if c.last and not c.first and model.embedding_copy else ()
-            tensors += [*(model.pre.params if c.first else ()), *(t for u in units for t in u.params),
-                        *(model.post.params if c.last else ()), *copy]
-        out.append(Stage(rank, tuple(chunks), tuple(modules), tuple(tensors)))
+            ends = ((model.pre,) if c.first else (), (model.post,) if c.last else (),
+                    (copy,) if c.last and not c.first and copy else ())
+            holders += [*ends[0], *units, *ends[1], *ends[2]]
+            root += [t for u in (*ends[0], *ends[1], *ends[2]) for t in u.params]
+        out.append(Stage(rank, tuple(chunks), tuple(modules), tuple(holders), tuple(root)))
     return tuple(out)
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from parbench.config import Strategy, WorkloadConfig
 from parbench.sim.architecture import Architecture
-from parbench.sim.comm import rank_ops
+from parbench.sim.comm import ddp_buckets, rank_ops
 from parbench.sim.layout import Layout
 from parbench.sim.model import Tensor, architecture_spec, model_spec
 from parbench.sim.stages import stages
@@ -44,3 +44,45 @@ def test_a_stage_after_a_wider_boundary_sends_its_own_gradient_bytes():
     assert sts[1].shape_key == sts[2].shape_key  # the boundary before stage 1 is unit 1's output
     assert grads["stage1"] == [2 * grads["stage2"][0]]
 
+
+
+MOE = Architecture(name="moe", layers=6, hidden=64, heads=4, vocab=500, seq_len=32, experts=16, top_k=2)
+
+
+def test_a_unit_s_tensor_parallel_local_elements_are_its_tensors_own_at_every_tp():
+    """Each unit works its tensors' local elements out once per tp and keeps them: asked again, at another tp
+    and then at the first, it gives each tensor's own ``Tensor.local_numel``, and the stage gives them in its
+    tensors' order."""
+    model = architecture_spec(MOE, megatron=True)
+    unit = model.units[2]
+    for tp in (1, 2, 4, 1):
+        assert unit.local_numels(tp) == tuple(t.local_numel(tp) for t in unit.params)
+        assert unit.expert_numel(tp) == sum(t.local_numel(tp) for t in unit.params if t.expert >= 0) > 0
+    for st in stages(model, 2, 1):
+        assert st.local_numels(4) == tuple(t.local_numel(4) for t in st.tensors)
+    assert unit.local_numels(2) != unit.local_numels(1)
+
+
+def test_equal_buckets_are_one_op_with_their_count_and_the_bytes_are_every_tensor_s():
+    """DDP fills a bucket per 25 MiB; equal buckets fold into one all-reduce with a count. The folded ops still
+    carry every gradient byte once (float32: 4 bytes an element) in as many buckets as torch's reducer forms
+    (1 MiB first, then 25 MiB)."""
+    model = architecture_spec(replace(ARCH, layers=24, hidden=1024), megatron=True)
+    layout = Layout(strategy=Strategy.DDP, dp=4, global_batch_size=8)
+    ops = [op for op in rank_ops(model, layout)["stage0"] if op.kind == "all_reduce"]
+    tensors = stages(model, 1, 1)[0].tensors
+    assert sum(op.payload * op.count for op in ops) == model.param_numel * 4
+    assert len(ops) < sum(op.count for op in ops) == len(ddp_buckets([t.numel * 4 for t in tensors]))
+
+
+def test_every_moe_block_exchanges_its_tokens_four_times_a_micro_batch():
+    """Expert parallelism: per MoE block and micro-batch, dispatch and combine forward, their gradients backward,
+    and one count exchange of E int64 forward, whichever blocks fold into one op."""
+    model = architecture_spec(MOE, megatron=True)
+    layout = Layout(strategy=Strategy.HYBRID, dp=4, ep=4, global_batch_size=16, micro_batches=2)
+    ops = [op for op in rank_ops(model, layout)["stage0"] if op.kind == "all_to_all"]
+    counts = {}
+    for op in ops:
+        kind = "counts" if op.payload == MOE.experts * 8 else op.phase
+        counts[kind] = counts.get(kind, 0) + op.count
+    assert counts == {"counts": 2 * MOE.layers, "forward": 2 * 2 * MOE.layers, "backward": 2 * 2 * MOE.layers}
