@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
 import sys
 
 from parbench.commands import COMMAND_MODULES
@@ -59,6 +61,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def stdout_closed() -> bool:
+    """Whether the reader of this process's standard output has gone (``parbench ... | head``): a pipe's write
+    end then polls as an error. False for anything that cannot be polled (a file, a test's capture)."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poll.poll(0))
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -66,6 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"parbench {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        if not stdout_closed():  # another pipe or socket broke: a real error
+            raise
+        # the reader took what it wanted and left; what is still buffered goes nowhere, not into a second
+        # error when Python flushes at exit (the signal module's note on SIGPIPE)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -100,3 +100,28 @@ def test_run_names_its_phases_on_the_status_line(tmp_path):
                             "--no-save"], capture_output=True, env=dict(env, PARBENCH_PROGRESS="0"), timeout=300,
                            cwd=tmp_path)
     assert quiet.returncode == 0 and b"warm-up" not in quiet.stderr
+
+
+def test_output_cut_short_by_its_reader_ends_without_a_traceback():
+    """``parbench ... | head -1``: the reader leaves after one line; the command stops quietly (exit 1, as
+    Python's own note on SIGPIPE has it) instead of printing a BrokenPipeError traceback."""
+    cmd = [sys.executable, "-m", "parbench", "simulate", "--model", "llama3-8b", "--gpus", "64", "--search"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_a_broken_pipe_that_is_not_the_output_is_still_an_error(monkeypatch):
+    """Only a closed standard output is the reader leaving: a pipe or socket of the work itself breaking
+    stays an error with its traceback."""
+    def broken(_args):
+        raise BrokenPipeError("a rank's pipe")
+
+    parser = build_parser()
+    args = parser.parse_args(["results"])
+    monkeypatch.setattr(args, "handler", broken)
+    monkeypatch.setattr("parbench.cli.build_parser", lambda: argparse.Namespace(parse_args=lambda _argv: args))
+    with pytest.raises(BrokenPipeError):
+        main(["results"])
