@@ -90,6 +90,12 @@ def stage_local_numels(model: ModelSpec, pp: int, v: int, tp: int) -> tuple[tupl
 
 
 @lru_cache(maxsize=4096)
+def stage_numels(model: ModelSpec, pp: int, v: int, tp: int) -> tuple[int, ...]:
+    """Per stage: the tensor-parallel-local elements of all its parameters."""
+    return tuple(sum(local) for local in stage_local_numels(model, pp, v, tp))
+
+
+@lru_cache(maxsize=4096)
 def stage_expert_numels(model: ModelSpec, pp: int, v: int, tp: int) -> tuple[int, ...]:
     """Per stage: the tensor-parallel-local elements of its experts' tensors (0 for a dense model)."""
     return tuple(st.expert_numel(tp) for st in stages(model, pp, v))
@@ -133,7 +139,7 @@ def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int) -> list[C
     if layout.ep > 1:
         return _ep_grad_ops(layout, key, stage.rank, pb)
     if layout.flat_grad_allreduce:
-        size = sum(stage_local_numels(*key)[stage.rank]) * pb
+        size = stage_numels(*key)[stage.rank] * pb
         return [CommOp("all_reduce", "parameter", size, layout.dp, "dp", phase="grad")]
     if layout.zero >= 2:
         return _fsdp_ops(layout, key, stage.rank, pb) + _hsdp_ops(layout, key, stage.rank, pb)
@@ -174,7 +180,7 @@ def _ep_grad_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]
     dp/ep ranks holding the same experts; each one flat all-reduce, or under Megatron's distributed optimizer
     (zero=1) a reduce-scatter of the gradients and an all-gather of the updated weights, per group."""
     experts = stage_expert_numels(*key)[rank]
-    dense = sum(stage_local_numels(*key)[rank]) - experts
+    dense = stage_numels(*key)[rank] - experts
     groups = [(dense, layout.dp, "dp")] + ([(experts, layout.dp // layout.ep, "edp")]
                                            if layout.dp // layout.ep > 1 and experts else [])
     if layout.zero != 1 or layout.fsdp2:
@@ -291,23 +297,33 @@ def tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     # all-gather of the MLP's input still runs again (the gate and up projections replay)
     share = layout.recomputed_fraction
     kinds = ("all_gather", "reduce_scatter") if layout.sequence_parallel else ("all_reduce",)
-    counts: dict[tuple[int, str, str], float] = {}
+    # units of one shape issue the same collectives: each (shape, pre/post or not, input gradient or not) once,
+    # with how many of them the stage holds
+    members: dict[tuple[int, bool, bool], list] = {}
     for chunk, units in zip(stage.chunks, stage.modules):
-        members = [(i, u) for i, u in enumerate(units, start=chunk.lo)]
-        members = ([(-1, model.pre)] if chunk.first else []) + members + ([(-2, model.post)] if chunk.last else [])
-        for i, u in members:
-            if u.tp_row_allreduces:
-                stops = layout.recompute_early_stop and not u.moe_assignments_per_sample
-                for k in kinds:
-                    replayed = 0 if i < 0 else u.tp_row_allreduces - (1 if stops and k != "all_gather" else 0)
-                    key = (mb * u.tp_row_out * ab // layout.cp, "forward", k)
-                    counts[key] = counts.get(key, 0) + (u.tp_row_allreduces + share * replayed) * m
-            if not input_needs_grad(model, i):
-                continue
-            for w in u.tp_col_inputs:
-                for k in kinds:
-                    key = (mb * w * rb // layout.cp, "backward", k)
-                    counts[key] = counts.get(key, 0) + m
+        chunk_members = [(i, u) for i, u in enumerate(units, start=chunk.lo)]
+        chunk_members = (([(-1, model.pre)] if chunk.first else []) + chunk_members
+                         + ([(-2, model.post)] if chunk.last else []))
+        for i, u in chunk_members:
+            key = (u.shape_key, i < 0, input_needs_grad(model, i))
+            if key in members:
+                members[key][2] += 1
+            else:
+                members[key] = [i, u, 1]
+    counts: dict[tuple[int, str, str], float] = {}
+    for i, u, n in members.values():
+        if u.tp_row_allreduces:
+            stops = layout.recompute_early_stop and not u.moe_assignments_per_sample
+            for k in kinds:
+                replayed = 0 if i < 0 else u.tp_row_allreduces - (1 if stops and k != "all_gather" else 0)
+                key = (mb * u.tp_row_out * ab // layout.cp, "forward", k)
+                counts[key] = counts.get(key, 0) + (u.tp_row_allreduces + share * replayed) * m * n
+        if not input_needs_grad(model, i):
+            continue
+        for w in u.tp_col_inputs:
+            for k in kinds:
+                key = (mb * w * rb // layout.cp, "backward", k)
+                counts[key] = counts.get(key, 0) + m * n
     return [CommOp(k, "intermediate", size, t, "tp", count=round(c), phase=phase)
             for (size, phase, k), c in counts.items()]
 

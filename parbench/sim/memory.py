@@ -23,7 +23,7 @@ from functools import lru_cache
 
 from parbench.config import Schedule
 from parbench.sim.comm import (DDP_BUCKET_BYTES, fsdp_group_numels, stage_expert_numels, stage_local_numels,
-                               zero1_max_shard)
+                               stage_numels, zero1_max_shard)
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.model import ModelSpec, Unit
@@ -78,7 +78,7 @@ def state_numels(model: ModelSpec, layout: Layout, stage: Stage) -> tuple[int, i
     """(params, grads, optimizer-state elements, optimizer tensors) one rank of ``stage`` holds (worst rank)."""
     n, key = layout.shard_group, (model, layout.pp, layout.split, layout.tp)
     local = stage_local_numels(*key)[stage.rank]
-    full = sum(local)
+    full = stage_numels(*key)[stage.rank]
     if layout.fsdp2 and layout.zero >= 2:
         shard = sum(fsdp_group_numels(*key, n, stage.rank, True)) // n  # rank 0 holds the full chunks
         return shard, shard, shard, len(local)
@@ -235,7 +235,7 @@ def _gathered_numels(model: ModelSpec, pp: int, v: int, tp: int, rank: int) -> t
     stage = stages(model, pp, v)[rank]
     units = sorted([u.param_numel(tp) for mods in stage.modules for u in mods if u.params] or [0], reverse=True)
     root = sum(t.local_numel(tp) for t in stage.root)
-    return sum(stage_local_numels(model, pp, v, tp)[rank]), root, sum(units[:2]), units[0]
+    return stage_numels(model, pp, v, tp)[rank], root, sum(units[:2]), units[0]
 
 
 def process_groups(layout: Layout) -> int:
