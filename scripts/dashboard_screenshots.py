@@ -17,9 +17,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VIEWS = ("landing", "overview", "scaling", "memory", "communication", "step_time", "compare", "correctness",
-         "simulator", "simulator_published")
-SECTIONS = {"simulator_published": ("simulator", "Against published runs")}
-"""Shots of one part of a view: (view, the heading it starts at); the shot runs from there to the page's end."""
+         "simulator", "simulator_search", "simulator_published")
+SECTIONS = {"simulator_published": ("simulator", "Against published runs", ""),
+            "simulator_search": ("simulator", "Which layout?", "Predicted vs measured")}
+"""Shots of one part of a view: (view, the heading it starts at, the heading it stops at: '' for the page's end)."""
+CLICKS = {"simulator_search": ("Search every layout", "Pareto front")}
+"""Shots taken after a click: (the button's label, a text that shows once its result is drawn)."""
 
 
 def main() -> int:
@@ -49,7 +52,7 @@ def main() -> int:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
             page = browser.new_page(viewport={"width": 1400, "height": 1500})
             for shot in a.views.split(","):
-                view, heading = SECTIONS.get(shot, (shot, ""))
+                view, heading, stop = SECTIONS.get(shot, (shot, "", ""))
                 page.goto(f"{url}/?view={view}")
                 drawn = "[data-testid=stDataFrame]" if view == "overview" else ".js-plotly-plot .main-svg"
                 page.wait_for_selector(drawn, timeout=120_000)
@@ -57,14 +60,20 @@ def main() -> int:
                 page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')",
                                        timeout=120_000)
                 page.wait_for_timeout(2000)  # plotly's transitions and the grid's first paint
+                if shot in CLICKS:
+                    label, drawn = CLICKS[shot]
+                    page.get_by_text(label).click()
+                    page.wait_for_selector(f"text={drawn}", timeout=300_000)
+                    page.wait_for_timeout(3000)
                 path = Path(a.out) / f"{shot}.png"
                 if heading:  # the app scrolls inside its own block: a viewport tall enough holds all of it
                     block = page.locator("[data-testid=stMainBlockContainer]")
                     page.set_viewport_size({"width": 1400, "height": int(block.bounding_box()["height"]) + 200})
                     page.wait_for_timeout(2000)
-                    top, box = page.get_by_text(heading).first.bounding_box()["y"], block.bounding_box()
+                    top, box = page.get_by_role("heading", name=heading).first.bounding_box()["y"], block.bounding_box()
+                    end = page.get_by_role("heading", name=stop).first.bounding_box()["y"] if stop else box["y"] + box["height"]
                     page.screenshot(path=str(path), clip={"x": box["x"], "y": top - 10, "width": box["width"],
-                                                          "height": box["y"] + box["height"] - top + 10})
+                                                          "height": end - top})
                     page.set_viewport_size({"width": 1400, "height": 1500})
                 else:
                     page.screenshot(path=str(path), full_page=True)

@@ -44,6 +44,8 @@ def render(ctx: "ViewContext") -> None:
         if not prediction.feasible:
             st.warning("Does not fit: " + "; ".join(prediction.reasons))
         nearest_section(what, cluster)
+    st.subheader("Which layout? (every layout searched, no run needed)")
+    search_section(what, cluster)
     st.subheader("Predicted vs measured")
     measured_section(ctx)
     st.subheader("Against published runs (no run needed)")
@@ -62,6 +64,56 @@ def nearest_section(what: whatif.WhatIf, cluster) -> None:
                                 "published s": round(r.published_step_s, 3), "predicted s": round(r.predicted_step_s, 3),
                                 "source": f"{r.source}, {r.table}"} for r in nearby]),
                  key="sim-whatif-nearest", hide_index=True)
+
+
+def search_section(what: whatif.WhatIf, cluster) -> None:
+    """``parbench simulate --search`` for the what-if's model on its cluster, at a GPU count and global batch: every
+    layout ranked by predicted throughput (the CLI's options, ``default_search_options``), the fastest ten, and all of
+    them against their memory with the Pareto front. A search runs when asked (a large one takes tens of seconds);
+    the latest stays until its inputs change."""
+    from parbench.commands.simulate import default_search_options
+    from parbench.sim.accuracy import PAIR_MARGIN_PCT
+    from parbench.sim.predict import format_bytes
+    from parbench.sim.search import rejected_counts, search, within_margin
+
+    with st.form("sim-search-form"):
+        a, b = st.columns(2)
+        gpus = int(a.number_input("GPUs", 1, 1 << 20, 64, key="sim-search-gpus"))
+        batch = int(b.number_input("global batch (samples a step)", 1, 1 << 24, 512, key="sim-search-batch"))
+        asked = st.form_submit_button("Search every layout")
+    key = (what.shape, cluster.name, gpus, batch)
+    latest = st.session_state.setdefault("sim-search-latest", {})
+    if asked and key not in latest:
+        bar = st.progress(0.0, text="searching")
+        try:
+            cands = search(what.model(), cluster, gpus=gpus, global_batch=batch, options=default_search_options(cluster),
+                           progress=lambda done, total: bar.progress(done / total, text=f"{done} of {total} layouts"))
+        except ValueError as exc:
+            bar.empty()
+            st.error(f"Cannot search: {exc}")
+            return
+        bar.empty()
+        latest.clear()  # one search kept: a large one holds thousands of predictions
+        latest[key] = cands
+    cands = latest.get(key)
+    if cands is None:
+        st.caption(f"Ranks every layout of this model on {cluster.name} (dp x tp x pp x cp x ep, micro-batch, schedule, ZeRO, recomputation) by predicted "
+                   "throughput, as `parbench simulate --search` does. Set the GPUs and the global batch, then search.")
+        return
+    feasible = [c for c in cands if c.feasible]
+    rejected = "; ".join(f"{n} {reason}" for reason, n in sorted(rejected_counts(cands).items(), key=lambda kv: -kv[1]))
+    st.caption(f"{len(cands)} layouts, {len(feasible)} fit in {format_bytes(cluster.memory_bytes)} a device"
+               + (f" (rejected: {rejected})" if rejected else "") + ".")
+    if not feasible:
+        st.warning("No layout fits: more GPUs, a device with more memory, or a smaller batch.")
+        return
+    close = within_margin(feasible)
+    st.caption(f"{close} other layouts are predicted within {PAIR_MARGIN_PCT:.0f}% of the best: the model does not "
+               f"claim an order inside {PAIR_MARGIN_PCT:.0f}% (`parbench validate --published` checks its order of "
+               "published layout pairs).")
+    st.dataframe(pd.DataFrame(whatif.search_rows(cands, 10)), key="sim-search-top", hide_index=True,
+                 column_config={"layout": st.column_config.TextColumn(width="large")})
+    st.plotly_chart(whatif.search_figure(cands, cluster), key="sim-search-chart")
 
 
 def whatif_inputs(results_dir: str):

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from parbench.config import ConfigError, Schedule, Strategy, WorkloadConfig, WORKLOAD_NAMES
+from parbench.config import WORKLOAD_NAMES, ConfigError, Schedule, Strategy, WorkloadConfig
 
 EXIT_INFEASIBLE = 3
 TOY_NOTE = ("note: no model given; showing a toy default (transformer, 4 layers, hidden 64). Name a real one "
@@ -456,28 +456,43 @@ def _progress(done: int, total: int) -> None:
     print(f"\r  {done}/{total} layouts evaluated", end="" if done < total else "\n", file=sys.stderr, flush=True)
 
 
-def _search(a: argparse.Namespace, model, cluster) -> int:
+def search_options(a: argparse.Namespace, cluster):
+    """The search's options from the command line: each layout flag fixes its choice, the software (``--software``
+    and its flags) runs every layout, the cluster's default attention unless ``--attention``."""
     from dataclasses import replace
 
+    software = _framework(a, cluster)
+    return replace(_search_options(a), attention=_attention(a, cluster), framework=software,
+                   precision=software.precision_for(_precision(a)))
+
+
+def default_search_options(cluster):
+    """What ``parbench simulate --search`` searches with no layout or software flag given (the dashboard's search
+    panel runs the same search)."""
+    parser = argparse.ArgumentParser(prog="parbench")
+    add_parser(parser.add_subparsers())
+    return search_options(parser.parse_args(["simulate", "--search"]), cluster)
+
+
+def _search(a: argparse.Namespace, model, cluster) -> int:
     from parbench.sim.accuracy import nearest_lines, nearest_published
-    from parbench.sim.search import describe, pareto_front, search
+    from parbench.sim.search import (
+        describe,
+        pareto_front,
+        rejected_counts,
+        search,
+        within_margin,
+    )
 
     gb = a.global_batch or a.gpus
-    software = _framework(a, cluster)
-    opts = replace(_search_options(a), attention=_attention(a, cluster), framework=software,
-                   precision=software.precision_for(_precision(a)))
     progress = _progress if sys.stderr.isatty() and a.format == "table" else None
-    cands = search(model, cluster, gpus=a.gpus, global_batch=gb, options=opts, progress=progress)
+    cands = search(model, cluster, gpus=a.gpus, global_batch=gb, options=search_options(a, cluster), progress=progress)
     feasible = [c for c in cands if c.feasible]
     front = pareto_front(cands)
-    rejected: dict[str, int] = {}
-    for c in cands:
-        if not c.feasible:
-            key = "does not fit in memory" if c.reason.startswith("needs") else c.reason
-            rejected[key] = rejected.get(key, 0) + 1
+    rejected = rejected_counts(cands)
     # the best layout's record: how far the model has been from published runs like it
     nearby = nearest_published(model, feasible[0].layout, cluster) if feasible else []
-    close = _within_margin(feasible)
+    close = within_margin(feasible)
     if a.format == "json":
         row = lambda c: {"layout": describe(c.layout), **c.prediction.as_dict()}  # noqa: E731
         print(json.dumps({"evaluated": len(cands), "feasible": len(feasible), "top": [row(c) for c in feasible[:a.top]],
@@ -503,16 +518,6 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
         print(_margin_line(close))
     _table("throughput-memory Pareto front", front)
     return 0 if feasible else EXIT_INFEASIBLE
-
-
-def _within_margin(feasible) -> int:
-    """How many other layouts are predicted within ``PAIR_MARGIN_PCT`` of the best one's throughput."""
-    from parbench.sim.accuracy import PAIR_MARGIN_PCT
-
-    if not feasible:
-        return 0
-    best = feasible[0].prediction.throughput_samples_per_s
-    return sum(c.prediction.throughput_samples_per_s * (1 + PAIR_MARGIN_PCT / 100) >= best for c in feasible[1:])
 
 
 def _margin_line(close: int) -> str:

@@ -243,6 +243,27 @@ def search(model: ModelSpec, cluster: Cluster, *, gpus: int, global_batch: int, 
     return sorted(out, key=lambda c: (not c.feasible, -(c.prediction.throughput_samples_per_s if c.prediction else 0)))
 
 
+def rejected_counts(candidates: list[Candidate]) -> dict[str, int]:
+    """How many layouts were rejected for each reason (every memory shortfall counted as one reason)."""
+    out: dict[str, int] = {}
+    for c in candidates:
+        if not c.feasible:
+            key = "does not fit in memory" if c.reason.startswith("needs") else c.reason
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+def within_margin(feasible: list[Candidate]) -> int:
+    """How many other layouts are predicted within ``accuracy.PAIR_MARGIN_PCT`` of the best one's throughput: the
+    margin under which the model's order of published layout pairs was checked."""
+    from parbench.sim.accuracy import PAIR_MARGIN_PCT
+
+    if not feasible:
+        return 0
+    best = feasible[0].prediction.throughput_samples_per_s
+    return sum(c.prediction.throughput_samples_per_s * (1 + PAIR_MARGIN_PCT / 100) >= best for c in feasible[1:])
+
+
 def pareto_front(candidates: list[Candidate]) -> list[Candidate]:
     """Feasible candidates no other beats on both throughput (higher) and peak memory (lower)."""
     pts = sorted((c for c in candidates if c.feasible), key=lambda c: (c.prediction.peak_memory_bytes,

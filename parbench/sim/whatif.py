@@ -157,3 +157,70 @@ def time_figure(p: Prediction) -> go.Figure:
                       title=f"Step time {p.step_time_s * 1e3:,.1f} ms: {p.throughput_samples_per_s:,.2f} samples/s, "
                             f"MFU {p.mfu:.1%}")
     return fig
+
+
+SEARCH_PLOTTED = 1500
+"""The search chart plots at most this many layouts (the fastest) besides the Pareto front: a chart of every one
+of a large search's 15,000 would send megabytes to the browser, and the slow ones crowd the bottom of it."""
+
+
+def mesh_family(layout: Layout) -> str:
+    """Which dimensions besides data parallelism a layout splits the model over: "dp only", "tp", "tp x pp", ..."""
+    parts = [name for name, degree in (("tp", layout.tp), ("pp", layout.pp), ("cp", layout.cp), ("ep", layout.ep))
+             if degree > 1]
+    return " x ".join(parts) or "dp only"
+
+
+def search_rows(candidates: list, top: int) -> list[dict]:
+    """The ``top`` fastest feasible layouts of a search (``parbench.sim.search.search``'s order) as table rows:
+    throughput, MFU, memory, the step and where it goes, and the layout as ``parbench simulate`` prints it."""
+    from parbench.sim.search import describe
+
+    rows = []
+    for rank, c in enumerate((c for c in candidates if c.feasible), start=1):
+        if rank > top:
+            break
+        p = c.prediction
+        rows.append({"rank": rank, "layout": describe(c.layout), "samples/s": round(p.throughput_samples_per_s, 3),
+                     "MFU %": round(p.mfu * 100, 1), "GiB per rank": round(p.peak_memory_bytes / GIB, 2),
+                     "step s": round(p.step_time_s, 3), **{f"{k} s": round(v, 3) for k, v in time_parts(p).items()}})
+    return rows
+
+
+def search_figure(candidates: list, cluster: Cluster) -> go.Figure:
+    """Every feasible layout of a search (the fastest ``SEARCH_PLOTTED``) as throughput against memory per rank,
+    one color per mesh family, the Pareto front as a line, the best layout marked, the device's capacity a line."""
+    from parbench.sim.search import describe, pareto_front
+
+    feasible = [c for c in candidates if c.feasible]
+    shown, front = feasible[:SEARCH_PLOTTED], pareto_front(candidates)
+    fig = go.Figure()
+    families: dict[str, list] = {}
+    for c in shown:
+        families.setdefault(mesh_family(c.layout), []).append(c)
+    for family, members in families.items():
+        fig.add_trace(go.Scattergl(
+            x=[c.prediction.peak_memory_bytes / GIB for c in members],
+            y=[c.prediction.throughput_samples_per_s for c in members], mode="markers", name=family,
+            marker={"size": 6, "opacity": 0.6}, text=[describe(c.layout) for c in members],
+            customdata=[c.prediction.mfu * 100 for c in members],
+            hovertemplate="%{text}<br>%{y:.4g} samples/s, MFU %{customdata:.1f}%, %{x:.1f} GiB<extra></extra>"))
+    if front:
+        fig.add_trace(go.Scatter(x=[c.prediction.peak_memory_bytes / GIB for c in front],
+                                 y=[c.prediction.throughput_samples_per_s for c in front], mode="lines+markers",
+                                 name="Pareto front", line={"color": "black", "shape": "hv"}, marker={"size": 5},
+                                 text=[describe(c.layout) for c in front],
+                                 hovertemplate="%{text}<br>%{y:.4g} samples/s, %{x:.1f} GiB<extra>front</extra>"))
+    if feasible:
+        best = feasible[0]
+        fig.add_trace(go.Scatter(x=[best.prediction.peak_memory_bytes / GIB], y=[best.prediction.throughput_samples_per_s],
+                                 mode="markers", name="best", marker={"symbol": "star", "size": 16, "color": "gold",
+                                                                      "line": {"color": "black", "width": 1}},
+                                 text=[describe(best.layout)], hovertemplate="%{text}<extra>best</extra>"))
+    cap = cluster.memory_bytes / GIB
+    fig.add_vline(x=cap, line_color="black", line_dash="dash", annotation_text=f"capacity {cap:.0f} GiB")
+    more = f"; the fastest {SEARCH_PLOTTED} shown" if len(feasible) > SEARCH_PLOTTED else ""
+    fig.update_layout(title=f"{len(feasible)} layouts fit{more}: throughput against memory per rank",
+                      xaxis_title="memory per rank (GiB)", yaxis_title="samples/s", height=480, legend_orientation="v",
+                      legend_x=1.02)
+    return fig

@@ -132,3 +132,27 @@ def test_zero_3_layouts_are_tried_as_hsdp_at_every_split_of_their_data_parallel_
 
     assert replicas() == {(0, 1), (1, 1), (2, 1), (3, 1), (3, 2), (3, 4), (3, 8)}
     assert replicas(zero=3, replicate=4) == {(3, 4)}
+
+
+def test_the_search_chart_plots_the_fastest_layouts_its_front_and_its_best(monkeypatch):
+    """The dashboard's search chart: one trace per mesh family holding the fastest ``SEARCH_PLOTTED`` feasible
+    layouts (each once), the Pareto front as its own line, and the best layout marked; the title says how many
+    were left out."""
+    from parbench.sim import whatif
+
+    small = WorkloadConfig(name="transformer", layers=8, hidden=512, heads=8, seq_len=256, vocab_size=1000)
+    cands = search(model_spec(small, megatron=True), PRESETS["h100-sxm"], gpus=16, global_batch=64,
+                   precision=PRECISIONS["bf16"])
+    feasible = [c for c in cands if c.feasible]
+    monkeypatch.setattr(whatif, "SEARCH_PLOTTED", 40)
+    assert len(feasible) > 40
+    fig = whatif.search_figure(cands, PRESETS["h100-sxm"]).to_dict()
+    traces = {t["name"]: t for t in fig["data"]}
+    families = [t for name, t in traces.items() if name not in ("Pareto front", "best")]
+    assert sum(len(t["x"]) for t in families) == 40
+    assert {t["name"] for t in families} == {whatif.mesh_family(c.layout) for c in feasible[:40]}
+    assert len(traces["Pareto front"]["x"]) == len(pareto_front(cands))
+    assert list(traces["best"]["y"]) == [feasible[0].prediction.throughput_samples_per_s]
+    assert fig["layout"]["title"]["text"].startswith(f"{len(feasible)} layouts fit; the fastest 40 shown")
+    rows = whatif.search_rows(cands, 5)
+    assert [r["rank"] for r in rows] == [1, 2, 3, 4, 5] and rows[0]["samples/s"] >= rows[-1]["samples/s"]
