@@ -29,6 +29,8 @@ HOW = ("**Predicted vs measured** compares the simulator with the runs shown, on
        "minutes: it times GEMMs, elementwise ops and collectives here), then reload. The what-if panel above "
        "needs no calibration.")
 CUSTOM = "custom shape"
+MESH_MAX = 1 << 20
+"""The what-if's degrees and batch counts go as far as a search's layouts (and the layout rules say what does not fit)."""
 
 
 def render(ctx: "ViewContext") -> None:
@@ -67,11 +69,11 @@ def nearest_section(what: whatif.WhatIf, cluster) -> None:
 
 
 def search_section(what: whatif.WhatIf, cluster) -> None:
-    """``parbench simulate --search`` for the what-if's model on its cluster, at a GPU count and global batch: every
-    layout ranked by predicted throughput (the CLI's options, ``default_search_options``), the fastest ten, and all of
-    them against their memory with the Pareto front. A search runs when asked (a large one takes tens of seconds);
-    the latest stays until its inputs change."""
-    from parbench.commands.simulate import default_search_options
+    """``parbench simulate --search`` for the what-if's model on its cluster at its precision, for a GPU count and
+    global batch: every layout ranked by predicted throughput (the command's options, ``search_options_for``), the
+    fastest ten, any of which opens in the what-if panel, and all of them against their memory with the Pareto front.
+    A search runs when asked (a large one takes tens of seconds); the latest stays until its inputs change."""
+    from parbench.commands.simulate import search_options_for
     from parbench.sim.accuracy import PAIR_MARGIN_PCT
     from parbench.sim.predict import format_bytes
     from parbench.sim.search import rejected_counts, search, within_margin
@@ -81,12 +83,12 @@ def search_section(what: whatif.WhatIf, cluster) -> None:
         gpus = int(a.number_input("GPUs", 1, 1 << 20, 64, key="sim-search-gpus"))
         batch = int(b.number_input("global batch (samples a step)", 1, 1 << 24, 512, key="sim-search-batch"))
         asked = st.form_submit_button("Search every layout")
-    key = (what.shape, cluster.name, gpus, batch)
+    key = (what.shape, cluster.name, what.precision, gpus, batch)
     latest = st.session_state.setdefault("sim-search-latest", {})
     if asked and key not in latest:
         bar = st.progress(0.0, text="searching")
         try:
-            cands = search(what.model(), cluster, gpus=gpus, global_batch=batch, options=default_search_options(cluster),
+            cands = search(what.model(), cluster, gpus=gpus, global_batch=batch, options=search_options_for([f"--precision={what.precision}"], cluster),
                            progress=lambda done, total: bar.progress(done / total, text=f"{done} of {total} layouts"))
         except ValueError as exc:
             bar.empty()
@@ -97,7 +99,7 @@ def search_section(what: whatif.WhatIf, cluster) -> None:
         latest[key] = cands
     cands = latest.get(key)
     if cands is None:
-        st.caption(f"Ranks every layout of this model on {cluster.name} (dp x tp x pp x cp x ep, micro-batch, schedule, ZeRO, recomputation) by predicted "
+        st.caption(f"Ranks every layout of this model on {cluster.name} in {what.precision} (dp x tp x pp x cp x ep, micro-batch, schedule, ZeRO, recomputation) by predicted "
                    "throughput, as `parbench simulate --search` does. Set the GPUs and the global batch, then search.")
         return
     feasible = [c for c in cands if c.feasible]
@@ -111,9 +113,23 @@ def search_section(what: whatif.WhatIf, cluster) -> None:
     st.caption(f"{close} other layouts are predicted within {PAIR_MARGIN_PCT:.0f}% of the best: the model does not "
                f"claim an order inside {PAIR_MARGIN_PCT:.0f}% (`parbench validate --published` checks its order of "
                "published layout pairs).")
-    st.dataframe(pd.DataFrame(whatif.search_rows(cands, 10)), key="sim-search-top", hide_index=True,
+    rows = whatif.search_rows(cands, 10)
+    st.dataframe(pd.DataFrame(rows), key="sim-search-top", hide_index=True,
                  column_config={"layout": st.column_config.TextColumn(width="large")})
+    a, b = st.columns([4, 1])
+    pick = a.selectbox("open in the what-if panel above", range(len(rows)), key="sim-search-pick",
+                       format_func=lambda i: f"{i + 1}: {rows[i]['layout']}")
+    b.button("Open", key="sim-search-open", on_click=open_in_whatif, args=(feasible[pick].layout,))
     st.plotly_chart(whatif.search_figure(cands, cluster), key="sim-search-chart")
+
+
+def open_in_whatif(layout) -> None:
+    """Set the what-if panel's mesh and schedule to a searched layout (before the panel draws on the next run)."""
+    values = {"sim-dp": layout.dp, "sim-tp": layout.tp, "sim-pp": layout.pp, "sim-cp": layout.cp, "sim-ep": layout.ep,
+              "sim-replicate": layout.replicate, "sim-zero": layout.zero, "sim-recompute": layout.recompute.value,
+              "sim-mbs": layout.micro_batch_size, "sim-mb": layout.micro_batches, "sim-schedule": layout.schedule.value,
+              "sim-v": layout.virtual_stages, "sim-sp": layout.sequence_parallel}
+    st.session_state.update(values)
 
 
 def whatif_inputs(results_dir: str):
@@ -135,18 +151,20 @@ def whatif_inputs(results_dir: str):
     cluster = load_cluster(a.selectbox("cluster", clusters, key="sim-cluster"), results_dir=results_dir)
     schedules = [s.value for s in Schedule]
     what = whatif.WhatIf(
-        shape=preset, dp=b.number_input("dp", 1, 4096, 8, key="sim-dp"), tp=b.number_input("tp", 1, 64, 1, key="sim-tp"),
-        pp=b.number_input("pp", 1, 256, 1, key="sim-pp"),
-        cp=b.number_input("cp (context parallel: seq / cp tokens a rank)", 1, 256, 1, key="sim-cp"),
-        ep=b.number_input("ep (expert parallel, inside dp: mixtures of experts)", 1, 1024, 1, key="sim-ep"),
+        shape=preset, dp=b.number_input("dp", 1, MESH_MAX, 8, key="sim-dp"), tp=b.number_input("tp", 1, MESH_MAX, 1, key="sim-tp"),
+        pp=b.number_input("pp", 1, MESH_MAX, 1, key="sim-pp"),
+        cp=b.number_input("cp (context parallel: seq / cp tokens a rank)", 1, MESH_MAX, 1, key="sim-cp"),
+        ep=b.number_input("ep (expert parallel, inside dp: mixtures of experts)", 1, MESH_MAX, 1, key="sim-ep"),
         zero=b.selectbox("ZeRO stage", (0, 1, 2, 3), key="sim-zero"),
+        replicate=b.number_input("replicas (HSDP with ZeRO 3: each shards over dp / replicas)", 1, MESH_MAX, 1,
+                                 key="sim-replicate"),
         recompute=Recompute(c.selectbox("recompute", [r.value for r in Recompute], key="sim-recompute")),
-        micro_batch_size=c.number_input("micro-batch size (samples)", 1, 1024, 1, key="sim-mbs"),
-        micro_batches=c.number_input("micro-batches per step", 1, 4096, 8, key="sim-mb"),
+        micro_batch_size=c.number_input("micro-batch size (samples)", 1, MESH_MAX, 1, key="sim-mbs"),
+        micro_batches=c.number_input("micro-batches per step", 1, MESH_MAX, 8, key="sim-mb"),
         precision=c.selectbox("precision", list(PRECISIONS), index=list(PRECISIONS).index("bf16"), key="sim-precision"),
         schedule=Schedule(c.selectbox("pipeline schedule", schedules, index=schedules.index(Schedule.ONE_F_ONE_B.value),
                                       key="sim-schedule")),
-        virtual_stages=c.number_input("virtual stages per pipeline rank (interleaved)", 1, 64, 1, key="sim-v"),
+        virtual_stages=c.number_input("virtual stages per pipeline rank (interleaved)", 1, MESH_MAX, 1, key="sim-v"),
         sequence_parallel=c.checkbox("sequence parallelism (with tp)", key="sim-sp"))
     b.caption(f"{what.gpus} GPUs (dp x tp x pp x cp)")
     return what, cluster

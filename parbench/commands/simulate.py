@@ -466,12 +466,23 @@ def search_options(a: argparse.Namespace, cluster):
                    precision=software.precision_for(_precision(a)))
 
 
-def default_search_options(cluster):
-    """What ``parbench simulate --search`` searches with no layout or software flag given (the dashboard's search
-    panel runs the same search)."""
+def parse(argv: list[str]) -> argparse.Namespace:
+    """``parbench simulate ARGV`` parsed as the command parses it: the dashboard's simulator panels build their
+    layouts and searches through it, so they predict what the command predicts."""
     parser = argparse.ArgumentParser(prog="parbench")
     add_parser(parser.add_subparsers())
-    return search_options(parser.parse_args(["simulate", "--search"]), cluster)
+    return parser.parse_args(["simulate", *argv])
+
+
+def layout_for(argv: list[str], cluster):
+    """The layout ``parbench simulate ARGV`` predicts on ``cluster`` (the default software's flags and attention
+    applied); raises ConfigError, a ValueError, naming what is wrong with it."""
+    return _layout(parse(argv), cluster)
+
+
+def search_options_for(argv: list[str], cluster):
+    """What ``parbench simulate --search ARGV`` searches on ``cluster``."""
+    return search_options(parse(["--search", *argv]), cluster)
 
 
 def _search(a: argparse.Namespace, model, cluster) -> int:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from parbench.config import Schedule, Strategy, WorkloadConfig
+from parbench.config import Schedule, WorkloadConfig
 from parbench.sim.architecture import Architecture
 from parbench.sim.hardware import Cluster
-from parbench.sim.layout import PRECISIONS, Layout, Recompute
+from parbench.sim.layout import Layout, Recompute
 from parbench.sim.model import ModelSpec, architecture_spec, model_spec
 from parbench.sim.models import MODELS
 from parbench.sim.predict import Prediction, predict
@@ -65,6 +65,8 @@ class WhatIf:
     """Context parallelism: each rank of a cp group holds seq / cp tokens of every sample (ring attention)."""
     ep: int = 1
     """Expert parallelism (mixtures of experts): each rank of an ep group, inside dp, holds experts / ep."""
+    replicate: int = 1
+    """HSDP under ZeRO-3: the dp ranks split into this many replicas, each sharding over dp / replicate ranks."""
     micro_batch_size: int = 1
     micro_batches: int = 1
     zero: int = 0
@@ -80,13 +82,22 @@ class WhatIf:
         return self.dp * self.tp * self.pp * self.cp
 
     def layout(self, cluster: Cluster) -> Layout:
-        """The layout on ``cluster`` (its default attention, as ``parbench simulate`` runs it); raises ValueError
-        with every factor named when the layout is impossible."""
-        return Layout(strategy=Strategy.HYBRID, dp=self.dp, tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep,
-                      global_batch_size=self.dp * self.micro_batches * self.micro_batch_size,
-                      micro_batches=self.micro_batches, schedule=self.schedule, virtual_stages=self.virtual_stages,
-                      zero=self.zero, recompute=self.recompute, sequence_parallel=self.sequence_parallel,
-                      precision=PRECISIONS[self.precision], attention=cluster.default_attention)
+        """The layout ``parbench simulate`` predicts for these inputs on ``cluster`` (its default software and the
+        cluster's default attention: built by the command's own parser); raises ValueError with every factor named
+        when the layout is impossible."""
+        from parbench.commands.simulate import layout_for
+
+        return layout_for(self.command_args(), cluster)
+
+    def command_args(self) -> list[str]:
+        """The ``parbench simulate`` flags of this layout (the model and cluster aside)."""
+        flags = {"gpus": self.gpus, "dp": self.dp, "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
+                 "replicate": self.replicate, "micro-batch": self.micro_batch_size,
+                 "global-batch": self.dp * self.micro_batches * self.micro_batch_size, "schedule": self.schedule.value,
+                 "virtual-stages": self.virtual_stages, "zero": self.zero, "recompute": self.recompute.value,
+                 "precision": self.precision}
+        return [*(f"--{k}={v}" for k, v in flags.items()),
+                "--sequence-parallel" if self.sequence_parallel else "--no-sequence-parallel"]
 
     def model(self) -> ModelSpec:
         s = self.shape

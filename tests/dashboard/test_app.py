@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import statistics
 from pathlib import Path
@@ -377,3 +378,28 @@ def test_simulator_search_ranks_every_layout_as_the_command_line_does(monkeypatc
     assert {"Pareto front", "best"} <= names and "dp only" in names
     at.number_input(key="sim-dp").set_value(4).run()
     assert [d for d in at.dataframe if "GiB per rank" in d.value.columns]
+
+
+def test_a_searched_layout_opens_in_the_what_if_panel(monkeypatch, capsys):
+    """Opening the search's best layout sets the what-if panel's mesh, ZeRO stage and replicas, recomputation and
+    micro-batching to it: the panel then predicts the memory and throughput the command's JSON gives that layout
+    (an HSDP layout here, which the panel's replicas input carries)."""
+    from parbench.cli import main
+
+    main(["simulate", "--model", "llama3-8b", "--cluster", "h100-sxm", "--gpus", "16", "--global-batch", "128",
+          "--search", "--format", "json"])
+    cli = json.loads(capsys.readouterr().out)
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    at.selectbox(key="sim-model").set_value("llama3-8b").run()
+    at.selectbox(key="sim-cluster").set_value("h100-sxm").run()
+    at.number_input(key="sim-search-gpus").set_value(16)
+    at.number_input(key="sim-search-batch").set_value(128)
+    at.button(key="FormSubmitter:sim-search-form-Search every layout").click().run()
+    pick = next(i for i, r in enumerate(cli["top"]) if "replicate=" in r["layout"])
+    at.selectbox(key="sim-search-pick").set_value(pick).run()
+    at.button(key="sim-search-open").click().run()
+    assert not at.exception and not at.error
+    chosen = cli["top"][pick]
+    assert at.number_input(key="sim-replicate").value == int(re.search(r"replicate=(\d+)", chosen["layout"]).group(1)) > 1
+    assert f"{chosen['peak_memory_bytes'] / 2**30:.1f} GiB" in figure(at, "sim-whatif-memory")["layout"]["title"]["text"]
+    assert f"{chosen['throughput_samples_per_s']:,.2f} samples/s" in figure(at, "sim-whatif-time")["layout"]["title"]["text"]
