@@ -232,7 +232,7 @@ def _layout(a: argparse.Namespace, cluster):
     if gb % (dp * mb):  # the micro-batch count is gb / (dp x micro-batch size)
         raise ConfigError(f"global batch {gb} is not divisible by dp x micro-batch = {dp} x {mb}")
     software = _framework(a, cluster)
-    precision, by_software = software.precision_for(_precision(a)), software.tp_flags(tp)
+    precision, by_software = software.precision_for(_precision(a, cluster)), software.tp_flags(tp)
     chunk_layers = ()
     if a.pipeline_layout and a.account_for_ends:
         raise ConfigError("--pipeline-layout names every chunk's layers; --account-for-ends computes them: give one")
@@ -264,8 +264,11 @@ def _layout(a: argparse.Namespace, cluster):
     return layout
 
 
-def _precision(a: argparse.Namespace):
-    """The precision, with bf16 gradient reduction where --grad-reduce-in-bf16 asks for it."""
+def _precision(a: argparse.Namespace, cluster):
+    """The precision, with bf16 gradient reduction where --grad-reduce-in-bf16 asks for it; FP8 only on a cluster
+    with FP8 tensor cores."""
+    if a.precision == "fp8" and not cluster.peak_flops_fp8:
+        raise ConfigError(f"--precision fp8: cluster {cluster.name} has no FP8 peak (peak_flops_fp8 = 0)")
     from dataclasses import replace
 
     from parbench.sim.layout import PRECISIONS
@@ -328,8 +331,6 @@ def handle(a: argparse.Namespace) -> int:
         cluster = load_cluster(a.cluster, results_dir=a.results_dir)
     except (FileNotFoundError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
-    if a.precision == "fp8" and not cluster.peak_flops_fp8:
-        raise ConfigError(f"--precision fp8: cluster {cluster.name} has no FP8 peak (peak_flops_fp8 = 0)")
     model = _model(a)
     if _no_model_given(a):
         print(TOY_NOTE.format(models=", ".join(MODELS)), file=sys.stderr)
@@ -436,12 +437,18 @@ def _term_lines(p) -> list[str]:
     return lines
 
 
-def _search_options(a: argparse.Namespace):
-    """Each layout flag given on the command line fixes that choice of the search."""
+def _progress(done: int, total: int) -> None:
+    print(f"\r  {done}/{total} layouts evaluated", end="" if done < total else "\n", file=sys.stderr, flush=True)
+
+
+def search_options(a: argparse.Namespace, cluster):
+    """The search's options from the command line: each layout flag given fixes that choice, the software
+    (``--software`` and its flags) runs every layout, the cluster's default attention unless ``--attention``."""
     from parbench.sim.layout import Recompute
     from parbench.sim.search import SearchOptions
 
-    return SearchOptions(precision=_precision(a), tp=a.tp, pp=a.pp, dp=a.dp, cp=a.cp,
+    software = _framework(a, cluster)
+    return SearchOptions(precision=software.precision_for(_precision(a, cluster)), tp=a.tp, pp=a.pp, dp=a.dp, cp=a.cp,
                          micro_batch=a.micro_batch, schedule=Schedule(a.schedule) if a.schedule else None,
                          virtual_stages=a.virtual_stages, zero=a.zero,
                          recompute=Recompute(a.recompute) if a.recompute else None,
@@ -449,21 +456,7 @@ def _search_options(a: argparse.Namespace):
                          sequence_parallel=a.sequence_parallel,
                          replicate=a.replicate, fp8_all_gather=a.fp8_all_gather, ep=a.ep,
                          moe_imbalance=a.moe_imbalance, tp_comm_overlap=a.tp_comm_overlap,
-                         account_for_ends=a.account_for_ends)
-
-
-def _progress(done: int, total: int) -> None:
-    print(f"\r  {done}/{total} layouts evaluated", end="" if done < total else "\n", file=sys.stderr, flush=True)
-
-
-def search_options(a: argparse.Namespace, cluster):
-    """The search's options from the command line: each layout flag fixes its choice, the software (``--software``
-    and its flags) runs every layout, the cluster's default attention unless ``--attention``."""
-    from dataclasses import replace
-
-    software = _framework(a, cluster)
-    return replace(_search_options(a), attention=_attention(a, cluster), framework=software,
-                   precision=software.precision_for(_precision(a)))
+                         account_for_ends=a.account_for_ends, attention=_attention(a, cluster), framework=software)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -403,3 +403,14 @@ def test_a_searched_layout_opens_in_the_what_if_panel(monkeypatch, capsys):
     assert at.number_input(key="sim-replicate").value == int(re.search(r"replicate=(\d+)", chosen["layout"]).group(1)) > 1
     assert f"{chosen['peak_memory_bytes'] / 2**30:.1f} GiB" in figure(at, "sim-whatif-memory")["layout"]["title"]["text"]
     assert f"{chosen['throughput_samples_per_s']:,.2f} samples/s" in figure(at, "sim-whatif-time")["layout"]["title"]["text"]
+
+
+def test_fp8_on_a_device_without_fp8_tensor_cores_is_named_not_a_crash(monkeypatch):
+    """FP8 on an A100 (no FP8 peak): the what-if panel and the search say so, as the command does, where the
+    prediction used to divide by the zero peak."""
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    at.selectbox(key="sim-cluster").set_value("a100-80gb").run()
+    at.selectbox(key="sim-precision").set_value("fp8").run()
+    assert not at.exception and any("a100-80gb has no FP8 peak" in e.value for e in at.error)
+    at.button(key="FormSubmitter:sim-search-form-Search every layout").click().run()
+    assert not at.exception and any(e.value.startswith("Cannot search") and "no FP8 peak" in e.value for e in at.error)
