@@ -35,9 +35,11 @@ MESH_MAX = 1 << 20
 
 def render(ctx: "ViewContext") -> None:
     st.subheader("What if? (predicted, no run needed)")
+    from parbench.commands.simulate import predict_for
+
     what, cluster = whatif_inputs(ctx.results_dir)
     try:
-        prediction = what.predict(cluster)
+        layout, prediction = predict_for(what.command_args(), what.model(), cluster)
     except ValueError as exc:
         st.error(f"Not a valid layout: {exc}")
     else:
@@ -45,7 +47,7 @@ def render(ctx: "ViewContext") -> None:
         st.plotly_chart(whatif.time_figure(prediction), key="sim-whatif-time")
         if not prediction.feasible:
             st.warning("Does not fit: " + "; ".join(prediction.reasons))
-        nearest_section(what, cluster)
+        nearest_section(what.model(), layout, cluster)
     st.subheader("Which layout? (every layout searched, no run needed)")
     search_section(what, cluster)
     st.subheader("Predicted vs measured")
@@ -54,9 +56,9 @@ def render(ctx: "ViewContext") -> None:
     published_section()
 
 
-def nearest_section(what: whatif.WhatIf, cluster) -> None:
+def nearest_section(model, layout, cluster) -> None:
     """How far the model has been from the published runs nearest to this layout (``parbench simulate``'s lines)."""
-    nearby = nearest_published(what.model(), what.layout(cluster), cluster)
+    nearby = nearest_published(model, layout, cluster)
     if not nearby:
         st.caption(nearest_lines([], cluster)[0].strip())
         return
@@ -88,7 +90,8 @@ def search_section(what: whatif.WhatIf, cluster) -> None:
     if asked and key not in latest:
         bar = st.progress(0.0, text="searching")
         try:
-            cands = search(what.model(), cluster, gpus=gpus, global_batch=batch, options=search_options_for([f"--precision={what.precision}"], cluster),
+            options = search_options_for([f"--precision={what.precision}"], cluster)
+            cands = search(what.model(), cluster, gpus=gpus, global_batch=batch, options=options,
                            progress=lambda done, total: bar.progress(done / total, text=f"{done} of {total} layouts"))
         except ValueError as exc:
             bar.empty()

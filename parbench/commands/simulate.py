@@ -342,7 +342,6 @@ def handle(a: argparse.Namespace) -> int:
         return _search(a, model, cluster)
     from parbench.sim.accuracy import nearest_lines, nearest_published
     from parbench.sim.predict import predict
-    from parbench.sim.search import layout_violations
 
     layout = _layout(a, cluster)
     if a.account_for_ends and layout.chunks > 1:
@@ -354,9 +353,7 @@ def handle(a: argparse.Namespace) -> int:
         except ValueError as exc:
             raise ConfigError(f"--account-for-ends: {exc}") from None
         layout = replace(layout, chunk_layers=ends)
-    broken = layout_violations(model, layout, cluster)
-    if broken:
-        raise ConfigError("; ".join(broken))
+    _check_rules(model, layout, cluster)
     p = predict(model, layout, cluster)
     nearby = nearest_published(model, layout, cluster)
     if a.format == "json":
@@ -471,6 +468,26 @@ def layout_for(argv: list[str], cluster):
     """The layout ``parbench simulate ARGV`` predicts on ``cluster`` (the default software's flags and attention
     applied); raises ConfigError, a ValueError, naming what is wrong with it."""
     return _layout(parse(argv), cluster)
+
+
+def predict_for(argv: list[str], model, cluster):
+    """(layout, prediction) of ``parbench simulate ARGV`` for ``model`` on ``cluster``, as the command predicts them;
+    raises ConfigError, a ValueError, naming what is wrong with the layout or every rule it breaks."""
+    from parbench.sim.predict import predict
+
+    layout = layout_for(argv, cluster)
+    _check_rules(model, layout, cluster)
+    return layout, predict(model, layout, cluster)
+
+
+def _check_rules(model, layout, cluster) -> None:
+    """The layout rules (``search.layout_violations``: tp inside a node and dividing the heads, cp splitting the
+    sequence, ep dividing the experts, a layer in every pipeline chunk), every one it breaks named."""
+    from parbench.sim.search import layout_violations
+
+    broken = layout_violations(model, layout, cluster)
+    if broken:
+        raise ConfigError("; ".join(broken))
 
 
 def search_options_for(argv: list[str], cluster):

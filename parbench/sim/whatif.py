@@ -18,7 +18,7 @@ from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.model import ModelSpec, architecture_spec, model_spec
 from parbench.sim.models import MODELS
-from parbench.sim.predict import Prediction, predict
+from parbench.sim.predict import Prediction
 from parbench.sim.published import PUBLISHED, SEQ, VOCAB
 
 GIB = 2**30
@@ -81,16 +81,10 @@ class WhatIf:
     def gpus(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
 
-    def layout(self, cluster: Cluster) -> Layout:
-        """The layout ``parbench simulate`` predicts for these inputs on ``cluster`` (its default software and the
-        cluster's default attention: built by the command's own parser); raises ValueError with every factor named
-        when the layout is impossible."""
-        from parbench.commands.simulate import layout_for
-
-        return layout_for(self.command_args(), cluster)
-
     def command_args(self) -> list[str]:
-        """The ``parbench simulate`` flags of this layout (the model and cluster aside)."""
+        """The ``parbench simulate`` flags of this layout (the model and cluster aside): the dashboard builds the
+        layout from them with the command's own parser (``parbench.commands.simulate.layout_for``), so it takes the
+        command's default software, attention and checks, and predicts what the command predicts."""
         flags = {"gpus": self.gpus, "dp": self.dp, "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
                  "replicate": self.replicate, "micro-batch": self.micro_batch_size,
                  "global-batch": self.dp * self.micro_batches * self.micro_batch_size, "schedule": self.schedule.value,
@@ -106,18 +100,6 @@ class WhatIf:
         wl = WorkloadConfig(name="transformer", layers=s.layers, hidden=s.hidden, heads=s.heads, seq_len=s.seq_len,
                             vocab_size=s.vocab_size)
         return model_spec(wl, megatron=True)
-
-    def predict(self, cluster: Cluster) -> Prediction:
-        """The prediction; raises ValueError naming every rule the layout breaks (``search.layout_violations``,
-        the rules ``parbench simulate`` applies: tp inside a node and dividing the heads, cp splitting the
-        sequence, ep dividing the experts, a layer in every pipeline chunk)."""
-        from parbench.sim.search import layout_violations
-
-        model, layout = self.model(), self.layout(cluster)
-        broken = layout_violations(model, layout, cluster)
-        if broken:
-            raise ValueError("; ".join(broken))
-        return predict(model, layout, cluster)
 
 
 def time_parts(p: Prediction) -> dict[str, float]:

@@ -207,6 +207,7 @@ def test_simulator_what_if_shows_the_nearest_published_runs(monkeypatch):
     """The panel's default (GPT-3 2.7B, dp 8, on the first preset, an A100) beside its three nearest published rows,
     each on the A100's tensor cores, with the error ``parbench.sim.accuracy`` computes for it; a TP that leaves
     the layout invalid shows no table and no exception."""
+    from parbench.commands.simulate import layout_for
     from parbench.sim.accuracy import nearest_published
     from parbench.sim.hardware import PRESETS
 
@@ -215,7 +216,7 @@ def test_simulator_what_if_shows_the_nearest_published_runs(monkeypatch):
     [table] = [d.value for d in at.dataframe if "published run" in d.value.columns]
     cluster = PRESETS[at.selectbox(key="sim-cluster").value]
     what = _default_what_if()
-    expected = nearest_published(what.model(), what.layout(cluster), cluster)
+    expected = nearest_published(what.model(), layout_for(what.command_args(), cluster), cluster)
     assert list(table["published run"]) == [r.name for r in expected] and len(table) == 3
     assert list(table["error %"]) == [round(r.error_pct, 1) for r in expected]
     assert all("A100" in s or "SC21" in s or "MT-NLG" in s or "llm-foundry" in s for s in table["source"])
@@ -325,6 +326,7 @@ def test_simulator_what_if_takes_context_and_expert_parallelism_and_interleaving
     GPU preset, as the command line defaults); cp 2 on a 32768-token model halves the tokens a rank holds and
     doubles the GPUs; a pipeline on the interleaved schedule without virtual stages, and a tp that does not divide
     the heads, are named as invalid, never an exception."""
+    from parbench.commands.simulate import layout_for
     from parbench.sim import whatif
     from parbench.sim.hardware import PRESETS
     from parbench.sim.predict import predict
@@ -336,7 +338,7 @@ def test_simulator_what_if_takes_context_and_expert_parallelism_and_interleaving
     assert not at.exception
     what = whatif.WhatIf(shape=whatif.MODEL_PRESETS["mixtral-8x7b"], dp=8, ep=8, micro_batches=8)
     cluster = PRESETS["h100-sxm"]
-    layout = what.layout(cluster)
+    layout = layout_for(what.command_args(), cluster)
     assert layout.ep == 8 and layout.attention == "flash"
     expected = predict(what.model(), layout, cluster)
     title = figure(at, "sim-whatif-memory")["layout"]["title"]["text"]

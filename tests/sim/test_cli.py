@@ -212,11 +212,13 @@ def test_pipeline_memory_parts_add_up_to_the_peak(capsys):
 
 def test_what_if_memory_bars_add_up_to_the_peak():
     """The dashboard's what-if memory bars stack the peak rank's own terms (not per-kind maxima over stages)."""
+    from parbench.commands.simulate import predict_for
     from parbench.sim import PRESETS
     from parbench.sim.whatif import MODEL_PRESETS, WhatIf, memory_figure
 
     cluster = PRESETS["h100-sxm"]
-    p = WhatIf(shape=MODEL_PRESETS["llama3-405b"], dp=8, tp=8, pp=8, micro_batches=8).predict(cluster)
+    what = WhatIf(shape=MODEL_PRESETS["llama3-405b"], dp=8, tp=8, pp=8, micro_batches=8)
+    _, p = predict_for(what.command_args(), what.model(), cluster)
     bars = sum(trace.x[0] for trace in memory_figure(p, cluster).data if trace.type == "bar")
     assert bars == pytest.approx(p.peak_memory_bytes / 2**30, rel=1e-9)
 
@@ -226,6 +228,7 @@ def test_the_what_if_panel_predicts_what_the_command_predicts(capsys):
     flags: under full recomputation torch's replay stops before the last layer's output projection, and its
     all-reduce is not repeated (``Layout.recompute_early_stop``). Built by hand, the panel predicted Llama 3 8B
     at tp 4 with full recomputation on 16 H100 3.31 s a step against the command's 3.14 s."""
+    from parbench.commands.simulate import predict_for
     from parbench.sim import PRESETS
     from parbench.sim.layout import Recompute
     from parbench.sim.whatif import MODEL_PRESETS, WhatIf
@@ -235,7 +238,7 @@ def test_the_what_if_panel_predicts_what_the_command_predicts(capsys):
     assert main(["simulate", "--model", "llama3-8b", "--cluster", "h100-sxm", *what.command_args(),
                  "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    p = what.predict(PRESETS["h100-sxm"])
+    _, p = predict_for(what.command_args(), what.model(), PRESETS["h100-sxm"])
     assert out["layout"]["recompute_early_stop"] and out["layout"]["replicate"] == 2 and out["layout"]["pp"] == 2
     assert p.step_time_s == out["prediction"]["step_time_s"] and p.peak_memory_bytes == out["prediction"]["peak_memory_bytes"]
 
