@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
+from parbench.commands.simulate import predict_for, search_options_for
 from parbench.config import Schedule
 from parbench.sim import charts as sim_charts
 from parbench.sim import whatif
@@ -35,8 +36,6 @@ MESH_MAX = 1 << 20
 
 def render(ctx: "ViewContext") -> None:
     st.subheader("What if? (predicted, no run needed)")
-    from parbench.commands.simulate import predict_for
-
     what, cluster = whatif_inputs(ctx.results_dir)
     try:
         layout, prediction = predict_for(what.command_args(), what.model(), cluster)
@@ -75,7 +74,6 @@ def search_section(what: whatif.WhatIf, cluster) -> None:
     global batch: every layout ranked by predicted throughput (the command's options, ``search_options_for``), the
     fastest ten, any of which opens in the what-if panel, and all of them against their memory with the Pareto front.
     A search runs when asked (a large one takes tens of seconds); the latest stays until its inputs change."""
-    from parbench.commands.simulate import search_options_for
     from parbench.sim.accuracy import PAIR_MARGIN_PCT
     from parbench.sim.predict import format_bytes
     from parbench.sim.search import rejected_counts, search, within_margin
@@ -102,8 +100,9 @@ def search_section(what: whatif.WhatIf, cluster) -> None:
         latest[key] = cands
     cands = latest.get(key)
     if cands is None:
-        st.caption(f"Ranks every layout of this model on {cluster.name} in {what.precision} (dp x tp x pp x cp x ep, micro-batch, schedule, ZeRO, recomputation) by predicted "
-                   "throughput, as `parbench simulate --search` does. Set the GPUs and the global batch, then search.")
+        st.caption(f"Ranks every layout of this model on {cluster.name} in {what.precision} (dp x tp x pp x cp x ep, "
+                   "micro-batch, schedule, ZeRO and HSDP, recomputation) by predicted throughput, as `parbench simulate "
+                   "--search` does. Set the GPUs and the global batch, then search.")
         return
     feasible = [c for c in cands if c.feasible]
     rejected = "; ".join(f"{n} {reason}" for reason, n in sorted(rejected_counts(cands).items(), key=lambda kv: -kv[1]))
@@ -154,7 +153,8 @@ def whatif_inputs(results_dir: str):
     cluster = load_cluster(a.selectbox("cluster", clusters, key="sim-cluster"), results_dir=results_dir)
     schedules = [s.value for s in Schedule]
     what = whatif.WhatIf(
-        shape=preset, dp=b.number_input("dp", 1, MESH_MAX, 8, key="sim-dp"), tp=b.number_input("tp", 1, MESH_MAX, 1, key="sim-tp"),
+        shape=preset, dp=b.number_input("dp", 1, MESH_MAX, 8, key="sim-dp"),
+        tp=b.number_input("tp", 1, MESH_MAX, 1, key="sim-tp"),
         pp=b.number_input("pp", 1, MESH_MAX, 1, key="sim-pp"),
         cp=b.number_input("cp (context parallel: seq / cp tokens a rank)", 1, MESH_MAX, 1, key="sim-cp"),
         ep=b.number_input("ep (expert parallel, inside dp: mixtures of experts)", 1, MESH_MAX, 1, key="sim-ep"),
