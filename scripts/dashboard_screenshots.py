@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VIEWS = ("landing", "overview", "scaling", "memory", "communication", "step_time", "compare", "correctness",
          "simulator", "simulator_search", "simulator_published")
 SECTIONS = {"simulator_published": ("simulator", "Against published runs", ""),
-            "simulator_search": ("simulator", "Which layout?", "Predicted vs measured")}
+            "simulator_search": ("simulator", "Every layout at scale", "Predicted vs measured")}
 """Shots of one part of a view: (view, the heading it starts at, the heading it stops at: '' for the page's end)."""
 CLICKS = {"simulator_search": ("Search every layout", "Pareto front")}
 """Shots taken after a click: (the button's label, a text that shows once its result is drawn)."""

@@ -47,7 +47,7 @@ def render(ctx: "ViewContext") -> None:
         if not prediction.feasible:
             st.warning("Does not fit: " + "; ".join(prediction.reasons))
         nearest_section(what.model(), layout, cluster)
-    st.subheader("Which layout? (every layout searched, no run needed)")
+    st.subheader("Every layout at scale (searched, no run needed)")
     search_section(what, cluster)
     st.subheader("Predicted vs measured")
     measured_section(ctx)
