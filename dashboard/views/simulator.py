@@ -3,6 +3,7 @@ no calibration), then predicted vs measured for the runs shown, which needs ``pa
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -46,6 +47,10 @@ def render(ctx: "ViewContext") -> None:
         st.plotly_chart(whatif.time_figure(prediction), key="sim-whatif-time")
         if not prediction.feasible:
             st.warning("Does not fit: " + "; ".join(prediction.reasons))
+        command = command_line(what, st.session_state["sim-cluster"], ctx.results_dir)
+        if command:
+            st.caption("The same prediction on the command line, with its memory and time term by term:")
+            st.code(command, language="bash")
         nearest_section(what.model(), layout, cluster)
     st.subheader("Every layout at scale (searched, no run needed)")
     search_section(what, cluster)
@@ -53,6 +58,18 @@ def render(ctx: "ViewContext") -> None:
     measured_section(ctx)
     st.subheader("Against published runs (no run needed)")
     published_section()
+
+
+def command_line(what: whatif.WhatIf, cluster_choice: str, results_dir: str) -> str | None:
+    """The ``parbench simulate`` command that predicts the what-if's layout, for a published model (a preset of the
+    command's ``--model``); None for a shape the command would build another way."""
+    from parbench.sim.models import MODELS
+
+    arch = what.shape.arch
+    if arch is None or arch.name not in MODELS:
+        return None
+    cluster = ["--cluster", cluster_choice, *(["--results-dir", results_dir] if cluster_choice == "local" else [])]
+    return shlex.join(["parbench", "simulate", "--model", arch.name, *cluster, *what.command_args()])
 
 
 def nearest_section(model, layout, cluster) -> None:

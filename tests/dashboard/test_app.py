@@ -416,3 +416,28 @@ def test_fp8_on_a_device_without_fp8_tensor_cores_is_named_not_a_crash(monkeypat
     assert not at.exception and any("a100-80gb has no FP8 peak" in e.value for e in at.error)
     at.button(key="FormSubmitter:sim-search-form-Search every layout").click().run()
     assert not at.exception and any(e.value.startswith("Cannot search") and "no FP8 peak" in e.value for e in at.error)
+
+
+def test_the_what_if_panel_shows_the_command_that_predicts_the_same(monkeypatch, capsys):
+    """Under the what-if's charts, the ``parbench simulate`` command of its layout: run, it predicts the step time and
+    memory the panel shows (Llama 3 8B, tp 2, pp 2 interleaved, ZeRO 1, selective recomputation on 16 H100)."""
+    import shlex
+
+    from parbench.cli import main
+
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    at.selectbox(key="sim-model").set_value("llama3-8b").run()
+    at.selectbox(key="sim-cluster").set_value("h100-sxm").run()
+    for key, value in (("sim-dp", 4), ("sim-tp", 2), ("sim-pp", 2), ("sim-v", 2), ("sim-mb", 4)):
+        at.number_input(key=key).set_value(value).run()
+    at.selectbox(key="sim-schedule").set_value("interleaved1f1b").run()
+    at.selectbox(key="sim-zero").set_value(1).run()
+    at.selectbox(key="sim-recompute").set_value("selective").run()
+    assert not at.exception and not at.error
+    [command] = [c.value for c in at.code if c.value.startswith("parbench simulate")]
+    assert main([*shlex.split(command)[1:], "--format", "json"]) == 0
+    p = json.loads(capsys.readouterr().out)["prediction"]
+    assert f"Step time {p['step_time_s'] * 1e3:,.1f} ms" in figure(at, "sim-whatif-time")["layout"]["title"]["text"]
+    assert f"{p['peak_memory_bytes'] / 2**30:.1f} GiB" in figure(at, "sim-whatif-memory")["layout"]["title"]["text"]
+    at.selectbox(key="sim-model").set_value("GPT-3 2.7B").run()
+    assert not [c for c in at.code if c.value.startswith("parbench simulate")]
