@@ -47,29 +47,29 @@ def render(ctx: "ViewContext") -> None:
         st.plotly_chart(whatif.time_figure(prediction), key="sim-whatif-time")
         if not prediction.feasible:
             st.warning("Does not fit: " + "; ".join(prediction.reasons))
-        command = command_line(what, st.session_state["sim-cluster"], ctx.results_dir)
+        command = command_line(what, st.session_state["sim-cluster"], ctx.results_dir, what.command_args())
         if command:
             st.caption("The same prediction on the command line, with its memory and time term by term:")
             st.code(command, language="bash")
         nearest_section(what.model(), layout, cluster)
     st.subheader("Every layout at scale (searched, no run needed)")
-    search_section(what, cluster)
+    search_section(what, cluster, ctx.results_dir)
     st.subheader("Predicted vs measured")
     measured_section(ctx)
     st.subheader("Against published runs (no run needed)")
     published_section()
 
 
-def command_line(what: whatif.WhatIf, cluster_choice: str, results_dir: str) -> str | None:
-    """The ``parbench simulate`` command that predicts the what-if's layout, for a published model (a preset of the
-    command's ``--model``); None for a shape the command would build another way."""
+def command_line(what: whatif.WhatIf, cluster_choice: str, results_dir: str, flags: list[str]) -> str | None:
+    """The ``parbench simulate`` command with ``flags`` for the what-if's model and cluster, for a published model (a
+    preset of the command's ``--model``); None for a shape the command would build another way."""
     from parbench.sim.models import MODELS
 
     arch = what.shape.arch
     if arch is None or arch.name not in MODELS:
         return None
     cluster = ["--cluster", cluster_choice, *(["--results-dir", results_dir] if cluster_choice == "local" else [])]
-    return shlex.join(["parbench", "simulate", "--model", arch.name, *cluster, *what.command_args()])
+    return shlex.join(["parbench", "simulate", "--model", arch.name, *cluster, *flags])
 
 
 def nearest_section(model, layout, cluster) -> None:
@@ -86,7 +86,7 @@ def nearest_section(model, layout, cluster) -> None:
                  key="sim-whatif-nearest", hide_index=True)
 
 
-def search_section(what: whatif.WhatIf, cluster) -> None:
+def search_section(what: whatif.WhatIf, cluster, results_dir: str) -> None:
     """``parbench simulate --search`` for the what-if's model on its cluster at its precision, for a GPU count and
     global batch: every layout ranked by predicted throughput (the command's options, ``search_options_for``), the
     fastest ten, any of which opens in the what-if panel, and all of them against their memory with the Pareto front.
@@ -101,11 +101,12 @@ def search_section(what: whatif.WhatIf, cluster) -> None:
         batch = int(b.number_input("global batch (samples a step)", 1, 1 << 24, 512, key="sim-search-batch"))
         asked = st.form_submit_button("Search every layout")
     key = (what.shape, cluster.name, what.precision, gpus, batch)
+    flags = [f"--gpus={gpus}", f"--global-batch={batch}", f"--precision={what.precision}", "--search"]
     latest = st.session_state.setdefault("sim-search-latest", {})
     if asked and key not in latest:
         bar = st.progress(0.0, text="searching")
         try:
-            options = search_options_for([f"--precision={what.precision}"], cluster)
+            options = search_options_for(flags, cluster)
             cands = search(what.model(), cluster, gpus=gpus, global_batch=batch, options=options,
                            progress=lambda done, total: bar.progress(done / total, text=f"{done} of {total} layouts"))
         except ValueError as exc:
@@ -121,6 +122,10 @@ def search_section(what: whatif.WhatIf, cluster) -> None:
                    "micro-batch, schedule, ZeRO and HSDP, recomputation) by predicted throughput, as `parbench simulate "
                    "--search` does. Set the GPUs and the global batch, then search.")
         return
+    command = command_line(what, st.session_state["sim-cluster"], results_dir, flags)
+    if command:
+        st.caption("The same search on the command line:")
+        st.code(command, language="bash")
     feasible = [c for c in cands if c.feasible]
     rejected = "; ".join(f"{n} {reason}" for reason, n in sorted(rejected_counts(cands).items(), key=lambda kv: -kv[1]))
     st.caption(f"{len(cands)} layouts, {len(feasible)} fit in {format_bytes(cluster.memory_bytes)} a device"

@@ -355,15 +355,14 @@ def test_simulator_what_if_takes_context_and_expert_parallelism_and_interleaving
 
 
 def test_simulator_search_ranks_every_layout_as_the_command_line_does(monkeypatch, capsys):
-    """The search panel runs ``parbench simulate --search`` for the what-if's model and cluster: Llama 3 8B on 16
-    H100 at 128 samples a step lays out as many layouts, fits as many and ranks the same ten first, at the same
-    throughput, as the command's JSON; its chart marks the best and draws the Pareto front; the result stays
-    while other widgets change, and nothing is searched before the button is pressed."""
+    """The search panel runs ``parbench simulate --search`` for the what-if's model and cluster, and shows that
+    command: Llama 3 8B on 16 H100 at 128 samples a step lays out as many layouts, fits as many and ranks the same
+    ten first, at the same throughput, as the command's JSON; its chart marks the best and draws the Pareto front;
+    the result stays while other widgets change, and nothing is searched before the button is pressed."""
+    import shlex
+
     from parbench.cli import main
 
-    main(["simulate", "--model", "llama3-8b", "--cluster", "h100-sxm", "--gpus", "16", "--global-batch", "128",
-          "--search", "--format", "json"])
-    cli = json.loads(capsys.readouterr().out)
     at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
     at.selectbox(key="sim-model").set_value("llama3-8b").run()
     at.selectbox(key="sim-cluster").set_value("h100-sxm").run()
@@ -372,6 +371,10 @@ def test_simulator_search_ranks_every_layout_as_the_command_line_does(monkeypatc
     at.number_input(key="sim-search-batch").set_value(128)
     at.button(key="FormSubmitter:sim-search-form-Search every layout").click().run()
     assert not at.exception
+    [command] = [c.value for c in at.code if c.value.endswith("--search")]
+    assert "--gpus=16" in command and "--global-batch=128" in command
+    main([*shlex.split(command)[1:], "--format", "json"])
+    cli = json.loads(capsys.readouterr().out)
     [table] = [d.value for d in at.dataframe if "GiB per rank" in d.value.columns]
     assert list(table["layout"]) == [r["layout"] for r in cli["top"]]
     assert list(table["samples/s"]) == [round(r["throughput_samples_per_s"], 3) for r in cli["top"]]
