@@ -209,10 +209,15 @@ def _parameter_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chunk:
 
 
 def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Sequence[CommOp], slow: float,
-                *, ps: bool = False) -> StageTime:
-    chunk = ZERO_TIME
+                *, ps: bool = False, chunks: dict | None = None) -> StageTime:
+    """``chunks``: chunk times already worked out for this layout, by their units' shapes and ends (an interleaved
+    pipeline's chunks are mostly alike)."""
+    chunk, chunks = ZERO_TIME, {} if chunks is None else chunks
     for ch, units in zip(st.chunks, st.modules):
-        chunk = chunk + chunk_times_s(c, model, layout, units, first=ch.first, last=ch.last)
+        key = (tuple(u.shape_key for u in units), ch.first, ch.last)
+        if key not in chunks:
+            chunks[key] = chunk_times_s(c, model, layout, units, first=ch.first, last=ch.last)
+        chunk = chunk + chunks[key]
     over = oversubscription(c, layout.world_size)  # host work slows as compute does when cores are shared
     wrappers = micro_batch_overheads_s(c, model, layout, st)
     host = sum(wrappers.values()) * over
@@ -309,12 +314,12 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     memory = Memory(**{k: max(d[k] for d in kinds) for k in kinds[0]})
     slow = oversubscription(cluster, layout.world_size) * cluster.step_scale
     ps = layout.strategy is Strategy.PS
-    times, timed = [], {}
+    times, timed, chunks = [], {}, {}
     for st in sts:
         mine = ops.get(f"stage{st.rank}", ops.get("worker", ()))
         key = (st.shape_key, tuple(mine))  # a pipeline's middle stages: the same shapes and ops, timed once
         if key not in timed:
-            timed[key] = _stage_time(cluster, model, layout, st, mine, slow, ps=ps)
+            timed[key] = _stage_time(cluster, model, layout, st, mine, slow, ps=ps, chunks=chunks)
         times.append(timed[key])
     server_s = sum(op_time_s(cluster, layout, op) for op in ops["server"]) if ps else 0.0
     terms = step_terms(cluster, layout, times, server_s)

@@ -156,3 +156,21 @@ def test_the_search_chart_plots_the_fastest_layouts_its_front_and_its_best(monke
     assert fig["layout"]["title"]["text"].startswith(f"{len(feasible)} layouts fit; the fastest 40 shown")
     rows = whatif.search_rows(cands, 5)
     assert [r["rank"] for r in rows] == [1, 2, 3, 4, 5] and rows[0]["samples/s"] >= rows[-1]["samples/s"]
+
+
+def test_the_search_tries_every_virtual_stage_count_that_splits_the_layers_evenly():
+    """Beside 2 and 4, every v whose pp x v chunks hold the layers evenly: 96 layers over pp 8 leave 12 a rank, so
+    v = 2, 3, 4, 6, 12; 80 over pp 4 (Llama 2 70B, NeMo's v 5) 20: 2, 4, 5, 10, 20; a prime 61 none beyond 2 and 4.
+    With the embedding and the loss counted as layers, Llama 3.1 405B's 126 blocks are 128 (16 a rank at pp 8)."""
+    from parbench.sim.search import SearchOptions, layouts, virtual_stage_options
+
+    assert virtual_stage_options(96, 8) == [2, 3, 4, 6, 12]
+    assert virtual_stage_options(80, 4) == [2, 4, 5, 10, 20]
+    assert virtual_stage_options(61, 4) == [2, 4]
+    assert virtual_stage_options(126 + 2, 8) == [2, 4, 8, 16]
+    small = WorkloadConfig(name="transformer", layers=12, hidden=256, heads=4, seq_len=128, vocab_size=256)
+    got = {(lay.schedule.value, lay.v) for lay, _ in layouts(model_spec(small, megatron=True), PRESETS["h100-sxm"], gpus=2,
+                                                              global_batch=4, options=SearchOptions(precision=PRECISIONS["bf16"],
+                                                                                                    pp=2, micro_batch=1))
+           if lay is not None}
+    assert got == {("1f1b", 1)} | {("interleaved1f1b", v) for v in (2, 3, 4, 6)}
