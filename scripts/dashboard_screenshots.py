@@ -62,8 +62,10 @@ def main() -> int:
                 page.wait_for_timeout(2000)  # plotly's transitions and the grid's first paint
                 if shot in CLICKS:
                     label, drawn = CLICKS[shot]
+                    start = time.monotonic()
                     page.get_by_text(label).click()
                     page.wait_for_selector(f"text={drawn}", timeout=300_000)
+                    print(f"{shot}: {label!r} drawn in {time.monotonic() - start:.1f} s")
                     page.wait_for_timeout(3000)
                 path = Path(a.out) / f"{shot}.png"
                 if heading:  # the app scrolls inside its own block: a viewport tall enough holds all of it
