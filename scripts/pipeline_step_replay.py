@@ -18,6 +18,7 @@ Transfers are taken as free (they are milliseconds against seconds of compute in
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 Action = tuple[str, int, int]  # ("F" | "B", global chunk index, micro-batch)
 
@@ -54,6 +55,12 @@ def _duration(action: Action | None, f: float, b: float) -> float:
     return 0.0 if action is None else (f if action[0] == "F" else b)
 
 
+def chunk_durations(forward: list[list[float]], backward: list[list[float]]) -> Callable[[Action], float]:
+    """Durations of unequal chunks: ``forward[r][c]`` is rank r's c-th chunk (global chunk c p + r)."""
+    p = len(forward)
+    return lambda a: (forward if a[0] == "F" else backward)[a[1] % p][a[1] // p]
+
+
 def step_coupled_makespan(p: int, v: int, m: int, f: float, b: float) -> float:
     """Each rank's step t ends when its compute and every exchange of step t with a neighbour are done."""
     orders = [interleaved_order(p, v, m, r) for r in range(p)]
@@ -82,8 +89,10 @@ def step_coupled_makespan(p: int, v: int, m: int, f: float, b: float) -> float:
     return max(end)
 
 
-def dependency_makespan(p: int, v: int, m: int, f: float, b: float) -> float:
-    """The same per-rank order, each action started once its rank is free and its input exists."""
+def dependency_makespan(p: int, v: int, m: int, f: float, b: float,
+                        duration: Callable[[Action], float] | None = None) -> float:
+    """The same per-rank order, each action started once its rank is free and its input exists. ``duration``:
+    each action's time where chunks differ (``chunk_durations``), else a forward f and a backward b."""
     orders = [[a for a in interleaved_order(p, v, m, r) if a] for r in range(p)]
     last = p * v - 1
     done: dict[Action, float] = {}
@@ -100,7 +109,8 @@ def dependency_makespan(p: int, v: int, m: int, f: float, b: float) -> float:
                     need = ("F", chunk, mb) if chunk == last else ("B", chunk + 1, mb)
                 if need and need not in done:
                     break
-                free[r] = max(free[r], done[need] if need else 0.0) + _duration((kind, chunk, mb), f, b)
+                free[r] = max(free[r], done[need] if need else 0.0) + (
+                    duration((kind, chunk, mb)) if duration else _duration((kind, chunk, mb), f, b))
                 done[(kind, chunk, mb)] = free[r]
                 pos[r] += 1
                 moved = True

@@ -263,55 +263,24 @@ def test_unequal_stages_fill_and_drain_with_their_own_beats():
     assert terms["time_bubble_s"] == pytest.approx(3 * 3 * 2e-3)
 
 
-def _interleaved_makespan(forward: list[list[float]], backward: list[list[float]], m: int) -> float:
-    """Megatron-LM's interleaved 1F1B run op by op, independent of the model (``schedules.py``,
-    ``forward_backward_pipelining_with_interleaving``): rank r of p runs (p - r - 1) x 2 + (v - 1) x p warm-up
-    forwards (p - r - 1 for v = 1), then one forward and one backward at a time, then the remaining backwards;
-    forward k is chunk (k mod pv) // p of micro-batch (k // pv) p + k mod p, backward k the same chunk counted from
-    the last. An op starts when its rank is free and its input has arrived: a forward the previous virtual
-    stage's output (rank r-1's same chunk, or rank p-1's previous chunk), a backward the next one's gradient
-    (or, on the last virtual stage, its own forward). ``forward[r][c]``: rank r's c-th chunk, per micro-batch."""
-    p, v = len(forward), len(forward[0])
-    total = m * v
+def _schedule_replay():
+    """``scripts/pipeline_step_replay.py``: the interleaved 1F1B order of torch's ``ScheduleInterleaved1F1B`` and
+    Megatron-LM's (rank r: (v - 1) p + 2 (p - 1 - r) warm-up forwards, then forward / backward pairs, then the
+    remaining backwards), run op by op as each op's input arrives."""
+    import importlib.util
+    from pathlib import Path
 
-    def chunk(k: int) -> int:
-        return (k % (p * v)) // p
-
-    def micro(k: int) -> int:
-        return (k // (p * v)) * p + k % p
-
-    orders = []
-    for r in range(p):
-        warm = min((p - r - 1) * 2 + (v - 1) * p if v > 1 else p - r - 1, total)
-        fwd = [("F", chunk(k), micro(k)) for k in range(total)]
-        bwd = [("B", v - 1 - chunk(k), micro(k)) for k in range(total)]
-        orders.append(fwd[:warm] + [op for k in range(total - warm) for op in (fwd[warm + k], bwd[k])]
-                      + bwd[total - warm:])
-    done: dict[tuple, float] = {}
-    pos, free = [0] * p, [0.0] * p
-    while any(pos[r] < len(orders[r]) for r in range(p)):
-        moved = False
-        for r in range(p):
-            while pos[r] < len(orders[r]):
-                kind, c, i = orders[r][pos[r]]
-                if kind == "F":
-                    dep = ("F", r - 1, c, i) if r else ("F", p - 1, c - 1, i) if c else None
-                else:
-                    dep = ("B", r + 1, c, i) if r < p - 1 else ("B", 0, c + 1, i) if c < v - 1 else ("F", r, c, i)
-                if dep is not None and dep not in done:
-                    break
-                free[r] = max(free[r], done[dep] if dep else 0.0) + (forward if kind == "F" else backward)[r][c]
-                done[(kind, r, c, i)] = free[r]
-                pos[r] += 1
-                moved = True
-        assert moved, "the schedule deadlocked"
-    return max(free)
+    path = Path(__file__).resolve().parents[2] / "scripts" / "pipeline_step_replay.py"
+    spec = importlib.util.spec_from_file_location("pipeline_step_replay", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.parametrize(("p", "v", "m", "head"), [(4, 2, 8, 1.0), (8, 2, 16, 1.0), (2, 24, 32, 1.0), (4, 5, 16, 1.0),
                                                    (8, 1, 8, 2.5), (8, 2, 16, 1.3), (2, 24, 32, 4.0), (4, 4, 8, 2.0)])
 def test_interleaved_bubble_matches_the_schedule_run_op_by_op(p: int, v: int, m: int, head: float):
-    """The step's compute + bubble against Megatron's interleaved order simulated op by op, chunks of 1 ms
+    """The step's compute + bubble against the interleaved order simulated op by op, chunks of 1 ms
     forward and 2 ms backward: equal chunks give Narayanan et al.'s (m + (p-1)/v) beats exactly; a last chunk
     ``head`` times heavier (the output head and loss) and a first one 0.7 times (the embedding), as the
     published layouts' ends, stay within 2.5% (the formula takes each rank's chunks as one stage)."""
@@ -330,7 +299,8 @@ def test_interleaved_bubble_matches_the_schedule_run_op_by_op(p: int, v: int, m:
     lay = Layout(strategy=Strategy.HYBRID, pp=p, global_batch_size=m, micro_batches=m, schedule=schedule,
                  virtual_stages=v)
     terms = step_terms(PRESETS["h100-sxm"], lay, stages)
-    makespan = _interleaved_makespan(fwd, bwd, m)
+    replay = _schedule_replay()
+    makespan = replay.dependency_makespan(p, v, m, 0.0, 0.0, replay.chunk_durations(fwd, bwd))
     if head == 1.0:
         assert makespan == pytest.approx((m + (p - 1) / v) * 3e-3 * v, rel=1e-9)
         assert terms["time_compute_s"] + terms["time_bubble_s"] == pytest.approx(makespan, rel=1e-9)
