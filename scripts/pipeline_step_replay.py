@@ -18,7 +18,7 @@ Transfers are taken as free (they are milliseconds against seconds of compute in
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from collections.abc import Callable
 
 Action = tuple[str, int, int]  # ("F" | "B", global chunk index, micro-batch)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from itertools import groupby
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from parbench.config import Schedule, Strategy
 from parbench.sim.hardware import Cluster
