@@ -107,6 +107,8 @@ def layout_violations(model: ModelSpec, layout: Layout, cluster: Cluster) -> lis
     experts = model.arch.experts if model.arch is not None else 0
     if layout.ep > 1 and (not experts or experts % layout.ep):
         out.append(f"ep={layout.ep} does not divide experts={experts}")
+    if layout.interleaved and layout.pp == 1:
+        out.append("schedule interleaved1f1b needs pp > 1 (one stage has no pipeline bubble to shrink)")
     if layout.chunks > model.blocks and not layout.chunk_layers:
         out.append(f"pp x virtual stages = {layout.pp} x {layout.v} = {layout.chunks} > layers={model.blocks}")
     if layout.chunk_layers and sum(layout.chunk_layers) != len(model.units):
@@ -216,14 +218,18 @@ def _ep_options(model: ModelSpec, dp: int, o: SearchOptions) -> list[int]:
 
 
 def _schedules(model: ModelSpec, pp: int, m: int, o: SearchOptions) -> list[tuple[Schedule, int]]:
-    if o.schedule is not None:
-        v = o.virtual_stages or (2 if o.schedule is Schedule.INTERLEAVED_1F1B else 1)
-        return [(o.schedule, v)]
+    """(schedule, virtual stages) pairs for a pipeline of pp stages and m micro-batches: 1F1B, and interleaved 1F1B
+    at every ``virtual_stage_options`` count that fits. A given schedule or count fixes it; a given interleaved
+    schedule without a count still tries every count (a combination that breaks a rule is rejected with it)."""
+    if o.schedule is not None and o.schedule is not Schedule.INTERLEAVED_1F1B:
+        return [(o.schedule, o.virtual_stages or 1)]
+    layers = model.blocks + 2 if o.account_for_ends else model.blocks
+    counts = [o.virtual_stages] if o.virtual_stages else virtual_stage_options(layers, pp)
+    if o.schedule is Schedule.INTERLEAVED_1F1B:  # on one stage, one combination to reject
+        return [(o.schedule, v) for v in counts if pp * v <= model.blocks and pp > 1] or [(o.schedule, counts[0])]
     out = [(Schedule.ONE_F_ONE_B, 1)]
     if pp > 1:
-        layers = model.blocks + 2 if o.account_for_ends else model.blocks
-        out += [(Schedule.INTERLEAVED_1F1B, v) for v in ([o.virtual_stages] if o.virtual_stages else virtual_stage_options(layers, pp))
-                if pp * v <= model.blocks and m % pp == 0]
+        out += [(Schedule.INTERLEAVED_1F1B, v) for v in counts if pp * v <= model.blocks and m % pp == 0]
     return out
 
 

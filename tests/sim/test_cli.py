@@ -36,6 +36,14 @@ def test_bad_layout_exits_2_with_the_factors(capsys):
     assert "tp x pp x cp = 8 x 1 x 1 does not divide gpus=12" in capsys.readouterr().err
 
 
+def test_an_interleaved_schedule_on_one_stage_exits_2_naming_the_rule(capsys):
+    """One pipeline stage has no bubble for interleaving to shrink: the layout is refused before it is predicted."""
+    assert main(["simulate", "--model", "llama3-8b", "--gpus", "16", "--global-batch", "128", "--schedule",
+                 "interleaved1f1b", "--virtual-stages", "2"]) == 2
+    out = capsys.readouterr()
+    assert "schedule interleaved1f1b needs pp > 1" in out.err and not out.out
+
+
 @pytest.mark.parametrize("edit, message", [
     ({"peak_flops": "989e12"}, "peak_flops='989e12' must be a number"),
     ({"gpus_per_node": 8.5}, "gpus_per_node=8.5 must be an integer"),

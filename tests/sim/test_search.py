@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from parbench.config import WorkloadConfig
-from parbench.sim import PRECISIONS, PRESETS, model_spec
+from parbench.sim import PRECISIONS, PRESETS, Recompute, model_spec
 from parbench.sim.search import pareto_front, search
 
 GPT_175B = WorkloadConfig(name="transformer", layers=96, hidden=12288, heads=96, seq_len=2048, vocab_size=51200)
@@ -174,3 +174,18 @@ def test_the_search_tries_every_virtual_stage_count_that_splits_the_layers_evenl
                                                                                                     pp=2, micro_batch=1))
            if lay is not None}
     assert got == {("1f1b", 1)} | {("interleaved1f1b", v) for v in (2, 3, 4, 6)}
+
+
+def test_a_given_interleaved_schedule_tries_every_count_and_refuses_one_stage():
+    """``--schedule interleaved1f1b`` without ``--virtual-stages`` still tries every count (12 layers over pp 2: v 2,
+    3, 4 and 6), and a pipeline of one stage is rejected once, with the rule, not predicted as an interleaved layout."""
+    from parbench.config import Schedule
+    from parbench.sim.search import SearchOptions, layouts
+
+    small = WorkloadConfig(name="transformer", layers=12, hidden=256, heads=4, seq_len=128, vocab_size=256)
+    opts = SearchOptions(precision=PRECISIONS["bf16"], schedule=Schedule.INTERLEAVED_1F1B, micro_batch=1, zero=0,
+                         recompute=Recompute.NONE, tp=1)
+    got = list(layouts(model_spec(small, megatron=True), PRESETS["h100-sxm"], gpus=2, global_batch=4, options=opts))
+    assert sorted(lay.v for lay, _ in got if lay is not None and lay.pp == 2) == [2, 3, 4, 6]
+    assert [r for lay, r in got if lay is None] == ["schedule interleaved1f1b needs pp > 1 (one stage has no pipeline "
+                                                     "bubble to shrink)"]
