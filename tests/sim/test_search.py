@@ -187,5 +187,5 @@ def test_a_given_interleaved_schedule_tries_every_count_and_refuses_one_stage():
                          recompute=Recompute.NONE, tp=1)
     got = list(layouts(model_spec(small, megatron=True), PRESETS["h100-sxm"], gpus=2, global_batch=4, options=opts))
     assert sorted(lay.v for lay, _ in got if lay is not None and lay.pp == 2) == [2, 3, 4, 6]
-    assert [r for lay, r in got if lay is None] == ["schedule interleaved1f1b needs pp > 1 (one stage has no pipeline "
-                                                     "bubble to shrink)"]
+    rule = "schedule interleaved1f1b needs pp > 1 (one stage has no pipeline bubble to shrink)"
+    assert [r for lay, r in got if lay is None] == [rule]
