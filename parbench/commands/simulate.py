@@ -482,7 +482,8 @@ def predict_for(argv: list[str], model, cluster):
 
 def _check_rules(model, layout, cluster) -> None:
     """The layout rules (``search.layout_violations``: tp inside a node and dividing the heads, cp splitting the
-    sequence, ep dividing the experts, a layer in every pipeline chunk), every one it breaks named."""
+    sequence, ep dividing the experts, interleaving on two or more stages, a layer in every pipeline chunk), every
+    one it breaks named."""
     from parbench.sim.search import layout_violations
 
     broken = layout_violations(model, layout, cluster)

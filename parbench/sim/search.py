@@ -87,7 +87,8 @@ def _divisors(n: int) -> list[int]:
 def layout_violations(model: ModelSpec, layout: Layout, cluster: Cluster) -> list[str]:
     """The rules every layout must keep (single-layout mode and the search apply the same ones):
     tensor parallelism stays inside a node (Narayanan et al. 2021, takeaway 1) and divides the heads,
-    the key/value heads (or is a multiple of them) and the width; every pipeline chunk holds a layer;
+    the key/value heads (or is a multiple of them) and the width; interleaving needs two or more pipeline stages;
+    every pipeline chunk holds a layer;
     context parallelism's load-balanced ring splits the sequence into 2 x cp chunks."""
     out, t = [], layout.tp
     if t > cluster.gpus_per_node:
