@@ -207,6 +207,10 @@ class Cluster:
     cores shared with each other, with the calibration's own collectives threads and with other jobs."""
     collectives: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
     """Calibrated fits: kind -> group size -> (alpha_s, seconds per payload byte), used where present."""
+    collective_base_latency_s: float = 0.0
+    """Fixed seconds of one collective (all-reduce, all-gather, reduce-scatter, broadcast) beyond its ring steps'
+    latencies: NCCL's base latency of its ring algorithm (``collective_latency_s``). Point-to-point sends and
+    all-to-alls (grouped sends) do not pay it."""
     collective_step_overhead_s: dict[int, float] = field(default_factory=dict)
     """Calibrated CPU profiles: seconds a group collective costs inside a training step beyond its fit in
     ``collectives`` (group size -> seconds, added to every fitted collective but point-to-point sends and the
@@ -392,8 +396,44 @@ def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inte
                                               (local - 1) / n * payload / cluster.intra.bandwidth_bytes_per_s)
     if inter_node and rails > 1:
         bandwidth = min(bandwidth * rails, max(cluster.intra.bandwidth_bytes_per_s, bandwidth))
-    steps, factor = algorithm_factors(kind, n)
-    return steps * link.latency_s + factor * payload / bandwidth
+    factor = algorithm_factors(kind, n)[1]
+    return collective_latency_s(cluster, kind, n, inter_node=inter_node, rails=rails) + factor * payload / bandwidth
+
+
+RING_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+"""The kinds NCCL runs as collectives, each paying ``Cluster.collective_base_latency_s``; the rest (sends,
+receives, all-to-alls, scatters and gathers) are grouped point-to-point sends in NCCL."""
+
+RING_PLATEAU = 1.4
+"""NCCL's "plateau effect of ring": a ring all-reduce across nodes, of more than 64 bytes per channel and rank,
+takes 1.4x its modelled latency on Ampere and later (1.9x before; ``ncclTopoGetAlgoTime`` in NCCL's
+``src/graph/tuning.cc``)."""
+
+
+def collective_latency_s(cluster: Cluster, kind: str, n: int, *, inter_node: bool, rails: int = 1) -> float:
+    """The latency part of one collective over ``n`` ranks, ``rails`` of them on each node, as NCCL's tuning model
+    charges its ring (``ncclTopoTuneModel``, ``src/graph/tuning.cc``): a base latency per collective
+    (``Cluster.collective_base_latency_s``), then one latency per ring step, at the network's for the steps that
+    cross a node and at the node's link for the rest. A ring over ``nodes`` nodes crosses them nodes - 1 times
+    in an all-gather or reduce-scatter and 2 x nodes times in an all-reduce (NCCL's ``nInterSteps``, at most its
+    2 (n - 1) steps); a multi-node all-reduce then takes ``RING_PLATEAU`` x that. Kinds outside
+    ``RING_COLLECTIVES`` are point-to-point: one latency per peer or step, no base. A broadcast is a binomial
+    tree: ceil(log2 n) steps."""
+    if n <= 1:
+        return 0.0
+    link = cluster.inter if inter_node else cluster.intra
+    steps = algorithm_factors(kind, n)[0]
+    if kind not in RING_COLLECTIVES:
+        return steps * link.latency_s
+    latency = cluster.collective_base_latency_s + steps * link.latency_s
+    if inter_node and kind in ("all_reduce", "all_gather", "reduce_scatter"):
+        nodes = -(-n // max(1, min(rails, n)))
+        crossings = min(steps, 2 * nodes if kind == "all_reduce" else nodes - 1)
+        latency = (cluster.collective_base_latency_s + crossings * cluster.inter.latency_s
+                   + (steps - crossings) * cluster.intra.latency_s)
+        if kind == "all_reduce":
+            latency *= RING_PLATEAU
+    return latency
 
 
 def step_overhead_s(cluster: Cluster, n: int, *, burst: bool = False, tp: bool = False) -> float:
@@ -424,15 +464,25 @@ def _fitted(cluster: Cluster, kind: str, n: int) -> tuple[float, float] | None:
 
 GIB = 2**30
 MIB = 2**20
+# NCCL's latency model of its ring with the Simple protocol, the one that carries large buffers
+# (``baseLat`` and ``hwLat`` in ``src/graph/tuning.cc``, NCCL 2.2x): every GPU preset's links take these.
+RING_BASE_S = 8.4e-6
+NVLINK_STEP_S = 3.4e-6
+NET_STEP_S = 14e-6
+LATENCY_SOURCE = ("NCCL's tuning model (src/graph/tuning.cc, NCCL 2.2x: baseLat and hwLat of Ring/Simple): 8.4 us a "
+                  "collective, 3.4 us a ring step over NVLink, 14 us a step across the network; a multi-node ring "
+                  "all-reduce 1.4x (its 'plateau effect of ring'). NCCL's model picks its algorithm and protocol with "
+                  "these; the simulator runs every collective as a Simple-protocol ring, as large buffers go")
 # Fixed memory terms shared by every GPU preset (physical, not per model):
 GPU_MEMORY_SOURCES = {
-    "overlap_interference": "0.5: fitted to llm-foundry's 19 FSDP rows on both devices with the H100's earlier pair "
-                            "(torchtitan's A100 rows, held out: 3.0% mean |error| with it, 5.6% without). Over every "
-                            "published dense row (148, each source and device; the H100's efficiencies as they are "
-                            "fitted now) the best is 0.55 (parbench.sim.efficiency_fits.fit_overlap_interference, a "
-                            "0.05 grid): 4.79% mean |error| against 4.82% at 0.5 and 4.85% / 4.80% at 0.45 / 0.60, "
-                            "which the rows do not tell apart, so 0.5 stays. Contention as the limiter of overlap: "
-                            "arXiv 2512.10236, abstract",
+    "overlap_interference": "0.6: over every published dense row (148, each source and device) the best of a 0.05 grid "
+                            "(parbench.sim.efficiency_fits.fit_overlap_interference), with the H100's efficiencies "
+                            "fitted at it and they at it (a fixed point): 4.89% mean |error| against 4.91% / 4.89% at "
+                            "0.55 / 0.65 and 4.95% at 0.5; the rows pin it loosely. It was 0.5, fitted to llm-foundry's "
+                            "19 FSDP rows with the H100's earlier pair, while the collectives' latencies were assumed; "
+                            "with NCCL's latencies 0.5 lay 0.06 points above the best. Held out, Korthikanti et al.'s "
+                            "rows read 5.1% at 0.6 against 4.9% at 0.5, torchtitan's A100 rows 1.4% against 1.8%. "
+                            "Contention as the limiter of overlap: arXiv 2512.10236, abstract",
     "memory_bytes": "usable device memory as nvidia-smi/NVML reports it: A100 80GB 81,920 MiB, H100 80GB 81,559 MiB, "
                     "H200 143,771 MiB (thundergolfer.com/blog/nvidia-gpu-memory-capacity, table)",
     "context_bytes": "CUDA context of a PyTorch process before any tensor: 723 MiB measured "
@@ -452,16 +502,19 @@ GPU_MEMORY_SOURCES = {
     "moe_expert_fixed_s": "380 us per expert a rank holds, per MoE block and micro-batch: fitted "
                           "(parbench.sim.efficiency_fits.fit_moe_expert_fixed_s, a 10 us grid) to Megatron-Bridge's "
                           "Qwen3-30B-A3B on 8 B200 (4096 tokens per micro-batch) and on 8 GB200 (16384), FP8, 16 experts "
-                          "a rank: +194% and +44% without it (a cost per micro-batch, not per token, closes most of both), "
-                          "-0.3% and -10.5% with it (the H100's efficiencies as fitted on every H100 source; the same "
-                          "380 us with the earlier pair). Held out: Qwen3-235B-A22B on 64 B200 +81% -> +0.9%, on 256 GB200 "
-                          "(BF16, 4 experts a rank) +7% -> -9.0%; the Megatron-LM Mixtral row (1 expert a rank) 5.2% -> "
-                          "6.9%; Qwen3-30B-A3B on 16 H100 (FP8 current scaling) +145% -> +68%, not explained",
+                          "a rank: +197% and +45% without it (a cost per micro-batch, not per token, closes most of both), "
+                          "+0.0% and -10.1% with it (the H100's efficiencies as fitted on every H100 source; the same "
+                          "380 us with the earlier pair and before NCCL's latencies). Held out: Qwen3-235B-A22B on 64 "
+                          "B200 +82% -> +1.2%, on 256 GB200 (BF16, 4 experts a rank) +9% -> -7.6%; the Megatron-LM "
+                          "Mixtral row (1 expert a rank) 4.8% -> 6.6%; Qwen3-30B-A3B on 16 H100 (FP8 current scaling) "
+                          "+144% -> +67%, not explained",
+    "collective_base_latency_s": LATENCY_SOURCE,
     "transcendental_s_per_element": "0: GELU, SiLU and softmax kernels are memory-bound on these GPUs (the CUDA cores' "
                                     "float32 rate, 19.5-67 TFLOP/s by datasheet, leaves 50-100 FLOPs per element at "
                                     "the rate HBM delivers 2-byte elements read and written; one such function takes 10-30)",
 }
-GPU_FIXED = dict(context_bytes=723 * MIB, comm_buffer_bytes=128 * MIB, fragmentation=0.13, overlap_interference=0.5,
+GPU_FIXED = dict(context_bytes=723 * MIB, comm_buffer_bytes=128 * MIB, fragmentation=0.13, overlap_interference=0.6,
+                 collective_base_latency_s=RING_BASE_S,
                  moe_expert_fixed_s=380e-6)
 A100_SOURCES = {
     **GPU_MEMORY_SOURCES,
@@ -485,7 +538,7 @@ A100_SOURCES = {
                          "arXiv 2307.08691, 2023, abstract), its backward (2.5x the forward's FLOPs) below its forward "
                          "(sec. 4.1), so forward + backward at the range's low end; not fitted. torch's "
                          "scaled_dot_product_attention runs this kernel since torch 2.2 (release notes)",
-    "latency": "assumed ~5 us per NVLink step, ~8 us per InfiniBand step (typical nccl-tests small-message latencies)",
+    "latency": LATENCY_SOURCE,
     "gemm_overhead_s": "assumed 6 us per GEMM (no A100 was measured; see the H100's for what the published rows say)",
 }
 H100_SOURCES = {
@@ -497,20 +550,23 @@ H100_SOURCES = {
     "intra": "H100 datasheet: NVLink 4 900 GB/s total = 450 GB/s per direction; x0.8 busbw (assumed)",
     "inter": "DGX H100 user guide: 8x ConnectX-7 NDR 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
     "gpus_per_node": "DGX H100: 8 GPUs per node",
-    "gemm_efficiency": "0.64: fitted with attention_efficiency and fp8_gemm_share, the point of a grid (GEMM 0.58-0.70, "
+    "gemm_efficiency": "0.65: fitted with attention_efficiency and fp8_gemm_share, the point of a grid (GEMM 0.58-0.70, "
                        "attention 0.17-0.23, FP8 share 0.80-1.0) with the lowest mean |error| over the 108 published "
                        "dense rows with a metric on the H100's tensor cores (llm-foundry's 11, torchtitan's 18 H100 and "
                        "2 H200, Megatron-Bridge's 4 H100, NeMo's 12 and 7 long-sequence, the DGX Cloud tables' 54; "
-                       "parbench.sim.efficiency_fits.fit_hopper_efficiencies): 4.96%, against 6.02% at (0.60, 0.19, "
-                       "1.0), the pair llm-foundry's rows alone give (fit_foundry_efficiencies). Cross-validated "
-                       "(leave_one_source_out): fitted without each source in turn, the grid lands on (0.62-0.64, "
-                       "0.19, 0.90-0.95) and predicts the left-out source's rows at 5.4% mean |error| against the "
-                       "llm-foundry pair's 6.0% (per source: DGX Cloud 4.8 / 6.3, torchtitan H100 6.7 / 6.9, "
-                       "Megatron-Bridge 8.5 / 9.0, NeMo long-sequence 3.5 / 4.0 better; NeMo 3.1 / 2.5, torchtitan "
-                       "H200 14.5 / 13.4, llm-foundry 6.8 / 6.0 worse; the mean of the seven sources' means 6.84 / "
-                       "6.86). The mixtures of experts (the Megatron-LM Mixtral row, Megatron-Bridge's) are held out",
-    "fp8_gemm_share": "0.90: fitted with gemm_efficiency (above; 0.875 and 0.925 give 5.02% and 5.05% at their best GEMM "
-                      "efficiency, 1.0, FP8 GEMMs at the BF16 share of their peak, 5.86% at 0.62). Below one as FP8 GEMMs "
+                       "parbench.sim.efficiency_fits.fit_hopper_efficiencies): 4.81%, against 4.92% at 0.64 and 5.79% "
+                       "at (0.61, 0.19, 1.0), the pair llm-foundry's rows alone give (fit_foundry_efficiencies). It "
+                       "was 0.64 while the collectives' latencies were assumed (4 us an NVLink step, 8 us every step of "
+                       "a ring that left the node) rather than NCCL's and the overlap interference was 0.5. "
+                       "Cross-validated (leave_one_source_out): fitted without each source in turn, the grid lands on "
+                       "(0.62-0.65, 0.19, 0.90-0.95) and predicts the left-out source's rows at 5.3% mean |error| "
+                       "against the llm-foundry pair's 5.8% (per source: DGX Cloud 4.7 / 5.9, Megatron-Bridge 8.6 / "
+                       "9.2, NeMo long-sequence 3.5 / 4.0 better; torchtitan H100 6.8 / 6.8 even; NeMo 2.8 / 2.7, "
+                       "torchtitan H200 14.0 / 12.9, llm-foundry 6.5 / 5.7 worse; the mean of the seven sources' "
+                       "means 6.71 / 6.74). The mixtures of experts (the Megatron-LM Mixtral row, Megatron-Bridge's) "
+                       "are held out",
+    "fp8_gemm_share": "0.90: fitted with gemm_efficiency (above; 0.875 and 0.925 give 4.92% and 4.87% at their best GEMM "
+                      "efficiency, 1.0, FP8 GEMMs at the BF16 share of their peak, 5.66% at 0.62). Below one as FP8 GEMMs "
                       "run: the same shape's prologue, epilogue and operand traffic weigh twice as much at twice the "
                       "math rate. scripts/gpu_compute_check.py's gemm_fp8 section measures it on the device it runs on",
     "attention_efficiency": "0.19: fitted with gemm_efficiency (above); on llm-foundry's 11 H100 rows alone too (their "
@@ -524,14 +580,14 @@ H100_SOURCES = {
                          "Transformer Engine runs on H100) are 1.5-2.0x FlashAttention-2 (Shah et al., \"FlashAttention-3\", "
                          "arXiv 2407.08608, 2024, abstract); 0.19 x 1.74, the ratio of cuDNN's to FlashAttention-2's "
                          "measured on an H200 (HOPPER_FLASH3_OVER_FLASH2); not fitted",
-    "latency": "assumed ~4 us per NVLink step, ~8 us per InfiniBand step",
+    "latency": LATENCY_SOURCE,
     "gemm_overhead_s": "assumed 5 us per GEMM. One H200 (scripts/gpu_compute_check.py, 2026-11-30) fits t = 22 us + "
                        "flops / (0.77 x peak) within 18% over its 20 bf16 GEMMs of 2048-16384 "
                        "(parbench.sim.efficiency_fits.fit_gemm_curve), but the published rows do not pin it: from 0 to "
-                       "22 us, the efficiencies refitted over every H100 row each time (gemm_overhead_grid: 0.64-0.66, "
-                       "0.19, FP8 share 0.90-0.95), each source's mean |error| moves by at most 1.9 points; "
-                       "torchtitan's H200 rows are lowest at 22 us (12.7%, 14.5% at 5 us), the DGX Cloud and NeMo "
-                       "rows at 0-5 us (3.9-4.0% and 3.3-3.5%; 4.7% and 3.7% at 22 us), so the assumption stays",
+                       "22 us, the efficiencies refitted over every H100 row each time (gemm_overhead_grid: 0.64-0.65, "
+                       "0.19, FP8 share 0.90-0.95), each source's mean |error| moves by at most 1.8 points; "
+                       "torchtitan's H200 rows are lowest at 22 us (12.8%, 14.0% at 5 us), the DGX Cloud rows at "
+                       "0-5 us (3.7-3.8%; 4.6% at 22 us), so the assumption stays",
 }
 H100_96_SOURCES = {
     **H100_SOURCES,
@@ -540,7 +596,7 @@ H100_96_SOURCES = {
     "memory_bandwidth_bytes_per_s": "torchtitan docs/performance.md: 2.4 TB/s peak; x0.8 achievable (assumed)",
     "inter": "torchtitan docs/performance.md: 400 Gb/s RDMA per GPU = 50 GB/s; x0.9 (assumed)",
     "peak_flops": "the H100 SXM datasheet's 989 TFLOP/s (torchtitan: the 500 W part's exact peak is unpublished)",
-    "gemm_efficiency": "the H100 SXM's 0.64, FP8 share 0.90 (same tensor cores; these rows are among those they are "
+    "gemm_efficiency": "the H100 SXM's 0.65, FP8 share 0.90 (same tensor cores; these rows are among those they are "
                        "fitted on). Before attention had its own efficiency, fitting them alone gave 0.48 (read then as "
                        "the 500 W power limit); it was the slower attention kernel",
     "attention_efficiency": "the H100 SXM's 0.19",
@@ -562,13 +618,13 @@ def float32_peaks(model: str) -> dict[str, float]:
 
 _A100 = dict(gpus_per_node=8, peak_flops=312e12, **float32_peaks("A100"), gemm_efficiency=0.69, attention_efficiency=0.34,
              attention_kernels={"flash2": 0.50}, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
-             memory_bandwidth_bytes_per_s=0.8 * 2039e9, intra=Link(latency_s=5e-6, bandwidth_bytes_per_s=0.8 * 300e9),
-             inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, **GPU_FIXED)
-_H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, **float32_peaks("H100 SXM"), gemm_efficiency=0.64, fp8_gemm_share=0.90, attention_efficiency=0.19,
+             memory_bandwidth_bytes_per_s=0.8 * 2039e9, intra=Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 300e9),
+             inter=Link(latency_s=NET_STEP_S, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, **GPU_FIXED)
+_H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, **float32_peaks("H100 SXM"), gemm_efficiency=0.65, fp8_gemm_share=0.90, attention_efficiency=0.19,
              attention_kernels={"flash3": round(0.19 * HOPPER_FLASH3_OVER_FLASH2, 2)}, gemm_overhead_s=5e-6,
              op_overhead_s=3e-6, memory_bandwidth_bytes_per_s=0.8 * 3350e9,
-             intra=Link(latency_s=4e-6, bandwidth_bytes_per_s=0.8 * 450e9),
-             inter=Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 50e9), overlap=1.0, **GPU_FIXED)
+             intra=Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 450e9),
+             inter=Link(latency_s=NET_STEP_S, bandwidth_bytes_per_s=0.9 * 50e9), overlap=1.0, **GPU_FIXED)
 H200_SOURCES = {
     **H100_SOURCES,
     "peak_flops": "NVIDIA H200 Tensor Core GPU datasheet: SXM BF16 1,979 TFLOP/s with sparsity = 989 dense (the H100's "
@@ -578,7 +634,7 @@ H200_SOURCES = {
     "memory_bandwidth_bytes_per_s": "H200 datasheet: 4.8 TB/s; x0.8 achievable (assumed)",
     "intra": "H200 datasheet: NVLink 900 GB/s total = 450 GB/s per direction; x0.8 busbw (assumed)",
     "inter": "DGX H200: 8x ConnectX-7 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
-    "gemm_efficiency": "the H100 SXM's fitted 0.64, FP8 share 0.90 and attention 0.19 (same tensor cores). Measured on one H200 "
+    "gemm_efficiency": "the H100 SXM's fitted 0.65, FP8 share 0.90 and attention 0.19 (same tensor cores). Measured on one H200 "
                        "(scripts/gpu_compute_check.py, 2026-11-30): square bf16 GEMMs 0.70-0.81 "
                        "of peak, the 1.3B GPT's own GEMMs 0.68, FlashAttention-2 0.21; kept at the at-scale fit, which "
                        "also carries what one GPU alone does not (NCCL kernels sharing the SMs, a full node's power)",
@@ -601,7 +657,7 @@ BLACKWELL_SOURCES = {
     "memory_bandwidth_bytes_per_s": "the same table: 7.7 TB/s; x0.8 achievable (assumed, as the H100's)",
     "intra": "fifth-generation NVLink 1.8 TB/s total = 900 GB/s per direction; x0.8 busbw (assumed, as the H100's)",
     "inter": "DGX B200: 8x ConnectX-7 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
-    "gemm_efficiency": "the H100's fitted 0.64, FP8 share 0.90, attention 0.19 and flash3 0.33 (their fits on the H100's rows), not "
+    "gemm_efficiency": "the H100's fitted 0.65, FP8 share 0.90, attention 0.19 and flash3 0.33 (their fits on the H100's rows), not "
                        "refitted: checked on Megatron-Bridge's DGX-B200 and DGX-GB200 rows, held out "
                        "(parbench validate --published)",
 }
@@ -627,8 +683,8 @@ BLACKWELL_ULTRA_SOURCES = {
     "memory_bytes": "the same table: 270 GB HBM3E (no published nvidia-smi printout found, so the decimal figure)",
     "memory_bandwidth_bytes_per_s": "the same table: 7.7 TB/s; x0.8 achievable (assumed, as every GPU preset's)",
     "inter": "DGX B300: 8x ConnectX-8 800 Gb/s, one per GPU = 100 GB/s; x0.9 (assumed)",
-    "gemm_efficiency": "the Blackwell presets' (the H100's fitted 0.64, FP8 share 0.90, attention 0.19, flash3 0.33), "
-                       "each x1.09 (0.70, 0.21, 0.36): Blackwell Ultra keeps Blackwell's BF16 and FP8 datasheet peaks, "
+    "gemm_efficiency": "the Blackwell presets' (the H100's fitted 0.65, FP8 share 0.90, attention 0.19, flash3 0.33), "
+                       "each x1.09 (0.71, 0.21, 0.36): Blackwell Ultra keeps Blackwell's BF16 and FP8 datasheet peaks, "
                        "yet Megatron-Bridge's tables (26.02, 26.02.01) run the same model, layout and precision 1.04-1.11x "
                        "faster on DGX-B300 than on DGX-B200, mean 1.09 over the four such pairs "
                        "(parbench.sim.efficiency_fits.same_layout_speedup); the board power (1.1 kW against 1.0 kW, the "
@@ -645,7 +701,7 @@ GB300_SOURCES = {
     "memory_bandwidth_bytes_per_s": "the same table: 8 TB/s; x0.8 achievable (assumed)",
     "gpus_per_node": "GB300 NVL72: 72 GPUs in one NVLink domain (the rack), each at 1.8 TB/s",
     "inter": "beyond the rack, one ConnectX-8 800 Gb/s per GPU (72 in the rack) = 100 GB/s; x0.9 (assumed)",
-    "gemm_efficiency": "the Blackwell presets' efficiencies x1.22 (0.78, attention 0.23, flash3 0.40): Megatron-Bridge's "
+    "gemm_efficiency": "the Blackwell presets' efficiencies x1.22 (0.79, attention 0.23, flash3 0.40): Megatron-Bridge's "
                        "tables (25.11, 26.02, 26.02.01) run the same model, layout and precision 1.19-1.23x faster on "
                        "DGX-GB300 than on DGX-GB200 at equal datasheet peaks, mean 1.22 over the five such pairs "
                        "(parbench.sim.efficiency_fits.same_layout_speedup); GB300's 1.4 kW board power against "
@@ -664,7 +720,7 @@ def _sustained(preset: dict[str, Any], factor: float) -> dict[str, Any]:
 
 
 _BLACKWELL = {**_H100, "peak_flops": 2250e12, "peak_flops_fp8": 4500e12, **float32_peaks("B200 (HGX)"),
-              "memory_bandwidth_bytes_per_s": 0.8 * 7700e9, "intra": Link(latency_s=4e-6, bandwidth_bytes_per_s=0.8 * 900e9)}
+              "memory_bandwidth_bytes_per_s": 0.8 * 7700e9, "intra": Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 900e9)}
 PRESETS: dict[str, Cluster] = {
     "a100-80gb": Cluster(name="a100-80gb", memory_bytes=81920 * MIB, sources=A100_SOURCES, **_A100),
     "a100-40gb": Cluster(name="a100-40gb", memory_bytes=40960 * MIB, sources=A100_40_SOURCES,
@@ -678,11 +734,11 @@ PRESETS: dict[str, Cluster] = {
                               "memory_bandwidth_bytes_per_s": 0.8 * 8000e9, "gpus_per_node": 72}),
     "b300": Cluster(name="b300", memory_bytes=270 * 10**9, sources=BLACKWELL_ULTRA_SOURCES,
                     **_sustained({**_BLACKWELL, **float32_peaks("B300 (HGX)"),
-                                  "inter": Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 100e9)}, BLACKWELL_ULTRA_SPEEDUP["b300"])),
+                                  "inter": Link(latency_s=NET_STEP_S, bandwidth_bytes_per_s=0.9 * 100e9)}, BLACKWELL_ULTRA_SPEEDUP["b300"])),
     "gb300-nvl72": Cluster(name="gb300-nvl72", memory_bytes=279 * 10**9, sources=GB300_SOURCES,
                            **_sustained({**_BLACKWELL, "peak_flops": 2500e12, "peak_flops_fp8": 5000e12,
                                          **float32_peaks("GB300"), "memory_bandwidth_bytes_per_s": 0.8 * 8000e9,
-                                         "gpus_per_node": 72, "inter": Link(latency_s=8e-6, bandwidth_bytes_per_s=0.9 * 100e9)},
+                                         "gpus_per_node": 72, "inter": Link(latency_s=NET_STEP_S, bandwidth_bytes_per_s=0.9 * 100e9)},
                                         BLACKWELL_ULTRA_SPEEDUP["gb300-nvl72"])),
     "h100-96gb": Cluster(name="h100-96gb", memory_bytes=96 * GIB - (81920 - 81559) * MIB, sources=H100_96_SOURCES,
                          **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 2400e9}),

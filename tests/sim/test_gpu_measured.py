@@ -33,7 +33,7 @@ def test_the_measured_h200_step_is_predicted_term_by_term(step):
     assert allocated == pytest.approx(step["allocator_peak_bytes"], rel=0.03)
     # torch's AdamW on CUDA (foreach): 80 bytes per parameter at memory speed, the launches running ahead
     assert p.terms["time_optimizer_s"] == pytest.approx(step["measured_s"]["optimizer"], rel=0.10)
-    # forward + backward on the at-scale GEMM efficiency (0.64, fitted on published H100 rows): this single
+    # forward + backward on the at-scale GEMM efficiency (0.65, fitted on published H100 rows): this single
     # GPU runs its large GEMMs at 0.68-0.83 of peak, so batch 4 and 8 are predicted 10-11% slow; batch 1 5.6%
     # fast, its small GEMMs paying the 22 us launch floor measured here where the preset counts 5 us
     measured = step["measured_s"]["forward"] + step["measured_s"]["backward"]
@@ -83,13 +83,13 @@ def test_the_runners_gpu_breakdown_agrees_with_cuda_events():
 
 def test_validate_predicts_the_measured_h200_runs():
     """``parbench validate --cluster h200-sxm`` on the two records: bf16 (autocast) within 10%; tf32 within
-    31%, the prediction too fast (fp32 tensors run no flash attention and move twice the bytes)."""
+    32%, the prediction too fast (fp32 tensors run no flash attention and move twice the bytes)."""
     from parbench.sim.validate import compare
 
     bf16, tf32 = (compare(_record(p), PRESETS["h200-sxm"]) for p in ("bf16", "tf32"))
     assert bf16["comm_bytes_exact"] and tf32["comm_bytes_exact"]
     assert bf16["step_time_error_pct"] <= 10 and bf16["step_time_predicted_s"] > bf16["step_time_measured_s"]
-    assert tf32["step_time_error_pct"] <= 31 and tf32["step_time_predicted_s"] < tf32["step_time_measured_s"]
+    assert tf32["step_time_error_pct"] <= 32 and tf32["step_time_predicted_s"] < tf32["step_time_measured_s"]
     for row in (bf16, tf32):
         assert row["mem_param_measured"] == row["mem_param_predicted"] == 4 * MEASURED["gpt_step"][0]["params"]
 
@@ -122,7 +122,7 @@ def test_backward_gemms_take_twice_the_forwards():
 def test_the_h200_gemm_curve_is_a_fixed_cost_and_one_efficiency():
     """The 20 bf16 GEMMs of 2048 and up (squares to 16384, the GPT's own shapes) lie within 18% of one line,
     t = 22 us + flops / (0.77 x 989 TFLOP/s); the 256-1024 squares (21.6-30.0 us) are the host's launch floor
-    and stay out. The presets keep 5 us and the at-scale 0.64 (``H100_SOURCES['gemm_overhead_s']``)."""
+    and stay out. The presets keep 5 us and the at-scale 0.65 (``H100_SOURCES['gemm_overhead_s']``)."""
     from parbench.sim.efficiency_fits import fit_gemm_curve
 
     curve = fit_gemm_curve(MEASURED["gemm_square"] + MEASURED["gemm_model"], 989e12)
