@@ -23,8 +23,10 @@ def link_cluster(record: dict[str, Any]):
     rate = record["cluster_link_rate_bit_per_s"]
     if not record.get("cluster_emulated") or not rate:
         raise ValueError("the record is not from a shaped emulated cluster (cluster_link_rate_bit_per_s is null)")
+    # gloo's collectives, not NCCL's: no base latency or multi-node all-reduce factor of NCCL's model
     return dataclasses.replace(PRESETS["a100-80gb"], name="emulated", gpus_per_node=record["ranks_per_node"],
                                inter=Link(latency_s=ASSUMED_LATENCY_S, bandwidth_bytes_per_s=rate / 8),
+                               collective_base_latency_s=0.0, multinode_all_reduce_latency_factor=1.0,
                                collectives={}, sources={"inter": "the tbf rate of `parbench cluster run --rate`"})
 
 

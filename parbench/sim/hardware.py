@@ -211,6 +211,10 @@ class Cluster:
     """Fixed seconds of one collective (all-reduce, all-gather, reduce-scatter, broadcast) beyond its ring steps'
     latencies: NCCL's base latency of its ring algorithm (``collective_latency_s``). Point-to-point sends and
     all-to-alls (grouped sends) do not pay it."""
+    multinode_all_reduce_latency_factor: float = 1.0
+    """A ring all-reduce across nodes takes this times its modelled latency: NCCL's "plateau effect of ring",
+    1.4 on Ampere and later for all but the smallest buffers (``ncclTopoGetAlgoTime`` in NCCL's
+    ``src/graph/tuning.cc``; 1.9 before Ampere). 1 where the collectives are not NCCL's."""
     collective_step_overhead_s: dict[int, float] = field(default_factory=dict)
     """Calibrated CPU profiles: seconds a group collective costs inside a training step beyond its fit in
     ``collectives`` (group size -> seconds, added to every fitted collective but point-to-point sends and the
@@ -404,19 +408,13 @@ RING_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 """The kinds NCCL runs as collectives, each paying ``Cluster.collective_base_latency_s``; the rest (sends,
 receives, all-to-alls, scatters and gathers) are grouped point-to-point sends in NCCL."""
 
-RING_PLATEAU = 1.4
-"""NCCL's "plateau effect of ring": a ring all-reduce across nodes, of more than 64 bytes per channel and rank,
-takes 1.4x its modelled latency on Ampere and later (1.9x before; ``ncclTopoGetAlgoTime`` in NCCL's
-``src/graph/tuning.cc``)."""
-
-
 def collective_latency_s(cluster: Cluster, kind: str, n: int, *, inter_node: bool, rails: int = 1) -> float:
     """The latency part of one collective over ``n`` ranks, ``rails`` of them on each node, as NCCL's tuning model
     charges its ring (``ncclTopoTuneModel``, ``src/graph/tuning.cc``): a base latency per collective
     (``Cluster.collective_base_latency_s``), then one latency per ring step, at the network's for the steps that
     cross a node and at the node's link for the rest. A ring over ``nodes`` nodes crosses them nodes - 1 times
     in an all-gather or reduce-scatter and 2 x nodes times in an all-reduce (NCCL's ``nInterSteps``, at most its
-    2 (n - 1) steps); a multi-node all-reduce then takes ``RING_PLATEAU`` x that. Kinds outside
+    2 (n - 1) steps); a multi-node all-reduce then takes ``Cluster.multinode_all_reduce_latency_factor`` x that. Kinds outside
     ``RING_COLLECTIVES`` are point-to-point: one latency per peer or step, no base. A broadcast is a binomial
     tree: ceil(log2 n) steps."""
     if n <= 1:
@@ -432,7 +430,7 @@ def collective_latency_s(cluster: Cluster, kind: str, n: int, *, inter_node: boo
         latency = (cluster.collective_base_latency_s + crossings * cluster.inter.latency_s
                    + (steps - crossings) * cluster.intra.latency_s)
         if kind == "all_reduce":
-            latency *= RING_PLATEAU
+            latency *= cluster.multinode_all_reduce_latency_factor
     return latency
 
 
@@ -469,6 +467,7 @@ MIB = 2**20
 RING_BASE_S = 8.4e-6
 NVLINK_STEP_S = 3.4e-6
 NET_STEP_S = 14e-6
+RING_PLATEAU = 1.4
 LATENCY_SOURCE = ("NCCL's tuning model (src/graph/tuning.cc, NCCL 2.2x: baseLat and hwLat of Ring/Simple): 8.4 us a "
                   "collective, 3.4 us a ring step over NVLink, 14 us a step across the network; a multi-node ring "
                   "all-reduce 1.4x (its 'plateau effect of ring'). NCCL's model picks its algorithm and protocol with "
@@ -509,12 +508,13 @@ GPU_MEMORY_SOURCES = {
                           "Mixtral row (1 expert a rank) 4.8% -> 6.6%; Qwen3-30B-A3B on 16 H100 (FP8 current scaling) "
                           "+144% -> +67%, not explained",
     "collective_base_latency_s": LATENCY_SOURCE,
+    "multinode_all_reduce_latency_factor": LATENCY_SOURCE,
     "transcendental_s_per_element": "0: GELU, SiLU and softmax kernels are memory-bound on these GPUs (the CUDA cores' "
                                     "float32 rate, 19.5-67 TFLOP/s by datasheet, leaves 50-100 FLOPs per element at "
                                     "the rate HBM delivers 2-byte elements read and written; one such function takes 10-30)",
 }
 GPU_FIXED = dict(context_bytes=723 * MIB, comm_buffer_bytes=128 * MIB, fragmentation=0.13, overlap_interference=0.6,
-                 collective_base_latency_s=RING_BASE_S,
+                 collective_base_latency_s=RING_BASE_S, multinode_all_reduce_latency_factor=RING_PLATEAU,
                  moe_expert_fixed_s=380e-6)
 A100_SOURCES = {
     **GPU_MEMORY_SOURCES,

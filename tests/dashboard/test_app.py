@@ -277,7 +277,7 @@ def test_simulator_shows_the_published_layout_pairs(monkeypatch):
     precision = next(t for t in traces if t["name"] == "differ in precision alone")
     assert len(precision["x"]) == sum(p.precision_only for p in pairs)
     below = [y for _, y in points if y < 1]
-    assert len(below) == sum(not p.ordered for p in pairs) == 9
+    assert len(below) == sum(not p.ordered for p in pairs) == 11
     s = pair_summary(pairs)
     assert any(f"predicted faster in {s['decided_ordered']} of {s['decided']} pairs" in c.value for c in at.caption)
 
