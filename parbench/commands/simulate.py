@@ -429,7 +429,9 @@ def _term_lines(p) -> list[str]:
         name = term[len("time_"):-len("_s")].replace("_", " ")
         extra = f"  ({parts})" if term == "time_compute_s" else ""
         if term.startswith("time_comm_exposed_"):
-            extra = f"  (of {p.comm_total_s[term[len('time_comm_exposed_'):-2]]:.4g} s in all)"
+            category = term[len("time_comm_exposed_"):-2]
+            total, latency = p.comm_total_s[category], p.comm_latency_s.get(category, 0.0)
+            extra = f"  (of {total:.4g} s in all" + (f", {latency:.3g} s of it latency)" if total else ")")
         lines.append(f"    {name:<28}{v:>10.4g} s {v / p.step_time_s:>6.1%}{extra}")
     return lines
 

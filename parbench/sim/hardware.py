@@ -374,39 +374,52 @@ Where a profile has no burst fit (every GPU preset) a burst op costs what the ki
 
 def collective_time_s(cluster: Cluster, kind: str, payload: int, n: int, *, inter_node: bool, rails: int = 1,
                       burst: bool = False, tp: bool = False, fsdp: bool = False) -> float:
-    """Seconds for one collective of full-buffer ``payload`` bytes over ``n`` ranks. ``rails``: the group's
-    ranks per node. A ring that leaves the node visits its local ranks over the intra-node link first and
-    runs one channel per local rank, each through that rank's own NIC (NCCL's multi-rail rings), so the
-    node's crossing carries the group's traffic at ``rails`` x the per-GPU inter-node bandwidth, capped
-    by the intra-node link (nccl-tests on rail-optimised DGX nodes report all-reduce bus bandwidth close to
-    the node's total NIC bandwidth; a group with one rank per node gets that rank's NIC alone). An all-to-all
-    across nodes is no ring: a rank's parts for the ``n - rails`` ranks elsewhere leave through its own NIC
-    while the ``rails - 1`` parts for its node's ranks cross the node's link."""
+    """Seconds for one collective of full-buffer ``payload`` bytes over ``n`` ranks: ``collective_cost_s``'s fixed
+    seconds plus its seconds per byte times the payload."""
     if n <= 1 or (payload <= 0 and kind != "barrier"):
         return 0.0
+    fixed, per_byte = collective_cost_s(cluster, kind, n, inter_node=inter_node, rails=rails, burst=burst, tp=tp,
+                                        fsdp=fsdp)
+    return fixed + per_byte * payload
+
+
+def collective_cost_s(cluster: Cluster, kind: str, n: int, *, inter_node: bool, rails: int = 1, burst: bool = False,
+                      tp: bool = False, fsdp: bool = False) -> tuple[float, float]:
+    """One collective over ``n`` ranks as (fixed seconds, seconds per full-buffer byte): its latencies and fixed
+    costs, which no message size changes, and its bytes over a bandwidth. ``rails``: the group's ranks per node.
+    A ring that leaves the node visits its local ranks over the intra-node link first and runs one channel per
+    local rank, each through that rank's own NIC (NCCL's multi-rail rings), so the node's crossing carries the
+    group's traffic at ``rails`` x the per-GPU inter-node bandwidth, capped by the intra-node link (nccl-tests on
+    rail-optimised DGX nodes report all-reduce bus bandwidth close to the node's total NIC bandwidth; a group
+    with one rank per node gets that rank's NIC alone). An all-to-all across nodes is no ring: a rank's parts
+    for the ``n - rails`` ranks elsewhere leave through its own NIC while the ``rails - 1`` parts for its node's
+    ranks cross the node's link."""
+    if n <= 1:
+        return 0.0, 0.0
     fitted = (burst and _fitted(cluster, kind + BURST_SUFFIX, n)) or _fitted(cluster, kind, n)
     if fitted is not None:
         alpha, beta = fitted
         per_byte = _nearest(cluster.fsdp_step_byte_overhead_s, n) if fsdp else 0.0
-        return (alpha + (beta + per_byte) * payload
-                + (0.0 if kind == "send" else step_overhead_s(cluster, n, burst=burst, tp=tp)))
+        return (alpha + (0.0 if kind == "send" else step_overhead_s(cluster, n, burst=burst, tp=tp)),
+                beta + per_byte)
     link = cluster.inter if inter_node else cluster.intra
     bandwidth = link.bandwidth_bytes_per_s
     if kind == "all_to_all" and inter_node:
         # each rank sends an n-th of its buffer to every rank at once: the parts for other nodes through its own
         # NIC, the rest over the node's link, side by side; no ring, so no rail aggregates another rank's traffic
         local = max(1, min(rails, n))
-        return (n - 1) * link.latency_s + max((n - local) / n * payload / bandwidth,
-                                              (local - 1) / n * payload / cluster.intra.bandwidth_bytes_per_s)
+        return (n - 1) * link.latency_s, max((n - local) / n / bandwidth,
+                                             (local - 1) / n / cluster.intra.bandwidth_bytes_per_s)
     if inter_node and rails > 1:
         bandwidth = min(bandwidth * rails, max(cluster.intra.bandwidth_bytes_per_s, bandwidth))
     factor = algorithm_factors(kind, n)[1]
-    return collective_latency_s(cluster, kind, n, inter_node=inter_node, rails=rails) + factor * payload / bandwidth
+    return collective_latency_s(cluster, kind, n, inter_node=inter_node, rails=rails), factor / bandwidth
 
 
 RING_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 """The kinds NCCL runs as collectives, each paying ``Cluster.collective_base_latency_s``; the rest (sends,
 receives, all-to-alls, scatters and gathers) are grouped point-to-point sends in NCCL."""
+
 
 def collective_latency_s(cluster: Cluster, kind: str, n: int, *, inter_node: bool, rails: int = 1) -> float:
     """The latency part of one collective over ``n`` ranks, ``rails`` of them on each node, as NCCL's tuning model

@@ -25,7 +25,7 @@ from parbench.metrics.breakdown import TERMS  # the runner's breakdown columns: 
 from parbench.metrics.categories import CATEGORIES
 from parbench.sim.comm import CommOp, by_collective, bytes_by_category, fsdp_rounds, rank_ops, stage_local_numels, zero1_shards
 from parbench.sim.framework import between_operators_s, micro_batch_overheads_s, optimizer_overhead_s
-from parbench.sim.hardware import Cluster, collective_time_s
+from parbench.sim.hardware import Cluster, collective_cost_s, collective_time_s
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.memory import Memory, ps_memory, stages_memory, state_numels
 from parbench.sim.model import ModelSpec, expert_local
@@ -68,6 +68,10 @@ class Prediction:
     """``time_compute_s`` split into forward, backward and recompute seconds per step."""
     comm_total_s: dict[str, float] = field(default_factory=dict)
     """Per category, all the seconds its collectives take on the critical stage, hidden or not."""
+    comm_latency_s: dict[str, float] = field(default_factory=dict)
+    """Per category, the seconds of its collectives that do not grow with their bytes (``op_latency_s``: ring
+    steps' latencies and fixed costs), on the stage rank that spends the most on them: where this nears
+    ``comm_total_s``, fewer and larger messages, not a faster link, would shorten the communication."""
     link_time_s: dict[str, float] = field(default_factory=dict)
     """Per link level (``intra``, ``inter``), the busiest rank's seconds of communication over it."""
     data_time_s: float = 0.0
@@ -121,12 +125,24 @@ def ranks_per_node(c: Cluster, layout: Layout, group: str) -> int:
     return 1
 
 
+def _placement(c: Cluster, layout: Layout, op: CommOp) -> dict:
+    """How an op's group sits on the cluster, as ``collective_time_s`` and ``collective_cost_s`` take it."""
+    return {"inter_node": is_inter_node(c, layout, op.group), "rails": ranks_per_node(c, layout, op.group),
+            "burst": op.burst, "tp": op.group == "tp",
+            "fsdp": op.phase == "gather" or (layout.zero == 3 and op.kind == "reduce_scatter")}
+
+
 def op_time_s(c: Cluster, layout: Layout, op: CommOp, per: int = 1) -> float:
     """Seconds of ``op.count / per`` executions of the op."""
-    return op.count / per * collective_time_s(c, op.kind, op.payload, op.n, inter_node=is_inter_node(c, layout, op.group),
-                                              rails=ranks_per_node(c, layout, op.group), burst=op.burst,
-                                              tp=op.group == "tp", fsdp=op.phase == "gather" or (
-                                                  layout.zero == 3 and op.kind == "reduce_scatter"))
+    return op.count / per * collective_time_s(c, op.kind, op.payload, op.n, **_placement(c, layout, op))
+
+
+def op_latency_s(c: Cluster, layout: Layout, op: CommOp) -> float:
+    """Of ``op_time_s``, the seconds that do not grow with the op's bytes: ``collective_cost_s``'s fixed part
+    (ring steps' latencies and fixed costs, a calibrated fit's alpha and in-step overhead), per execution."""
+    if op.n <= 1 or (op.payload <= 0 and op.kind != "barrier"):
+        return 0.0
+    return op.count * collective_cost_s(c, op.kind, op.n, **_placement(c, layout, op))[0]
 
 
 @dataclass(frozen=True)
@@ -143,6 +159,8 @@ class StageTime:
     other: float
     comm_total: dict[str, float]
     link: dict[str, float]
+    comm_latency: dict[str, float] = field(default_factory=dict)
+    """Per category, the seconds of ``comm_total`` that do not grow with the bytes (``op_latency_s``)."""
     data: float = 0.0
     """Seconds to prepare the rank's input for one step (in ``other`` only when the data is in the step)."""
     between: float = 0.0
@@ -236,13 +254,14 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Se
         if op.phase == "step":  # before or after the compute: nothing to hide under
             tail[op.category] += op_time_s(c, layout, op)
     totals = {k: _seconds(c, layout, ops, lambda op, k=k: op.category == k) for k in CATEGORIES}
+    latency = {k: sum(op_latency_s(c, layout, op) for op in ops if op.category == k) for k in CATEGORIES}
     data = data_time_s(c, model, _data_samples(layout)) * slow if (st.chunks[0].first or st.chunks[-1].last) else 0.0
     other = data if layout.data_in_step else 0.0  # else prepared ahead of the step, off its critical path
     operators = sum(training_ops(model, units, first=ch.first, last=ch.last) for ch, units in zip(st.chunks, st.modules))
     return StageTime(chunk=chunk, exposed_mb=_micro_batch_exposed(c, layout, ops, chunk), exposed_tail=tail,
                      optimizer=_optimizer_s(c, model, layout, st, optim, tensors, grads) * slow
                      + optimizer_overhead_s(c, model, layout, st) * over, other=other, data=data,
-                     comm_total=totals, link=_links(c, layout, ops),
+                     comm_total=totals, link=_links(c, layout, ops), comm_latency=latency,
                      between=operators * min(c.between_op_s, c.training_op_overhead_s) * slow
                      + between_operators_s(c, wrappers) * over)
 
@@ -322,6 +341,7 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
             timed[key] = _stage_time(cluster, model, layout, st, mine, slow, ps=ps, chunks=chunks)
         times.append(timed[key])
     server_s = sum(op_time_s(cluster, layout, op) for op in ops["server"]) if ps else 0.0
+    server_latency = sum(op_latency_s(cluster, layout, op) for op in ops["server"]) if ps else 0.0
     terms = step_terms(cluster, layout, times, server_s)
     step = sum(terms.values())
     flops = 3 * model.forward_flops_per_sample * layout.global_batch_size
@@ -347,6 +367,8 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
         mfu=flops / (step * layout.world_size * mfu_peak), world_size=layout.world_size,
         feasible=not reasons, reasons=reasons, terms=terms, compute_parts_s=parts,
         comm_total_s=comm_totals(times, server_s), data_time_s=max(t.data for t in times),
+        comm_latency_s={k: max(t.comm_latency[k] for t in times) + (server_latency if k == "parameter" else 0.0)
+                        for k in CATEGORIES},
         link_time_s={k: max(t.link[k] for t in times) for k in ("intra", "inter")},
         hardware_flops_per_step=hw_flops, hfu=hw_flops / (step * layout.world_size * mfu_peak))
 

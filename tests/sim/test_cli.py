@@ -486,3 +486,6 @@ def test_the_readme_s_simulate_example_prints_what_its_output_block_shows(capsys
     printed = capsys.readouterr().out.splitlines()
     for line in filter(None, shown):
         assert any(p.startswith(line.removesuffix(", ...")) for p in printed), line
+    # the "Where the communication time goes" bullet quotes one of the same command's term lines
+    quoted = " ".join(readme.split("`Prediction.comm_latency_s`): `", 1)[1].split("`", 1)[0].split())
+    assert any(" ".join(p.split()) == quoted for p in printed), quoted

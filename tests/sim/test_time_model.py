@@ -373,6 +373,32 @@ def test_per_source_summary_and_trend_signs():
             assert t["match"]
 
 
+def test_the_latency_part_of_communication_is_what_does_not_grow_with_its_bytes():
+    """DDP on 64 H100 (8 nodes, the group's 8 ranks a node on 8 rails): each gradient bucket's all-reduce has
+    NCCL's ring latency, 1.4 x (8.4 us + 16 network steps x 14 us + 110 NVLink steps x 3.4 us), whatever its
+    bytes, and that is what ``comm_latency_s`` reports; at fixed bytes per rank its share of the parameter
+    traffic grows with dp, which is why exposure rises with scale. On a calibrated profile the latency is the
+    fit's alpha plus its in-step overhead, per op."""
+    h100 = PRESETS["h100-sxm"]
+    w = WorkloadConfig(name="transformer", layers=4, hidden=1024, heads=8, seq_len=512, vocab_size=4096)
+    m = model_spec(w, megatron=True)
+    lay = Layout(strategy=Strategy.DDP, dp=64, global_batch_size=64, precision=PRECISIONS["bf16"])
+    grads = [op for op in rank_ops(m, lay)["stage0"] if op.category == "parameter"]
+    assert grads and {op.kind for op in grads} == {"all_reduce"}
+    per_op = 1.4 * (8.4e-6 + 16 * 14e-6 + 110 * 3.4e-6)
+    p = predict(m, lay, h100)
+    assert p.comm_latency_s["parameter"] == pytest.approx(sum(op.count for op in grads) * per_op, rel=1e-9)
+    assert 0 < p.comm_latency_s["parameter"] < p.comm_total_s["parameter"]
+    share = [(q := predict(m, replace(lay, dp=dp, global_batch_size=dp), h100)).comm_latency_s["parameter"]
+             / q.comm_total_s["parameter"] for dp in (8, 64, 512)]
+    assert share[0] < share[1] < share[2]
+    fitted = replace(A100, collectives={"all_reduce": {2: (1e-4, 1e-9)}}, collective_step_overhead_s={2: 5e-5})
+    two = replace(lay, dp=2, global_batch_size=2)
+    ops = [op for op in rank_ops(m, two)["stage0"] if op.category == "parameter"]
+    assert predict(m, two, fitted).comm_latency_s["parameter"] == pytest.approx(
+        sum(op.count for op in ops) * (1e-4 + 5e-5), rel=1e-9)
+
+
 def test_a_group_with_several_ranks_per_node_crosses_nodes_on_as_many_rails():
     """dp=32 at tp=1 puts 8 ranks of the group on each node: 8 NICs carry its ring (capped by NVLink);
     at tp=8 each dp group has one rank per node and one NIC."""
