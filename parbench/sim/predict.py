@@ -176,37 +176,53 @@ class StageTime:
         return sum(self.exposed_tail.values()) + self.optimizer + self.other
 
 
-def _seconds(c: Cluster, layout: Layout, ops: Sequence[CommOp], pick) -> float:
-    return sum(op_time_s(c, layout, op) for op in ops if pick(op))
-
-
-def _links(c: Cluster, layout: Layout, ops: Sequence[CommOp]) -> dict[str, float]:
-    out = {"intra": 0.0, "inter": 0.0}
+def _op_costs(c: Cluster, layout: Layout, ops: Sequence[CommOp]) -> dict[CommOp, tuple[float, float]]:
+    """Each distinct op's (``op_time_s``, ``op_latency_s``), worked out once for a stage rank's ops."""
+    out: dict[CommOp, tuple[float, float]] = {}
     for op in ops:
-        out["inter" if is_inter_node(c, layout, op.group) else "intra"] += op_time_s(c, layout, op)
+        if op in out:
+            continue
+        if op.n <= 1 or (op.payload <= 0 and op.kind != "barrier"):
+            out[op] = (0.0, 0.0)
+            continue
+        fixed, per_byte = collective_cost_s(c, op.kind, op.n, **_placement(c, layout, op))
+        out[op] = (op.count * (fixed + per_byte * op.payload), op.count * fixed)
     return out
 
 
-def _micro_batch_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chunk: ChunkTime) -> float:
+def _seconds(costs: dict[CommOp, tuple[float, float]], ops: Sequence[CommOp], pick) -> float:
+    return sum(costs[op][0] for op in ops if pick(op))
+
+
+def _links(c: Cluster, layout: Layout, ops: Sequence[CommOp], costs: dict[CommOp, tuple[float, float]]) -> dict[str, float]:
+    out = {"intra": 0.0, "inter": 0.0}
+    for op in ops:
+        out["inter" if is_inter_node(c, layout, op.group) else "intra"] += costs[op][0]
+    return out
+
+
+def _micro_batch_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chunk: ChunkTime,
+                         costs: dict[CommOp, tuple[float, float]]) -> float:
     """Tensor-parallel, pipeline and context-parallel traffic per micro-batch, after its overlap rule."""
     m, hide = layout.micro_batches, c.overlap
-    tp = _seconds(c, layout, ops, lambda op: op.group == "tp") / m
-    pp = _seconds(c, layout, ops, lambda op: op.group == "pp" and op.phase in ("forward", "backward")) / m
-    cp = _seconds(c, layout, ops, lambda op: op.group == "cp") / m
-    ep = _seconds(c, layout, ops, lambda op: op.group == "ep") / m  # experts wait for their tokens: exposed
+    tp = _seconds(costs, ops, lambda op: op.group == "tp") / m
+    pp = _seconds(costs, ops, lambda op: op.group == "pp" and op.phase in ("forward", "backward")) / m
+    cp = _seconds(costs, ops, lambda op: op.group == "cp") / m
+    ep = _seconds(costs, ops, lambda op: op.group == "ep") / m  # experts wait for their tokens: exposed
     return (ep + tensor_parallel_exposed_s(tp, chunk.gemm, layout.tp, overlap=layout.tp_comm_overlap, hide=hide)
             + pipeline_send_exposed_s(pp, chunk.total, overlap=layout.overlap_p2p_comm, hide=hide,
                                       interference=c.overlap_interference)
             + context_parallel_exposed_s(cp, chunk.attention, layout.cp, hide=hide))
 
 
-def _parameter_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chunk: ChunkTime, *, ps: bool) -> float:
+def _parameter_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chunk: ChunkTime,
+                       costs: dict[CommOp, tuple[float, float]], *, ps: bool) -> float:
     """Data-parallel gradient (and FSDP gather) traffic after overlap with the compute it may hide under."""
     grad = [op for op in ops if op.phase == "grad"]
     gather = [op for op in ops if op.phase == "gather"]
-    g_s = sum(op_time_s(c, layout, op) for op in grad)
+    g_s = _seconds(costs, grad, lambda op: True)
     if gather:  # FSDP: gathers and reduce-scatters share the dp link through forward and backward
-        a_s = sum(op_time_s(c, layout, op) for op in gather)
+        a_s = _seconds(costs, gather, lambda op: True)
         gathers, scatters = fsdp_rounds(layout)
         units = sum(op.count for op in gather) // gathers  # identical units are merged into one op
         if c.cores and layout.pp == 1:
@@ -243,25 +259,26 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Se
     params, grads, optim, tensors = state_numels(model, layout, st)
     if layout.fp32_grad_pass_per_micro_batch:  # part of every micro-batch's backward
         chunk = chunk + ChunkTime(0.0, fp32_grad_pass_s(c, params) * slow, 0.0, 0.0, 0.0)
+    costs = _op_costs(c, layout, ops)
     tail = dict.fromkeys(CATEGORIES, 0.0)
-    tail["parameter"] = _parameter_exposed(c, layout, ops, chunk, ps=ps)
+    tail["parameter"] = _parameter_exposed(c, layout, ops, chunk, costs, ps=ps)
     gathers = [op for op in ops if op.phase == "next_forward"]  # under the next step's first forward
     if gathers:
-        tail["parameter"] += prefetch_exposed_s(sum(op_time_s(c, layout, op) for op in gathers), chunk.forward,
+        tail["parameter"] += prefetch_exposed_s(_seconds(costs, gathers, lambda op: True), chunk.forward,
                                                 sum(op.count for op in gathers), hide=c.overlap,
                                                 interference=c.overlap_interference)
     for op in ops:
         if op.phase == "step":  # before or after the compute: nothing to hide under
-            tail[op.category] += op_time_s(c, layout, op)
-    totals = {k: _seconds(c, layout, ops, lambda op, k=k: op.category == k) for k in CATEGORIES}
-    latency = {k: sum(op_latency_s(c, layout, op) for op in ops if op.category == k) for k in CATEGORIES}
+            tail[op.category] += costs[op][0]
+    totals = {k: _seconds(costs, ops, lambda op, k=k: op.category == k) for k in CATEGORIES}
+    latency = {k: sum(costs[op][1] for op in ops if op.category == k) for k in CATEGORIES}
     data = data_time_s(c, model, _data_samples(layout)) * slow if (st.chunks[0].first or st.chunks[-1].last) else 0.0
     other = data if layout.data_in_step else 0.0  # else prepared ahead of the step, off its critical path
     operators = sum(training_ops(model, units, first=ch.first, last=ch.last) for ch, units in zip(st.chunks, st.modules))
-    return StageTime(chunk=chunk, exposed_mb=_micro_batch_exposed(c, layout, ops, chunk), exposed_tail=tail,
+    return StageTime(chunk=chunk, exposed_mb=_micro_batch_exposed(c, layout, ops, chunk, costs), exposed_tail=tail,
                      optimizer=_optimizer_s(c, model, layout, st, optim, tensors, grads) * slow
                      + optimizer_overhead_s(c, model, layout, st) * over, other=other, data=data,
-                     comm_total=totals, link=_links(c, layout, ops), comm_latency=latency,
+                     comm_total=totals, link=_links(c, layout, ops, costs), comm_latency=latency,
                      between=operators * min(c.between_op_s, c.training_op_overhead_s) * slow
                      + between_operators_s(c, wrappers) * over)
 
