@@ -117,6 +117,9 @@ def add_parser(sub) -> None:
     f.add_argument("--compiled-loss", action="store_true",
                    help="a fused cross-entropy (torchtitan's loss compiled with --training.compile, flash-attn's "
                         "CrossEntropyLoss): the logits and their gradient in the activations' dtype, no float32 copy")
+    f.add_argument("--clip-grad-norm", action="store_true",
+                   help="gradients clipped by their global norm before each update: one more read of the optimizer's "
+                        "float32 gradients (the default of every software but torch's, which parbench's runner is)")
     f.add_argument("--te-fp8", action="store_true",
                    help="with --precision fp8: Transformer Engine's modules (weights cast once per step, FP8-saved "
                         "Linear inputs); default: torchao's float8")
@@ -306,7 +309,8 @@ def _framework(a: argparse.Namespace, cluster):
                    megatron_cross_entropy=base.megatron_cross_entropy or a.megatron_cross_entropy,
                    compiled_loss=(base.compiled_loss and not a.unfused_elementwise) or a.compiled_loss,
                    recompute_early_stop=base.recompute_early_stop and not a.reentrant_checkpoint,
-                   reduce_grads_in_bf16=base.reduce_grads_in_bf16 or a.grad_reduce_in_bf16)
+                   reduce_grads_in_bf16=base.reduce_grads_in_bf16 or a.grad_reduce_in_bf16,
+                   clips_gradients=base.clips_gradients or a.clip_grad_norm)
 
 
 KERNEL_FALLBACK = {"flash3": ("flash3", "flash2"), "flash2": ("flash2",)}

@@ -72,6 +72,11 @@ class Precision:
     """Bytes per Linear parameter of a low-precision copy made in forward and kept for backward: torch.autocast
     casts each fp32 weight and bias once per autocast region and caches the copy, which the Linear's backward
     reads for the input gradient (2 for bf16; 0: weights are used in their own dtype)."""
+    loss_scaling: bool = False
+    """fp16's dynamic loss scaling (Micikevicius et al., "Mixed Precision Training", ICLR 2018, sec. 3.2): before
+    each update the float32 gradients are unscaled and checked for inf/NaN (Megatron-LM's
+    ``_unscale_main_grads_and_check_for_nan``, torch's ``_amp_foreach_non_finite_check_and_unscale_``). bf16's
+    range needs none."""
     fp32_grad_accumulation: bool = False
     """bf16 training accumulates and reduces replicated gradients in float32: Megatron-LM forces it for bf16
     (``arguments.py``: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32"), DeepSpeed's
@@ -102,7 +107,7 @@ PRECISIONS = {
     # bf16 accumulates replicated gradients in fp32 (Precision.fp32_grad_accumulation)
     "bf16": Precision(param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, activation_bytes=2,
                       fp32_grad_accumulation=True),
-    "fp16": Precision(param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, activation_bytes=2),
+    "fp16": Precision(param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, activation_bytes=2, loss_scaling=True),
     # FP8 GEMMs with the bf16 recipe's weights, gradients, fp32 master and moments (Transformer Engine,
     # torchao float8 training): only the matrix multiplies' inputs are cast
     "fp8": Precision(param_bytes=2, grad_bytes=2, master_bytes=4, moment_bytes=4, activation_bytes=2, gemm_dtype="fp8",
@@ -211,6 +216,10 @@ class Layout(ParallelLayout):
     ``_exec_backward_pass``): a memory-bound pass over the rank's parameters per micro-batch
     (``timing.FP32_GRAD_PASS_BYTES_PER_ELEMENT``). False: Megatron-LM accumulates into its float32 main
     gradients inside the weight-gradient GEMM (``gradient_accumulation_fusion``), torch's autograd in place."""
+    clip_grad_norm: bool = False
+    """Gradients clipped by their global norm before each update (``Framework.clips_gradients``): one more
+    read of the optimizer's float32 gradients per step (``timing.optimizer_pass_bytes_per_element``). False:
+    parbench's own runner, which does not clip."""
     fused_elementwise: bool = True
     """Elementwise chains (norms, rotary, the gated MLP's product) run as fused kernels: torch.compile, or
     Megatron's and Apex's fused kernels. False: eager torch, one kernel per operator, where the source
@@ -357,6 +366,10 @@ class Framework:
     """Activation checkpointing through torch's non-reentrant checkpoint (``Layout.recompute_early_stop``)."""
     moe_saved_outputs: int = 2
     """``Layout.moe_saved_outputs``: how the software's MoE block weights its experts' outputs."""
+    clips_gradients: bool = False
+    """``Layout.clip_grad_norm``: the software clips gradients by their global norm by default (Megatron-LM's
+    ``--clip-grad`` 1.0, DeepSpeed's ``gradient_clipping`` in the Megatron-DeepSpeed recipes, torchtitan's
+    ``max_norm`` 1.0, llm-foundry's ``clipping_threshold`` 1.0, NeMo's ``clip_grad`` 1.0)."""
 
     def layout_flags(self, *, pp: int, zero: int, precision: Precision, schedule: Schedule = Schedule.ONE_F_ONE_B) -> dict:
         return dict(attention_kernel=self.attention_kernel, te_fp8=self.te_fp8 and precision.gemm_dtype == "fp8",
@@ -367,6 +380,7 @@ class Framework:
                                       and not self.deepspeed_pipeline),
                     megatron_cross_entropy=self.megatron_cross_entropy, compiled_loss=self.compiled_loss,
                     recompute_early_stop=self.recompute_early_stop, moe_saved_outputs=self.moe_saved_outputs,
+                    clip_grad_norm=self.clips_gradients,
                     fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
                                                     and precision.fp32_grad_accumulation))
 
@@ -384,13 +398,16 @@ class Framework:
 
 SOFTWARE: dict[str, Framework] = {
     "torch": Framework(recompute_early_stop=True),
-    "torchtitan": Framework(attention_kernel="flash2", compiled_loss=True, recompute_early_stop=True, moe_saved_outputs=1),
-    "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True, moe_saved_outputs=0),
-    "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True, moe_saved_outputs=0),
-    "llm-foundry": Framework(compiled_loss=True, recompute_early_stop=True),
+    "torchtitan": Framework(attention_kernel="flash2", compiled_loss=True, recompute_early_stop=True, moe_saved_outputs=1,
+                            clips_gradients=True),
+    "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True, moe_saved_outputs=0,
+                             clips_gradients=True),
+    "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True, moe_saved_outputs=0,
+                                    clips_gradients=True),
+    "llm-foundry": Framework(compiled_loss=True, recompute_early_stop=True, clips_gradients=True),
     "nemo": Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True,
                       megatron_cross_entropy=True, tensor_parallel_overlap=True, reduce_grads_in_bf16=True,
-                      moe_saved_outputs=0),
+                      moe_saved_outputs=0, clips_gradients=True),
 }
 """Training software by name (``parbench simulate --software``): torch's own (FSDP2, DTensor); torchtitan with
 ``training.compile`` (torch's scaled_dot_product_attention, FlashAttention-2 on these GPUs, and the loss compiled

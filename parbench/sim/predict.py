@@ -32,8 +32,8 @@ from parbench.sim.model import ModelSpec, expert_local
 from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, pipeline_send_exposed_s,
                                   prefetch_exposed_s, tensor_parallel_exposed_s)
 from parbench.sim.stages import Stage, stages
-from parbench.sim.timing import (ZERO_TIME, ChunkTime, chunk_times_s, data_time_s, fp32_grad_pass_s, optimizer_time_s,
-                                 oversubscription, training_ops)
+from parbench.sim.timing import (ZERO_TIME, ChunkTime, chunk_times_s, data_time_s, fp32_grad_pass_s,
+                                 optimizer_pass_bytes_per_element, optimizer_time_s, oversubscription, training_ops)
 
 
 @dataclass(frozen=True)
@@ -290,12 +290,13 @@ def _optimizer_s(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, elemen
     and another many small ones: with a cost per operator the one with more tensors can take longer although
     it holds fewer elements. It zeroes every gradient, its shard's or not (its ``param_groups`` hold every
     parameter; ``Optimizer.zero_grad`` walks them)."""
+    passes = optimizer_pass_bytes_per_element(layout)
     if layout.zero == 1 and layout.fsdp2:
         numels = stage_local_numels(model, layout.pp, layout.split, layout.tp)[st.rank]
         return max(optimizer_time_s(c, model, sum(shard), len(shard), grads, layout.fused_elementwise,
-                                    zeroed_tensors=len(numels))
+                                    zeroed_tensors=len(numels), pass_bytes=passes)
                    for shard in zero1_shards(numels, layout.shard_group))
-    return optimizer_time_s(c, model, elements, tensors, grads, layout.fused_elementwise)
+    return optimizer_time_s(c, model, elements, tensors, grads, layout.fused_elementwise, pass_bytes=passes)
 
 
 def _data_samples(layout: Layout) -> int:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout, Recompute
+from parbench.sim.memory import FP32_BYTES
 from parbench.sim.model import Gemm, ModelSpec, Unit, input_needs_grad
 
 ADAMW_BYTES_PER_ELEMENT = 28
@@ -264,14 +265,41 @@ def adamw_bytes_per_element(fused: bool) -> int:
     return ADAMW_BYTES_PER_ELEMENT if fused else ADAMW_UNFUSED_BYTES_PER_ELEMENT
 
 
+def optimizer_pass_bytes_per_element(layout: Layout) -> int:
+    """Bytes per optimizer element of the passes a mixed-precision step makes besides the update, in the
+    order of Megatron-LM's ``MixedPrecisionOptimizer.step`` (``megatron/core/optimizer/optimizer.py``), each
+    a memory-bound multi-tensor kernel over the rank's optimizer shard:
+
+    - 16-bit gradients under a float32 master copy are copied to float32 first (``_copy_model_grads_to_main_grads``:
+      read 2, write 4); float32-accumulated ones are used in place;
+    - fp16's loss scaling unscales them and checks for inf/NaN (``Precision.loss_scaling``: read 4, write 4);
+    - clipping by the global norm reads them once (``Layout.clip_grad_norm``: 4);
+    - after the update the float32 master weights are copied into the model's 16-bit ones
+      (``_copy_main_params_to_model_params``: read 4, write 2), where the two are kept apart: replicated
+      parameters or ZeRO-1/2 shards (FSDP's float32 shard is the master; its gathers cast it).
+    """
+    pr, out = layout.precision, 0
+    master = pr.master_bytes and layout.zero <= 2
+    if master and layout.grad_elem_bytes < FP32_BYTES:
+        out += layout.grad_elem_bytes + FP32_BYTES
+    if pr.loss_scaling:
+        out += 2 * FP32_BYTES
+    if layout.clip_grad_norm:
+        out += FP32_BYTES
+    if master:
+        out += pr.master_bytes + pr.param_bytes
+    return out
+
+
 def optimizer_time_s(c: Cluster, model: ModelSpec, elements: int, tensors: int, grad_elements: int,
-                     fused: bool = True, zeroed_tensors: int = 0) -> float:
+                     fused: bool = True, zeroed_tensors: int = 0, pass_bytes: int = 0) -> float:
     """zero_grad (write the gradients) + the optimizer's update, memory-bound, ``ops`` operators per tensor
     for the update and one for zero_grad, each costing the cluster's optimizer-op overhead; on a GPU the
     launches overlap the kernels (``Cluster.host_runs_ahead``). ``fused``: a fused AdamW kernel
     (``Layout.fused_elementwise``), else torch's one kernel per operation. ``zeroed_tensors``: the tensors whose
     gradients zero_grad writes where they are not the ``tensors`` updated (0: the same ones; torch's
-    ZeroRedundancyOptimizer updates its rank's shard and zeroes every gradient).
+    ZeroRedundancyOptimizer updates its rank's shard and zeroes every gradient). ``pass_bytes``: bytes per
+    element of the mixed-precision passes around the update (``optimizer_pass_bytes_per_element``).
 
     Each element's compulsory bytes (the first read of its weight, gradient and moments, the last writes;
     what a fused kernel moves) go at the streaming bandwidth (``Cluster.stream_bandwidth``: after a backward
@@ -281,7 +309,7 @@ def optimizer_time_s(c: Cluster, model: ModelSpec, elements: int, tensors: int, 
     mlp's SGD 0.52 + 0.21 ms, predicted 0.75 ms."""
     per_el = adamw_bytes_per_element(fused) if model.optimizer == "adamw" else SGD_BYTES_PER_ELEMENT
     compulsory = min(per_el, ADAMW_BYTES_PER_ELEMENT if model.optimizer == "adamw" else SGD_BYTES_PER_ELEMENT)
-    memory = ((elements * compulsory + grad_elements * 4) / c.stream_bandwidth
+    memory = ((elements * (compulsory + pass_bytes) + grad_elements * 4) / c.stream_bandwidth
               + elements * (per_el - compulsory) / c.memory_bandwidth_bytes_per_s)
     host = optimizer_ops(model, tensors, zeroed_tensors) * c.optimizer_op_s
     return max(memory, host) if c.host_runs_ahead else memory + host

@@ -14,6 +14,7 @@ from parbench.sim.comm import bytes_by_category, ddp_buckets, fsdp_padded_numel,
 from parbench.sim.hardware import Link, algorithm_factors, collective_time_s
 from parbench.sim.memory import activation_bytes_per_layer, in_flight_micro_batches
 from parbench.sim.model import Tensor
+from parbench.sim.timing import optimizer_pass_bytes_per_element
 from parbench.splits import contiguous_splits as split_units
 
 MiB = 1024 * 1024
@@ -192,6 +193,31 @@ def test_deepspeed_bf16_gradient_pass_costs_12_bytes_per_parameter_per_micro_bat
     assert passes.step_time_s > plain.step_time_s
     with pytest.raises(ConfigError, match="fp32_grad_pass_per_micro_batch"):
         Layout(**{**base, "precision": PRECISIONS["fp16"]}, fp32_grad_pass_per_micro_batch=True)
+
+
+def test_a_mixed_precision_step_adds_its_copy_unscale_and_clip_passes_over_the_optimizer_elements():
+    """Megatron-LM's mixed-precision step around the Adam update, per element, by hand: fp16 gradients copied to
+    float32 (2 read + 4 written), unscaled and checked for inf (4 + 4), their norm read for clipping (4), then the
+    float32 master weights copied into the fp16 ones (4 + 2): 24 bytes, at the streaming bandwidth. bf16 with
+    float32 accumulation skips the copy and the unscale (4 + 6 = 10); FSDP's float32 shard is its own master
+    (clipping's 4 alone); the runner's autocast keeps float32 weights and does not clip (0)."""
+    model = model_spec(WorkloadConfig(name="transformer", layers=4, hidden=2048, heads=8, seq_len=128, vocab_size=512),
+                       megatron=True)  # large enough that the step streams its bytes longer than it launches kernels
+    c = PRESETS["a100-80gb"]
+    base = {"strategy": Strategy.HYBRID, "dp": 2, "global_batch_size": 4, "micro_batches": 2}
+    for precision, zero, clip, extra in (("fp16", 0, True, 24), ("bf16", 1, True, 10), ("bf16", 3, True, 4),
+                                         ("amp", 0, False, 0), ("fp16", 0, False, 20)):
+        plain = Layout(**base, zero=zero, precision=PRECISIONS[precision])
+        layout = Layout(**base, zero=zero, precision=PRECISIONS[precision], clip_grad_norm=clip)
+        assert optimizer_pass_bytes_per_element(layout) == extra
+        elements = model.param_numel // (2 if zero else 1)  # the rank's optimizer shard (dp 2)
+        without_clip = predict(model, plain, c).terms["time_optimizer_s"]
+        got = predict(model, layout, c).terms["time_optimizer_s"]
+        clip_s = 4 * elements / c.stream_bandwidth if clip else 0.0
+        assert got - without_clip == pytest.approx(clip_s, rel=0.02, abs=1e-12)
+    fp16 = predict(model, Layout(**base, precision=PRECISIONS["fp16"], clip_grad_norm=True), c)
+    assert fp16.terms["time_optimizer_s"] == pytest.approx(
+        (model.param_numel * (28 + 24) + model.param_numel * 4) / c.stream_bandwidth, rel=0.02)
 
 
 def test_overlapped_parameter_gathers_leave_one_bucket_exposed():

@@ -329,25 +329,30 @@ def test_korthikantis_times_reproduce_the_utilization_and_speedups_printed_besid
     assert len(K22) == 9 and len(present) == 5
 
 
-def test_korthikantis_rows_are_held_out_and_meet_the_max_target():
+def test_korthikantis_rows_are_held_out_and_meet_the_targets():
     """Nothing in the model was fitted on these rows (the A100's GEMM efficiency comes from SC21 Table 1): mean
-    |error| 5.1%, just above the 5% target (4.9% while the overlap interference was 0.5), max 10.3% (the 1T with
-    full recomputation), and the 530B's step grows as it goes from one pipeline to eight at eight times the
-    batch, published and predicted."""
+    |error| 4.2% (5.1% before the optimizer step counted its mixed-precision passes, which the 22B's single
+    micro-batch on 8 GPUs shows most, and the A100's GEMM efficiency and the overlap interference were refitted
+    with them, 0.69 to 0.70 and 0.6 to 0.65),
+    max 8.9% (the 1T with full recomputation), and the 530B's step grows as it goes from one pipeline to eight at
+    eight times the batch, published and predicted."""
     rows = [r for r in compare_published() if r["source"] == KORTHIKANTI]
     errs = [abs(r["error_pct"]) for r in rows]
-    assert len(rows) == 9 and sum(errs) / len(errs) == pytest.approx(5.1, abs=0.05) and max(errs) < 12
+    assert len(rows) == 9 and sum(errs) / len(errs) == pytest.approx(4.2, abs=0.05) and max(errs) < 9
     (src,) = [s for s in per_source(compare_published()) if s["source"] == KORTHIKANTI]
     assert src["series"]["Korthikanti 530B SP + selective"]["match"]
 
 
-def test_one_layer_alone_is_predicted_within_5pct_of_korthikantis_table_4():
+def test_one_layer_alone_is_predicted_within_6pct_of_korthikantis_table_4():
     """Table 4 times one 22B layer (tp 8, micro-batch 4) forward + backward under each recomputation setting:
     19.6, 19.0, 27.2, 20.9 and 20.3 ms. The prediction (the layer's compute and its exposed tensor-parallel
-    all-reduces, 3.2 ms of them) lies within 5% of each; without the all-reduces it would be 17% short."""
+    all-reduces, 3.2 ms of them) lies within 6% of each, 3.0% on average (-2.3, +1.0, -4.2, -5.3, -2.4%; within
+    5%, 2.5% on average, at the GEMM efficiency of 0.69 that SC21 Table 1 gave before the optimizer step counted
+    its mixed-precision passes); without the all-reduces it would be 17% short."""
     layers = compare_layers()
     assert [round(r["measured_ms"], 1) for r in layers] == [19.6, 19.0, 27.2, 20.9, 20.3]
-    assert all(abs(r["error_pct"]) < 5 for r in layers)
+    errs = [abs(r["error_pct"]) for r in layers]
+    assert max(errs) < 6 and sum(errs) / len(errs) == pytest.approx(3.0, abs=0.05)
     full = next(r for r in layers if r["recompute"] == "full")
     none = next(r for r in layers if r["recompute"] == "none" and not r["sequence_parallel"])
     assert full["predicted_ms"] > none["predicted_ms"] * 1.3  # the layer's forward and its all-reduces run again
@@ -419,16 +424,17 @@ def test_a_group_with_several_ranks_per_node_crosses_nodes_on_as_many_rails():
 
 
 def test_the_a100_gemm_efficiency_is_the_sc21_table1_optimum():
-    """The preset's 0.69 minimises the mean |error| over SC21 Table 1 against its neighbours (the full
-    grid scan, ``fit_gemm_efficiency``, is marked slow)."""
+    """The preset's 0.70 minimises the mean |error| over SC21 Table 1 against its neighbours (the full
+    grid scan, ``fit_gemm_efficiency``, is marked slow; 0.69 before the optimizer step counted its
+    mixed-precision passes)."""
     from parbench.sim.published import TABLE1
 
     def mae(e):
         rows = compare_published(replace(A100, gemm_efficiency=e), TABLE1)
         return sum(abs(r["error_pct"]) for r in rows) / len(rows)
 
-    assert A100.gemm_efficiency == 0.69
-    assert mae(0.69) <= min(mae(0.68), mae(0.70))
+    assert A100.gemm_efficiency == 0.70
+    assert mae(0.70) <= min(mae(0.69), mae(0.71))
 
 
 @pytest.mark.slow
@@ -470,19 +476,19 @@ def test_leave_one_source_out_refits_without_the_held_out_source():
                 "rows_by_source": {"A": 3, "B": 1}}
 
     grid = [point(0.61, (2.0, 3.0), (9.0, 9.0)), point(0.64, (4.0, 5.0), (1.0, 1.0))]
-    folds = {f["held_out"]: f for f in leave_one_source_out(grid)}
+    folds = {f["held_out"]: f for f in leave_one_source_out(grid, baseline=(0.61, 0.19, 1.0))}
     # holding A out, B alone chooses 0.64, which predicts A at 4.0 where the baseline (0.61) has 2.0
     assert folds["A"]["fitted"] == (0.64, 0.19, 1.0)
     assert folds["A"]["held_out_mean_max_pct"] == (4.0, 5.0) and folds["A"]["baseline_mean_max_pct"] == (2.0, 3.0)
     assert folds["B"]["fitted"] == (0.61, 0.19, 1.0) and folds["B"]["held_out_mean_max_pct"] == (9.0, 9.0)
     assert folds["A"]["rows"] == 3 and folds["B"]["rows"] == 1
-    with pytest.raises(ValueError, match=r"baseline .* \(0\.62, 0\.19, 1\.0\) is not a point of the grid"):
-        leave_one_source_out(grid, baseline=(0.62, 0.19, 1.0))
+    with pytest.raises(ValueError, match=r"baseline .* \(0\.63, 0\.19, 1\.0\) is not a point of the grid"):
+        leave_one_source_out(grid, baseline=(0.63, 0.19, 1.0))
 
 
 def test_a_fit_to_the_other_sources_predicts_dgx_cloud_better_than_llm_foundrys_pair():
     """Held out, the DGX Cloud tables (54 rows) are predicted better by the points the other H100 sources choose
-    than by the pair llm-foundry's rows alone give (0.61, 0.19, FP8 at the BF16 share); NeMo's 24.07 table the
+    than by the pair llm-foundry's rows alone give (0.62, 0.19, FP8 at the BF16 share): 4.8% against 5.6%; NeMo's 24.07 table the
     other way round: the sources disagree by software generation, and the fit to all of them is what
     cross-validates best per row."""
     from parbench.sim.efficiency_fits import h100_rows_grid, leave_one_source_out
@@ -492,11 +498,11 @@ def test_a_fit_to_the_other_sources_predicts_dgx_cloud_better_than_llm_foundrys_
              for f in leave_one_source_out(grid)}
     dgxc = folds["NVIDIA"]
     assert dgxc["rows"] == 54 and dgxc["fitted"] == (0.62, 0.19, 0.95)
-    assert dgxc["held_out_mean_max_pct"][0] < dgxc["baseline_mean_max_pct"][0] - 1.0
+    assert dgxc["held_out_mean_max_pct"][0] < dgxc["baseline_mean_max_pct"][0] - 0.7
     assert folds["NeMo"]["held_out_mean_max_pct"][0] > folds["NeMo"]["baseline_mean_max_pct"][0]
     per_row = sum(f["held_out_mean_max_pct"][0] * f["rows"] for f in folds.values()) / 108
     baseline = sum(f["baseline_mean_max_pct"][0] * f["rows"] for f in folds.values()) / 108
-    assert per_row < baseline - 0.4  # 4.18% against 4.65% on this grid
+    assert per_row < baseline - 0.3  # 5.31% against 5.65% on this grid
 
 
 def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes(monkeypatch):
@@ -614,7 +620,7 @@ def test_measured_pairs_order_two_layouts_of_one_job_by_their_repeats():
 
 @pytest.mark.slow
 def test_fit_foundry_efficiencies_give_llm_foundrys_own_pair():
-    """llm-foundry's H100 rows alone give (0.61, 0.19), the baseline ``leave_one_source_out`` compares the fit to
+    """llm-foundry's H100 rows alone give (0.62, 0.19), the baseline ``leave_one_source_out`` compares the fit to
     every H100 source with (``fit_hopper_efficiencies``); the A100's attention efficiency is fitted on
     llm-foundry's A100 rows with the SC21 GEMM efficiency kept."""
     from parbench.sim.efficiency_fits import (
@@ -622,21 +628,21 @@ def test_fit_foundry_efficiencies_give_llm_foundrys_own_pair():
         leave_one_source_out,
     )
 
-    assert fit_foundry_efficiencies() == (0.61, 0.19) == leave_one_source_out.__defaults__[0][:2]
-    assert fit_foundry_efficiencies("a100-80gb", fit_gemm=False) == (0.69, A100.attention_efficiency) == (0.69, 0.34)
+    assert fit_foundry_efficiencies() == (0.62, 0.19) == leave_one_source_out.__defaults__[0][:2]
+    assert fit_foundry_efficiencies("a100-80gb", fit_gemm=False) == (0.70, A100.attention_efficiency) == (0.70, 0.34)
 
 
 @pytest.mark.slow
 def test_fit_overlap_interference_lands_within_the_rows_resolution_of_the_presets():
-    """Over every published dense row the interference's best is the presets' 0.6; its neighbours 0.55 and 0.65
-    lie within 0.02 points of mean |error| of it, 0.5 0.06 points above (the rows pin it loosely)."""
+    """Over every published dense row the interference's best is the presets' 0.65; its neighbours 0.6 and 0.7
+    lie within 0.02 points of mean |error| of it, 0.5 0.09 points above (the rows pin it loosely)."""
     from parbench.sim import efficiency_fits as fits
 
     preset = A100.overlap_interference
-    assert preset == PRESETS["h100-sxm"].overlap_interference == 0.6
-    errors = fits.overlap_interference_errors((0.5, 0.55, 0.6, 0.65))
+    assert preset == PRESETS["h100-sxm"].overlap_interference == 0.65
+    errors = fits.overlap_interference_errors((0.5, 0.6, 0.65, 0.7))
     assert fits.fit_overlap_interference() == preset
-    assert max(errors[0.55], errors[0.65]) - errors[preset] < 0.02 and errors[0.5] - errors[preset] > 0.05
+    assert max(errors[0.6], errors[0.7]) - errors[preset] < 0.02 and errors[0.5] - errors[preset] > 0.08
 
 
 def _attention_unit():
@@ -953,7 +959,7 @@ def test_every_gpu_preset_cites_its_figures_and_the_new_ones_match_their_datashe
         assert not [k for k in need if not cluster.sources.get(k)], name
     a100_40, b200, gb200 = PRESETS["a100-40gb"], PRESETS["b200"], PRESETS["gb200-nvl72"]
     assert a100_40.memory_bytes == 40960 * 2**20 and a100_40.memory_bandwidth_bytes_per_s == 0.8 * 1555e9
-    assert (a100_40.peak_flops, a100_40.gemm_efficiency) == (312e12, 0.69)
+    assert (a100_40.peak_flops, a100_40.gemm_efficiency) == (312e12, 0.70)
     assert (b200.peak_flops, b200.peak_flops_fp8, b200.memory_bytes) == (4.5e15 / 2, 9e15 / 2, 183359 * 2**20)
     assert (gb200.peak_flops, gb200.peak_flops_fp8, gb200.memory_bytes) == (5e15 / 2, 10e15 / 2, 189471 * 2**20)
     assert b200.intra.bandwidth_bytes_per_s == 0.8 * 1.8e12 / 2 and gb200.gpus_per_node == 72
@@ -1086,16 +1092,16 @@ def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
     for s in summarize_by_source(compare_runs()):
         if s["metric_mean_abs_error_pct"] is not None:
             assert row["mean_abs_error_pct"][s["source"]] == pytest.approx(s["metric_mean_abs_error_pct"], abs=1e-9)
-    assert row["mean_abs_error_pct"]["Smith et al. 2022 (MT-NLG)"] == pytest.approx(11.3, abs=0.05)
+    assert row["mean_abs_error_pct"]["Smith et al. 2022 (MT-NLG)"] == pytest.approx(12.3, abs=0.05)
 
 
 def test_the_dgx_cloud_rows():
     """NVIDIA's DGX Cloud benchmarking tables (54 rows, 5 models in BF16 and FP8 on 8-2304 H100), among the rows the
     H100's efficiencies are fitted on (``fit_hopper_efficiencies``; held out, ``leave_one_source_out``: 4.8%):
-    mean |error| 3.8%, max 13.3%, every one of their 10 weak-scaling series' trend signs right. The misses are the
-    Llama 3.1 8B rows (TP 1, CP 2): +8.9..+13.3%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
+    mean |error| 3.7%, max 13.5%, every one of their 10 weak-scaling series' trend signs right. The misses are the
+    Llama 3.1 8B rows (TP 1, CP 2): +9.0..+13.5%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
     (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.75%. The other BF16 rows come out
-    +0.3% on average and their FP8 twins -1.3% (+5.4% and -3.3% at llm-foundry's pair, GEMM 0.61 and FP8 GEMMs at
+    +0.6% on average and their FP8 twins -0.9% (+4.4% and -3.9% at llm-foundry's pair, GEMM 0.62 and FP8 GEMMs at
     the BF16 share of their peak)."""
     from parbench.sim.published import trends
     from parbench.sim.published_memory import (
@@ -1109,8 +1115,8 @@ def test_the_dgx_cloud_rows():
     rows = [r for r in every if r["source"] == DGXC]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (54, 53)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(3.8, abs=0.05)
-    assert s["metric_max_abs_error_pct"] == pytest.approx(13.3, abs=0.05)
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(3.7, abs=0.05)
+    assert s["metric_max_abs_error_pct"] == pytest.approx(13.5, abs=0.05)
     series = trends(rows)
     assert len(series) == 10 and all(t["match"] and t["measured_sign"] == -1 for t in series.values())
     small = [r for r in rows if r["name"].startswith("Llama 3.1 8B")]
@@ -1121,7 +1127,7 @@ def test_the_dgx_cloud_rows():
     assert abs(nemo["metric_error_pct"]) < 0.75 and mine["step_s_predicted"] == pytest.approx(nemo["step_s_predicted"], rel=1e-9)
     rest = [r for r in rows if r not in small]
     bias = {p: [r["metric_error_pct"] for r in rest if f" {p} " in r["name"]] for p in ("BF16", "FP8")}
-    assert sum(bias["BF16"]) / 22 == pytest.approx(0.3, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-1.3, abs=0.05)
+    assert sum(bias["BF16"]) / 22 == pytest.approx(0.6, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-0.9, abs=0.05)
 
 
 def test_terms_by_configuration_take_medians_over_repeats_and_name_the_largest_gap():
