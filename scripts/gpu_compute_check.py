@@ -20,7 +20,11 @@ prediction for the same shape on the ``--cluster`` preset:
    AdamW, and a fused AdamW after it) at several batch sizes: forward, backward and optimizer timed apart,
    and the allocator's peak, beside the simulator's ``compute_parts_s``, ``time_optimizer_s`` and
    ``peak_memory_bytes``;
-6. the GEMM curve t = fixed + flops / (efficiency x peak) fitted to the bf16 GEMMs of 2 and 3
+6. the mixed-precision passes of a Megatron-style optimizer step over the same GPT's parameters (16-bit
+   gradients to float32, fp16's unscale and inf check, the global norm for clipping, float32 master weights into
+   bf16), each beside the bytes ``timing.optimizer_pass_bytes_per_element`` charges at the preset's streaming
+   bandwidth;
+7. the GEMM curve t = fixed + flops / (efficiency x peak) fitted to the bf16 GEMMs of 2 and 3
    (``parbench.sim.efficiency_fits.fit_gemm_curve``) beside the preset's ``gemm_overhead_s`` and
    ``gemm_efficiency``.
 
@@ -269,6 +273,34 @@ def gpt_step(cluster, device: str, w: WorkloadConfig, batch: int) -> dict:
             "predicted_peak_bytes": p.peak_memory_bytes, "predicted_memory": asdict(memory)}
 
 
+def optimizer_passes(cluster, device: str, w: WorkloadConfig) -> dict:
+    """The mixed-precision passes a Megatron-style optimizer step makes around its update, each over the GPT's
+    parameter shapes as one multi-tensor call, timed beside the bytes ``timing.optimizer_pass_bytes_per_element``
+    charges for it at the preset's streaming bandwidth: 16-bit gradients copied to float32 (2 + 4 bytes), fp16's
+    unscale and inf check (4 + 4), the gradients' global norm for clipping (4), float32 master weights copied into
+    bf16 ones (4 + 2)."""
+    shapes = [t.shape for t in transformer.build_model(w, 0).parameters()]
+    n = sum(torch.Size(s).numel() for s in shapes)
+    master = [torch.randn(s, device=device) for s in shapes]
+    grads = [torch.randn(s, device=device) for s in shapes]
+    half = [torch.empty(s, device=device, dtype=torch.bfloat16) for s in shapes]
+    found_inf, inv_scale = torch.zeros(1, device=device), torch.full((1,), 1 / 1024, device=device)
+    passes = {
+        "grad_to_fp32": (lambda: torch._foreach_copy_(grads, half), 2 + 4),
+        "unscale_and_check": (lambda: torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale), 8),
+        "grad_norm": (lambda: torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))), 4),
+        "master_to_bf16": (lambda: torch._foreach_copy_(half, master), 4 + 2),
+    }
+    out = {"elements": n}
+    for name, (fn, per_element) in passes.items():
+        measured = median_s(fn, device)
+        predicted = n * per_element / cluster.stream_bandwidth
+        out[name] = {"bytes_per_element": per_element, "measured_s": measured, "predicted_s": predicted,
+                     "error_pct": error_pct(predicted, measured),
+                     "achieved_bytes_per_s": n * per_element / measured}
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cluster", default="h200-sxm")
@@ -290,7 +322,8 @@ def main(argv: list[str] | None = None) -> dict:
                 "gemm_model": lambda: model_gemms(cluster, device, w, batches[0]),
                 "attention": lambda: attention(cluster, device, w, max(batches)),
                 "attention_fp32": lambda: attention(cluster, device, w, max(batches), "fp32"),
-                "gpt_step": lambda: [gpt_step(cluster, device, w, b) for b in batches]}
+                "gpt_step": lambda: [gpt_step(cluster, device, w, b) for b in batches],
+                "optimizer_passes": lambda: optimizer_passes(cluster, device, w)}
     for name, section in sections.items():  # one failing section must not cost the others' figures
         try:
             result[name] = section()

@@ -532,6 +532,11 @@ def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes
     assert b2["batch"] == 2 and b2["params"] == 118528  # 2 x 12 d^2 + 13 d (blocks), (128 + 32 + 128) d + 2 d
     assert all(b2["measured_s"][k] > 0 and b2["predicted_s"][k] > 0
                for k in ("forward", "backward", "optimizer", "optimizer_fused"))
+    passes = out["optimizer_passes"]  # the smoke GPT's 118528 parameters, each pass beside its charged bytes
+    assert passes["elements"] == 118528
+    assert {k: v["bytes_per_element"] for k, v in passes.items() if k != "elements"} == {
+        "grad_to_fp32": 6, "unscale_and_check": 8, "grad_norm": 4, "master_to_bf16": 6}
+    assert all(v["measured_s"] > 0 and v["predicted_s"] > 0 for k, v in passes.items() if k != "elements")
     curve = out["gemm_curve"]  # fitted to the smoke GEMMs, beside the preset it was run for
     assert (curve["preset_fixed_s"], curve["preset_efficiency"]) == (5e-6, 0.65)
     if "error" in curve:  # CPU timings of 64-wide GEMMs are noise: a fit can find no slope, and must say so
