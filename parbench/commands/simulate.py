@@ -117,6 +117,10 @@ def add_parser(sub) -> None:
     f.add_argument("--compiled-loss", action="store_true",
                    help="a fused cross-entropy (torchtitan's loss compiled with --training.compile, flash-attn's "
                         "CrossEntropyLoss): the logits and their gradient in the activations' dtype, no float32 copy")
+    f.add_argument("--megatron-grad-buckets", action="store_true",
+                   help="Megatron-Core's gradient buckets: max(40M, 1M x dp) parameters each, for its DDP all-reduce and "
+                        "its distributed optimizer's reduce-scatter and gather (default of megatron-lm and nemo; "
+                        "otherwise torch DDP's 25 MiB)")
     f.add_argument("--clip-grad-norm", action="store_true",
                    help="gradients clipped by their global norm before each update: one more read of the optimizer's "
                         "float32 gradients (the default of every software but torch's, which parbench's runner is)")
@@ -310,7 +314,8 @@ def _framework(a: argparse.Namespace, cluster):
                    compiled_loss=(base.compiled_loss and not a.unfused_elementwise) or a.compiled_loss,
                    recompute_early_stop=base.recompute_early_stop and not a.reentrant_checkpoint,
                    reduce_grads_in_bf16=base.reduce_grads_in_bf16 or a.grad_reduce_in_bf16,
-                   clips_gradients=base.clips_gradients or a.clip_grad_norm)
+                   clips_gradients=base.clips_gradients or a.clip_grad_norm,
+                   megatron_ddp=base.megatron_ddp or a.megatron_grad_buckets)
 
 
 KERNEL_FALLBACK = {"flash3": ("flash3", "flash2"), "flash2": ("flash2",)}

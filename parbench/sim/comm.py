@@ -57,15 +57,17 @@ class CommOp:
         return self.count * sent_bytes(self.kind, self.payload, self.n, is_root=self.root)
 
 
-def ddp_buckets(tensor_bytes: list[int]) -> list[int]:
+def ddp_buckets(tensor_bytes: list[int], cap_bytes: int = 0) -> list[int]:
     """Bucket sizes after the reducer's rebuild: tensors in reverse order, a bucket closes once it
-    reaches its cap (1 MiB for the first, 25 MiB after), as torch's compute_bucket_assignment_by_size."""
-    buckets, current, cap = [], 0, DDP_FIRST_BUCKET_BYTES
+    reaches its cap (1 MiB for the first, 25 MiB after), as torch's compute_bucket_assignment_by_size.
+    ``cap_bytes``: one cap for every bucket, the first too (Megatron-Core's grad buffer,
+    ``Layout.grad_bucket_elements``)."""
+    buckets, current, cap = [], 0, cap_bytes or DDP_FIRST_BUCKET_BYTES
     for b in reversed(tensor_bytes):
         current += b
         if current >= cap:
             buckets.append(current)
-            current, cap = 0, DDP_BUCKET_BYTES
+            current, cap = 0, cap_bytes or DDP_BUCKET_BYTES
     if current:
         buckets.append(current)
     return buckets
@@ -153,7 +155,7 @@ def _ddp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     n = layout.shard_group
     held = layout.grad_elem_bytes  # DDP fills its buckets with the held gradients; a comm hook may compress each
     ops = [CommOp("all_reduce", "parameter", b // held * pb, n, "dp", count=c, phase="grad")
-           for b, c in ddp_bucket_counts(*key, rank, held)]
+           for b, c in ddp_bucket_counts(*key, rank, held, layout.grad_bucket_elements)]
     if key[0].buffer_bytes:  # DDP(broadcast_buffers=True): rank 0's buffers before the forward
         ops.append(CommOp("broadcast", "parameter", key[0].buffer_bytes, n, "dp", root=True))
     if layout.zero == 1:  # ZeroRedundancyOptimizer: the owner of each whole tensor broadcasts it after its step
@@ -232,7 +234,7 @@ def _zero1_textbook_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[
     all-gather the updated parameters, bucket by bucket: 2(n-1)/n x Psi in all. The gather carries the
     parameters' dtype, not the gradients' (bf16 reduces float32 gradients but gathers bf16 weights:
     Megatron-Core's distributed optimizer gathers its parameter buffer, which holds the model's dtype)."""
-    buckets, n = ddp_bucket_counts(*key, rank, pb), layout.shard_group
+    buckets, n = ddp_bucket_counts(*key, rank, pb, layout.grad_bucket_elements), layout.shard_group
     gb = layout.gather_elem_bytes
     phase = "next_forward" if layout.overlap_param_gather else "step"
     return ([CommOp("reduce_scatter", "parameter", b, n, "dp", count=c, phase="grad") for b, c in buckets]
@@ -276,11 +278,13 @@ def _hsdp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
 
 
 @lru_cache(maxsize=4096)
-def ddp_bucket_counts(model: ModelSpec, pp: int, v: int, tp: int, stage: int, elem_bytes: int) -> tuple[tuple[int, int], ...]:
+def ddp_bucket_counts(model: ModelSpec, pp: int, v: int, tp: int, stage: int, elem_bytes: int,
+                      cap_elements: int = 0) -> tuple[tuple[int, int], ...]:
     """A stage's DDP buckets (``ddp_buckets``) as (bucket bytes, buckets of that size), in the order each size
     first occurs: equal buckets are one op with a count (``merge``), and a model of thousands of tensors fills
-    thousands of buckets."""
-    buckets = ddp_buckets([x * elem_bytes for x in stage_local_numels(model, pp, v, tp)[stage]])
+    thousands of buckets. ``cap_elements``: Megatron-Core's bucket of that many parameters (0: torch's)."""
+    buckets = ddp_buckets([x * elem_bytes for x in stage_local_numels(model, pp, v, tp)[stage]],
+                          cap_elements * elem_bytes)
     return tuple(Counter(buckets).items())
 
 

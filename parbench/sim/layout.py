@@ -115,6 +115,9 @@ PRECISIONS = {
 }
 
 ZERO_STAGE = {Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.FSDP: 3}
+MEGATRON_BUCKET_MIN_PARAMS = 40_000_000
+MEGATRON_BUCKET_PARAMS_PER_DP_RANK = 1_000_000
+"""Megatron-Core's default gradient bucket: max(40M, 1M x dp) parameters (``Layout.megatron_grad_buckets``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,6 +219,14 @@ class Layout(ParallelLayout):
     ``_exec_backward_pass``): a memory-bound pass over the rank's parameters per micro-batch
     (``timing.FP32_GRAD_PASS_BYTES_PER_ELEMENT``). False: Megatron-LM accumulates into its float32 main
     gradients inside the weight-gradient GEMM (``gradient_accumulation_fusion``), torch's autograd in place."""
+    megatron_grad_buckets: bool = False
+    """Gradients bucketed as Megatron-Core's DDP buckets them (``Framework.megatron_ddp``): a bucket of
+    ``max(40,000,000, 1,000,000 x dp)`` parameters, every bucket alike ("larger DP sizes need larger buckets to
+    ensure collectives do not become latency-bound", ``DistributedDataParallelConfig.bucket_size``, the default
+    set in ``megatron/core/distributed/distributed_data_parallel.py``), for both its all-reduce and its
+    distributed optimizer's reduce-scatter and gather. False: torch DDP's 1 MiB first bucket, then 25 MiB.
+    (Megatron-Core also gives the stages after the first, and an interleaved rank's chunks after its first, one
+    bucket each, their reductions running during the pipeline's drain; the model keeps their buckets.)"""
     clip_grad_norm: bool = False
     """Gradients clipped by their global norm before each update (``Framework.clips_gradients``): one more
     read of the optimizer's float32 gradients per step (``timing.optimizer_pass_bytes_per_element``). False:
@@ -324,6 +335,11 @@ class Layout(ParallelLayout):
         return self.precision.grad_bytes
 
     @property
+    def grad_bucket_elements(self) -> int:
+        """Parameters per gradient bucket under ``megatron_grad_buckets`` (0: torch DDP's byte caps)."""
+        return max(MEGATRON_BUCKET_MIN_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * self.dp) if self.megatron_grad_buckets else 0
+
+    @property
     def grad_reduce_bytes(self) -> int:
         """Bytes per gradient element as reduced over the data-parallel ranks (``Precision.comm_bytes``)."""
         return self.precision.comm_bytes or self.grad_elem_bytes
@@ -366,6 +382,8 @@ class Framework:
     """Activation checkpointing through torch's non-reentrant checkpoint (``Layout.recompute_early_stop``)."""
     moe_saved_outputs: int = 2
     """``Layout.moe_saved_outputs``: how the software's MoE block weights its experts' outputs."""
+    megatron_ddp: bool = False
+    """``Layout.megatron_grad_buckets``: Megatron-Core's DDP and distributed optimizer bucket the gradients."""
     clips_gradients: bool = False
     """``Layout.clip_grad_norm``: the software clips gradients by their global norm by default (Megatron-LM's
     ``--clip-grad`` 1.0, DeepSpeed's ``gradient_clipping`` in the Megatron-DeepSpeed recipes, torchtitan's
@@ -380,7 +398,7 @@ class Framework:
                                       and not self.deepspeed_pipeline),
                     megatron_cross_entropy=self.megatron_cross_entropy, compiled_loss=self.compiled_loss,
                     recompute_early_stop=self.recompute_early_stop, moe_saved_outputs=self.moe_saved_outputs,
-                    clip_grad_norm=self.clips_gradients,
+                    clip_grad_norm=self.clips_gradients, megatron_grad_buckets=self.megatron_ddp,
                     fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
                                                     and precision.fp32_grad_accumulation))
 
@@ -401,13 +419,13 @@ SOFTWARE: dict[str, Framework] = {
     "torchtitan": Framework(attention_kernel="flash2", compiled_loss=True, recompute_early_stop=True, moe_saved_outputs=1,
                             clips_gradients=True),
     "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True, moe_saved_outputs=0,
-                             clips_gradients=True),
+                             clips_gradients=True, megatron_ddp=True),
     "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True, moe_saved_outputs=0,
                                     clips_gradients=True),
     "llm-foundry": Framework(compiled_loss=True, recompute_early_stop=True, clips_gradients=True),
     "nemo": Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True,
                       megatron_cross_entropy=True, tensor_parallel_overlap=True, reduce_grads_in_bf16=True,
-                      moe_saved_outputs=0, clips_gradients=True),
+                      moe_saved_outputs=0, clips_gradients=True, megatron_ddp=True),
 }
 """Training software by name (``parbench simulate --software``): torch's own (FSDP2, DTensor); torchtitan with
 ``training.compile`` (torch's scaled_dot_product_attention, FlashAttention-2 on these GPUs, and the loss compiled

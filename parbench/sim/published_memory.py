@@ -581,7 +581,7 @@ def _nemo_arch(model: str, tp: int) -> Architecture:
     no biases, untied, a 256,000-token vocabulary: Hugging Face transformers' ``NemotronConfig`` default),
     Llama 2 and 3 (``parbench.sim.models``); every vocabulary padded as Megatron pads it."""
     gpt3 = {"gpt3-5b": (24, 4096, 32), "gpt3-20b": (44, 6144, 48), "gpt3-175b": (96, 12288, 96)}
-    nemotron = {"nemotron-8b": (32, 4096, 32, 32), "nemotron-22b": (40, 6144, 48, 48),
+    nemotron = {"nemotron-8b": (32, 4096, 32, 32), "nemotron-15b": (32, 6144, 48, 8), "nemotron-22b": (40, 6144, 48, 48),
                 "nemotron-340b": (96, 18432, 96, 8)}
     if model in gpt3:
         layers, hidden, heads = gpt3[model]
@@ -681,11 +681,18 @@ def _infeasible() -> list[Run]:
 DGXC_GPT3 = "nemo_megatron/README_175b.md @0b71cfd"
 DGXC_LLAMA = "llama3.1/README_{size}.md @143b90d"
 DGXC_NEMOTRON = "nemotron/README_340b.md @143b90d"
+DGXC_NEMOTRON_15B = "nemotron/README_15b.md @0b71cfd"
+DGXC_HELD_OUT = "NVIDIA dgxc-benchmarking nemotron/README_15b.md @0b71cfd (Nemotron-4 15B on 16-2048 DGX H100; held out)"
+"""Rows added after the constants were fitted: left out of every fit (``efficiency_fits``), so they test them."""
 
 
 def _dgxc() -> list[Run]:
-    """NVIDIA's DGX Cloud benchmarking tables: (table, model, container, TP, PP, CP, VP, then per column: GPUs,
-    GBS, layers, PP, VP, and the seconds per step in BF16 and in FP8). MBS 1 everywhere. Each README names the
+    """NVIDIA's DGX Cloud benchmarking tables: (table, model, container, TP, CP, MBS, then per column: GPUs,
+    GBS, layers, PP, VP, and the seconds per step in BF16 and in FP8). MBS 1 but for Nemotron-4 15B's 4 (its
+    README: TP 4, PP 1, MBS 4, GA 4, GBS 4 per GPU, 16-2048 H100; the launcher config it links is 24.12's;
+    shape: Parmar et al., "Nemotron-4 15B Technical Report", arXiv 2402.16819, 2024, Table 1: 32 layers, hidden
+    6144, 48 heads, 8 key/value heads, sequence 4096; the README's FLOP count uses the same 32, 6144, 4096 and
+    the 256,000-token vocabulary). Each README names the
     layout it must run and the NeMo-Framework-Launcher config it starts from; what the tables leave to those
     configs is what ``_nvidia`` states for NVIDIA's recipes (no recomputation: the 340B config sets none;
     ``launcher_scripts/conf/training/nemotron/nemotron_340b.yaml`` also sets sequence parallelism, the
@@ -705,24 +712,31 @@ def _dgxc() -> list[Run]:
         (8, 16, 32, 64, 128), (12.91, 13.00, 13.05, 13.08, 13.10), (9.67, 9.73, 9.75, 9.80, 9.82)))
     nemotron = tuple((g, g // 4, 96, 8, 12, bf, f8) for g, bf, f8 in zip(
         (128, 256, 512, 1024, 2048), (4.61, 4.67, 4.7, 4.73, 4.84), (3.16, 3.21, 3.26, 3.34, 3.49)))
-    tables = ((DGXC_GPT3, "GPT-3 175B", _nemo_arch("gpt3-175b", 4), "", 4, 1, gpt3),
-              (DGXC_LLAMA.format(size="405b"), "Llama 3.1 405B",
-               replace(MODELS["llama3-405b"].arch, vocab=megatron_padded_vocab(50257, 8)), "24.09", 8, 2, l405),
-              (DGXC_LLAMA.format(size="70b"), "Llama 3.1 70B", _nemo_arch("llama3-70b", 4), "24.09", 4, 2, l70),
-              (DGXC_LLAMA.format(size="8b"), "Llama 3.1 8B", _nemo_arch("llama3-8b", 1), "24.09", 1, 2, l8),
-              (DGXC_NEMOTRON, "Nemotron-4 340B", _nemo_arch("nemotron-340b", 8), "24.11", 8, 1, nemotron))
+    nemotron15 = tuple((g, 4 * g, 32, 1, 1, bf, f8) for g, bf, f8 in zip(
+        (16, 32, 64, 128, 256, 512, 1024, 2048), (2.812, 2.824, 2.845, 2.859, 2.852, 2.875, 2.895, 2.887),
+        (2.039, 2.046, 2.048, 2.059, 2.075, 2.12, 2.094, 2.12)))
+    tables = ((DGXC, DGXC_GPT3, "GPT-3 175B", _nemo_arch("gpt3-175b", 4), "", 4, 1, 1, gpt3),
+              (DGXC, DGXC_LLAMA.format(size="405b"), "Llama 3.1 405B",
+               replace(MODELS["llama3-405b"].arch, vocab=megatron_padded_vocab(50257, 8)), "24.09", 8, 2, 1, l405),
+              (DGXC, DGXC_LLAMA.format(size="70b"), "Llama 3.1 70B", _nemo_arch("llama3-70b", 4), "24.09", 4, 2, 1, l70),
+              (DGXC, DGXC_LLAMA.format(size="8b"), "Llama 3.1 8B", _nemo_arch("llama3-8b", 1), "24.09", 1, 2, 1, l8),
+              (DGXC, DGXC_NEMOTRON, "Nemotron-4 340B", _nemo_arch("nemotron-340b", 8), "24.11", 8, 1, 1, nemotron),
+              (DGXC_HELD_OUT, DGXC_NEMOTRON_15B, "Nemotron-4 15B", _nemo_arch("nemotron-15b", 4), "", 4, 1, 4,
+               nemotron15))
     rows = []
-    for table, model, arch, container, tp, cp, columns in tables:
+    for source, table, model, arch, container, tp, cp, mbs, columns in tables:
         full = arch.layers
         for gpus, gbs, layers, pp, vp, *seconds in columns:
             for precision, s in zip(("bf16", "fp8"), seconds):
                 proxy = layers != full
                 label = f"{model}{f' ({layers}-layer proxy)' if proxy else ''} {precision.upper()}"
-                rows.append(Run(source=DGXC, table=f"{table}{f', {container}' if container else ''}, {precision.upper()}",
-                                name=f"{label} {gpus} H100 TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
+                rows.append(Run(source=source, table=f"{table}{f', {container}' if container else ''}, {precision.upper()}",
+                                name=f"{label} {gpus} H100 TP {tp} PP {pp} CP {cp} VP {vp}"
+                                     f"{f' MBS {mbs}' if mbs > 1 else ''} GBS {gbs}",
                                 arch=replace(arch, layers=layers), cluster="h100-sxm", metric="s_per_iteration",
                                 value=s, series="" if proxy else f"DGXC {model} {precision.upper()}",
-                                layout=_nvidia(gpus=gpus, gbs=gbs, tp=tp, pp=pp, cp=cp, vp=vp, precision=precision),
+                                layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp,
+                                               precision=precision),
                                 notes=(precision.upper(), "Transformer Engine", "attention kernel assumed flash3",
                                        "proxy config" if proxy else "")))
     return rows

@@ -312,7 +312,7 @@ def describe(layout: Layout) -> str:
             f"{' te-fp8' if layout.te_fp8 else ''}{' overlap-param-gather' if layout.overlap_param_gather else ''}"
             f"{' tp-comm-overlap' if layout.tp_comm_overlap else ''}{' overlap-p2p-comm' if layout.overlap_p2p_comm else ''}"
             f"{' megatron-cross-entropy' if layout.megatron_cross_entropy else ''}{' compiled-loss' if layout.compiled_loss else ''}"
-            f"{' clip-grad-norm' if layout.clip_grad_norm else ''}"
+            f"{' megatron-grad-buckets' if layout.megatron_grad_buckets else ''}{' clip-grad-norm' if layout.clip_grad_norm else ''}"
             f"{f' attention-kernel={layout.attention_kernel}' if layout.attention_kernel else ''}"
             f"{' unfused-elementwise' if not layout.fused_elementwise else ''}"
             f"{f' chunk-layers={_runs(layout.chunk_layers)}' if layout.chunk_layers else ''}")

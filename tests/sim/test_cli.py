@@ -291,11 +291,11 @@ def test_training_software_flags_reach_the_layout(capsys):
                  "--virtual-stages", "5", "--schedule", "interleaved1f1b", "--seq", "8192", "--global-batch", "128",
                  "--zero", "1", "--precision", "fp8", "--sequence-parallel", "--tp-comm-overlap",
                  "--overlap-param-gather", "--te-fp8", "--grad-reduce-in-bf16", "--attention-kernel", "flash3",
-                 "--overlap-p2p-comm", "--clip-grad-norm", "--format", "json"]) == 0
+                 "--overlap-p2p-comm", "--clip-grad-norm", "--megatron-grad-buckets", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     layout = out["layout"]
     assert layout["te_fp8"] and layout["overlap_param_gather"] and layout["attention_kernel"] == "flash3"
-    assert layout["overlap_p2p_comm"] and layout["clip_grad_norm"]
+    assert layout["overlap_p2p_comm"] and layout["clip_grad_norm"] and layout["megatron_grad_buckets"]
     row = next(r for r in compare_runs() if r["source"] == MBRIDGE and "70b" in r["name"] and "GBS 128" in r["name"])
     assert 128 * 8192 / out["prediction"]["step_time_s"] / 64 == pytest.approx(row["predicted"], rel=1e-9)
 

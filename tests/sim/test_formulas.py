@@ -220,6 +220,33 @@ def test_a_mixed_precision_step_adds_its_copy_unscale_and_clip_passes_over_the_o
         (model.param_numel * (28 + 24) + model.param_numel * 4) / c.stream_bandwidth, rel=0.02)
 
 
+def test_megatron_buckets_hold_max_40m_or_1m_per_dp_rank_parameters():
+    """Megatron-Core's DDP default bucket: max(40,000,000, 1,000,000 x dp) parameters, every bucket alike (no
+    1 MiB first one): walking the tensors in reverse, a bucket closes once it holds the cap. Three tensors of 30M
+    bf16 gradients under a 40M cap: 60M then 30M; torch's caps (1 MiB, then 25 MiB) close one per tensor."""
+    assert Layout(dp=8, global_batch_size=8, megatron_grad_buckets=True).grad_bucket_elements == 40_000_000
+    assert Layout(dp=512, global_batch_size=512, megatron_grad_buckets=True).grad_bucket_elements == 512_000_000
+    assert Layout(dp=512, global_batch_size=512).grad_bucket_elements == 0
+    m = 30_000_000
+    assert ddp_buckets([2 * m] * 3, 2 * 40_000_000) == [4 * m, 2 * m]
+    assert ddp_buckets([2 * m] * 3) == [2 * m] * 3
+
+
+def test_megatron_buckets_keep_a_large_data_parallel_groups_reductions_few():
+    """The distributed optimizer's reduce-scatters and gathers at dp 512: with Megatron-Core's buckets every bucket
+    holds at least the 512M-parameter cap (all but the last), so a rank of P parameters issues at most
+    ceil(P / 512M) of each; torch's 25 MiB buckets issue hundreds. The bytes are the same either way."""
+    model = model_spec(WorkloadConfig(name="transformer", layers=24, hidden=4096, heads=32, seq_len=2048, vocab_size=51200),
+                       megatron=True)
+    base = {"strategy": Strategy.HYBRID, "dp": 512, "global_batch_size": 512, "zero": 1,
+            "precision": PRECISIONS["bf16"]}
+    ops = {flag: [o for o in rank_ops(model, Layout(**base, megatron_grad_buckets=flag))["stage0"]
+                  if o.kind == "reduce_scatter"] for flag in (False, True)}
+    count = {flag: sum(o.count for o in v) for flag, v in ops.items()}
+    assert count[True] <= math.ceil(model.param_numel / 512_000_000) < 20 and count[False] > 100
+    assert sum(o.payload * o.count for o in ops[True]) == sum(o.payload * o.count for o in ops[False])
+
+
 def test_overlapped_parameter_gathers_leave_one_bucket_exposed():
     """Megatron's --overlap-param-gather: the distributed optimizer's all-gathers run under the next forward,
     bucket by bucket; with a forward far longer than the gathers only the first of k buckets stays exposed,

