@@ -437,7 +437,9 @@ script sets ``activation_checkpointing_reentrant: False``); Megatron-LM
 (DeepSpeed's pipeline engine around Megatron's layers); and NVIDIA's NeMo / Megatron-Bridge performance
 recipes: Transformer Engine's FP8 modules under FP8, the distributed optimizer's overlapped parameter
 gather, overlapped pipeline sends, sequence parallelism with the tensor-parallel overlap, gradients reduced
-in bf16, and the Hopper attention kernel (``parbench.sim.published_memory._nvidia``, the recipes' files)."""
+in bf16, and the Hopper attention kernel (``parbench.sim.published_memory._nvidia``, the recipes' files).
+Megatron-LM and NeMo bucket the gradients as Megatron-Core does (``Layout.megatron_grad_buckets``); every
+software but torch's clips them by their global norm (``Layout.clip_grad_norm``)."""
 
 
 RUN_PRECISIONS = {"fp32": Precision(gemm_dtype="fp32"), "tf32": Precision(gemm_dtype="tf32"), "bf16": PRECISIONS["amp"]}
