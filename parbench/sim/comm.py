@@ -282,10 +282,20 @@ def ddp_bucket_counts(model: ModelSpec, pp: int, v: int, tp: int, stage: int, el
                       cap_elements: int = 0) -> tuple[tuple[int, int], ...]:
     """A stage's DDP buckets (``ddp_buckets``) as (bucket bytes, buckets of that size), in the order each size
     first occurs: equal buckets are one op with a count (``merge``), and a model of thousands of tensors fills
-    thousands of buckets. ``cap_elements``: Megatron-Core's bucket of that many parameters (0: torch's)."""
-    buckets = ddp_buckets([x * elem_bytes for x in stage_local_numels(model, pp, v, tp)[stage]],
-                          cap_elements * elem_bytes)
-    return tuple(Counter(buckets).items())
+    thousands of buckets. ``cap_elements``: Megatron-Core's bucket of that many parameters (0: torch's). Megatron
+    wraps each model chunk in a DDP of its own and buckets only the first pipeline stage's first chunk: every
+    other chunk reduces as one bucket ("Turn off bucketing if we are on a pipeline stage that is not the first
+    (since data-parallel communication on these stages is not on the critical path)", and
+    ``disable_bucketing=(model_chunk_idx > 0)``: ``megatron/core/distributed/distributed_data_parallel.py``,
+    ``megatron/training/training.py``). Those stages finish their backward first (``predict.step_terms``)."""
+    if not cap_elements:
+        buckets = ddp_buckets([x * elem_bytes for x in stage_local_numels(model, pp, v, tp)[stage]])
+        return tuple(Counter(buckets).items())
+    buckets = []
+    for index, numels in enumerate(stages(model, pp, v)[stage].chunk_local_numels(tp)):
+        sizes = [x * elem_bytes for x in numels]
+        buckets += ddp_buckets(sizes, cap_elements * elem_bytes) if stage == 0 and index == 0 else [sum(sizes)]
+    return tuple(Counter(b for b in buckets if b).items())
 
 
 def tp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:

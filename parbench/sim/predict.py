@@ -163,6 +163,8 @@ class StageTime:
     """Per category, the seconds of ``comm_total`` that do not grow with the bytes (``op_latency_s``)."""
     data: float = 0.0
     """Seconds to prepare the rank's input for one step (in ``other`` only when the data is in the step)."""
+    drainable: float = 0.0
+    """Of ``exposed_tail["parameter"]``, the gradient reduction's exposed seconds after this rank's last backward."""
     between: float = 0.0
     """Of ``chunk``'s seconds per micro-batch, those between operators (``Cluster.between_op_s``, and the
     wrappers' share, ``parbench.sim.framework.between_operators_s``): ``other``."""
@@ -262,6 +264,8 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Se
     costs = _op_costs(c, layout, ops)
     tail = dict.fromkeys(CATEGORIES, 0.0)
     tail["parameter"] = _parameter_exposed(c, layout, ops, chunk, costs, ps=ps)
+    # a gradient reduction that follows the rank's last backward (FSDP's gathers run under its forwards too)
+    drainable = 0.0 if any(op.phase == "gather" for op in ops) else tail["parameter"]
     gathers = [op for op in ops if op.phase == "next_forward"]  # under the next step's first forward
     if gathers:
         tail["parameter"] += prefetch_exposed_s(_seconds(costs, gathers, lambda op: True), chunk.forward,
@@ -276,6 +280,7 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Se
     other = data if layout.data_in_step else 0.0  # else prepared ahead of the step, off its critical path
     operators = sum(training_ops(model, units, first=ch.first, last=ch.last) for ch, units in zip(st.chunks, st.modules))
     return StageTime(chunk=chunk, exposed_mb=_micro_batch_exposed(c, layout, ops, chunk, costs), exposed_tail=tail,
+                     drainable=drainable,
                      optimizer=_optimizer_s(c, model, layout, st, optim, tensors, grads) * slow
                      + optimizer_overhead_s(c, model, layout, st) * over, other=other, data=data,
                      comm_total=totals, link=_links(c, layout, ops, costs), comm_latency=latency,
@@ -308,14 +313,23 @@ def _data_samples(layout: Layout) -> int:
 
 def step_terms(cluster: Cluster, layout: Layout, times: list[StageTime], extra_parameter_s: float = 0.0) -> dict[str, float]:
     """The ``TERMS`` of one step: the slowest stage sets the beat (compute, intermediate, bubble), the stage
-    with the longest tail sets the rest (the runner's timed steps run back to back: no barrier). Then no link may
-    carry more than its bandwidth: a shortfall against the busiest link is exposed communication."""
+    with the longest tail sets the rest (the runner's timed steps run back to back: no barrier). A stage's tail
+    starts earlier the later the stage: in the cooldown the last micro-batch's gradient walks back through the
+    ranks, so rank r finishes its backward one chunk-backward of each earlier rank before rank 0 does, and that
+    much of its gradient reduction (``StageTime.drainable``) runs while they compute (Megatron-Core leaves these
+    stages' gradients in one bucket for that reason: ``comm.ddp_bucket_counts``). Then no link may carry more
+    than its bandwidth: a shortfall against the busiest link is exposed communication."""
     m, v = layout.micro_batches, layout.v
     beat = max(times, key=lambda t: t.beat)
-    last = max(times, key=lambda t: t.tail)
+    drained, slack = [], 0.0  # per stage, the seconds of its reduction the earlier stages' drain hides
+    for t in times:
+        drained.append(min(t.drainable, slack))
+        slack += (t.chunk.backward + t.chunk.recompute) / v
+    r = max(range(len(times)), key=lambda i: times[i].tail - drained[i])
+    last = times[r]
     terms = {"time_compute_s": m * (beat.chunk.total - beat.between),
              "time_comm_exposed_data_s": last.exposed_tail["data"],
-             "time_comm_exposed_parameter_s": last.exposed_tail["parameter"] + extra_parameter_s,
+             "time_comm_exposed_parameter_s": last.exposed_tail["parameter"] - drained[r] + extra_parameter_s,
              "time_comm_exposed_intermediate_s": m * beat.exposed_mb + last.exposed_tail["intermediate"],
              "time_bubble_s": (sum(t.beat for t in times) - beat.beat) / v,  # the other stages fill and drain
              "time_optimizer_s": last.optimizer, "time_other_s": last.other + m * beat.between}

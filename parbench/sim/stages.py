@@ -35,6 +35,8 @@ class Stage:
     units, post (last chunk) and the embedding's copy (``ModelSpec.embedding_copy``, as a unit of its own)."""
     root: tuple[Tensor, ...] = ()
     """The tensors of pre, post and the copy: what the root module wraps (FSDP's last group)."""
+    chunk_holders: tuple[int, ...] = ()
+    """Per chunk, how many of ``holders`` are its own (in order; empty: all of them the one chunk's)."""
 
     @cached_property
     def tensors(self) -> tuple[Tensor, ...]:
@@ -44,6 +46,14 @@ class Stage:
     def local_numels(self, tp: int) -> tuple[int, ...]:
         """Each parameter tensor's tensor-parallel-local elements, in registration order."""
         return tuple(chain.from_iterable(h.local_numels(tp) for h in self.holders))
+
+    def chunk_local_numels(self, tp: int) -> tuple[tuple[int, ...], ...]:
+        """``local_numels`` per chunk: each model chunk's own tensors (Megatron wraps each chunk in its own DDP)."""
+        out, start = [], 0
+        for n in self.chunk_holders or (len(self.holders),):
+            out.append(tuple(chain.from_iterable(h.local_numels(tp) for h in self.holders[start:start + n])))
+            start += n
+        return tuple(out)
 
     def expert_numel(self, tp: int) -> int:
         """Tensor-parallel-local elements of the experts' tensors the stage holds."""
@@ -82,7 +92,7 @@ def stages(model: ModelSpec, pp: int, v: int | tuple[int, ...]) -> tuple[Stage, 
     copy = Unit(params=(model.embedding_copy,), gemms=(), out_elems_per_sample=0) if model.embedding_copy else None
     out = []
     for rank in range(pp):
-        chunks, modules, holders, root = [], [], [], []
+        chunks, modules, holders, root, counts = [], [], [], [], []
         for index in range(rank, n, pp):
             lo, hi = bounds[index]
             c = Chunk(index, lo, hi, index == 0, index == n - 1)
@@ -91,9 +101,11 @@ def stages(model: ModelSpec, pp: int, v: int | tuple[int, ...]) -> tuple[Stage, 
             modules.append(units)
             ends = ((model.pre,) if c.first else (), (model.post,) if c.last else (),
                     (copy,) if c.last and not c.first and copy else ())
-            holders += [*ends[0], *units, *ends[1], *ends[2]]
+            own = [*ends[0], *units, *ends[1], *ends[2]]
+            holders += own
+            counts.append(len(own))
             root += [t for u in (*ends[0], *ends[1], *ends[2]) for t in u.params]
-        out.append(Stage(rank, tuple(chunks), tuple(modules), tuple(holders), tuple(root)))
+        out.append(Stage(rank, tuple(chunks), tuple(modules), tuple(holders), tuple(root), tuple(counts)))
     return tuple(out)
 
 

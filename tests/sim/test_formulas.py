@@ -247,6 +247,64 @@ def test_megatron_buckets_keep_a_large_data_parallel_groups_reductions_few():
     assert sum(o.payload * o.count for o in ops[True]) == sum(o.payload * o.count for o in ops[False])
 
 
+def test_megatron_buckets_only_the_first_stages_first_chunk():
+    """Megatron-Core wraps each model chunk in a DDP of its own and buckets only the first pipeline stage's first
+    chunk; every other chunk reduces as one bucket. 8 layers of 12h^2 + 13h parameters over pp 2 x v 2 (chunks of
+    two layers; stage 0 holds chunks 0 and 2, stage 1 chunks 1 and 3, the last with the final norm and the head):
+    stage 1 all-reduces exactly two buffers, each a whole chunk's float32 gradients, and stage 0 one such buffer
+    beside chunk 0's 40M-parameter buckets. The bytes are torch's buckets' bytes."""
+    h, vocab = 4096, 51200
+    model = model_spec(WorkloadConfig(name="transformer", layers=8, hidden=h, heads=32, seq_len=2048,
+                                      vocab_size=vocab), megatron=True)
+    layer = 12 * h * h + 13 * h
+    base = {"strategy": Strategy.HYBRID, "dp": 2, "pp": 2, "virtual_stages": 2, "micro_batches": 4,
+            "global_batch_size": 8, "precision": PRECISIONS["bf16"], "schedule": Schedule.INTERLEAVED_1F1B}
+    reduces = {flag: {r: sorted((o.payload, o.count) for o in rank_ops(model, Layout(**base, megatron_grad_buckets=flag))[f"stage{r}"]
+                                if o.kind == "all_reduce" and o.phase == "grad") for r in (0, 1)}
+               for flag in (False, True)}
+    assert reduces[True][1] == sorted([(4 * 2 * layer, 1), (4 * (2 * layer + 2 * h + vocab * h), 1)])
+    assert (4 * 2 * layer, 1) in reduces[True][0]
+    chunk0 = [p for p, c in reduces[True][0] for _ in range(c)]
+    chunk0.remove(4 * 2 * layer)
+    assert 2 < len(chunk0) <= math.ceil((2 * layer + vocab * h) / 40_000_000)
+    assert sum(p >= 4 * 40_000_000 for p in chunk0) >= len(chunk0) - 1  # each closed at the cap
+    for r in (0, 1):
+        assert sum(p * c for p, c in reduces[True][r]) == sum(p * c for p, c in reduces[False][r])
+
+
+def test_a_later_pipeline_stage_reduces_its_gradients_while_the_earlier_stages_drain():
+    """In the pipeline's cooldown rank r finishes its last backward r chunk-backwards before rank 0 does (the
+    last micro-batch's gradient walks back through ranks r-1..0), so a gradient reduction issued then runs while
+    they compute. Two stages on one node whose link is made slow, the second holding six of the eight layers:
+    its one-bucket all-reduce (Megatron-Core does not bucket it) is exposed only for what outlasts stage 0's
+    backward of a micro-batch, which is the step's exposed parameter time (stage 0's own reduction, a third of
+    the size, ends sooner)."""
+    from dataclasses import replace
+
+    from parbench.sim.stages import stages
+    from parbench.sim.timing import chunk_times_s
+
+    h = 1024
+    model = model_spec(WorkloadConfig(name="transformer", layers=8, hidden=h, heads=8, seq_len=1024, vocab_size=512),
+                       megatron=True)
+    layout = Layout(strategy=Strategy.HYBRID, dp=2, pp=2, micro_batches=4, global_batch_size=8, chunk_layers=(2, 6),
+                    precision=PRECISIONS["bf16"], attention="flash", megatron_grad_buckets=True)
+    c = PRESETS["h100-sxm"]
+    c = replace(c, intra=replace(c.intra, bandwidth_bytes_per_s=20e9))
+    ops = rank_ops(model, layout)
+    grad = {r: [o for o in ops[f"stage{r}"] if o.phase == "grad"] for r in (0, 1)}
+    reduce_s = {r: sum(o.count * collective_time_s(c, o.kind, o.payload, o.n, inter_node=False, rails=2)
+                       for o in grad[r]) for r in (0, 1)}
+    assert sum(o.count for o in grad[1]) == 1
+    st0 = stages(model, 2, (2, 6))[0]
+    t0 = chunk_times_s(c, model, layout, st0.modules[0], first=True, last=False)
+    drain = t0.backward + t0.recompute
+    stage1_exposed = reduce_s[1] - drain
+    assert 0 < stage1_exposed < reduce_s[1] and reduce_s[0] < stage1_exposed
+    got = predict(model, layout, c)
+    assert got.terms["time_comm_exposed_parameter_s"] == pytest.approx(stage1_exposed, rel=1e-6)
+
+
 def test_overlapped_parameter_gathers_leave_one_bucket_exposed():
     """Megatron's --overlap-param-gather: the distributed optimizer's all-gathers run under the next forward,
     bucket by bucket; with a forward far longer than the gathers only the first of k buckets stays exposed,

@@ -1132,10 +1132,10 @@ def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
 def test_the_dgx_cloud_rows():
     """NVIDIA's DGX Cloud benchmarking tables (54 rows, 5 models in BF16 and FP8 on 8-2304 H100), among the rows the
     H100's efficiencies are fitted on (``fit_hopper_efficiencies``; held out, ``leave_one_source_out``: 4.8%):
-    mean |error| 3.6%, max 12.8%, every one of their 10 weak-scaling series' trend signs right. The misses are the
+    mean |error| 3.7%, max 12.8%, every one of their 10 weak-scaling series' trend signs right. The misses are the
     Llama 3.1 8B rows (TP 1, CP 2): +8.9..+12.8%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
     (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.75%. The other BF16 rows come out
-    +0.7% on average and their FP8 twins -0.8% (+3.2% and -4.8% at llm-foundry's pair, GEMM 0.63 and FP8 GEMMs at
+    +0.6% on average and their FP8 twins -1.0% (+3.2% and -4.8% at llm-foundry's pair, GEMM 0.63 and FP8 GEMMs at
     the BF16 share of their peak)."""
     from parbench.sim.published import trends
     from parbench.sim.published_memory import (
@@ -1149,7 +1149,7 @@ def test_the_dgx_cloud_rows():
     rows = [r for r in every if r["source"] == DGXC]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (54, 53)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(3.6, abs=0.05)
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(3.7, abs=0.05)
     assert s["metric_max_abs_error_pct"] == pytest.approx(12.8, abs=0.05)
     series = trends(rows)
     assert len(series) == 10 and all(t["match"] and t["measured_sign"] == -1 for t in series.values())
@@ -1161,7 +1161,7 @@ def test_the_dgx_cloud_rows():
     assert abs(nemo["metric_error_pct"]) < 0.75 and mine["step_s_predicted"] == pytest.approx(nemo["step_s_predicted"], rel=1e-9)
     rest = [r for r in rows if r not in small]
     bias = {p: [r["metric_error_pct"] for r in rest if f" {p} " in r["name"]] for p in ("BF16", "FP8")}
-    assert sum(bias["BF16"]) / 22 == pytest.approx(0.7, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-0.8, abs=0.05)
+    assert sum(bias["BF16"]) / 22 == pytest.approx(0.6, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-1.0, abs=0.05)
 
 
 def test_the_held_out_nemotron_15b_rows_keep_their_step_flat_out_to_dp_512():
