@@ -48,9 +48,8 @@ class ParallelLayout:
         for key in (*self.DEGREES, "global_batch_size", "micro_batches", "virtual_stages"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{key}={getattr(self, key)} must be >= 1")
-        if self.ep < 1 or self.dp % self.ep:
-            raise ConfigError(f"ep={self.ep} does not divide dp={self.dp} (expert parallelism runs inside data "
-                              "parallelism: ep groups of ep consecutive data-parallel ranks)")
+        if self.ep < 1 or self.ep_ranks % self.ep:
+            raise ConfigError(self.ep_misfit())
         per_step = self.dp * self.micro_batches
         if self.global_batch_size % per_step:
             raise ConfigError(f"global_batch_size={self.global_batch_size} is not divisible by dp x micro_batches "
@@ -70,6 +69,15 @@ class ParallelLayout:
         if self.mesh_size != world_size:
             product = "*".join(str(getattr(self, d)) for d in self.DEGREES)
             raise ConfigError(f"{'*'.join(self.DEGREES)}={product}={self.mesh_size} != world_size={world_size}")
+
+    @property
+    def ep_ranks(self) -> int:
+        """Ranks each expert-parallel group is drawn from: the data-parallel ones."""
+        return self.dp
+
+    def ep_misfit(self) -> str:
+        return (f"ep={self.ep} does not divide dp={self.dp} (expert parallelism runs inside data parallelism: "
+                "ep groups of ep consecutive data-parallel ranks)")
 
     @property
     def mesh_size(self) -> int:

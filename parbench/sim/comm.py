@@ -135,10 +135,10 @@ def fsdp_groups(stage: Stage, tp: int) -> list[list[Tensor]]:
 
 def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int) -> list[CommOp]:
     """Data-parallel gradient/parameter traffic of one stage rank over the dp group."""
-    if layout.dp * layout.cp == 1:
+    if layout.dp * layout.cp == 1 and not layout.whole_experts:
         return []
     key = (model, layout.pp, layout.split, layout.tp)
-    if layout.ep > 1:
+    if layout.ep > 1 or layout.whole_experts:
         return _ep_grad_ops(layout, key, stage.rank, pb)
     if layout.flat_grad_allreduce:
         size = stage_numels(*key)[stage.rank] * pb
@@ -183,8 +183,8 @@ def _ep_grad_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]
     (zero=1) a reduce-scatter of the gradients and an all-gather of the updated weights, per group."""
     experts = stage_expert_numels(*key)[rank]
     dense = stage_numels(*key)[rank] - experts
-    groups = [(dense, layout.dp, "dp")] + ([(experts, layout.dp // layout.ep, "edp")]
-                                           if layout.dp // layout.ep > 1 and experts else [])
+    groups = [(dense, layout.dp, "dp")] + ([(experts, layout.expert_dp, "edp")]
+                                           if layout.expert_dp > 1 and experts else [])
     if layout.zero != 1 or layout.fsdp2:
         return [CommOp("all_reduce", "parameter", numel * pb, n, g, phase="grad") for numel, n, g in groups]
     gb, phase = layout.gather_elem_bytes, "next_forward" if layout.overlap_param_gather else "step"

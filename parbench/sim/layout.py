@@ -148,6 +148,15 @@ class Layout(ParallelLayout):
     """Context parallelism: each rank holds seq/cp tokens of every sample; K/V blocks travel around the
     ring of cp ranks (Liu et al., "Ring Attention", 2023). Weights are replicated over cp, so gradients
     are reduced (and ZeRO shards held) over dp x cp ranks."""
+    expert_tp: int = 0
+    """Megatron-Core's expert tensor parallelism (``--expert-tensor-parallel-size``), the ranks one routed expert's
+    Linears are sharded over. 0: tp, Megatron-Core's default, the ep groups inside data parallelism (ep divides
+    dp). 1 with tp > 1: whole experts, and the MoE layers take a mesh of their own over the same ranks
+    ("expert parallel folding": ``parallel_state.initialize_model_parallel`` builds the expert ranks as
+    etp x ep x expert-dp, etp innermost, over a stage's tp x cp x dp ranks), so ep divides tp x cp x dp and an ep
+    group spans ep consecutive ranks, the tensor-parallel ones included. Each rank then routes its own sequence
+    shard's tokens, and the routed experts' Linears issue no tensor-parallel collective (the shared experts
+    keep theirs)."""
     replicate: int = 1
     """HSDP (zero=3): shard within groups of dp x cp / replicate ranks, all-reduce the gradient shards
     across the ``replicate`` groups (Zhao et al., "PyTorch FSDP", VLDB 2023, sec. 3.2.2)."""
@@ -225,8 +234,8 @@ class Layout(ParallelLayout):
     ensure collectives do not become latency-bound", ``DistributedDataParallelConfig.bucket_size``, the default
     set in ``megatron/core/distributed/distributed_data_parallel.py``), for both its all-reduce and its
     distributed optimizer's reduce-scatter and gather. False: torch DDP's 1 MiB first bucket, then 25 MiB.
-    (Megatron-Core also gives the stages after the first, and an interleaved rank's chunks after its first, one
-    bucket each, their reductions running during the pipeline's drain; the model keeps their buckets.)"""
+    Megatron-Core buckets only the first pipeline stage's first model chunk: every other chunk reduces as one
+    bucket, during the pipeline's drain (``comm.ddp_bucket_counts``, ``predict.step_terms``)."""
     clip_grad_norm: bool = False
     """Gradients clipped by their global norm before each update (``Framework.clips_gradients``): one more
     read of the optimizer's float32 gradients per step (``timing.optimizer_pass_bytes_per_element``). False:
@@ -261,6 +270,8 @@ class Layout(ParallelLayout):
     which recipes set to balance the head. Empty: contiguous chunks, the earlier taking the remainder."""
 
     def __post_init__(self) -> None:
+        if self.expert_tp not in (0, 1, self.tp):
+            raise ConfigError(f"expert_tp={self.expert_tp} must be 1 or tp={self.tp} (0: tp)")
         self.check_layout()
         for k in ("replicate", "recompute_every"):
             if getattr(self, k) < 1:
@@ -312,6 +323,38 @@ class Layout(ParallelLayout):
     @property
     def world_size(self) -> int:
         return self.mesh_size + (self.servers if self.strategy is Strategy.PS else 0)
+
+    @property
+    def etp(self) -> int:
+        """The ranks one routed expert's Linears are sharded over (``expert_tp``; 0 means tp)."""
+        return self.expert_tp or self.tp
+
+    @property
+    def whole_experts(self) -> bool:
+        """Routed experts held whole under tensor parallelism: expert-parallel folding (``expert_tp`` 1, tp > 1)."""
+        return self.etp == 1 < self.tp
+
+    @property
+    def ep_ranks(self) -> int:
+        """Ranks the ep groups are drawn from: the data-parallel ones, or with whole experts every tensor-,
+        context- and data-parallel rank of a stage."""
+        return self.tp * self.cp * self.dp if self.whole_experts else self.dp
+
+    def ep_misfit(self) -> str:
+        if not self.whole_experts:
+            return super().ep_misfit()
+        return (f"ep={self.ep} does not divide tp x cp x dp = {self.tp} x {self.cp} x {self.dp} = {self.ep_ranks} "
+                "(with expert_tp=1 the ep groups fold over the tensor-, context- and data-parallel ranks)")
+
+    @property
+    def expert_shard_group(self) -> int:
+        """Ranks one rank's experts' ZeRO shards are spread over: the shard group's ranks holding its experts."""
+        return max((self.tp if self.whole_experts else 1) * self.shard_group // self.ep, 1)
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks holding the same experts, over which their gradients are reduced (and ZeRO shards held)."""
+        return self.ep_ranks // self.ep
 
     @property
     def split(self) -> int | tuple[int, ...]:

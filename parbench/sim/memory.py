@@ -83,9 +83,9 @@ def state_numels(model: ModelSpec, layout: Layout, stage: Stage) -> tuple[int, i
         shard = sum(fsdp_group_numels(*key, n, stage.rank, True)) // n  # rank 0 holds the full chunks
         return shard, shard, shard, len(local)
     sharded = -(-full // n)
-    if layout.ep > 1 and layout.zero:  # a rank's experts are shared by dp / ep ranks only
+    if (layout.ep > 1 or layout.whole_experts) and layout.zero:  # a rank's experts are shared by fewer ranks
         experts = stage_expert_numels(*key)[stage.rank]
-        sharded = -(-(full - experts) // n) + -(-experts // max(n // layout.ep, 1))
+        sharded = -(-(full - experts) // n) + -(-experts // layout.expert_shard_group)
     if layout.zero == 1 and layout.fsdp2:
         own, count = zero1_max_shard(*key, n, stage.rank)  # torch's ZeroRedundancyOptimizer
         return full, full, own, count

@@ -91,6 +91,9 @@ class Unit:
     """Input widths (per token/sample) of the column-wise Linears: one backward all-reduce each."""
     tp_row_out: int = 0
     """Output width per sample of the row-wise Linears (the forward all-reduce's size per sample)."""
+    routed_tp_collectives: tuple[int, tuple[int, ...]] = (0, ())
+    """Of an MoE block's tensor-parallel collectives, those of its routed experts' MLP: (row-wise outputs,
+    column-wise input widths). Whole experts (``Layout.whole_experts``) issue none of them."""
     ops_forward: int = 0
     """aten operator calls of the forward pass (each pays the per-op overhead; counted with a
     TorchDispatchMode on the runner's modules, as ``parbench.sim.calibrate.count_aten_ops`` does)."""
@@ -374,7 +377,10 @@ def moe_block_unit(i: int, arch: Architecture) -> Unit:
     fp32, act = eager_elementwise(arch, mlp_width=k * f + fs)
     per_width = 3 if arch.gated_mlp else 2
     elementwise = dense.elementwise_elems_per_sample + t * per_width * (k * f + fs - arch.ffn)
+    # block_unit's column-wise inputs end with the MLP's up (and gate) projection's; a shared MLP keeps them
+    routed = (0, ()) if fs else (1, dense.tp_col_inputs[-(1 + arch.gated_mlp):])
     return replace(dense, params=params, gemms=gemms, moe_assignments_per_sample=balanced_assignments(arch),
+                   routed_tp_collectives=routed,
                    elementwise_elems_per_sample=elementwise,
                    unfused_fp32_elems_per_sample=t * fp32, unfused_act_elems_per_sample=t * act,
                    transcendental_elems_per_sample=t * (k * f + fs + arch.experts))
@@ -405,16 +411,28 @@ def mtp_unit(j: int, arch: Architecture, *, megatron: bool = False, vocab_parall
 
 
 @lru_cache(maxsize=256)
-def expert_local(model: "ModelSpec", ep: int) -> "ModelSpec":
+def expert_local(model: "ModelSpec", ep: int, whole: bool = False) -> "ModelSpec":
     """The model one rank of an ep group holds: experts/ep experts of every MoE layer (every rank the
     same count; the first rank's indices stand for all). Compute is unchanged: under balanced
-    routing each rank's experts serve as many assignments as its own tokens make."""
-    if ep == 1 or model.arch is None or not model.arch.experts:
+    routing each rank's experts serve as many assignments as its own tokens make. ``whole``: the routed
+    experts are not tensor-parallel (``Layout.whole_experts``): their tensors are held whole and their MLP's
+    tensor-parallel collectives go (``Unit.routed_tp_collectives``); each rank computes its sequence shard's
+    tokens through whole experts, the same FLOPs as every token through 1/tp of each."""
+    if (ep == 1 and not whole) or model.arch is None or not model.arch.experts:
         return model
     per = model.arch.experts // ep
 
     def keep(u: Unit) -> Unit:
-        return replace(u, params=tuple(x for x in u.params if x.expert < per))
+        params = tuple(x for x in u.params if x.expert < per)
+        if not (whole and u.moe_assignments_per_sample):
+            return replace(u, params=params)
+        rows, widths = u.routed_tp_collectives
+        cols = list(u.tp_col_inputs)
+        for w in widths:
+            cols.remove(w)
+        return replace(u, params=tuple(replace(x, tp_split="none") if x.expert >= 0 else x for x in params),
+                       tp_row_allreduces=u.tp_row_allreduces - rows, tp_col_inputs=tuple(cols),
+                       routed_tp_collectives=(0, ()))
     return replace(model, units=tuple(keep(u) for u in model.units))
 
 

@@ -104,8 +104,8 @@ def is_inter_node(c: Cluster, layout: Layout, group: str) -> bool:
         return inner * layout.dp > g
     if group == "pp":
         return inner * layout.dp >= g
-    if group == "ep":  # ep consecutive dp ranks
-        return inner * layout.ep > g
+    if group == "ep":  # ep consecutive dp ranks; folded over whole experts, ep consecutive ranks
+        return (1 if layout.whole_experts else inner) * layout.ep > g
     if group == "edp":  # the ranks holding the same experts stride over the whole dp dimension
         return layout.tp * layout.shard_group > g
     return layout.world_size > g
@@ -121,6 +121,8 @@ def ranks_per_node(c: Cluster, layout: Layout, group: str) -> int:
     if group == "world":
         return min(layout.world_size, g)
     if group == "ep":
+        if layout.whole_experts:
+            return min(layout.ep, g)
         return 1 if inner >= g else min(layout.ep, g // inner)
     return 1
 
@@ -353,7 +355,7 @@ def comm_totals(times: list[StageTime], extra_parameter_s: float = 0.0) -> dict[
 
 def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     """Predict one layout; infeasible (memory) layouts are still predicted, with ``reasons``."""
-    model = expert_local(model, layout.ep)  # a rank of an ep group holds experts/ep of each MoE layer
+    model = expert_local(model, layout.ep, layout.whole_experts)  # experts/ep of each MoE layer a rank
     ops = rank_ops(model, layout)
     cats = {name: bytes_by_category(o) for name, o in ops.items()}
     comm_bytes = {k: max(c[k] for c in cats.values()) for k in CATEGORIES}

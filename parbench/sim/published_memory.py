@@ -340,12 +340,15 @@ def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: 
             recompute_modules: tuple[str, ...] = ()) -> Layout:
     """The layout of an NVIDIA performance recipe (NeMo, Megatron-Bridge, DGX Cloud benchmarking) as its table
     prints it (GBS, MBS, TP, PP, CP, VP, FP8 or BF16), run as those recipes run every layout
-    (``SOFTWARE['nemo']``), on the distributed optimizer (ZeRO-1)."""
+    (``SOFTWARE['nemo']``), on the distributed optimizer (ZeRO-1). An EP that does not divide cp x dp under tp > 1
+    is Megatron-Core's expert-parallel folding: its expert mesh, etp x ep x expert-dp, must cover the tp x cp x dp
+    ranks, which leaves an expert tensor-parallel size of 1 (``Layout.expert_tp``)."""
     dp = gpus // (tp * pp * cp)
+    expert_tp = 1 if tp > 1 and (cp * dp) % ep else 0
     software = SOFTWARE["nemo"]
     precision = software.precision_for(PRECISIONS[precision])
     schedule = Schedule.INTERLEAVED_1F1B if vp > 1 else Schedule.ONE_F_ONE_B
-    return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, global_batch_size=gbs,
+    return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, expert_tp=expert_tp, global_batch_size=gbs,
                   micro_batches=gbs // (dp * mbs), schedule=schedule, virtual_stages=vp, zero=1,
                   precision=precision, attention="flash", recompute=Recompute(recompute),
                   recompute_modules=recompute_modules, **software.tp_flags(tp),
@@ -422,8 +425,9 @@ LAYOUT_ASSUMED = {("deepseek-v3", 8, 4)}
 
 def _megatron_bridge_moe() -> list[Run]:
     """(container, system, model, GPUs, precision, GBS, MBS, sequence, TP, PP, VP, EP, tokens/s per GPU): the Qwen3
-    and GPT-OSS mixtures of experts of the same tables, every row on a system with a preset and a well-formed line
-    (the 25.11 H100 Qwen3-235B line lacks its GBS). The tables state that their MoE benchmarks force-balance the
+    and GPT-OSS mixtures of experts of the same tables, every row on a system with a preset (the 25.11 H100
+    Qwen3-235B line's GBS, 2048, as the page prints it at df0289c: an earlier version left it out; its EP 32 over
+    DP 16 is expert-parallel folding, ``_nvidia``). The tables state that their MoE benchmarks force-balance the
     tokens over the experts and drop none: balanced, dropless routing, as predicted. FP8-MX (Blackwell's
     32-element block scaling) runs as FP8 at the device's FP8 peak. The module recomputation each recipe sets:
     ``RECIPE_RECOMPUTE`` (the recipe files' micro-batches, pipeline and expert parallelism differ from the 25.11
@@ -435,6 +439,7 @@ def _megatron_bridge_moe() -> list[Run]:
              ("25.11", "DGX-GB200", "qwen3-30b-a3b", 8, "fp8", 512, 4, 4096, 1, 1, 1, 8, 23766),
              ("25.11", "DGX-B200", "qwen3-235b-a22b", 64, "fp8", 1024, 1, 4096, 1, 8, 2, 8, 3269),
              ("25.11", "DGX-GB200", "qwen3-235b-a22b", 256, "bf16", 8192, 1, 4096, 1, 8, 3, 32, 4916),
+             ("25.11", "DGX-H100", "qwen3-235b-a22b", 256, "fp8", 2048, 1, 4096, 2, 8, 4, 32, 1575),
              ("25.11", "DGX-H100", "gpt-oss-120b", 64, "bf16", 512, 4, 4096, 1, 4, 1, 8, 5630),
              ("25.11", "DGX-B200", "gpt-oss-120b", 64, "bf16", 512, 4, 4096, 1, 1, 1, 8, 8213),
              ("25.11", "DGX-GB200", "gpt-oss-120b", 64, "bf16", 1280, 1, 8192, 1, 1, 1, 64, 15876),
@@ -507,6 +512,7 @@ MBRIDGE_LATER_TABLE = (
     ("26.02", "DGX-GB200", "qwen3-235b-a22b", 256, "mxfp8", 8192, 1, 4096, 1, 8, 1, 1, 32, 5448),
     ("26.02", "DGX-B300", "qwen3-235b-a22b", 256, "mxfp8", 8192, 1, 4096, 1, 8, 1, 4, 8, 2691),
     ("26.02", "DGX-B200", "qwen3-235b-a22b", 256, "mxfp8", 8192, 1, 4096, 1, 8, 1, 1, 8, 3805),
+    ("26.02", "DGX-H100", "qwen3-235b-a22b", 256, "fp8", 8192, 1, 4096, 2, 8, 1, 4, 32, 1633),
     ("25.11", "DGX-GB300", "llama3-8b", 8, "fp8", 128, 2, 8192, 1, 1, 1, 1, 1, 37556),
     ("25.11", "DGX-GB300", "llama3-8b", 8, "mxfp8", 128, 2, 8192, 1, 1, 1, 1, 1, 36108),
     ("25.11", "DGX-GB300", "llama3-405b", 256, "fp8", 1536, 1, 8192, 2, 8, 2, 4, 1, 999),
@@ -521,9 +527,7 @@ MBRIDGE_LATER_TABLE = (
 NeMo Container", per model) and the 25.11 rows the first tables left out: DGX-GB300 and the FP8-MX figures printed in parentheses beside FP8-CS. Every
 row with the distributed optimizer (FSDP 0) on a system with a preset. Left out: NVFP4 (no FP4 peak in the
 presets), Megatron FSDP rows, Nemotron 3 Nano (a hybrid Mamba model) and Kimi K2 (no preset), the GB200 405B at
-PP 16 x VP 8 (128 chunks for 126 blocks, the embedding and the loss: chunks with no block), the H100 Qwen3-235B
-rows (EP 32 over TP 2 x DP 16: Megatron-Core folds expert parallelism across tensor-parallel ranks, the layouts
-here keep it inside data parallelism), and 25.11's GB300
+PP 16 x VP 8 (128 chunks for 126 blocks, the embedding and the loss: chunks with no block), and 25.11's GB300
 DeepSeek-V3 rows (run without multi-token prediction, in a layout the page does not give). MXFP8 runs as FP8 at
 the device's FP8 peak, as the first tables' MoE rows do; the parenthesised MXFP8 figures run 3-6% below FP8-CS,
 which the model does not tell apart. The 405B recipes split 126 blocks, the embedding and the loss evenly over

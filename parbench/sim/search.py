@@ -66,7 +66,9 @@ class SearchOptions:
     attention: str = "flash"
     fp8_all_gather: bool = False
     ep: int | None = None
-    """Expert-parallel degree (MoE models); None: every divisor of dp that divides the experts."""
+    """Expert-parallel degree (MoE models); None: every degree ``_ep_options`` allows."""
+    expert_tp: int | None = None
+    """``Layout.expert_tp`` (MoE models): None tries both where tp > 1, experts tensor-parallel (0) and whole (1)."""
     moe_imbalance: float = 1.0
     tp_comm_overlap: bool = False
     """Tensor-parallel collectives overlapped with their GEMMs in every layout with tp > 1 (also where the
@@ -175,9 +177,10 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, cp: 
                 yield None, f"micro_batch={mb} does not divide the per-replica batch {per_replica}"
             continue
         m = per_replica // mb
-        for schedule, v, ep in ((s, v, e) for s, v in _schedules(model, pp, m, o) for e in _ep_options(model, dp, o)):
+        for schedule, v, (ep, etp) in ((s, v, e) for s, v in _schedules(model, pp, m, o)
+                                       for e in _ep_options(model, tp, cp, dp, o)):
             # expert parallelism: replicated or Megatron's distributed optimizer (each group sharded over its ranks)
-            zeros = (0, 1) if ep > 1 else (0, 1, 2, 3) if dp * cp > 1 else (0,)
+            zeros = (0, 1) if ep > 1 or etp == 1 < tp else (0, 1, 2, 3) if dp * cp > 1 else (0,)
             for zero, replicate in ((z, r) for z in ([o.zero] if o.zero is not None else zeros)
                                     for r in _replicas(z, dp * cp, o)):
                 for recompute in [o.recompute] if o.recompute else Recompute:
@@ -185,7 +188,7 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, cp: 
                         ends = (account_for_ends(model.blocks, pp * v, len(model.units) - model.blocks)
                                 if o.account_for_ends and pp > 1 else ())
                         layout = Layout(chunk_layers=ends, strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, replicate=replicate,
-                                        ep=ep, moe_imbalance=o.moe_imbalance,
+                                        ep=ep, expert_tp=etp, moe_imbalance=o.moe_imbalance,
                                         global_batch_size=global_batch, micro_batches=m, schedule=schedule,
                                         virtual_stages=v, zero=zero, recompute=recompute,
                                         recompute_every=o.recompute_every if recompute is Recompute.FULL else 1,
@@ -210,12 +213,21 @@ def _replicas(zero: int, ranks: int, o: SearchOptions) -> list[int]:
     return [r for r in _divisors(ranks) if r < ranks] if zero == 3 else [1]
 
 
-def _ep_options(model: ModelSpec, dp: int, o: SearchOptions) -> list[int]:
-    """Expert-parallel degrees: inside dp and dividing the experts (1 for dense models)."""
+def _ep_options(model: ModelSpec, tp: int, cp: int, dp: int, o: SearchOptions) -> list[tuple[int, int]]:
+    """(expert-parallel degree, ``Layout.expert_tp``) pairs, each degree dividing the experts: inside dp with the
+    experts tensor-parallel (Megatron-Core's default), and where tp > 1 folded over tp x cp x dp with whole experts
+    (expert_tp 1, two or more ranks a group). (1, 0) for dense models."""
     experts = model.arch.experts if model.arch is not None else 0
-    if o.ep:
-        return [o.ep]
-    return [e for e in _divisors(dp) if experts and experts % e == 0] or [1]
+    etps = [o.expert_tp] if o.expert_tp is not None else [0, 1] if experts and tp > 1 else [0]
+    out = []
+    for etp in etps:
+        whole = etp == 1 < tp
+        if o.ep:
+            out.append((o.ep, etp))
+            continue
+        degrees = [e for e in _divisors(tp * cp * dp if whole else dp) if experts and experts % e == 0 and (e > 1 or not whole)]
+        out += [(e, etp) for e in degrees or [1]]
+    return out
 
 
 def _schedules(model: ModelSpec, pp: int, m: int, o: SearchOptions) -> list[tuple[Schedule, int]]:
@@ -305,6 +317,7 @@ def describe(layout: Layout) -> str:
     every = f"/{layout.recompute_every}" if layout.recompute_every > 1 else ""
     every += f"+{','.join(layout.recompute_modules)}" if layout.recompute_modules else ""
     cp += f" ep={layout.ep}" if layout.ep > 1 else ""
+    cp += " expert-tp=1" if layout.whole_experts else ""
     return (f"dp={layout.dp} tp={layout.tp} pp={layout.pp}{cp} mb={layout.micro_batch_size} m={layout.micro_batches} "
             f"{layout.schedule.value}{v} zero={layout.zero}{hsdp} recompute={layout.recompute.value}{every}"
             f"{' sp' if layout.sequence_parallel else ''} {layout.attention} {_precision_name(layout)}"

@@ -1030,7 +1030,7 @@ def test_blackwell_ultra_runs_blackwell_s_efficiencies_times_its_published_same_
 
 
 def test_megatron_bridge_s_later_tables_are_rows_on_their_systems_presets():
-    """The 26.02 and 26.02.01 tables and the 25.11 rows the first tables left out: 23 + 22 + 9 rows, each on the preset of
+    """The 26.02 and 26.02.01 tables and the 25.11 rows the first tables left out: 23 + 23 + 9 rows, each on the preset of
     its system; the 405B splits 126 blocks, the embedding and the loss evenly ((126 + 2) / 32 = 4 a chunk at PP 8
     x VP 4, the ends one block short)."""
     from parbench.sim.published_memory import (
@@ -1041,7 +1041,7 @@ def test_megatron_bridge_s_later_tables_are_rows_on_their_systems_presets():
     )
 
     later = [r for r in runs() if r.source in (MBRIDGE, MBRIDGE_LATER) and r.name.endswith(")")]
-    assert len(later) == len(MBRIDGE_LATER_TABLE) == 23 + 22 + 9
+    assert len(later) == len(MBRIDGE_LATER_TABLE) == 23 + 23 + 9
     assert {r.cluster for r in later} == {"h100-sxm", "b200", "b300", "gb200-nvl72", "gb300-nvl72"}
     assert sum(r.cluster == "gb300-nvl72" for r in later) == 20 and sum(r.cluster == "b300" for r in later) == 8
     gb300_405b = next(r for r in later if r.name.startswith("llama3-405b 256 GB300 FP8-CS") and "(25.11)" in r.name)
