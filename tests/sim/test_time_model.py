@@ -251,7 +251,25 @@ def _random_case(rng: random.Random):
     return model_spec(w, megatron=rng.random() < 0.5), layout, cluster
 
 
-CASES = [_random_case(random.Random(seed)) for seed in range(60)]
+def _random_moe_case(rng: random.Random):
+    """A mixture of experts on a random layout: experts over ep ranks inside dp, or whole and folded over
+    tp x dp (``Layout.expert_tp`` 1)."""
+    model, layout, cluster = _random_case(rng)
+    w = WorkloadConfig(name="moe", layers=4, hidden=model.hidden, heads=model.heads, seq_len=model.seq_len,
+                       vocab_size=1024, experts=rng.choice((8, 16)), top_k=2, moe_every=rng.choice((1, 2)),
+                       capacity_factor=1.0)
+    whole = layout.tp > 1 and rng.random() < 0.5
+    ranks = layout.tp * layout.dp if whole else layout.dp
+    ep = rng.choice([e for e in (1, 2, 4, 8, 16) if ranks % e == 0 and w.experts % e == 0 and (e > 1 or not whole)])
+    zero = min(layout.zero, 1) if ep > 1 or whole else layout.zero
+    layout = replace(layout, ep=ep, expert_tp=1 if whole else 0, zero=zero, pp=1, schedule=Schedule.ONE_F_ONE_B,
+                     virtual_stages=1, micro_batches=layout.micro_batches // layout.pp,
+                     global_batch_size=layout.global_batch_size // layout.pp)
+    return model_spec(w, megatron=rng.random() < 0.5), layout, cluster
+
+
+CASES = [_random_case(random.Random(seed)) for seed in range(60)] + [
+    _random_moe_case(random.Random(seed)) for seed in range(100, 130)]
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
