@@ -72,6 +72,9 @@ def add_parser(sub) -> None:
     c.add_argument("--expert-tp", type=int, choices=(1,), help="Megatron-Core's --expert-tensor-parallel-size 1: "
                    "routed experts whole, ep groups folded over the tensor-parallel ranks too (default: tp; --search: "
                    "both where tp > 1)")
+    c.add_argument("--overlap-moe-expert-parallel-comm", action="store_true",
+                   help="Megatron-Core's combined 1F1B: each micro-batch's token all-to-alls hide under the compute of "
+                   "the micro-batch paired with it (needs --ep > 1, and --schedule interleaved1f1b where pp > 1)")
     c.add_argument("--moe-imbalance", type=float, default=1.0,
                    help="MoE: max/mean tokens per expert rank (>= 1; default 1: balanced routing)")
     c.add_argument("--schedule", choices=[s.value for s in Schedule], help="pipeline schedule (default: 1f1b)")
@@ -264,6 +267,7 @@ def _layout(a: argparse.Namespace, cluster):
                     attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather,
                     tp_comm_overlap=a.tp_comm_overlap or by_software["tp_comm_overlap"], ep=a.ep or 1,
                     expert_tp=a.expert_tp or 0, moe_imbalance=a.moe_imbalance,
+                    moe_a2a_overlap=a.overlap_moe_expert_parallel_comm,
                     **software.layout_flags(pp=pp, zero=a.zero or 0, precision=precision,
                                             schedule=Schedule(a.schedule or "1f1b")))
     if a.overlap_param_gather and not layout.overlap_param_gather:
@@ -467,7 +471,8 @@ def search_options(a: argparse.Namespace, cluster):
                          recompute_every=a.recompute_every or 1, recompute_modules=a.recompute_modules,
                          sequence_parallel=a.sequence_parallel,
                          replicate=a.replicate, fp8_all_gather=a.fp8_all_gather, ep=a.ep,
-                         expert_tp=a.expert_tp, moe_imbalance=a.moe_imbalance, tp_comm_overlap=a.tp_comm_overlap,
+                         expert_tp=a.expert_tp, moe_imbalance=a.moe_imbalance,
+                         moe_a2a_overlap=a.overlap_moe_expert_parallel_comm, tp_comm_overlap=a.tp_comm_overlap,
                          account_for_ends=a.account_for_ends, attention=_attention(a, cluster), framework=software)
 
 

@@ -254,6 +254,13 @@ class Layout(ParallelLayout):
     moe_imbalance: float = 1.0
     """Tokens the busiest expert rank exchanges relative to balanced routing (max/mean >= 1): scales
     its all-to-all bytes and time. 1 = balanced (bytes then equal the runner's balanced router's)."""
+    moe_a2a_overlap: bool = False
+    """Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-comm``): the forward of one micro-batch runs
+    beside the backward of another, layer by layer, and each one's token all-to-alls hide under the other's
+    attention and MLP compute ("EP A2A in forward step is hidden by the attention/mlp computation in the backward
+    step, and vice versa": ``megatron.core.pipeline_parallel.combined_1f1b``). It needs ep > 1, and an interleaved
+    schedule where pp > 1 (Megatron Bridge's checks); NVIDIA advises against it under full recomputation.
+    ``overlap.expert_exchange_exposed_s``. False: the experts wait for their tokens, exposed in full."""
     moe_saved_outputs: int = 2
     """Copies of each expert assignment's output an MoE block keeps for backward (``memory.moe_mlp_bytes``).
     2: the output weighted by its router probability after the experts, then summed per token with
@@ -312,6 +319,9 @@ class Layout(ParallelLayout):
             raise ConfigError(f"recompute_every={self.recompute_every} applies to recompute=full only")
         if self.moe_saved_outputs not in (0, 1, 2):
             raise ConfigError(f"moe_saved_outputs={self.moe_saved_outputs} must be 0, 1 or 2")
+        if self.moe_a2a_overlap and (self.ep < 2 or (self.pp > 1 and self.schedule is not Schedule.INTERLEAVED_1F1B)):
+            raise ConfigError("moe_a2a_overlap (Megatron-Core's combined 1F1B) needs ep > 1, and schedule "
+                              f"interleaved1f1b where pp > 1 (got ep={self.ep}, pp={self.pp}, {self.schedule.value})")
         if self.moe_imbalance < 1:
             raise ConfigError(f"moe_imbalance={self.moe_imbalance} must be >= 1 (max/mean tokens per expert rank)")
         if self.chunk_layers and (len(self.chunk_layers) != self.chunks or min(self.chunk_layers) < 0):

@@ -12,7 +12,7 @@ What is hidden is not free. ``interference`` is the fraction of the hidden secon
 NCCL's collectives run as kernels on the GPU's SMs and share its memory bandwidth with the compute they
 overlap, which slows that compute (contention is a major limiter of overlap in "Design Space
 Exploration of DMA based Finer-Grain Compute Communication Overlap", arXiv 2512.10236, abstract). It applies
-to the data-parallel, FSDP and overlapped pipeline-send rules, whose traffic runs under whole forward and
+to the data-parallel, FSDP, overlapped pipeline-send and overlapped expert-exchange rules, whose traffic runs under whole forward and
 backward passes (GEMMs and the memory-bound kernels between them). Tensor-parallel overlap (Transformer
 Engine's userbuffers, torch's async tensor parallelism) pipelines chunks through copy engines and peer reads
 and takes none. Ring attention's K/V exchange takes none either: it runs under the attention kernel alone,
@@ -38,6 +38,11 @@ Sources, per rule:
   with ``overlap_p2p_comm`` (``Layout.overlap_p2p_comm``) issues each transfer before the compute of
   another chunk and waits for it after: the transfers run under the micro-batch's compute, and only
   their excess over it is exposed;
+- expert-parallel token all-to-alls: exposed (the experts wait for their tokens), or under Megatron-Core's
+  combined 1F1B (``--overlap-moe-expert-parallel-comm``) hidden under the compute of the micro-batch paired
+  with theirs, forward with backward ("EP A2A in forward step is hidden by the attention/mlp computation in
+  the backward step, and vice versa": ``megatron.core.pipeline_parallel.combined_1f1b``); a step's first
+  forward and last backward have no partner;
 - context-parallel K/V exchange (ring attention: Liu et al., "Ring Attention with Blockwise
   Transformers", 2023; Megatron-Core context parallelism): cp-1 K/V block transfers per attention
   layer, each under the attention of the block already held, so only the excess over that attention
@@ -90,6 +95,19 @@ def pipeline_send_exposed_s(total_s: float, compute_s: float = 0.0, *, overlap: 
                             interference: float = 0.0) -> float:
     """Per micro-batch and boundary, the transfer precedes the compute that needs it. ``overlap``: the
     micro-batch's transfers run under its ``compute_s`` (every chunk's forward and backward), the excess exposed."""
+    return _excess_exposed_s(total_s, compute_s, overlap=overlap, hide=hide, interference=interference)
+
+
+def expert_exchange_exposed_s(total_s: float, compute_s: float = 0.0, *, overlap: bool = False, hide: float = 1.0,
+                              interference: float = 0.0) -> float:
+    """A micro-batch's token all-to-alls: the experts wait for their tokens, so they are exposed. ``overlap``
+    (Megatron-Core's combined 1F1B, ``Layout.moe_a2a_overlap``): they run under the compute of the micro-batch
+    paired with it (its forward's under the other's backward, and the reverse), the excess exposed."""
+    return _excess_exposed_s(total_s, compute_s, overlap=overlap, hide=hide, interference=interference)
+
+
+def _excess_exposed_s(total_s: float, compute_s: float, *, overlap: bool, hide: float, interference: float) -> float:
+    """Exposed in full, or where ``overlap`` its excess over ``hide`` x ``compute_s``, the hidden rest contended."""
     if total_s <= 0:
         return 0.0
     if not overlap:

@@ -29,8 +29,8 @@ from parbench.sim.hardware import Cluster, collective_cost_s, collective_time_s
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.memory import Memory, ps_memory, stages_memory, state_numels
 from parbench.sim.model import ModelSpec, expert_local
-from parbench.sim.overlap import (context_parallel_exposed_s, gradient_exposed_s, pipeline_send_exposed_s,
-                                  prefetch_exposed_s, tensor_parallel_exposed_s)
+from parbench.sim.overlap import (context_parallel_exposed_s, expert_exchange_exposed_s, gradient_exposed_s,
+                                  pipeline_send_exposed_s, prefetch_exposed_s, tensor_parallel_exposed_s)
 from parbench.sim.stages import Stage, stages
 from parbench.sim.timing import (ZERO_TIME, ChunkTime, chunk_times_s, data_time_s, fp32_grad_pass_s,
                                  optimizer_pass_bytes_per_element, optimizer_time_s, oversubscription, training_ops)
@@ -212,8 +212,10 @@ def _micro_batch_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chun
     tp = _seconds(costs, ops, lambda op: op.group == "tp") / m
     pp = _seconds(costs, ops, lambda op: op.group == "pp" and op.phase in ("forward", "backward")) / m
     cp = _seconds(costs, ops, lambda op: op.group == "cp") / m
-    ep = _seconds(costs, ops, lambda op: op.group == "ep") / m  # experts wait for their tokens: exposed
-    return (ep + tensor_parallel_exposed_s(tp, chunk.gemm, layout.tp, overlap=layout.tp_comm_overlap, hide=hide)
+    ep = _seconds(costs, ops, lambda op: op.group == "ep") / m
+    return (expert_exchange_exposed_s(ep, chunk.total, overlap=layout.moe_a2a_overlap, hide=hide,
+                                      interference=c.overlap_interference)
+            + tensor_parallel_exposed_s(tp, chunk.gemm, layout.tp, overlap=layout.tp_comm_overlap, hide=hide)
             + pipeline_send_exposed_s(pp, chunk.total, overlap=layout.overlap_p2p_comm, hide=hide,
                                       interference=c.overlap_interference)
             + context_parallel_exposed_s(cp, chunk.attention, layout.cp, hide=hide))
@@ -276,6 +278,8 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Se
     for op in ops:
         if op.phase == "step":  # before or after the compute: nothing to hide under
             tail[op.category] += costs[op][0]
+    if layout.moe_a2a_overlap:  # the first forward and the last backward have no micro-batch to pair with
+        tail["intermediate"] += _seconds(costs, ops, lambda op: op.group == "ep") / layout.micro_batches
     totals = {k: _seconds(costs, ops, lambda op, k=k: op.category == k) for k in CATEGORIES}
     latency = {k: sum(costs[op][1] for op in ops if op.category == k) for k in CATEGORIES}
     data = data_time_s(c, model, _data_samples(layout)) * slow if (st.chunks[0].first or st.chunks[-1].last) else 0.0

@@ -70,6 +70,9 @@ class SearchOptions:
     expert_tp: int | None = None
     """``Layout.expert_tp`` (MoE models): None tries both where tp > 1, experts tensor-parallel (0) and whole (1)."""
     moe_imbalance: float = 1.0
+    moe_a2a_overlap: bool = False
+    """Megatron-Core's combined 1F1B (``Layout.moe_a2a_overlap``) on every layout it applies to: ep > 1, and an
+    interleaved schedule where pp > 1."""
     tp_comm_overlap: bool = False
     """Tensor-parallel collectives overlapped with their GEMMs in every layout with tp > 1 (also where the
     framework overlaps them)."""
@@ -189,6 +192,8 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, cp: 
                                 if o.account_for_ends and pp > 1 else ())
                         layout = Layout(chunk_layers=ends, strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, replicate=replicate,
                                         ep=ep, expert_tp=etp, moe_imbalance=o.moe_imbalance,
+                                        moe_a2a_overlap=o.moe_a2a_overlap and ep > 1
+                                        and (pp == 1 or schedule is Schedule.INTERLEAVED_1F1B),
                                         global_batch_size=global_batch, micro_batches=m, schedule=schedule,
                                         virtual_stages=v, zero=zero, recompute=recompute,
                                         recompute_every=o.recompute_every if recompute is Recompute.FULL else 1,
@@ -318,6 +323,7 @@ def describe(layout: Layout) -> str:
     every += f"+{','.join(layout.recompute_modules)}" if layout.recompute_modules else ""
     cp += f" ep={layout.ep}" if layout.ep > 1 else ""
     cp += " expert-tp=1" if layout.whole_experts else ""
+    cp += " overlap-moe-expert-parallel-comm" if layout.moe_a2a_overlap else ""
     return (f"dp={layout.dp} tp={layout.tp} pp={layout.pp}{cp} mb={layout.micro_batch_size} m={layout.micro_batches} "
             f"{layout.schedule.value}{v} zero={layout.zero}{hsdp} recompute={layout.recompute.value}{every}"
             f"{' sp' if layout.sequence_parallel else ''} {layout.attention} {_precision_name(layout)}"

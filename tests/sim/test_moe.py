@@ -349,3 +349,40 @@ def test_simulate_takes_expert_tp(capsys):
     assert out["layout"]["expert_tp"] == 1 and out["layout"]["ep"] == 4
     assert main(argv) == 2
     assert "ep=4 does not divide dp=2" in capsys.readouterr().err
+
+
+def test_combined_1f1b_hides_each_micro_batchs_all_to_alls_under_its_partners_compute():
+    """Megatron-Core's combined 1F1B (``Layout.moe_a2a_overlap``): a micro-batch's token all-to-alls run under the
+    compute of the micro-batch paired with it, the excess exposed and the hidden part contended (the interference);
+    the step's first forward and last backward have no partner, so one micro-batch's exchanges stay exposed.
+    On one node at ep 2 with the link slowed until the exchanges outlast the compute, the exposed intermediate
+    seconds are m x (a2a - compute + interference x compute) + a2a per micro-batch, against m x a2a without."""
+    from dataclasses import replace as dc_replace
+
+    from parbench.layout import ConfigError
+    from parbench.sim.comm import rank_ops
+    from parbench.sim.hardware import collective_time_s
+    from parbench.sim.overlap import expert_exchange_exposed_s
+
+    assert expert_exchange_exposed_s(1.0, 0.4, overlap=True, hide=1.0, interference=0.5) == pytest.approx(0.6 + 0.5 * 0.4)
+    assert expert_exchange_exposed_s(1.0, 0.4) == 1.0
+    assert expert_exchange_exposed_s(1.0, 3.0, overlap=True, hide=1.0, interference=0.5) == pytest.approx(0.5)
+    c = dc_replace(H100, intra=dc_replace(H100.intra, bandwidth_bytes_per_s=4e6))
+    base = {"strategy": Strategy.HYBRID, "dp": 2, "ep": 2, "global_batch_size": 8, "micro_batches": 4,
+            "precision": PRECISIONS["bf16"]}
+    model = model_spec(MOE)
+    plain, combined = Layout(**base), Layout(**base, moe_a2a_overlap=True)
+    ops = [op for op in rank_ops(expert_local(model, 2), plain)["stage0"] if op.group == "ep"]
+    a2a = sum(op.count * collective_time_s(c, op.kind, op.payload, op.n, inter_node=False, rails=2) for op in ops) / 4
+    p, q = predict(model, plain, c), predict(model, combined, c)
+    compute = p.terms["time_compute_s"] / 4
+    assert a2a > compute > 0
+    assert p.terms["time_comm_exposed_intermediate_s"] == pytest.approx(4 * a2a)
+    k = c.overlap_interference
+    assert q.terms["time_comm_exposed_intermediate_s"] == pytest.approx(4 * (a2a - compute + k * compute) + a2a)
+    with pytest.raises(ConfigError, match="combined 1F1B"):
+        Layout(**{**base, "ep": 1}, moe_a2a_overlap=True)
+    with pytest.raises(ConfigError, match="interleaved1f1b where pp > 1"):
+        Layout(**base, pp=2, moe_a2a_overlap=True)
+    assert main(["simulate", "--workload", "moe", "--layers", "2", "--hidden", "64", "--heads", "4", "--seq", "32",
+                 "--vocab", "256", "--gpus", "2", "--ep", "2", "--overlap-moe-expert-parallel-comm"]) == 0
