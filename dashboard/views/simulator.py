@@ -157,8 +157,8 @@ def open_in_whatif(layout) -> None:
 
 
 def whatif_inputs(results_dir: str):
-    """The panel's widgets: model (preset or shape), cluster, mesh (dp, tp, pp, cp, ep), ZeRO, recompute,
-    micro-batching, schedule and sequence parallelism."""
+    """The panel's widgets: model (preset or shape), cluster, mesh (dp, tp, pp, cp, ep, whole experts), combined
+    1F1B, ZeRO, recompute, micro-batching, schedule and sequence parallelism."""
     a, b, c = st.columns(3)
     name = a.selectbox("model", [*whatif.MODEL_PRESETS, CUSTOM], key="sim-model")
     preset = whatif.MODEL_PRESETS.get(name, whatif.MODEL_PRESETS["GPT-3 2.7B"])
@@ -180,6 +180,8 @@ def whatif_inputs(results_dir: str):
         pp=b.number_input("pp", 1, MESH_MAX, 1, key="sim-pp"),
         cp=b.number_input("cp (context parallel: seq / cp tokens a rank)", 1, MESH_MAX, 1, key="sim-cp"),
         ep=b.number_input("ep (expert parallel, inside dp: mixtures of experts)", 1, MESH_MAX, 1, key="sim-ep"),
+        whole_experts=b.checkbox("whole experts: ep over tp x cp x dp (expert tp 1)", key="sim-etp"),
+        moe_a2a_overlap=b.checkbox("combined 1F1B (all-to-alls hidden)", key="sim-a2a"),
         zero=b.selectbox("ZeRO stage", (0, 1, 2, 3), key="sim-zero"),
         replicate=b.number_input("replicas (HSDP with ZeRO 3: each shards over dp / replicas)", 1, MESH_MAX, 1,
                                  key="sim-replicate"),

@@ -65,6 +65,10 @@ class WhatIf:
     """Context parallelism: each rank of a cp group holds seq / cp tokens of every sample (ring attention)."""
     ep: int = 1
     """Expert parallelism (mixtures of experts): each rank of an ep group, inside dp, holds experts / ep."""
+    whole_experts: bool = False
+    """Routed experts held whole, ep folded over tp x cp x dp (``Layout.expert_tp`` 1)."""
+    moe_a2a_overlap: bool = False
+    """Megatron-Core's combined 1F1B (``Layout.moe_a2a_overlap``)."""
     replicate: int = 1
     """HSDP under ZeRO-3: the dp ranks split into this many replicas, each sharding over dp / replicate ranks."""
     micro_batch_size: int = 1
@@ -91,7 +95,9 @@ class WhatIf:
                  "virtual-stages": self.virtual_stages, "zero": self.zero, "recompute": self.recompute.value,
                  "precision": self.precision}
         return [*(f"--{k}={v}" for k, v in flags.items()),
-                "--sequence-parallel" if self.sequence_parallel else "--no-sequence-parallel"]
+                "--sequence-parallel" if self.sequence_parallel else "--no-sequence-parallel",
+                *(["--expert-tp=1"] if self.whole_experts else []),
+                *(["--overlap-moe-expert-parallel-comm"] if self.moe_a2a_overlap else [])]
 
     def model(self) -> ModelSpec:
         s = self.shape

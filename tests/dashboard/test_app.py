@@ -352,6 +352,21 @@ def test_simulator_what_if_takes_context_and_expert_parallelism_and_interleaving
     assert not at.exception and not at.error
     at.number_input(key="sim-tp").set_value(3).run()
     assert not at.exception and any("tp=3 does not divide heads=32" in e.value for e in at.error)
+    # whole experts: ep 8 folded over tp 2 x dp 4, as --expert-tp 1 predicts it; then the combined 1F1B
+    for key, value in (("sim-pp", 1), ("sim-cp", 1), ("sim-schedule", "1f1b"), ("sim-v", 1), ("sim-tp", 2),
+                       ("sim-dp", 4)):
+        (at.selectbox if key == "sim-schedule" else at.number_input)(key=key).set_value(value).run()
+    assert any("ep=8 does not divide dp=4" in e.value for e in at.error)
+    at.checkbox(key="sim-etp").check().run()
+    assert not at.exception and not at.error
+    folded = whatif.WhatIf(shape=whatif.MODEL_PRESETS["mixtral-8x7b"], dp=4, tp=2, ep=8, micro_batches=8,
+                           whole_experts=True)
+    layout = layout_for(folded.command_args(), cluster)
+    assert layout.whole_experts and layout.ep == 8
+    expected = predict(folded.model(), layout, cluster)
+    assert f"{expected.peak_memory_bytes / 2**30:.1f} GiB" in figure(at, "sim-whatif-memory")["layout"]["title"]["text"]
+    at.checkbox(key="sim-a2a").check().run()
+    assert not at.exception and not at.error
 
 
 def test_simulator_search_ranks_every_layout_as_the_command_line_does(monkeypatch, capsys):
