@@ -135,10 +135,11 @@ def fsdp_groups(stage: Stage, tp: int) -> list[list[Tensor]]:
 
 def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int) -> list[CommOp]:
     """Data-parallel gradient/parameter traffic of one stage rank over the dp group."""
-    if layout.dp * layout.cp == 1 and not layout.whole_experts:
+    whole = layout.whole_experts and model.arch is not None and model.arch.experts > 0
+    if layout.dp * layout.cp == 1 and not whole:
         return []
     key = (model, layout.pp, layout.split, layout.tp)
-    if layout.ep > 1 or layout.whole_experts:
+    if layout.ep > 1 or whole:
         return _ep_grad_ops(layout, key, stage.rank, pb)
     if layout.flat_grad_allreduce:
         size = stage_numels(*key)[stage.rank] * pb

@@ -113,6 +113,8 @@ def layout_violations(model: ModelSpec, layout: Layout, cluster: Cluster) -> lis
     experts = model.arch.experts if model.arch is not None else 0
     if layout.ep > 1 and (not experts or experts % layout.ep):
         out.append(f"ep={layout.ep} does not divide experts={experts}")
+    if layout.whole_experts and not experts:
+        out.append("expert_tp=1 holds routed experts whole: the model has none")
     if layout.interleaved and layout.pp == 1:
         out.append("schedule interleaved1f1b needs pp > 1 (one stage has no pipeline bubble to shrink)")
     if layout.chunks > model.blocks and not layout.chunk_layers:
