@@ -337,7 +337,7 @@ def foundry_table_check() -> dict[str, dict]:
 
 def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, vp: int = 1, ep: int = 1,
             recompute: str = "none", pipeline_layout: str = "", precision: str = "fp8",
-            recompute_modules: tuple[str, ...] = ()) -> Layout:
+            recompute_modules: tuple[str, ...] = (), moe_a2a_overlap: bool = False) -> Layout:
     """The layout of an NVIDIA performance recipe (NeMo, Megatron-Bridge, DGX Cloud benchmarking) as its table
     prints it (GBS, MBS, TP, PP, CP, VP, FP8 or BF16), run as those recipes run every layout
     (``SOFTWARE['nemo']``), on the distributed optimizer (ZeRO-1). An EP that does not divide cp x dp under tp > 1
@@ -348,7 +348,8 @@ def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: 
     software = SOFTWARE["nemo"]
     precision = software.precision_for(PRECISIONS[precision])
     schedule = Schedule.INTERLEAVED_1F1B if vp > 1 else Schedule.ONE_F_ONE_B
-    return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, expert_tp=expert_tp, global_batch_size=gbs,
+    return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, expert_tp=expert_tp,
+                  moe_a2a_overlap=moe_a2a_overlap, global_batch_size=gbs,
                   micro_batches=gbs // (dp * mbs), schedule=schedule, virtual_stages=vp, zero=1,
                   precision=precision, attention="flash", recompute=Recompute(recompute),
                   recompute_modules=recompute_modules, **software.tp_flags(tp),
@@ -419,6 +420,11 @@ layout) the GB200 recipe the table ran names none; the same file's H100 recipe a
 (at 0426418), sets ``Et|(tt|)*30mL``: the embedding and one block, 30 chunks of 2, then the MTP layer and the loss
 alone. Either way the pipeline rank holding the MTP layer and both heads is the slowest (its three chunks of 2
 blocks and that one outweigh 8 blocks)."""
+RECIPE_A2A_OVERLAP = {("qwen3-235b-a22b", "DGX-H100")}
+"""(model, system) whose Megatron Bridge recipe runs Megatron-Core's combined 1F1B (``Layout.moe_a2a_overlap``): the
+H100 Qwen3-235B-A22B configs, at the tables' TP 2, PP 8, VP 4, EP 32 and GBS 2048 (V1) and 8192 (V2), set
+``moe_a2a_overlap=True`` with ``moe_token_dispatcher_type="alltoall"`` and ``expert_tensor_parallel_size=1``
+(``scripts/performance/configs/qwen/qwen3_workload_base_configs.py`` at 01b2977)."""
 LAYOUT_ASSUMED = {("deepseek-v3", 8, 4)}
 """The (model, PP, VP) of ``RECIPE_LAYOUT`` whose layout comes from another system's recipe at that (PP, VP)."""
 
@@ -456,7 +462,8 @@ def _megatron_bridge_moe() -> list[Run]:
                         value=tps,
                         layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vp=vp, ep=ep, precision=precision,
                                        recompute_modules=RECIPE_RECOMPUTE.get(model, ()),
-                                       pipeline_layout=RECIPE_LAYOUT.get((model, pp, vp), "")),
+                                       pipeline_layout=RECIPE_LAYOUT.get((model, pp, vp), ""),
+                                       moe_a2a_overlap=(model, system) in RECIPE_A2A_OVERLAP),
                         notes=("BF16" if precision == "bf16" else "FP8-CS" if system == "DGX-H100" else "FP8-MX",
                                "Transformer Engine", "attention kernel assumed flash3", "balanced dropless routing",
                                *((f"pipeline layout {RECIPE_LAYOUT[model, pp, vp]}"
@@ -564,7 +571,8 @@ def _megatron_bridge_later() -> list[Run]:
                         arch=arch, cluster=clusters[system], metric="tps_per_gpu", value=tps,
                         layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp, ep=ep,
                                        precision="bf16" if precision == "bf16" else "fp8",
-                                       recompute_modules=RECIPE_RECOMPUTE.get(model, ()), pipeline_layout=layout),
+                                       recompute_modules=RECIPE_RECOMPUTE.get(model, ()), pipeline_layout=layout,
+                                       moe_a2a_overlap=(model, system) in RECIPE_A2A_OVERLAP),
                         notes=(label, "Transformer Engine", "attention kernel assumed flash3",
                                "balanced dropless routing" if moe else "",
                                f"pipeline layout {layout}" if layout else "")))
