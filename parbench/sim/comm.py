@@ -142,8 +142,11 @@ def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int) -> list[C
     if layout.ep > 1 or whole:
         return _ep_grad_ops(layout, key, stage.rank, pb)
     if layout.flat_grad_allreduce:
-        size = stage_numels(*key)[stage.rank] * pb
-        return [CommOp("all_reduce", "parameter", size, layout.dp, "dp", phase="grad")]
+        numel = stage_numels(*key)[stage.rank]
+        ops = [CommOp("all_reduce", "parameter", numel * pb, layout.dp, "dp", phase="grad")]
+        if layout.zero == 1:  # DeepSpeed's BF16 optimizer: each rank updates its shard, then all-gathers the weights
+            ops.append(CommOp("all_gather", "parameter", numel * layout.gather_elem_bytes, layout.dp, "dp", phase="step"))
+        return ops
     if layout.zero >= 2:
         return _fsdp_ops(layout, key, stage.rank, pb) + _hsdp_ops(layout, key, stage.rank, pb)
     if layout.zero == 1 and not layout.fsdp2:
@@ -380,11 +383,14 @@ def stream_bytes(model: ModelSpec, layout: Layout) -> int:
 def _pp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
     """Per micro-batch: the activation forward from every chunk but the last, its gradient backward
     from every chunk but the first (send S; the receiver's recv counts 0 bytes). Under ``pp_blocking_p2p``
-    the receives are ops of their own too (0 bytes sent, a transfer's time on the receiver's path)."""
+    the receives are ops of their own too (0 bytes sent, a transfer's time on the receiver's path). Under
+    ``pp_scatter_gather`` (tp > 1, no sequence parallelism) each rank sends its 1/tp slice and every received
+    tensor is all-gathered over the tp ranks."""
     if layout.pp == 1:
         return []
     mb, ab, m = layout.micro_batch_size, stream_bytes(model, layout), layout.micro_batches
-    shard = (layout.tp if layout.sequence_parallel else 1) * layout.cp  # Megatron's scatter/gather; cp's share
+    gathered = layout.pp_scatter_gather and layout.tp > 1 and not layout.sequence_parallel
+    shard = (layout.tp if layout.sequence_parallel or gathered else 1) * layout.cp  # tp slices; cp's share
     ops = []
     for c in stage.chunks:
         out = mb * model.units[c.hi - 1].out_elems_per_sample * ab // shard
@@ -393,9 +399,12 @@ def _pp_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
             ops.append(CommOp("send", "intermediate", out, 2, "pp", count=m, phase="forward"))
         if not c.first:
             ops.append(CommOp("send", "intermediate", inp, 2, "pp", count=m, phase="backward"))
+        received = [(b, ph) for b, ph, edge in ((inp, "forward", c.first), (out, "backward", c.last)) if not edge]
         if layout.pp_blocking_p2p:  # the receives, blocking on their own: the input forward, the gradient back
-            ops += [CommOp("recv", "intermediate", b, 2, "pp", count=m, phase=ph)
-                    for b, ph, edge in ((inp, "forward", c.first), (out, "backward", c.last)) if not edge]
+            ops += [CommOp("recv", "intermediate", b, 2, "pp", count=m, phase=ph) for b, ph in received]
+        if gathered:  # the receiver makes the whole tensor of the slices
+            ops += [CommOp("all_gather", "intermediate", b * layout.tp, layout.tp, "tp", count=m, phase=ph)
+                    for b, ph in received]
     return ops
 
 

@@ -191,6 +191,13 @@ class Layout(ParallelLayout):
     ``SendActivation``, ``RecvGrad``, ``BackwardPass``, ``SendGrad``), so a micro-batch waits for its receives
     as well as its sends. False: Megatron-LM's and torch's batched isend/irecv, each receive running
     under the send it is paired with."""
+    pp_scatter_gather: bool = False
+    """Pipeline tensors sent in tensor-parallel slices: each of the tp ranks sends 1/tp of the activation (or its
+    gradient) to its peer, and the receiving stage all-gathers the slices over its tp ranks before using them.
+    DeepSpeed's pipeline engine does so wherever tp > 1 (``deepspeed/runtime/pipe/engine.py``:
+    ``is_pipe_partitioned = is_model_parallel``, a ``PartitionedTensor`` over the slice-parallel group, whose
+    ``full()`` all-gathers it; gradients alike, ``is_grad_partitioned``). Under sequence parallelism the tensors
+    are already split. False: every tp rank sends the whole tensor (torch's pipelining, Megatron-Core)."""
     overlap_p2p_comm: bool = False
     """Megatron-LM's interleaved schedule with ``overlap_p2p_comm`` (its default: ``--no-overlap-p2p-communication``
     turns it off, and ``arguments.py`` forces it off for any other schedule; Megatron Bridge's
@@ -291,6 +298,8 @@ class Layout(ParallelLayout):
             raise ConfigError("sp_saves_gathered_input needs sequence_parallel")
         if self.pp_blocking_p2p and self.pp == 1:
             raise ConfigError("pp_blocking_p2p needs pp > 1")
+        if self.pp_scatter_gather and self.pp == 1:
+            raise ConfigError("pp_scatter_gather needs pp > 1")
         if self.overlap_p2p_comm and (self.pp == 1 or self.schedule is not Schedule.INTERLEAVED_1F1B or self.pp_blocking_p2p):
             raise ConfigError("overlap_p2p_comm is Megatron-LM's interleaved schedule: it needs pp > 1, "
                               "schedule interleaved1f1b and no blocking (DeepSpeed) p2p")
@@ -426,6 +435,10 @@ class Framework:
     overlap_p2p_comm: bool = False
     megatron_cross_entropy: bool = False
     compiled_loss: bool = False
+    pipeline_scatter_gather: bool = False
+    """``Layout.pp_scatter_gather``: pipeline tensors sent in tensor-parallel slices (DeepSpeed's engine; the
+    Megatron-LM of 2021-22, whose ``scatter_gather_tensors_in_pipeline`` was on unless
+    ``--no-scatter-gather-tensors-in-pipeline``: Narayanan et al. SC21, sec. 4.1)."""
     tensor_parallel_overlap: bool = False
     """Sequence parallelism, and the tensor-parallel collectives overlapped with their GEMMs (Transformer
     Engine's userbuffers), wherever tp > 1."""
@@ -447,6 +460,7 @@ class Framework:
                     fused_elementwise=self.fused_elementwise,
                     overlap_param_gather=self.overlap_param_gather and zero == 1,
                     pp_blocking_p2p=self.deepspeed_pipeline and pp > 1,
+                    pp_scatter_gather=self.pipeline_scatter_gather and pp > 1,
                     overlap_p2p_comm=(self.overlap_p2p_comm and pp > 1 and schedule is Schedule.INTERLEAVED_1F1B
                                       and not self.deepspeed_pipeline),
                     megatron_cross_entropy=self.megatron_cross_entropy, compiled_loss=self.compiled_loss,
@@ -473,8 +487,8 @@ SOFTWARE: dict[str, Framework] = {
                             clips_gradients=True),
     "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True, moe_saved_outputs=0,
                              clips_gradients=True, megatron_ddp=True),
-    "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True, moe_saved_outputs=0,
-                                    clips_gradients=True),
+    "megatron-deepspeed": Framework(deepspeed_pipeline=True, pipeline_scatter_gather=True, megatron_cross_entropy=True,
+                                    moe_saved_outputs=0, clips_gradients=True),
     "llm-foundry": Framework(compiled_loss=True, recompute_early_stop=True, clips_gradients=True),
     "nemo": Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True,
                       megatron_cross_entropy=True, tensor_parallel_overlap=True, reduce_grads_in_bf16=True,

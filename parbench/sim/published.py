@@ -107,6 +107,11 @@ class Published:
     """DeepSpeed's pipeline engine (MT-NLG): blocking sends and receives one after another (``Layout.pp_blocking_p2p``),
     and under bf16 its bf16 optimizer's float32 gradient pass after every micro-batch
     (``Layout.fp32_grad_pass_per_micro_batch``)."""
+    attention: str = ""
+    """The attention as run: '' flash where the row has an architecture of its own, else eager (Megatron-LM
+    before flash attention: its fused scale-mask-softmax between two batched GEMMs)."""
+    chunk_layers: tuple[int, ...] = ()
+    """Transformer layers per pipeline stage where the source states its own split (``Layout.chunk_layers``)."""
 
     def __post_init__(self) -> None:
         if self.gpus % (self.tp * self.pp) or self.global_batch % (self.gpus // (self.tp * self.pp) * self.micro_batch):
@@ -186,7 +191,24 @@ K22 = tuple(_k22_row(n, present=present, secs=secs, series=K22_530B if n == "530
             for n, times in K22_TABLE5.items() for present, secs in zip((False, True), times)) + (
     _k22_row("530B", present=True, secs=39.15, gpus=2240, table="sec. 6.3", series=K22_530B),)
 
-PUBLISHED: tuple[Published, ...] = TABLE1 + TABLE2 + MT_NLG + K22
+BIGSCIENCE = "BigScience BLOOM 176B (tr11-176B-ml README)"
+BLOOM_176B = Architecture(name="BLOOM 176B", layers=70, hidden=14336, heads=112, vocab=250880, seq_len=2048,
+                          tie_embeddings=True, positions="alibi", dropout=True)
+"""BLOOM's shape as its training README states it: 70 layers, hidden 14336, 112 heads, GELU MLP of 4h,
+LayerNorm and biases, ALiBi (no position table), the 250,880-row (padded) vocabulary tied to the head,
+sequence 2048, Megatron's default dropout of 0.1. Its extra LayerNorm after the embedding is left out (one
+norm of s x h per micro-batch against 70 layers)."""
+BLOOM = (
+    Published(name="BLOOM 176B on 384 A100", source=BIGSCIENCE, table="Important checkpoints (iteration 85376)",
+              layers=70, hidden=14336, heads=112, tp=4, pp=12, gpus=384, global_batch=2048, micro_batch=2,
+              measured_s=104.70, printed="104.70 s per iteration (149.77 TFLOPs, hardware FLOPs with recomputation)",
+              cluster="jean-zay-a100", arch=BLOOM_176B, zero=1, blocking_p2p=True, attention="eager",
+              chunk_layers=(5,) + (6,) * 10 + (5,),
+              assumed="the README's 'Replica setup' (TP 4, PP 12, DP 8, MBS 2) and GBS 2048, full activation "
+                      "checkpointing, DeepSpeed's BF16 optimizer (its own ZeRO-1), its pipeline partition "
+                      "(embedding + 5 layers, 10 x 6, 5 layers + head); ALiBi attention unfused (no flash attention)"),
+)
+PUBLISHED: tuple[Published, ...] = TABLE1 + TABLE2 + MT_NLG + K22 + BLOOM
 
 
 def megatron_moe_flops(b: int, arch: Architecture) -> float:
@@ -225,7 +247,9 @@ def model_for(p: Published) -> ModelSpec:
 
 
 def layout_for(p: Published) -> Layout:
-    """Megatron-style hybrid: tensor x pipeline x data, gradients all-reduced as one buffer after the flush."""
+    """Megatron-style hybrid: tensor x pipeline x data, gradients all-reduced as one buffer after the flush,
+    pipeline tensors sent in tensor-parallel slices (the Megatron-LM of these papers: SC21 sec. 4.1's
+    scatter/gather; DeepSpeed's engine partitions them alike)."""
     interleaved = p.virtual_stages > 1
     return Layout(strategy=Strategy.HYBRID, dp=p.dp, tp=p.tp, pp=p.pp, global_batch_size=p.global_batch,
                   micro_batches=p.global_batch // (p.dp * p.micro_batch),
@@ -233,10 +257,11 @@ def layout_for(p: Published) -> Layout:
                   virtual_stages=p.virtual_stages, zero=p.zero, ep=p.ep,
                   recompute=p.recompute, sequence_parallel=p.sequence_parallel, flat_grad_allreduce=not p.overlap_grad_reduce,
                   **replace(SOFTWARE["megatron-deepspeed" if p.blocking_p2p else "megatron-lm"],
-                            overlap_param_gather=p.overlap_param_gather)
+                            overlap_param_gather=p.overlap_param_gather, pipeline_scatter_gather=True)
                   .layout_flags(pp=p.pp, zero=p.zero, precision=PRECISIONS[p.precision],
                                 schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B),
-                  precision=PRECISIONS[p.precision], attention="flash" if p.arch is not None else "eager")
+                  precision=PRECISIONS[p.precision], chunk_layers=p.chunk_layers,
+                  attention=p.attention or ("flash" if p.arch is not None else "eager"))
 
 
 def layer_time_s(p: Published, cluster: Cluster | None = None) -> float:

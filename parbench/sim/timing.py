@@ -24,9 +24,11 @@ v.sqrt() (8), / bias correction (8), + eps (8), p.addcdiv_(m, denom) (16) (``tor
 ADAMW_OPS_PER_TENSOR = 10  # aten ops per tensor of torch's for-loop AdamW step (counted, steady state)
 SGD_BYTES_PER_ELEMENT = 12
 SGD_OPS_PER_TENSOR = 1.5  # counted: add_ per tensor plus the param-group bookkeeping
-FP32_GRAD_PASS_BYTES_PER_ELEMENT = 12
-"""``Layout.fp32_grad_pass_per_micro_batch``: zero the bf16 gradient (write 2 bytes), then read it (2) and
-the float32 gradient (4) and write the sum (4)."""
+FP32_GRAD_PASS_BYTES_PER_ELEMENT = 18
+"""``Layout.fp32_grad_pass_per_micro_batch``: DeepSpeed's ``BF16_Optimizer.update_hp_grads`` runs
+``hp_grad.add_(lp.grad.to(hp_grad.dtype))`` per parameter: the cast reads the bf16 gradient (2 bytes) and
+writes a float32 copy (4), the add reads that copy and the float32 gradient (4 + 4) and writes the sum (4).
+The bf16 gradients are set to None before each backward (``clear_lp_grads``), so nothing zeroes them."""
 FP8_CAST_BYTES_PER_ELEMENT = 5
 """Dynamic per-tensor FP8 scaling (Micikevicius et al., "FP8 Formats for Deep Learning", 2022, sec. 4;
 torchao's and Transformer Engine's "tensorwise" recipe): each operand is read once for its amax (2

@@ -177,10 +177,53 @@ def test_bf16_distributed_optimizer_gathers_bf16_weights():
         assert sent["all_gather"] == pytest.approx((n - 1) / n * psi * 2, rel=1e-3)
 
 
-def test_deepspeed_bf16_gradient_pass_costs_12_bytes_per_parameter_per_micro_batch():
-    """DeepSpeed's bf16 optimizer under its pipeline engine zeroes the bf16 gradients before each micro-batch's
-    backward (2 bytes written) and adds them into float32 after it (2 + 4 read, 4 written): m x 12 Psi bytes
-    at the device's memory bandwidth, on the backward's critical path; fp16 (no float32 gradients) is refused."""
+def test_deepspeed_bf16_optimizer_all_reduces_float32_gradients_then_gathers_bf16_weights():
+    """DeepSpeed's pipeline engine under its BF16 optimizer (its own ZeRO-1): after the flush the float32
+    gradients are all-reduced whole (``_bf16_reduce_grads``), each rank steps its shard, and the bf16 weights are
+    all-gathered (``update_lp_params``): 2(n-1)/n x Psi x 4 bytes plus (n-1)/n x Psi x 2 per rank, where
+    Megatron's distributed optimizer reduce-scatters instead ((n-1)/n x Psi x 4)."""
+    model = model_spec(WorkloadConfig(name="transformer", layers=8, hidden=512, heads=8, seq_len=128, vocab_size=512),
+                       megatron=True)
+    n, psi = 8, model.param_numel
+    lay = Layout(strategy=Strategy.HYBRID, dp=n, pp=2, global_batch_size=2 * n, micro_batches=2, zero=1,
+                 flat_grad_allreduce=True, precision=PRECISIONS["bf16"])
+    ops = rank_ops(model, lay)
+    sent = {k: sum(o.sent for st in ("stage0", "stage1") for o in ops[st] if o.kind == k)
+            for k in ("all_reduce", "all_gather", "reduce_scatter")}
+    assert sent["all_reduce"] == pytest.approx(2 * (n - 1) / n * psi * 4, rel=1e-9)
+    assert sent["all_gather"] == pytest.approx((n - 1) / n * psi * 2, rel=1e-9)
+    assert sent["reduce_scatter"] == 0
+
+
+def test_deepspeed_pipeline_sends_tensor_parallel_slices_and_the_receiver_gathers_them():
+    """DeepSpeed's pipeline engine partitions what it sends over the tensor-parallel ranks (``PartitionedTensor``
+    over the slice-parallel group) and the receiving stage all-gathers it: each tp rank sends b s h x 2 / tp bytes
+    per micro-batch and direction, and all-gathers b s h x 2 per tensor it receives; without the flag every rank
+    sends the whole b s h x 2 and gathers nothing."""
+    b, s, h, tp, m = 2, 128, 512, 4, 4
+    model = model_spec(WorkloadConfig(name="transformer", layers=8, hidden=h, heads=8, seq_len=s, vocab_size=512),
+                       megatron=True)
+    base = {"strategy": Strategy.HYBRID, "tp": tp, "pp": 2, "global_batch_size": b * m, "micro_batches": m,
+            "precision": PRECISIONS["bf16"], "pp_blocking_p2p": True}
+
+    def sends(flag):
+        first = rank_ops(model, Layout(**base, pp_scatter_gather=flag))["stage0"]
+        pp = [o for o in first if o.group == "pp" and o.kind == "send"]
+        gathers = [o for o in first if o.group == "tp" and o.kind == "all_gather" and o.category == "intermediate"]
+        return pp, gathers
+
+    (sent,), (gather,) = sends(True)  # stage 0 sends the activation forward, gathers the gradient it receives
+    assert (sent.payload, sent.count) == (b * s * h * 2 // tp, m)
+    assert (gather.payload, gather.n, gather.count, gather.phase) == (b * s * h * 2, tp, m, "backward")
+    (whole,), none = sends(False)
+    assert whole.payload == b * s * h * 2 and none == []
+
+
+def test_deepspeed_bf16_gradient_pass_costs_18_bytes_per_parameter_per_micro_batch():
+    """DeepSpeed's bf16 optimizer under its pipeline engine adds each micro-batch's bf16 gradients into float32
+    after its backward as ``hp.add_(lp.to(float32))``: the cast reads 2 bytes and writes 4, the add reads 4 + 4
+    and writes 4: m x 18 Psi bytes at the device's memory bandwidth, on the backward's critical path; fp16 (no
+    float32 gradients) is refused."""
     model = model_spec(WorkloadConfig(name="transformer", layers=8, hidden=512, heads=8, seq_len=128, vocab_size=512),
                        megatron=True)
     c, m = PRESETS["a100-80gb"], 4
@@ -188,7 +231,7 @@ def test_deepspeed_bf16_gradient_pass_costs_12_bytes_per_parameter_per_micro_bat
                 precision=PRECISIONS["bf16"])
     plain = predict(model, Layout(**base), c)
     passes = predict(model, Layout(**base, fp32_grad_pass_per_micro_batch=True), c)
-    per_micro_batch = model.param_numel * 12 / c.memory_bandwidth_bytes_per_s + 2 * c.op_overhead_s
+    per_micro_batch = model.param_numel * (2 + 4 + 4 + 4 + 4) / c.memory_bandwidth_bytes_per_s + 2 * c.op_overhead_s
     assert passes.compute_parts_s["backward"] - plain.compute_parts_s["backward"] == pytest.approx(m * per_micro_batch)
     assert passes.step_time_s > plain.step_time_s
     with pytest.raises(ConfigError, match="fp32_grad_pass_per_micro_batch"):
