@@ -241,10 +241,10 @@ def test_simulator_shows_the_published_runs_without_calibration(monkeypatch):
     traces = figure(at, "sim-published")["data"]
     assert len({t["name"] for t in traces}) == len(traces) == len(with_metric)  # one distinct row per source
     assert sum(len(t["x"]) for t in traces) == sum(r["metric_error_pct"] is not None for r in runs)
-    # rates throughout: MT-NLG's iteration times, predicted 10-13% short, plot as 11-15% faster
+    # rates throughout: MT-NLG's iteration times, predicted 8.7-12.2% short, plot as 9.5-13.9% faster
     mt = next(t for t in traces if t["name"].startswith("Smith et al. 2022"))
     expected = sorted(r["published"] / r["predicted"] - 1 for r in runs if r["source"].startswith("Smith et al."))
-    assert sorted(x / 100 for x in mt["x"]) == pytest.approx(expected) and min(mt["x"]) > 10
+    assert sorted(x / 100 for x in mt["x"]) == pytest.approx(expected) and min(mt["x"]) > 9
     frames = [d.value for d in at.dataframe]
     sources = next(f for f in frames if "memory mean |error| %" in f.columns)
     assert set(sources["source"]) == {r["source"] for r in runs}
