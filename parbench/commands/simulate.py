@@ -110,9 +110,9 @@ def add_parser(sub) -> None:
                         "overlap where tp > 1, bf16 gradient reduction, the Hopper attention kernel where the "
                         "cluster has one)")
     f.add_argument("--deepspeed-pipeline", action="store_true",
-                   help="DeepSpeed's pipeline engine (Megatron-DeepSpeed): blocking pipeline sends and receives (pp > 1) "
-                        "and, under bf16/fp8 with zero <= 2, its bf16 optimizer's float32 gradient pass per micro-batch "
-                        "(default: Megatron-LM's and torch's pipelines)")
+                   help="DeepSpeed's pipeline engine (Megatron-DeepSpeed): blocking pipeline sends and receives (pp > 1), "
+                        "each a 1/tp slice the receiving stage all-gathers, and, under bf16/fp8 with zero <= 2, its bf16 "
+                        "optimizer's float32 gradient pass per micro-batch (default: Megatron-LM's and torch's pipelines)")
     f.add_argument("--overlap-param-gather", action="store_true",
                    help="Megatron's distributed optimizer (zero 1) gathers the updated weights under the next forward")
     f.add_argument("--overlap-p2p-comm", action="store_true",

@@ -436,9 +436,9 @@ class Framework:
     megatron_cross_entropy: bool = False
     compiled_loss: bool = False
     pipeline_scatter_gather: bool = False
-    """``Layout.pp_scatter_gather``: pipeline tensors sent in tensor-parallel slices (DeepSpeed's engine; the
-    Megatron-LM of 2021-22, whose ``scatter_gather_tensors_in_pipeline`` was on unless
-    ``--no-scatter-gather-tensors-in-pipeline``: Narayanan et al. SC21, sec. 4.1)."""
+    """``Layout.pp_scatter_gather``: pipeline tensors sent in tensor-parallel slices, as the Megatron-LM of 2021-22
+    did (``scatter_gather_tensors_in_pipeline``, on unless ``--no-scatter-gather-tensors-in-pipeline``: Narayanan
+    et al. SC21, sec. 4.1); DeepSpeed's pipeline engine (``deepspeed_pipeline``) always does."""
     tensor_parallel_overlap: bool = False
     """Sequence parallelism, and the tensor-parallel collectives overlapped with their GEMMs (Transformer
     Engine's userbuffers), wherever tp > 1."""
@@ -460,7 +460,7 @@ class Framework:
                     fused_elementwise=self.fused_elementwise,
                     overlap_param_gather=self.overlap_param_gather and zero == 1,
                     pp_blocking_p2p=self.deepspeed_pipeline and pp > 1,
-                    pp_scatter_gather=self.pipeline_scatter_gather and pp > 1,
+                    pp_scatter_gather=(self.pipeline_scatter_gather or self.deepspeed_pipeline) and pp > 1,
                     overlap_p2p_comm=(self.overlap_p2p_comm and pp > 1 and schedule is Schedule.INTERLEAVED_1F1B
                                       and not self.deepspeed_pipeline),
                     megatron_cross_entropy=self.megatron_cross_entropy, compiled_loss=self.compiled_loss,
@@ -487,8 +487,8 @@ SOFTWARE: dict[str, Framework] = {
                             clips_gradients=True),
     "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True, moe_saved_outputs=0,
                              clips_gradients=True, megatron_ddp=True),
-    "megatron-deepspeed": Framework(deepspeed_pipeline=True, pipeline_scatter_gather=True, megatron_cross_entropy=True,
-                                    moe_saved_outputs=0, clips_gradients=True),
+    "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True, moe_saved_outputs=0,
+                                    clips_gradients=True),
     "llm-foundry": Framework(compiled_loss=True, recompute_early_stop=True, clips_gradients=True),
     "nemo": Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True,
                       megatron_cross_entropy=True, tensor_parallel_overlap=True, reduce_grads_in_bf16=True,

@@ -252,8 +252,9 @@ def test_the_what_if_panel_predicts_what_the_command_predicts(capsys):
 
 
 def test_deepspeed_pipeline_flag_adds_its_costs_in_one_layout_and_in_the_search(capsys):
-    """--deepspeed-pipeline turns on DeepSpeed's blocking pipeline p2p and its bf16 float32 gradient pass:
-    the same layout predicts a longer step; --search applies it to every pipelined layout it ranks."""
+    """--deepspeed-pipeline turns on DeepSpeed's blocking pipeline p2p, its tensor-parallel slices of what it sends
+    and its bf16 float32 gradient pass: the same layout predicts a longer step; --search applies it to every
+    pipelined layout it ranks."""
     layout = ["simulate", "--model", "gpt3-175b", "--cluster", "a100-80gb", "--gpus", "64", "--tp", "8", "--pp", "8",
               "--global-batch", "64", "--recompute", "full", "--format", "json"]
     steps = []
@@ -262,6 +263,7 @@ def test_deepspeed_pipeline_flag_adds_its_costs_in_one_layout_and_in_the_search(
         out = json.loads(capsys.readouterr().out)
         steps.append(out["prediction"]["step_time_s"])
         assert out["layout"]["pp_blocking_p2p"] == out["layout"]["fp32_grad_pass_per_micro_batch"] == bool(extra)
+        assert out["layout"]["pp_scatter_gather"] == bool(extra)
     assert steps[1] > steps[0]
     assert main(["simulate", "--model", "gpt3-175b", "--cluster", "a100-80gb", "--gpus", "64", "--global-batch", "64",
                  "--pp", "8", "--search", "--top", "3", "--deepspeed-pipeline", "--format", "json"]) == 0
