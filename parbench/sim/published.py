@@ -198,16 +198,21 @@ BLOOM_176B = Architecture(name="BLOOM 176B", layers=70, hidden=14336, heads=112,
 LayerNorm and biases, ALiBi (no position table), the 250,880-row (padded) vocabulary tied to the head,
 sequence 2048, Megatron's default dropout of 0.1. Its extra LayerNorm after the embedding is left out (one
 norm of s x h per micro-batch against 70 layers)."""
-BLOOM = (
-    Published(name="BLOOM 176B on 384 A100", source=BIGSCIENCE, table="Important checkpoints (iteration 85376)",
-              layers=70, hidden=14336, heads=112, tp=4, pp=12, gpus=384, global_batch=2048, micro_batch=2,
-              measured_s=104.70, printed="104.70 s per iteration (149.77 TFLOPs, hardware FLOPs with recomputation)",
+BLOOM_ASSUMED = ("the README's 'Replica setup' (TP 4, PP 12, DP 8, MBS 2), full activation checkpointing, DeepSpeed's "
+                 "BF16 optimizer (its own ZeRO-1), its pipeline partition (embedding + 5 layers, 10 x 6, 5 layers + "
+                 "head); ALiBi attention unfused (no flash attention)")
+BLOOM = tuple(
+    Published(name=f"BLOOM 176B on 384 A100 GBS {gbs}", source=BIGSCIENCE, table=table, layers=70, hidden=14336,
+              heads=112, tp=4, pp=12, gpus=384, global_batch=gbs, micro_batch=2, measured_s=secs,
+              printed=f"{secs:.2f} s per iteration ({tflops} TFLOPs, hardware FLOPs with recomputation)",
               cluster="jean-zay-a100", arch=BLOOM_176B, zero=1, blocking_p2p=True, attention="eager",
-              chunk_layers=(5,) + (6,) * 10 + (5,),
-              assumed="the README's 'Replica setup' (TP 4, PP 12, DP 8, MBS 2) and GBS 2048, full activation "
-                      "checkpointing, DeepSpeed's BF16 optimizer (its own ZeRO-1), its pipeline partition "
-                      "(embedding + 5 layers, 10 x 6, 5 layers + head); ALiBi attention unfused (no flash attention)"),
-)
+              chunk_layers=(5,) + (6,) * 10 + (5,), assumed=BLOOM_ASSUMED + note)
+    for gbs, secs, tflops, table, note in (
+        (2048, 104.70, 149.77, "Important checkpoints (iteration 85376)", ""),
+        (16, 15.23, 8.04, "Global batch size (iteration 3707)",
+         "; a step at the batch ramp-up's first size, 'measured on our setup': one micro-batch per pipeline")))
+"""The README's two logged steps of one layout: 128 micro-batches per pipeline at GBS 2048, one at GBS 16, so the
+step splits into a fixed and a per-micro-batch part (``fixed_and_per_micro_batch``)."""
 PUBLISHED: tuple[Published, ...] = TABLE1 + TABLE2 + MT_NLG + K22 + BLOOM
 
 
