@@ -153,13 +153,17 @@ def _step_events(events: list[Event], window: dict[str, Any], shift: float) -> d
 def complete_functional(comm: list[dict[str, Any]], waits: list[tuple[float, float]]) -> list[dict[str, Any]]:
     """``comm`` with each functional collective complete by the end of the ``wait_tensor`` that torch.profiler
     saw wait on it (``waits``: the main thread's, nested ones merged), matched in issue order: the n-th
-    functional collective to the first unmatched wait that starts after its issue. Under autograd DTensor's
+    functional collective to the first unmatched wait that ends after its issue. Under autograd DTensor's
     all-reduce is waited where the comm meter's dispatch mode does not see it (``_wrap_tensor_autograd``'s
-    result), so the mode alone left it in flight to the step's end. The earliest completion seen stands."""
+    result), so the mode alone left it in flight to the step's end. The earliest completion seen stands.
+    A wait's end, not its start: the profiler's clock is mapped onto ``time.perf_counter`` to within the
+    microseconds between a step's first reading and its mark (``_clock_shift``), and a wait that begins right
+    after its issue can map to before it, while the thread, waiting, cannot issue: a wait ending after an
+    issue began after it."""
     out, free = [], list(waits)
     for op in sorted(comm, key=lambda o: o["issue_s"]):
         if op.get("functional"):
-            match = next((w for w in free if w[0] >= op["issue_s"]), None)
+            match = next((w for w in free if w[1] >= op["issue_s"]), None)
             if match is not None:
                 free.remove(match)
                 done = op["done_s"]

@@ -206,3 +206,17 @@ def test_a_gpu_step_is_labelled_by_the_device_timeline():
     assert got["time_compute_s"] == pytest.approx(1.5 + 1.0 + 0.1)
     assert got["time_optimizer_s"] == pytest.approx(0.8 + 0.1)
     assert got["time_other_s"] == pytest.approx(0.5 + 0.5 + 0.2 + 0.1 + 0.2)  # 0-0.5, 2-2.5, nccl, 4.6-4.7, 4.8-5
+
+
+def test_a_functional_collective_completes_at_the_wait_that_ends_after_its_issue():
+    """The profiler's clock maps onto ``time.perf_counter`` to within microseconds, so a ``wait_tensor`` begun right
+    after its issue can map to a start before it; it still ends after it, and is that collective's wait. Two
+    functional all-reduces, each waited on at once, take the two waits in issue order; an op the meter already saw
+    complete keeps the earlier time."""
+    from parbench.metrics.tracing import complete_functional
+
+    comm = [{"op": "all_reduce", "issue_s": 1.000010, "done_s": None, "functional": True},
+            {"op": "all_reduce", "issue_s": 1.000500, "done_s": 1.000600, "functional": True}]
+    waits = [(1.000008, 1.000200), (1.000498, 1.000700)]  # each mapped 2 us before its op's issue
+    first, second = complete_functional(comm, waits)
+    assert first["done_s"] == 1.000200 and second["done_s"] == 1.000600
