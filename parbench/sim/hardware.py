@@ -671,8 +671,9 @@ A100_40_SOURCES = {
 JEAN_ZAY_SOURCES = {
     **A100_SOURCES,
     "inter": "BigScience's BLOOM training README (github.com/bigscience-workshop/bigscience, train/tr11-176B-ml/README.md): "
-             "Jean Zay's A100 80GB nodes, 8 GPUs and 4 Omni-Path links per node; Jean Zay's Intel Omni-Path network "
-             "runs at 100 Gb/s (IDRIS): 4 x 12.5 GB/s over 8 GPUs = 6.25 GB/s per GPU; x0.9 (assumed, as the DGX's)",
+             "Jean Zay's A100 80GB nodes, 8 GPUs and 4 Omni-Path links per node; Jean Zay's interconnect is an Intel "
+             "Omni-Path network at 100 Gb/s (IDRIS, quoted in LMI MAG no. 2, March 2020, p. 27): 4 x 12.5 GB/s over "
+             "8 GPUs = 6.25 GB/s per GPU; x0.9 (assumed, as the DGX's)",
     "gpus_per_node": "the BLOOM README: 8 A100 80GB per node (NVLink inside, as an HGX A100 board; assumed the DGX A100's)",
 }
 BLACKWELL_SOURCES = {
