@@ -21,6 +21,7 @@ ARCH_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp"
 
 
 def add_parser(sub) -> None:
+    from parbench.sim.hardware import PRESETS
     from parbench.sim.layout import ATTENTION_KINDS, PRECISIONS, SOFTWARE, Recompute
     from parbench.sim.models import MODELS
     from parbench.sim.search import CP_MIN_TOKENS
@@ -29,7 +30,7 @@ def add_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("model (a preset, a Hugging Face config, or a shape; shape flags override the first two)")
     w.add_argument("--model", choices=sorted(MODELS), help="a published model (sources in parbench/sim/models.py)")
-    w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gpt2, gpt_neox; mixtral, qwen3_moe, gpt_oss and deepseek_v3 with their experts; sliding windows from sliding_window)")
+    w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gpt2, gpt_neox, bloom, opt; mixtral, qwen3_moe, gpt_oss and deepseek_v3 with their experts; sliding windows from sliding_window)")
     w.add_argument("--workload", choices=WORKLOAD_NAMES, help="a runner workload's shape (default transformer)")
     w.add_argument("--layers", type=int, help="decoder blocks (default: the preset's)")
     w.add_argument("--hidden", type=int, help="model width d_model (default: the preset's)")
@@ -55,7 +56,7 @@ def add_parser(sub) -> None:
                    help="the runner's tensor-parallel layout (separate q/k/v all-reduces, replicated embedding and "
                         "head) instead of Megatron-LM's (fused qkv, vocabulary-parallel embedding and head)")
     c = p.add_argument_group("cluster and layout (under --search, any layout flag given fixes that choice)")
-    c.add_argument("--cluster", default="h100-sxm", help="a100-80gb, a100-40gb, h100-sxm, h100-96gb, h200-sxm, b200, b300, gb200-nvl72, gb300-nvl72, local, or a .toml/.json file")
+    c.add_argument("--cluster", default="h100-sxm", help=f"{', '.join(PRESETS)}, local, or a .toml/.json file")
     c.add_argument("--results-dir", default="results", help="where `local` looks for the calibrated profile")
     c.add_argument("--gpus", type=int, default=8, help="devices in the cluster (dp x tp x pp)")
     c.add_argument("--dp", type=int, help="default: gpus / (tp x pp x cp)")
@@ -111,8 +112,10 @@ def add_parser(sub) -> None:
                         "cluster has one)")
     f.add_argument("--deepspeed-pipeline", action="store_true",
                    help="DeepSpeed's pipeline engine (Megatron-DeepSpeed): blocking pipeline sends and receives (pp > 1), "
-                        "each a 1/tp slice the receiving stage all-gathers, and, under bf16/fp8 with zero <= 2, its bf16 "
-                        "optimizer's float32 gradient pass per micro-batch (default: Megatron-LM's and torch's pipelines)")
+                        "each a 1/tp slice the receiving stage all-gathers; under bf16/fp8 with zero <= 2, its bf16 "
+                        "optimizer's float32 gradient pass per micro-batch; with zero <= 1, the gradients all-reduced "
+                        "whole after the flush, then under zero 1 the bf16 weights gathered (default: Megatron-LM's "
+                        "and torch's pipelines)")
     f.add_argument("--overlap-param-gather", action="store_true",
                    help="Megatron's distributed optimizer (zero 1) gathers the updated weights under the next forward")
     f.add_argument("--overlap-p2p-comm", action="store_true",

@@ -226,6 +226,8 @@ HF_FAMILIES = {
     "deepseek_v3": ("rmsnorm", "rotary", "none", False),
     "gpt2": ("layernorm", "learned", "all", True),
     "gpt_neox": ("layernorm", "rotary", "all", False),
+    "bloom": ("layernorm", "alibi", "all", True),
+    "opt": ("layernorm", "learned", "all", True),
 }
 
 
@@ -281,14 +283,15 @@ def _hf_window(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
-    """An Architecture from a Hugging Face ``config.json`` (Llama, Mistral, Qwen2, Qwen3, GPT-2, GPT-NeoX, and
+    """An Architecture from a Hugging Face ``config.json`` (Llama, Mistral, Qwen2, Qwen3, GPT-2, GPT-NeoX, BLOOM
+    (ALiBi, no position table), OPT (learned positions; OPT-350M's projected embedding refused), and
     the mixtures of experts Mixtral, Qwen3-MoE, GPT-OSS and DeepSeek-V3: its multi-head latent attention, shared
     experts, first dense blocks and multi-token-prediction layers, ``num_nextn_predict_layers``).
 
     Fields read (transformers' names): layers ``num_hidden_layers``/``n_layer``, width
-    ``hidden_size``/``n_embd``, heads ``num_attention_heads``/``n_head``, ``num_key_value_heads``, ``head_dim``
-    (a head width of its own), ``intermediate_size``/``n_inner``, ``vocab_size``,
-    ``max_position_embeddings``/``n_positions``, ``tie_word_embeddings``, ``hidden_act``/``activation_function``
+    ``hidden_size``/``n_embd``/``n_embed``, heads ``num_attention_heads``/``n_head``, ``num_key_value_heads``,
+    ``head_dim`` (a head width of its own), ``intermediate_size``/``n_inner``/``ffn_dim``, ``vocab_size``,
+    ``max_position_embeddings``/``n_positions`` (else ``seq_length``), ``tie_word_embeddings``, ``hidden_act``/``activation_function``
     (silu: gated MLP), for Llama ``attention_bias``/``mlp_bias``, the experts' fields (``_hf_experts``) and
     the sliding window (``_hf_window``; GPT-OSS: every Linear with a bias, SwiGLU experts).
     Qwen3's per-head q and k norms (2 x head_dim weights a block) are left out. ``seq_len`` 0 trains at the
@@ -297,12 +300,15 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     if not isinstance(kind, str) or kind not in HF_FAMILIES:
         raise ValueError(f"config.json model_type={kind!r} is not supported; valid: {', '.join(HF_FAMILIES)}")
     norm, positions, bias, tie_default = HF_FAMILIES[kind]
-    hidden = _first(data, "hidden_size", "n_embd")
+    hidden = _first(data, "hidden_size", "n_embd", "n_embed")
     heads = _first(data, "num_attention_heads", "n_head")
     act = str(_first(data, "hidden_act", "activation_function", default="gelu"))
     if kind == "llama" and (data.get("attention_bias") or data.get("mlp_bias")):
         bias = "all"
     max_pos = _first(data, "max_position_embeddings", "n_positions", default=0)
+    if kind == "opt" and data.get("word_embed_proj_dim", hidden) != hidden:
+        raise ValueError(f"config.json word_embed_proj_dim={data['word_embed_proj_dim']} != hidden_size={hidden}: "
+                         f"OPT's projected embedding (OPT-350M) is not modelled")
     counts = (("num_hidden_layers", _first(data, "num_hidden_layers", "n_layer")), ("hidden_size", hidden),
               ("num_attention_heads", heads), ("vocab_size", data.get("vocab_size")),
               ("head_dim", data.get("head_dim") or 0))
@@ -322,10 +328,10 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
         layers=_first(data, "num_hidden_layers", "n_layer"), hidden=hidden, heads=heads,
         kv_heads=_first(data, "num_key_value_heads", default=heads), vocab=data["vocab_size"],
         head_size=head_size,
-        ffn_hidden=_first(data, "intermediate_size", "n_inner", default=0) or 0,
+        ffn_hidden=_first(data, "intermediate_size", "n_inner", "ffn_dim", default=0) or 0,
         gated_mlp=act in GATED_ACTIVATIONS or kind == "gpt_oss", tie_embeddings=bool(data.get("tie_word_embeddings", tie_default)),
         norm=norm, positions=positions, bias=bias, max_positions=max_pos if positions == "learned" else 0,
-        seq_len=seq_len or max_pos or 2048, name=str(data.get("_name_or_path") or kind), **experts, **_hf_window(data))
+        seq_len=seq_len or max_pos or _first(data, "seq_length", default=2048), name=str(data.get("_name_or_path") or kind), **experts, **_hf_window(data))
 
 
 def read_hf_config(path: str | Path, *, seq_len: int = 0) -> Architecture:

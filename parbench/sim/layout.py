@@ -276,8 +276,10 @@ class Layout(ParallelLayout):
     multiplied inside the activation function (Megatron-Core's grouped experts, ``weighted_bias_swiglu_impl``),
     which recomputes what that gradient needs from the first GEMM's saved output."""
     flat_grad_allreduce: bool = False
-    """Gradients all-reduced as one flat buffer per stage (the runner's hybrid dp x pp: DDP cannot wrap a
-    pipeline stage in torch 2.13) instead of DDP's buckets."""
+    """Gradients all-reduced as one flat buffer per stage after the pipeline's flush instead of in DDP's buckets
+    under backward: the runner's hybrid dp x pp (DDP cannot wrap a pipeline stage in torch 2.13), and DeepSpeed's
+    pipeline engine (``_exec_reduce_grads`` after the last backward; under ZeRO-1 its BF16 optimizer then
+    all-gathers the updated bf16 weights, ``comm._grad_ops``), which refuses ZeRO-2 and 3."""
     chunk_layers: tuple[int, ...] = ()
     """Layers of every pipeline chunk in chunk order (pp x virtual stages of them; chunk c on rank c mod pp,
     the embedding on the first, the head and loss on the last): Megatron-LM's ``pipeline_model_parallel_layout``,
@@ -423,7 +425,7 @@ class Layout(ParallelLayout):
 class Framework:
     """What the training software does with any layout, as ``Layout`` flags: each applies where the layout
     allows it (the param-gather overlap under ZeRO-1, DeepSpeed's blocking p2p under a pipeline, its float32
-    gradient pass where gradients are float32 and replicated, Megatron-LM's overlapped p2p under its
+    gradient pass where gradients are float32 and replicated, its gradient all-reduce after the flush, Megatron-LM's overlapped p2p under its
     interleaved schedule, Transformer Engine's FP8 modules under FP8, sequence parallelism and the
     tensor-parallel overlap where tp > 1). ``SOFTWARE`` names the frameworks' own sets."""
 
@@ -467,7 +469,8 @@ class Framework:
                     recompute_early_stop=self.recompute_early_stop, moe_saved_outputs=self.moe_saved_outputs,
                     clip_grad_norm=self.clips_gradients, megatron_grad_buckets=self.megatron_ddp,
                     fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
-                                                    and precision.fp32_grad_accumulation))
+                                                    and precision.fp32_grad_accumulation),
+                    flat_grad_allreduce=self.deepspeed_pipeline and pp > 1 and zero <= 1)
 
     def tp_flags(self, tp: int) -> dict:
         """Sequence parallelism and the tensor-parallel overlap, where the software turns them on and tp > 1."""

@@ -47,6 +47,15 @@ MODELS: dict[str, ModelPreset] = {
         source="Brown et al., 'Language Models are Few-Shot Learners', 2020, Table 2.1 (175.0B, 96 layers, "
                "d_model 12288, 96 heads, context 2048) and sec. 2.1 (GPT-2's architecture: learned positions, "
                "tied embeddings, LayerNorm; GPT-2's 50257-token vocabulary, Radford et al. 2019)"),
+    "bloom-176b": ModelPreset(
+        arch=Architecture(name="bloom-176b", layers=70, hidden=14336, heads=112, vocab=250880, seq_len=2048,
+                          tie_embeddings=True, positions="alibi", dropout=True),
+        published_params=176.247e9,
+        source="BigScience, train/tr11-176B-ml/README.md in github.com/bigscience-workshop/bigscience (70 layers, "
+               "hidden 14336, 112 heads, sequence 2048, ALiBi positions, GELU MLP of 4 x hidden, LayerNorm and "
+               "biases, the 250,880-row padded vocabulary tied to the head, Megatron's default dropout of 0.1; "
+               "'embedding size: v*h' 3,596,615,680 and 'one layer size: 12*h**2 + 13*h' 2,466,437,120 params: "
+               "176.247B with 70 layers); the LayerNorm after its embedding (2 x 14336 weights) left out"),
     "llama2-7b": ModelPreset(
         arch=_llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096), published_params=6.74e9,
         source="Touvron et al., 'Llama 2', 2023, Table 1 (context 4096, GQA for 34B/70B only); "

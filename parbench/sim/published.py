@@ -192,12 +192,9 @@ K22 = tuple(_k22_row(n, present=present, secs=secs, series=K22_530B if n == "530
     _k22_row("530B", present=True, secs=39.15, gpus=2240, table="sec. 6.3", series=K22_530B),)
 
 BIGSCIENCE = "BigScience BLOOM 176B (tr11-176B-ml README)"
-BLOOM_176B = Architecture(name="BLOOM 176B", layers=70, hidden=14336, heads=112, vocab=250880, seq_len=2048,
-                          tie_embeddings=True, positions="alibi", dropout=True)
-"""BLOOM's shape as its training README states it: 70 layers, hidden 14336, 112 heads, GELU MLP of 4h,
-LayerNorm and biases, ALiBi (no position table), the 250,880-row (padded) vocabulary tied to the head,
-sequence 2048, Megatron's default dropout of 0.1. Its extra LayerNorm after the embedding is left out (one
-norm of s x h per micro-batch against 70 layers)."""
+BLOOM_176B = replace(MODELS["bloom-176b"].arch, name="BLOOM 176B")
+"""BLOOM's shape as its training README states it (``parbench.sim.models``'s ``bloom-176b``). Its extra LayerNorm
+after the embedding is left out (one norm of s x h per micro-batch against 70 layers)."""
 BLOOM_ASSUMED = ("the README's 'Replica setup' (TP 4, PP 12, DP 8, MBS 2), full activation checkpointing, DeepSpeed's "
                  "BF16 optimizer (its own ZeRO-1), its pipeline partition (embedding + 5 layers, 10 x 6, 5 layers + "
                  "head); ALiBi attention unfused (no flash attention)")
@@ -210,7 +207,8 @@ BLOOM = tuple(
     for gbs, secs, tflops, table, note in (
         (2048, 104.70, 149.77, "Important checkpoints (iteration 85376)", ""),
         (16, 15.23, 8.04, "Global batch size (iteration 3707)",
-         "; a step at the batch ramp-up's first size, 'measured on our setup': one micro-batch per pipeline")))
+         ("; a step at the batch ramp-up's first size, 'measured on our setup' before the launch (its log: "
+          "iteration 3707 of 128,728): one micro-batch per pipeline"))))
 """The README's two logged steps of one layout: 128 micro-batches per pipeline at GBS 2048, one at GBS 16, so the
 step splits into a fixed and a per-micro-batch part (``fixed_and_per_micro_batch``)."""
 PUBLISHED: tuple[Published, ...] = TABLE1 + TABLE2 + MT_NLG + K22 + BLOOM
@@ -260,11 +258,12 @@ def layout_for(p: Published) -> Layout:
                   micro_batches=p.global_batch // (p.dp * p.micro_batch),
                   schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B,
                   virtual_stages=p.virtual_stages, zero=p.zero, ep=p.ep,
-                  recompute=p.recompute, sequence_parallel=p.sequence_parallel, flat_grad_allreduce=not p.overlap_grad_reduce,
-                  **replace(SOFTWARE["megatron-deepspeed" if p.blocking_p2p else "megatron-lm"],
-                            overlap_param_gather=p.overlap_param_gather, pipeline_scatter_gather=True)
-                  .layout_flags(pp=p.pp, zero=p.zero, precision=PRECISIONS[p.precision],
-                                schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B),
+                  recompute=p.recompute, sequence_parallel=p.sequence_parallel,
+                  **{**replace(SOFTWARE["megatron-deepspeed" if p.blocking_p2p else "megatron-lm"],
+                               overlap_param_gather=p.overlap_param_gather, pipeline_scatter_gather=True)
+                     .layout_flags(pp=p.pp, zero=p.zero, precision=PRECISIONS[p.precision],
+                                   schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B),
+                     "flat_grad_allreduce": not p.overlap_grad_reduce},
                   precision=PRECISIONS[p.precision], chunk_layers=p.chunk_layers,
                   attention=p.attention or ("flash" if p.arch is not None else "eager"))
 

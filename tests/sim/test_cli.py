@@ -271,6 +271,35 @@ def test_deepspeed_pipeline_flag_adds_its_costs_in_one_layout_and_in_the_search(
     assert ranked and all(r["layout"].endswith(" deepspeed-pipeline") for r in ranked)
 
 
+def test_megatron_deepspeed_software_gives_blooms_published_row_its_layout_and_step(capsys):
+    """BLOOM's training layout typed as a user would (the preset, its cluster, DeepSpeed's software, its README's
+    pipeline partition) predicts what its published row predicts: DeepSpeed's pipeline engine all-reduces the
+    gradients whole after the flush and, under ZeRO-1, gathers the bf16 weights (no reduce-scatter)."""
+    from parbench.sim import PRESETS
+    from parbench.sim.predict import predict
+    from parbench.sim.published import BLOOM, layout_for, model_for
+
+    assert main(["simulate", "--model", "bloom-176b", "--cluster", "jean-zay-a100", "--gpus", "384", "--tp", "4",
+                 "--pp", "12", "--micro-batch", "2", "--global-batch", "2048", "--zero", "1", "--recompute", "full",
+                 "--software", "megatron-deepspeed", "--attention", "eager", "--pipeline-layout", "Et*5|(t*6|)*10,t*5L",
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    row = BLOOM[0]
+    assert out["layout"]["flat_grad_allreduce"] and out["layout"]["pp_blocking_p2p"]
+    assert "reduce_scatter/parameter" not in out["prediction"]["comm_by_collective"]
+    assert out["prediction"]["step_time_s"] == pytest.approx(
+        predict(model_for(row), layout_for(row), PRESETS[row.cluster]).step_time_s, rel=1e-9)
+
+
+def test_cluster_help_names_every_preset(capsys):
+    from parbench.sim import PRESETS
+
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert all(name in text for name in PRESETS), [n for n in PRESETS if n not in text]
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--attention-kernel", "flash9"], "--attention-kernel 'flash9': cluster h100-sxm knows flash3"),
     (["--te-fp8"], "--te-fp8 needs --precision fp8"),

@@ -171,6 +171,26 @@ def test_hf_config_reader_maps_each_family(tmp_path):
         read_hf_config(tmp_path)
 
 
+def test_hf_config_reader_maps_bloom_and_opt():
+    """BLOOM's configs name its width ``n_embed`` (older) or ``hidden_size``, carry no position table (ALiBi) and
+    tie the head; its 176B config is the preset. OPT's feed-forward width is ``ffn_dim``, its positions learned,
+    its head tied: OPT-125M by hand, 12 x (4 d^2 + 4 d + 2 d f + f + d + 4 d) + V d + P d + 2 d."""
+    bloom = from_hf_config({"model_type": "bloom", "n_embed": 14336, "n_layer": 70, "num_attention_heads": 112,
+                            "vocab_size": 250880})
+    assert replace(bloom, name="bloom-176b", dropout=True) == replace(MODELS["bloom-176b"].arch, kv_heads=112)
+    assert from_hf_config({"model_type": "bloom", "hidden_size": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100,
+                           "seq_length": 512}).seq_len == 512
+    d, f, V, P = 768, 3072, 50272, 2048
+    opt = from_hf_config({"model_type": "opt", "hidden_size": d, "num_hidden_layers": 12, "num_attention_heads": 12,
+                          "ffn_dim": f, "vocab_size": V, "max_position_embeddings": P, "activation_function": "relu",
+                          "word_embed_proj_dim": d})
+    assert (opt.positions, opt.tie_embeddings, opt.gated_mlp, opt.seq_len) == ("learned", True, False, P)
+    assert architecture_spec(opt).param_numel == 12 * (4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d) + V * d + P * d + 2 * d
+    with pytest.raises(ValueError, match="word_embed_proj_dim=512"):
+        from_hf_config({"model_type": "opt", "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+                        "ffn_dim": 4096, "vocab_size": V, "word_embed_proj_dim": 512})
+
+
 def test_published_runs_that_trained_fit_and_oom_ones_do_not():
     from parbench.sim.published_memory import compare_runs, summarize_by_source
 
