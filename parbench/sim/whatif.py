@@ -45,9 +45,11 @@ MODEL_PRESETS: dict[str, Shape] = {
     "GPT-3 6.7B": Shape(layers=32, hidden=4096, heads=32, source="Brown et al. 2020, table 2.1"),
     "GPT-3 13B": Shape(layers=40, hidden=5120, heads=40, source="Brown et al. 2020, table 2.1"),
     "GPT-3 175B": Shape(layers=96, hidden=12288, heads=96, source="Brown et al. 2020, table 2.1"),
-    # each published shape once, under its first row's name
+    # each published GPT shape once, under its first row's name (a row with an architecture of its own, BLOOM's,
+    # is a model preset below)
     **{p.name: Shape(layers=p.layers, hidden=p.hidden, heads=p.heads, source=p.source) for p in PUBLISHED
-       if p is next(q for q in PUBLISHED if (q.layers, q.hidden, q.heads) == (p.layers, p.hidden, p.heads))},
+       if p.arch is None
+       and p is next(q for q in PUBLISHED if (q.layers, q.hidden, q.heads) == (p.layers, p.hidden, p.heads))},
     **{name: Shape(layers=m.arch.layers, hidden=m.arch.hidden, heads=m.arch.heads, seq_len=m.arch.seq_len,
                    vocab_size=m.arch.vocab, source=m.source, arch=m.arch) for name, m in MODELS.items()},
 }

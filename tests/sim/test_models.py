@@ -191,6 +191,16 @@ def test_hf_config_reader_maps_bloom_and_opt():
                         "ffn_dim": 4096, "vocab_size": V, "word_embed_proj_dim": 512})
 
 
+def test_what_if_presets_take_blooms_architecture_once():
+    """The what-if panel lists BLOOM as its model preset (ALiBi, 250,880-token tied vocabulary), not again as a
+    GPT shape under its published row's name with GPT-2's vocabulary."""
+    from parbench.sim.whatif import MODEL_PRESETS
+
+    blooms = {name: s for name, s in MODEL_PRESETS.items() if s.layers == 70 and s.hidden == 14336}
+    assert list(blooms) == ["bloom-176b"]
+    assert blooms["bloom-176b"].arch == MODELS["bloom-176b"].arch and blooms["bloom-176b"].vocab_size == 250880
+
+
 def test_published_runs_that_trained_fit_and_oom_ones_do_not():
     from parbench.sim.published_memory import compare_runs, summarize_by_source
 
