@@ -13,8 +13,8 @@ from parbench.sim.model import architecture_spec
 from parbench.sim.predict import predict
 from parbench.sim.published import BIGSCIENCE, TABLE1, Published, compare_published
 from parbench.sim.published_memory import (
-    DGXC_HELD_OUT,
     FOUNDRY,
+    HELD_OUT_SOURCES,
     MOE_FIT_ROWS,
     _metric,
     runs,
@@ -81,7 +81,7 @@ def h100_rows_grid(gemms: tuple[float, ...] = (0.55, 0.60, 0.65, 0.70),
 
     mine = [r for r in runs() if r.metric and PRESETS[r.cluster].peak_flops == PRESETS["h100-sxm"].peak_flops
             and not r.arch.experts  # dense: an MoE row's error is its experts' path, not these efficiencies
-            and r.source not in (MBRIDGE_LATER, DGXC_HELD_OUT)]  # Megatron-Bridge's later tables are held out
+            and r.source not in (MBRIDGE_LATER, *HELD_OUT_SOURCES)]  # Megatron-Bridge's later tables are held out
     specs = {id(r): architecture_spec(r.arch, megatron=True) for r in mine}
     out = []
     for gemm, attention, share in product(gemms, attentions, fp8_shares):
@@ -133,8 +133,8 @@ def overlap_interference_errors(values: tuple[float, ...] = tuple(round(0.05 * i
     """The mean |error| of every published dense row with a metric (each source, each device) at each value of the
     GPU presets' ``overlap_interference``, every other constant kept. FSDP's and the distributed optimizer's
     gathers and reduce-scatters, DDP's all-reduces and the pipelines' sends all overlap compute in these rows.
-    The rows added after the fit (``published_memory.DGXC_HELD_OUT``, ``published.BIGSCIENCE``) are left out."""
-    mine = [r for r in runs() if r.metric and not r.arch.experts and r.source not in (DGXC_HELD_OUT, BIGSCIENCE)]
+    The rows added after the fit (``published_memory.HELD_OUT_SOURCES``, ``published.BIGSCIENCE``) are left out."""
+    mine = [r for r in runs() if r.metric and not r.arch.experts and r.source not in (*HELD_OUT_SOURCES, BIGSCIENCE)]
     specs = {id(r): architecture_spec(r.arch, megatron=True) for r in mine}
     return {k: sum(abs(_metric(predict(specs[id(r)], r.layout, replace(PRESETS[r.cluster], overlap_interference=k)), r)
                        / r.value - 1) for r in mine) / len(mine) * 100 for k in values}

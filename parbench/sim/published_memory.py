@@ -696,6 +696,9 @@ DGXC_NEMOTRON = "nemotron/README_340b.md @143b90d"
 DGXC_NEMOTRON_15B = "nemotron/README_15b.md @0b71cfd"
 DGXC_HELD_OUT = "NVIDIA dgxc-benchmarking nemotron/README_15b.md @0b71cfd (Nemotron-4 15B on 16-2048 DGX H100; held out)"
 """Rows added after the constants were fitted: left out of every fit (``efficiency_fits``), so they test them."""
+NEMOTRON4_REPORT = "Parmar et al. 2024, Nemotron-4 15B Technical Report (arXiv 2402.16819v2), Table 2 (held out)"
+HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT)
+"""Every source added after the constants were fitted; ``efficiency_fits`` leaves them all out."""
 
 
 def _dgxc() -> list[Run]:
@@ -754,10 +757,31 @@ def _dgxc() -> list[Run]:
     return rows
 
 
+NEMOTRON4_TABLE2 = ((768, 384, 0.57, 34.3), (1536, 768, 0.58, 33.3), (2304, 1152, 0.64, 30.5))
+"""The report's Table 2, its batch-size ramp-up: (GPUs, batch size, iteration time in seconds, MFU in %)."""
+
+
+def _nemotron4_report() -> list[Run]:
+    """Nemotron-4 15B's pre-training as its report states it (sec. 2, 'Pre-training'): 384 DGX H100 nodes (8 H100
+    80GB SXM5, NVLink and NVSwitch, 8 x 400 Gb/s InfiniBand per node), 8-way tensor parallelism and data
+    parallelism with a distributed optimizer, the data-parallel degree 96, 192 and 288 as the batch ramps up
+    (Table 2: four 4096-token sequences per data-parallel rank in every stage), the shape of its Table 1 (32 layers,
+    hidden 6144, 48 heads, 8 KV heads, a 256,000-token vocabulary; squared ReLU, RoPE, no biases, untied). Not
+    stated, so assumed: bf16 (the report quotes the bf16 peak its MFU divides by), micro-batch 1 (as for SC21's and
+    MT-NLG's rows, which state none either), and NVIDIA's software as its recipes run every layout (``_nvidia``:
+    sequence parallelism and the tensor-parallel overlap at tp 8). Added after every constant was fitted."""
+    arch = _nemo_arch("nemotron-15b", 8)
+    return [Run(source=NEMOTRON4_REPORT, table="Table 2", name=f"Nemotron-4 15B report {gpus} H100 TP 8 DP {gpus // 8} GBS {gbs}",
+                arch=arch, cluster="h100-sxm", metric="s_per_iteration", value=secs, series="Nemotron-4 15B report",
+                layout=_nvidia(gpus=gpus, gbs=gbs, mbs=1, tp=8, precision="bf16"),
+                notes=("BF16 assumed", "micro-batch 1 assumed", "attention kernel assumed flash3"))
+            for gpus, gbs, secs, _ in NEMOTRON4_TABLE2]
+
+
 def runs() -> list[Run]:
     return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge()
             + _megatron_bridge_later() + _nemo()
-            + _nemo_long_sequence() + _dgxc() + _megatron() + _infeasible())
+            + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _megatron() + _infeasible())
 
 
 def _metric(p: Prediction, run: Run) -> float | None:
