@@ -697,7 +697,9 @@ DGXC_NEMOTRON_15B = "nemotron/README_15b.md @0b71cfd"
 DGXC_HELD_OUT = "NVIDIA dgxc-benchmarking nemotron/README_15b.md @0b71cfd (Nemotron-4 15B on 16-2048 DGX H100; held out)"
 """Rows added after the constants were fitted: left out of every fit (``efficiency_fits``), so they test them."""
 NEMOTRON4_REPORT = "Parmar et al. 2024, Nemotron-4 15B Technical Report (arXiv 2402.16819v2), Table 2 (held out)"
-HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT)
+MLPERF_GPT3 = ("MLPerf Training v3.1, NVIDIA's GPT-3 175B on Eos DGX H100 (mlcommons/training_results_v3.1 @f33f944; "
+               "held out)")
+HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3)
 """Every source added after the constants were fitted; ``efficiency_fits`` leaves them all out."""
 
 
@@ -778,10 +780,41 @@ def _nemotron4_report() -> list[Run]:
             for gpus, gbs, secs, _ in NEMOTRON4_TABLE2]
 
 
+MLPERF_GPT3_STEPS = ((96, 128, 11.081), (512, 16, 1.610), (768, 16, 1.617), (1024, 16, 1.621), (1280, 8, 0.925),
+                     (1344, 8, 0.930))
+"""(DGX H100 nodes, MINIBS, seconds per training step) of NVIDIA's MLPerf Training v3.1 GPT-3 submissions: every
+configuration its ``NVIDIA/benchmarks/gpt3/implementations/pytorch/config_DGXH100_<nodes>x8x<MINIBS>x4x8_mbs1.sh``
+states, timed by its logs ``NVIDIA/results/eos*_n<nodes>_ngc23.09_nemo/gpt3/result_{0,1,2}.txt``: each log's
+``train_step_timing`` entries in its last 16,000 characters (24-32 steps; the first step after each evaluation,
+0.03-0.05 s shorter, left out), their median, then the median of the three logs (which agree within 0.1%). The
+steps the logs count advance by GBS x 2048 tokens, GBS = MINIBS x nodes x 8 / 32, as the configs give it."""
+
+
+def _mlperf_gpt3() -> list[Run]:
+    """NVIDIA's MLPerf Training v3.1 GPT-3 175B runs on Eos (DGX H100, NeMo 23.09): TP 4, PP 8, MBS 1 from each
+    config; from the implementation's ``conf/custom.yaml``: 12 interleaved virtual stages (``INTERLEAVED_PIPELINE``'s
+    default), sequence parallelism, the tensor-parallel overlap (``TP_COMM_OVERLAP=True``), overlapped pipeline
+    sends, no activation recomputation, no dropout, 2048-token sequences; FP8 (``config_fp8.sh``, TE's hybrid
+    format); GPT-3's shape with the 50,257-token vocabulary the benchmark's reference states
+    (``mlcommons/training`` ``large_language_model/megatron-lm/README.md``), padded as Megatron pads it. The
+    distributed optimizer and NVIDIA's other recipe settings are ``_nvidia``'s. Added after every fit, held out."""
+    arch = replace(_nemo_arch("gpt3-175b", 4), dropout=False)
+    rows = []
+    for nodes, minibs, secs in MLPERF_GPT3_STEPS:
+        gpus = 8 * nodes
+        gbs = minibs * gpus // 32
+        rows.append(Run(source=MLPERF_GPT3, table=f"config_DGXH100_{nodes}x8x{minibs}x4x8_mbs1.sh, result_0-2",
+                        name=f"MLPerf GPT-3 175B FP8 {gpus} H100 TP 4 PP 8 VP 12 GBS {gbs}", arch=arch,
+                        cluster="h100-sxm", metric="s_per_iteration", value=secs, series="MLPerf v3.1 GPT-3 175B",
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=1, tp=4, pp=8, vp=12, precision="fp8"),
+                        notes=("FP8", "Transformer Engine", "attention kernel assumed flash3")))
+    return rows
+
+
 def runs() -> list[Run]:
     return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge()
             + _megatron_bridge_later() + _nemo()
-            + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _megatron() + _infeasible())
+            + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _megatron() + _infeasible())
 
 
 def _metric(p: Prediction, run: Run) -> float | None:

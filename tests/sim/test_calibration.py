@@ -633,7 +633,9 @@ def test_tracing_cost_is_measured_per_operator_on_the_reference_steps_and_report
     assert optimizer == pytest.approx(added / sum(r["optimizer_ops"] for r in reference))
     assert (training, share) == fit_tracing(rows)
     for per_op in (training, optimizer):
-        assert 0 < per_op < 1e-3  # recording and intercepting an operator costs microseconds, never less than nothing
+        # recording and intercepting an operator costs microseconds; the fit clamps it at 0 on a machine whose
+        # noise times one pass of the traced steps no slower than the plain ones (seen once in a full run)
+        assert 0 <= per_op < 1e-3
     assert 0 <= share < 1
     # between operators: the traced forward + backward's time outside its recorded operators, per operator counted
     assert between == pytest.approx(sum(r["training_between_s"] for r in rows) / sum(r["training_ops"] for r in rows))
