@@ -699,7 +699,9 @@ DGXC_HELD_OUT = "NVIDIA dgxc-benchmarking nemotron/README_15b.md @0b71cfd (Nemot
 NEMOTRON4_REPORT = "Parmar et al. 2024, Nemotron-4 15B Technical Report (arXiv 2402.16819v2), Table 2 (held out)"
 MLPERF_GPT3 = ("MLPerf Training v3.1, NVIDIA's GPT-3 175B on Eos DGX H100 (mlcommons/training_results_v3.1 @f33f944; "
                "held out)")
-HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3)
+MLPERF_GPT3_V41 = ("MLPerf Training v4.1, NVIDIA's GPT-3 175B on Eos DGX H100 and a DGX B200 (mlcommons/training_results_v4.1, "
+                   "as mirrored in swsok/training_results_v4.1 @8821c70; held out)")
+HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3, MLPERF_GPT3_V41)
 """Every source added after the constants were fitted; ``efficiency_fits`` leaves them all out."""
 
 
@@ -811,10 +813,40 @@ def _mlperf_gpt3() -> list[Run]:
     return rows
 
 
+MLPERF_GPT3_V41_STEPS = (("eos_n32_ngc24.09_nemo", "config_DGXH100_32x8x256x4x8_mbs2.sh", "h100-sxm", 32, 256, 18.373),
+                         ("eos_n64_ngc24.09_nemo", "config_DGXH100_64x8x128x4x8_mbs2.sh", "h100-sxm", 64, 128, 9.520),
+                         ("b200_n8_preview_nemo", "config_DGXB200_8x8x1024x4x8_mbs2_cg.sh", "b200", 8, 1024, 36.143))
+"""(results directory, its config, preset, nodes, MINIBS, seconds per step) of NVIDIA's MLPerf Training v4.1 GPT-3
+runs (NeMo 24.09): each config sets TP 4, PP 8, 6 interleaved virtual stages (``INTERLEAVED_PIPELINE=6``), MBS 2,
+the tensor-parallel overlap; the step is the median of the ``train_step_timing in s`` entries in the last 16,000
+characters of ``result_0.txt`` and ``result_1.txt`` together (36 steps each, the first after each evaluation
+left out). Their logs' step counters advance by 2048 x 2048 tokens, the GBS the configs give."""
+
+
+def _mlperf_gpt3_v41() -> list[Run]:
+    """The v4.1 round's GPT-3 runs, the v3.1 rows' shape and settings (``_mlperf_gpt3``) at their own configs' layout.
+    Not modelled: the configs' deferred embedding weight gradients, the B200 run's CUDA graphs and its FP8
+    parameters (``FP8_PARAMS=True``: the distributed optimizer's gather counted in bf16). Held out."""
+    arch = replace(_nemo_arch("gpt3-175b", 4), dropout=False)
+    rows = []
+    for folder, config, cluster, nodes, minibs, secs in MLPERF_GPT3_V41_STEPS:
+        gpus = 8 * nodes
+        gbs = minibs * gpus // 32
+        device = "B200" if cluster == "b200" else "H100"
+        rows.append(Run(source=MLPERF_GPT3_V41, table=f"{folder}/{config}, result_0-1",
+                        name=f"MLPerf v4.1 GPT-3 175B FP8 {gpus} {device} TP 4 PP 8 VP 6 MBS 2 GBS {gbs}", arch=arch,
+                        cluster=cluster, metric="s_per_iteration", value=secs,
+                        series="MLPerf v4.1 GPT-3 175B H100" if cluster == "h100-sxm" else "",
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=2, tp=4, pp=8, vp=6, precision="fp8"),
+                        notes=("FP8", "Transformer Engine", "attention kernel assumed flash3")))
+    return rows
+
+
 def runs() -> list[Run]:
     return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge()
             + _megatron_bridge_later() + _nemo()
-            + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _megatron() + _infeasible())
+            + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _mlperf_gpt3_v41() + _megatron()
+            + _infeasible())
 
 
 def _metric(p: Prediction, run: Run) -> float | None:
