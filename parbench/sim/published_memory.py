@@ -788,7 +788,7 @@ MLPERF_GPT3_STEPS = ((96, 128, 11.081), (512, 16, 1.610), (768, 16, 1.617), (102
 configuration its ``NVIDIA/benchmarks/gpt3/implementations/pytorch/config_DGXH100_<nodes>x8x<MINIBS>x4x8_mbs1.sh``
 states, timed by its logs ``NVIDIA/results/eos*_n<nodes>_ngc23.09_nemo/gpt3/result_{0,1,2}.txt``: each log's
 ``train_step_timing`` entries in its last 16,000 characters (24-32 steps; the first step after each evaluation,
-0.03-0.05 s shorter, left out), their median, then the median of the three logs (which agree within 0.1%). The
+0.03-0.05 s shorter, left out), their median, then the median of the three logs (which agree within 0.2%). The
 steps the logs count advance by GBS x 2048 tokens, GBS = MINIBS x nodes x 8 / 32, as the configs give it."""
 
 
