@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("model (a preset, a Hugging Face config, or a shape; shape flags override the first two)")
     w.add_argument("--model", choices=sorted(MODELS), help="a published model (sources in parbench/sim/models.py)")
-    w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gpt2, gpt_neox, bloom, opt; mixtral, qwen3_moe, gpt_oss and deepseek_v3 with their experts; sliding windows from sliding_window)")
+    w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gpt2, gpt_neox, bloom, opt, nemotron; mixtral, qwen3_moe, gpt_oss and deepseek_v3 with their experts; sliding windows from sliding_window)")
     w.add_argument("--workload", choices=WORKLOAD_NAMES, help="a runner workload's shape (default transformer)")
     w.add_argument("--layers", type=int, help="decoder blocks (default: the preset's)")
     w.add_argument("--hidden", type=int, help="model width d_model (default: the preset's)")
@@ -343,14 +343,10 @@ def _no_model_given(a: argparse.Namespace) -> bool:
 
 
 def handle(a: argparse.Namespace) -> int:
-    from parbench.sim.hardware import load_cluster
     from parbench.sim.models import MODELS
 
     _check_ranges(a)
-    try:
-        cluster = load_cluster(a.cluster, results_dir=a.results_dir)
-    except (FileNotFoundError, ValueError) as exc:
-        raise ConfigError(str(exc)) from None
+    cluster = _cluster(a)
     model = _model(a)
     if _no_model_given(a):
         print(TOY_NOTE.format(models=", ".join(MODELS)), file=sys.stderr)
@@ -361,20 +357,8 @@ def handle(a: argparse.Namespace) -> int:
         _check_mesh(a)
         return _search(a, model, cluster)
     from parbench.sim.accuracy import nearest_lines, nearest_published
-    from parbench.sim.predict import predict
 
-    layout = _layout(a, cluster)
-    if a.account_for_ends and layout.chunks > 1:
-        from dataclasses import replace
-
-        from parbench.sim.stages import account_for_ends
-        try:
-            ends = account_for_ends(model.blocks, layout.chunks, len(model.units) - model.blocks)
-        except ValueError as exc:
-            raise ConfigError(f"--account-for-ends: {exc}") from None
-        layout = replace(layout, chunk_layers=ends)
-    _check_rules(model, layout, cluster)
-    p = predict(model, layout, cluster)
+    layout, p = _predict(a, model, cluster)
     nearby = nearest_published(model, layout, cluster)
     if a.format == "json":
         print(json.dumps({"cluster": cluster.name, "model": _model_dict(model), "layout": _layout_dict(layout),
@@ -391,6 +375,55 @@ def handle(a: argparse.Namespace) -> int:
                   f"a 2d -> d projection and a pass through the shared head with its own loss; their FLOPs count in MFU")
         print("\n".join(nearest_lines(nearby, cluster)))
     return 0 if p.feasible else EXIT_INFEASIBLE
+
+
+def _cluster(a: argparse.Namespace):
+    from parbench.sim.hardware import load_cluster
+
+    try:
+        return load_cluster(a.cluster, results_dir=a.results_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _predict(a: argparse.Namespace, model, cluster):
+    """(layout, prediction) of one layout from the command line: the layout, its pipeline ends where
+    --account-for-ends asks, every layout rule checked, then the prediction."""
+    from dataclasses import replace
+
+    from parbench.sim.predict import predict
+
+    layout = _layout(a, cluster)
+    if a.account_for_ends and layout.chunks > 1:
+        from parbench.sim.stages import account_for_ends
+        try:
+            ends = account_for_ends(model.blocks, layout.chunks, len(model.units) - model.blocks)
+        except ValueError as exc:
+            raise ConfigError(f"--account-for-ends: {exc}") from None
+        layout = replace(layout, chunk_layers=ends)
+    _check_rules(model, layout, cluster)
+    return layout, predict(model, layout, cluster)
+
+
+def command_prediction(argv: list[str]):
+    """(cluster, model, layout, prediction) of ``parbench simulate ARGV`` for one layout, exactly as the command
+    predicts it; ConfigError names what is wrong (argparse's own errors included), --search is refused."""
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            a = parse(argv)
+    except SystemExit:
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+        raise ConfigError(lines[-1].split("error: ", 1)[-1] if lines else "not a simulate command line") from None
+    if a.search:
+        raise ConfigError("--search ranks many layouts; a compared row is one layout")
+    _check_ranges(a)
+    cluster = _cluster(a)
+    model = _model(a)
+    return (cluster, model, *_predict(a, model, cluster))
 
 
 def _model_dict(model) -> dict:
@@ -496,11 +529,7 @@ def layout_for(argv: list[str], cluster):
 def predict_for(argv: list[str], model, cluster):
     """(layout, prediction) of ``parbench simulate ARGV`` for ``model`` on ``cluster``, as the command predicts them;
     raises ConfigError, a ValueError, naming what is wrong with the layout or every rule it breaks."""
-    from parbench.sim.predict import predict
-
-    layout = layout_for(argv, cluster)
-    _check_rules(model, layout, cluster)
-    return layout, predict(model, layout, cluster)
+    return _predict(parse(argv), model, cluster)
 
 
 def _check_rules(model, layout, cluster) -> None:

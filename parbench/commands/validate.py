@@ -8,6 +8,8 @@ import argparse
 import json
 import math
 
+from parbench.config import ConfigError
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("validate", help="simulator predictions vs every measured run", description=__doc__)
@@ -16,10 +18,16 @@ def add_parser(sub) -> None:
     p.add_argument("--format", choices=("table", "json"), default="table", help="output: a readable table or JSON")
     p.add_argument("--published", action="store_true",
                    help="compare with published at-scale rows (runs without a local profile when none exists)")
+    p.add_argument("--rows", metavar="FILE",
+                   help="compare only the runs in a TOML rows file: each [[row]] a parbench simulate command line, "
+                        "a metric (s_per_iteration, tps_per_gpu, mfu, tflops_per_gpu) and its measured value "
+                        "(format: parbench/sim/rows.py)")
     p.set_defaults(handler=handle)
 
 
 def handle(a: argparse.Namespace) -> int:
+    if a.rows:
+        return _handle_rows(a)
     from parbench.sim.hardware import load_cluster
     from parbench.sim.validate import (noise_floor, single_process_ratios, summarize, term_errors, term_errors_by_config,
                                        traced_step_error_pct, tracing_cost_pct, validation_rows)
@@ -77,6 +85,38 @@ def handle(a: argparse.Namespace) -> int:
     _print_indistinct(indistinct)
     _print_pairs(pairs)
     return 0 if ok else 1
+
+
+def _handle_rows(a: argparse.Namespace) -> int:
+    """``--rows FILE``: every row read and predicted (a bad one stops the file before anything prints), then each
+    row's error, the errors per source, each scaling series' trend and, where a layout ran at several micro-batch
+    counts, the step split into its fixed and per-micro-batch parts."""
+    from parbench.commands.simulate import command_prediction
+    from parbench.sim.published_memory import summarize_by_source
+    from parbench.sim.rows import compare_rows, load_rows
+
+    if a.published:
+        raise ConfigError("--rows compares the file's runs alone; run --published apart")
+    rows = compare_rows(load_rows(a.rows), command_prediction)
+    sources, series, splits = summarize_by_source(rows), _trends(rows), _splits(rows)
+    if a.format == "json":
+        print(json.dumps({"rows": rows, "by_source": sources, "trends": series, "splits": splits}))
+        return 0
+    _print_rows(a.rows, rows)
+    _print_runs_by_source(sources)
+    _print_trends(series)
+    _print_splits(splits)
+    return 0
+
+
+def _print_rows(path: str, rows: list[dict]) -> None:
+    print(f"{path}: {len(rows)} measured runs beside their predictions (error = predicted / measured - 1)")
+    print(f"{'run':<44}{'cluster':<14}{'GPUs':>6}  {'metric':<16}{'measured':>10}{'predicted':>11}{'err %':>8}"
+          f"{'mem GiB meas / pred':>21}  fits")
+    for r in rows:
+        mem = (f"{r['memory_gib_published']:.1f} / " if r["memory_gib_published"] else "- / ") + f"{r['allocator_gib_predicted']:.1f}"
+        print(f"{r['name'][:43]:<44}{r['cluster'][:13]:<14}{r['gpus']:>6}  {r['metric']:<16}{r['published']:>10.4g}"
+              f"{r['predicted']:>11.4g}{r['metric_error_pct']:>+8.1f}{mem:>21}  {'yes' if r['predicted_fits'] else 'NO'}")
 
 
 def tracing_line(cluster, measured_pct: float, predicted_pct: float, error_pct: float) -> str:

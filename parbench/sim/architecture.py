@@ -228,6 +228,7 @@ HF_FAMILIES = {
     "gpt_neox": ("layernorm", "rotary", "all", False),
     "bloom": ("layernorm", "alibi", "all", True),
     "opt": ("layernorm", "learned", "all", True),
+    "nemotron": ("layernorm", "rotary", "none", False),  # NemotronConfig: LayerNorm1P, squared ReLU, no biases
 }
 
 
@@ -284,7 +285,8 @@ def _hf_window(data: dict[str, Any]) -> dict[str, Any]:
 
 def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     """An Architecture from a Hugging Face ``config.json`` (Llama, Mistral, Qwen2, Qwen3, GPT-2, GPT-NeoX, BLOOM
-    (ALiBi, no position table), OPT (learned positions; OPT-350M's projected embedding refused), and
+    (ALiBi, no position table), OPT (learned positions; OPT-350M's projected embedding refused), Nemotron
+    (squared-ReLU MLP, not gated; its partial rotary embedding costs no GEMM FLOPs), and
     the mixtures of experts Mixtral, Qwen3-MoE, GPT-OSS and DeepSeek-V3: its multi-head latent attention, shared
     experts, first dense blocks and multi-token-prediction layers, ``num_nextn_predict_layers``).
 

@@ -597,7 +597,7 @@ H100_SOURCES = {
                             "pass (Shah et al., \"FlashAttention-3\", arXiv 2407.08608, 2024, abstract) and less in "
                             "its backward (2.5x the forward's FLOPs); the held-out torchtitan 8B rows at 32K-262K "
                             "tokens imply 0.18-0.22 by hand (tokens/s x FLOPs per token, less the GEMM time)",
-    "attention_kernels": "flash2: none, the fitted 0.19 serves FlashAttention-2 too (torchtitan's rows, which ran it "
+    "attention_kernels": "flash2: the fitted 0.19, FlashAttention-2's too (torchtitan's rows, which ran it "
                          "through torch's scaled_dot_product_attention, imply 0.18-0.22; measured on one H200: 0.21). flash3 0.33: "
                          "Hopper's asynchronous attention kernels (FlashAttention-3; cuDNN's fused attention, which "
                          "Transformer Engine runs on H100) are 1.5-2.0x FlashAttention-2 (Shah et al., \"FlashAttention-3\", "
@@ -644,7 +644,7 @@ _A100 = dict(gpus_per_node=8, peak_flops=312e12, **float32_peaks("A100"), gemm_e
              memory_bandwidth_bytes_per_s=0.8 * 2039e9, intra=Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 300e9),
              inter=Link(latency_s=NET_STEP_S, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, **GPU_FIXED)
 _H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, **float32_peaks("H100 SXM"), gemm_efficiency=0.65, fp8_gemm_share=0.90, attention_efficiency=0.19,
-             attention_kernels={"flash3": round(0.19 * HOPPER_FLASH3_OVER_FLASH2, 2)}, gemm_overhead_s=5e-6,
+             attention_kernels={"flash2": 0.19, "flash3": round(0.19 * HOPPER_FLASH3_OVER_FLASH2, 2)}, gemm_overhead_s=5e-6,
              op_overhead_s=3e-6, memory_bandwidth_bytes_per_s=0.8 * 3350e9,
              intra=Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 450e9),
              inter=Link(latency_s=NET_STEP_S, bandwidth_bytes_per_s=0.9 * 50e9), overlap=1.0, **GPU_FIXED)

@@ -452,6 +452,8 @@ class Framework:
     """``Layout.moe_saved_outputs``: how the software's MoE block weights its experts' outputs."""
     megatron_ddp: bool = False
     """``Layout.megatron_grad_buckets``: Megatron-Core's DDP and distributed optimizer bucket the gradients."""
+    fsdp2: bool = False
+    """``Layout.fsdp2``: its sharded data parallelism is torch's FSDP2 (``fully_shard``), parameters sharded at rest."""
     clips_gradients: bool = False
     """``Layout.clip_grad_norm``: the software clips gradients by their global norm by default (Megatron-LM's
     ``--clip-grad`` 1.0, DeepSpeed's ``gradient_clipping`` in the Megatron-DeepSpeed recipes, torchtitan's
@@ -467,7 +469,7 @@ class Framework:
                                       and not self.deepspeed_pipeline),
                     megatron_cross_entropy=self.megatron_cross_entropy, compiled_loss=self.compiled_loss,
                     recompute_early_stop=self.recompute_early_stop, moe_saved_outputs=self.moe_saved_outputs,
-                    clip_grad_norm=self.clips_gradients, megatron_grad_buckets=self.megatron_ddp,
+                    clip_grad_norm=self.clips_gradients, megatron_grad_buckets=self.megatron_ddp, fsdp2=self.fsdp2,
                     fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
                                                     and precision.fp32_grad_accumulation),
                     flat_grad_allreduce=self.deepspeed_pipeline and pp > 1 and zero <= 1)
@@ -487,7 +489,7 @@ class Framework:
 SOFTWARE: dict[str, Framework] = {
     "torch": Framework(recompute_early_stop=True),
     "torchtitan": Framework(attention_kernel="flash2", compiled_loss=True, recompute_early_stop=True, moe_saved_outputs=1,
-                            clips_gradients=True),
+                            clips_gradients=True, fsdp2=True),
     "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True, moe_saved_outputs=0,
                              clips_gradients=True, megatron_ddp=True),
     "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True, moe_saved_outputs=0,

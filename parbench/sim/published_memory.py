@@ -111,7 +111,8 @@ def _fsdp(*, gpus: int, local: int, micro: int = 0, tp: int = 1, pp: int = 1, cp
     """FSDP (ZeRO-3, flash attention) over the ranks gpus / (tp pp cp); ``local`` samples per data-parallel
     rank per step in micro-batches of ``micro`` (default: all at once); ``kernel``: the flash kernel that ran;
     ``fused``: False where the source states the run was eager (not compiled); ``fsdp2``: torch's FSDP2
-    (torchtitan), False for FSDP1 (llm-foundry). Under a pipeline torchtitan keeps each stage's parameters
+    (torchtitan), False for FSDP1 (llm-foundry). Both clip gradients by their global norm (torchtitan's
+    ``max_norm`` 1.0, llm-foundry's ``clipping_threshold`` 1.0). Under a pipeline torchtitan keeps each stage's parameters
     gathered after forward (``apply_fsdp`` in ``torchtitan/parallelisms/parallelize_llama.py``:
     ``reshard_after_forward = False`` when pp is on, "to avoid per-microbatch all-gathers"): FSDP2's ZeRO-2,
     one gather per stage and step. ``early_stop``: the checkpoint's replay skips each block's last GEMM
@@ -122,7 +123,7 @@ def _fsdp(*, gpus: int, local: int, micro: int = 0, tp: int = 1, pp: int = 1, cp
     return Layout(strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, global_batch_size=local * dp,
                   micro_batches=local // micro, zero=2 if fsdp2 and pp > 1 else 3, fsdp2=fsdp2, recompute=Recompute(recompute), recompute_every=every,
                   sequence_parallel=tp > 1, sp_saves_gathered_input=tp > 1, precision=PRECISIONS[precision], attention="flash", schedule=schedule,
-                  virtual_stages=v, attention_kernel=kernel, fused_elementwise=fused,
+                  virtual_stages=v, attention_kernel=kernel, fused_elementwise=fused, clip_grad_norm=True,
                   recompute_early_stop=fsdp2 if early_stop is None else early_stop)
 
 
@@ -849,16 +850,27 @@ def runs() -> list[Run]:
             + _infeasible())
 
 
-def _metric(p: Prediction, run: Run) -> float | None:
-    if run.metric == "mfu":
+METRICS = {"s_per_iteration": "seconds per training step", "tps_per_gpu": "tokens/s per GPU",
+           "mfu": "model FLOPs utilisation, a fraction of the peak (PaLM's count)",
+           "tflops_per_gpu": "model TFLOP/s per GPU (PaLM's count: attention scores whole, no recomputation)"}
+"""What a published or measured run may print, each compared with the same quantity of its prediction."""
+
+
+def metric_of(p: Prediction, metric: str, world_size: int) -> float | None:
+    """The prediction's value of ``metric`` (``METRICS``) on ``world_size`` GPUs; None for ''."""
+    if metric == "mfu":
         return p.mfu
-    if run.metric == "tps_per_gpu":
-        return p.tokens_per_s / run.layout.world_size
-    if run.metric == "tflops_per_gpu":
-        return p.model_flops_per_step / p.step_time_s / run.layout.world_size / 1e12
-    if run.metric == "s_per_iteration":
+    if metric == "tps_per_gpu":
+        return p.tokens_per_s / world_size
+    if metric == "tflops_per_gpu":
+        return p.model_flops_per_step / p.step_time_s / world_size / 1e12
+    if metric == "s_per_iteration":
         return p.step_time_s
     return None
+
+
+def _metric(p: Prediction, run: Run) -> float | None:
+    return metric_of(p, run.metric, run.layout.world_size)
 
 
 def _published_step_s(p: Prediction, run: Run, metric: float | None) -> float | None:
@@ -897,25 +909,27 @@ def _split_label(run: Run) -> str:
 
 
 def compare_runs() -> list[dict]:
-    """Each run beside its prediction: fits?, predicted peak (allocator) memory, the metric and errors in %."""
-    out = []
-    for run in runs():
-        model = architecture_spec(run.arch, megatron=True)
-        p = predict(model, run.layout, PRESETS[run.cluster])
-        metric = _metric(p, run)
-        mem = (p.peak_memory_bytes - p.memory.context_bytes) / 2**30  # the worst rank's allocator peak
-        out.append({"source": run.source, "table": run.table, "name": run.name, "cluster": run.cluster,
-                    "gpus": run.layout.world_size, "global_batch": run.layout.global_batch_size, "series": run.series,
-                    "split": _split_key(run) if run.ran and run.metric else "", "split_label": _split_label(run),
-                    "micro_batches": run.layout.micro_batches, "step_s_predicted": p.step_time_s,
-                    "step_s_published": _published_step_s(p, run, metric),
-                    "ran": run.ran, "predicted_fits": p.feasible, "peak_gib_predicted": p.peak_memory_bytes / 2**30,
-                    "allocator_gib_predicted": mem, "memory_gib_published": run.memory_gib,
-                    "memory_error_pct": (mem - run.memory_gib) / run.memory_gib * 100 if run.memory_gib else None,
-                    "metric": run.metric, "published": run.value if run.metric else None, "predicted": metric,
-                    "metric_error_pct": (metric - run.value) / run.value * 100 if run.metric else None,
-                    "notes": [n for n in run.notes if n]})
-    return out
+    """Each run beside its prediction (``compared``)."""
+    return [compared(run, predict(architecture_spec(run.arch, megatron=True), run.layout, PRESETS[run.cluster]))
+            for run in runs()]
+
+
+def compared(run: Run, p: Prediction) -> dict:
+    """One run beside its prediction: fits?, predicted peak (allocator) memory, the metric and errors in %."""
+    metric = _metric(p, run)
+    mem = (p.peak_memory_bytes - p.memory.context_bytes) / 2**30  # the worst rank's allocator peak
+    splits = run.ran and run.metric and run.arch is not None
+    return {"source": run.source, "table": run.table, "name": run.name, "cluster": run.cluster,
+            "gpus": run.layout.world_size, "global_batch": run.layout.global_batch_size, "series": run.series,
+            "split": _split_key(run) if splits else "", "split_label": _split_label(run),
+            "micro_batches": run.layout.micro_batches, "step_s_predicted": p.step_time_s,
+            "step_s_published": _published_step_s(p, run, metric),
+            "ran": run.ran, "predicted_fits": p.feasible, "peak_gib_predicted": p.peak_memory_bytes / 2**30,
+            "allocator_gib_predicted": mem, "memory_gib_published": run.memory_gib,
+            "memory_error_pct": (mem - run.memory_gib) / run.memory_gib * 100 if run.memory_gib else None,
+            "metric": run.metric, "published": run.value if run.metric else None, "predicted": metric,
+            "metric_error_pct": (metric - run.value) / run.value * 100 if run.metric else None,
+            "notes": [n for n in run.notes if n]}
 
 
 def summarize_by_source(rows: list[dict], floors: dict[str, float] | None = None) -> list[dict]:

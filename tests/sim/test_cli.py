@@ -301,7 +301,7 @@ def test_cluster_help_names_every_preset(capsys):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--attention-kernel", "flash9"], "--attention-kernel 'flash9': cluster h100-sxm knows flash3"),
+    (["--attention-kernel", "flash9"], "--attention-kernel 'flash9': cluster h100-sxm knows flash2, flash3"),
     (["--te-fp8"], "--te-fp8 needs --precision fp8"),
     (["--overlap-param-gather", "--precision", "fp8"], "--overlap-param-gather is Megatron's distributed optimizer"),
     (["--grad-reduce-in-bf16", "--precision", "fp16"], "--grad-reduce-in-bf16 applies to bf16 and fp8"),
@@ -384,8 +384,12 @@ def test_software_nemo_is_the_recipes_flags_and_gives_the_published_rows_layout(
     main([*titan, "--cluster", "a100-80gb", "--unfused-elementwise"])
     eager = json.loads(capsys.readouterr().out)["layout"]
     assert not eager["compiled_loss"] and not eager["fused_elementwise"]
-    main([*titan, "--cluster", "h100-96gb"])  # no FlashAttention-2 figure of its own: the preset's attention efficiency
-    assert json.loads(capsys.readouterr().out)["layout"]["attention_kernel"] == ""
+    main([*titan, "--cluster", "h100-96gb"])  # FlashAttention-2's figure on Hopper is the preset's attention efficiency
+    assert json.loads(capsys.readouterr().out)["layout"]["attention_kernel"] == "flash2"
+    from parbench.sim.hardware import PRESETS
+
+    h100 = PRESETS["h100-96gb"]
+    assert h100.attention_efficiency_for("flash2") == h100.attention_efficiency
 
 
 def test_reentrant_checkpoint_replays_the_whole_block(capsys):
@@ -520,3 +524,16 @@ def test_the_readme_s_simulate_example_prints_what_its_output_block_shows(capsys
     # the "Where the communication time goes" bullet quotes one of the same command's term lines
     quoted = " ".join(readme.split("`Prediction.comm_latency_s`): `", 1)[1].split("`", 1)[0].split())
     assert any(" ".join(p.split()) == quoted for p in printed), quoted
+
+
+def test_torchtitan_on_hopper_is_fsdp2_with_flash_attention_2():
+    """torchtitan shards with torch's FSDP2 and runs FlashAttention-2 through SDPA; naming that kernel on an H100
+    is what the preset's default attention efficiency already is, so it predicts the same step."""
+    from parbench.commands.simulate import command_prediction
+
+    argv = ["--model", "llama3-8b", "--cluster", "h100-sxm", "--gpus", "8", "--zero", "3", "--global-batch", "16"]
+    *_, titan, p_titan = command_prediction([*argv, "--software", "torchtitan"])
+    *_, p_named = command_prediction([*argv, "--software", "torchtitan", "--attention-kernel", "flash2"])
+    *_, torch_layout, _ = command_prediction(argv)
+    assert titan.fsdp2 and not torch_layout.fsdp2 and titan.attention_kernel == "flash2"
+    assert p_named.step_time_s == p_titan.step_time_s

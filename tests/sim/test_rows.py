@@ -1,0 +1,140 @@
+"""``parbench validate --rows FILE``: measured runs given as simulate command lines, compared with their predictions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from parbench.cli import main
+from parbench.commands.simulate import command_prediction
+from parbench.config import ConfigError
+from parbench.sim.architecture import read_hf_config
+from parbench.sim.published_memory import compare_runs
+from parbench.sim.rows import compare_rows, load_rows
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+LLAMA_8B = "--model llama3-8b --cluster h100-sxm --gpus 16 --tp 2 --micro-batch 1 --global-batch 64 --zero 1"
+
+
+def _rows_file(tmp_path: Path, *rows: str) -> Path:
+    p = tmp_path / "rows.toml"
+    p.write_text("\n".join(f"[[row]]\n{r}\n" for r in rows))
+    return p
+
+
+def _row(name: str = "a", simulate: str = LLAMA_8B, metric: str = "s_per_iteration", value: str = "2.0",
+         extra: str = "") -> str:
+    return f'name = "{name}"\nsource = "here"\nsimulate = "{simulate}"\nmetric = "{metric}"\nvalue = {value}\n{extra}'
+
+
+def test_the_example_file_predicts_what_the_published_tables_predict():
+    """The example restates eight published runs as simulate command lines: each must reach the same layout,
+    architecture and so the same error as the built-in table builds them (two construction paths, one answer)."""
+    built = {r["name"]: r for r in compare_runs()}
+    rows = compare_rows(load_rows(EXAMPLES / "rows.toml"), command_prediction)
+    assert len(rows) == 8
+    for r in rows:
+        b = built[r["name"]]
+        assert r["published"] == b["published"] and r["metric"] == b["metric"], r["name"]
+        assert r["metric_error_pct"] == pytest.approx(b["metric_error_pct"], abs=1e-9), r["name"]
+        assert r["allocator_gib_predicted"] == pytest.approx(b["allocator_gib_predicted"], rel=1e-12), r["name"]
+
+
+def test_each_metric_is_compared_with_the_prediction_s_own_step(tmp_path):
+    """tokens/s per GPU = global batch x sequence / (step x GPUs), from the predicted step; the error is
+    predicted / measured - 1."""
+    *_, p = command_prediction(LLAMA_8B.split())
+    tps = 64 * 8192 / (p.step_time_s * 16)
+    path = _rows_file(tmp_path, _row("s", value="2.0"), _row("t", metric="tps_per_gpu", value="5000"),
+                      _row("m", metric="mfu", value="0.5"))
+    s, t, m = compare_rows(load_rows(path), command_prediction)
+    assert s["metric_error_pct"] == pytest.approx((p.step_time_s / 2.0 - 1) * 100, rel=1e-12)
+    assert t["predicted"] == pytest.approx(tps, rel=1e-12)
+    assert t["metric_error_pct"] == pytest.approx((tps / 5000 - 1) * 100, rel=1e-12)
+    assert m["metric_error_pct"] == pytest.approx((p.mfu / 0.5 - 1) * 100, rel=1e-12)
+    assert s["cluster"] == "h100-sxm" and s["gpus"] == 16 and s["simulate"] == LLAMA_8B
+
+
+def test_the_command_prints_rows_sources_and_trends_and_json(tmp_path, capsys):
+    series = 'series = "weak"'
+    path = _rows_file(tmp_path, _row("a", extra=series),
+                      _row("b", simulate=LLAMA_8B.replace("16", "32").replace("64", "128"), value="2.1", extra=series))
+    assert main(["validate", "--rows", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "2 measured runs beside their predictions" in out and "trend sign right on 1 of 1 series" in out
+    assert main(["validate", "--rows", str(path), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in data["rows"]] == ["a", "b"] and data["by_source"][0]["rows"] == 2
+    assert data["trends"]["weak"]["gpus"] == [16, 32]
+
+
+def test_the_nemotron_config_has_the_report_s_parameter_counts():
+    """Parmar et al. 2024, sec. 2: "12.5 billion non-embedding parameters" (its "3.2 billion embedding
+    parameters" are the untied table and head, 2 x 256,000 x 6144 = 3.15 billion, as printed rounded up)."""
+    from parbench.sim.model import architecture_spec
+
+    arch = read_hf_config(EXAMPLES / "nemotron-4-15b.json")
+    embedding = 2 * arch.vocab * arch.hidden  # untied: the input table and the head
+    total = architecture_spec(arch, megatron=True).param_numel
+    assert (total - embedding) / 1e9 == pytest.approx(12.5, abs=0.05)
+
+
+@pytest.mark.parametrize("rows, message", [
+    ((), "no [[row]] tables"),
+    (("name = 'a'\nsource = 'x'",), "missing simulate, metric, value"),
+    ((_row(extra='colour = "red"'),), "unknown key 'colour'"),
+    ((_row(metric="qps"),), "metric 'qps' is not one of s_per_iteration"),
+    ((_row(value="-1"),), "value -1.0 must be a finite number > 0"),
+    ((_row(value='"fast"'),), "value must be a number, got 'fast'"),
+    ((_row(metric="mfu", value="45"),), "mfu 45.0 is a fraction of the peak, <= 1"),
+    ((_row(), _row()), "row name 'a' appears 2 times"),
+    ((_row(simulate=""),), "simulate is empty"),
+    ((_row(extra="memory_gib = 0"),), "memory_gib 0.0 must be a finite number > 0"),
+])
+def test_a_bad_row_stops_the_file_naming_the_row(rows, message, tmp_path, capsys):
+    path = _rows_file(tmp_path, *rows)
+    assert main(["validate", "--rows", str(path)]) == 2
+    out = capsys.readouterr()
+    assert message in out.err and not out.out
+
+
+@pytest.mark.parametrize("simulate, message", [
+    ("--model llama3-8b --gpus 16 --colour red",
+     "row 'b': simulate --model llama3-8b --gpus 16 --colour red: unrecognized arguments: --colour red"),
+    ("--model llama3-8b --gpus 16 --tp 3", "tp x pp x cp = 3 x 1 x 1 does not divide gpus=16"),
+    ("--model llama3-8b --gpus 16 --search", "--search ranks many layouts; a compared row is one layout"),
+    ("--model llama3-8b --gpus 16 --cluster nowhere", "row 'b'"),
+])
+def test_a_row_whose_layout_is_wrong_stops_the_file_before_anything_prints(simulate, message, tmp_path, capsys):
+    """The first row is good; the second's layout is refused as simulate refuses it, and nothing is printed."""
+    path = _rows_file(tmp_path, _row("a"), _row("b", simulate=simulate))
+    assert main(["validate", "--rows", str(path)]) == 2
+    out = capsys.readouterr()
+    assert message in out.err and not out.out
+
+
+def test_a_missing_or_broken_file_is_named(tmp_path, capsys):
+    assert main(["validate", "--rows", str(tmp_path / "none.toml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "bad.toml").write_text("[[row]\n")
+    assert main(["validate", "--rows", str(tmp_path / "bad.toml")]) == 2
+    assert "not valid TOML" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="unknown top-level key 'runs'"):
+        (tmp_path / "top.toml").write_text("[[runs]]\nname = 'a'\n")
+        load_rows(tmp_path / "top.toml")
+
+
+def test_a_relative_hf_config_is_read_beside_the_rows_file(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "m.json").write_text((EXAMPLES / "nemotron-4-15b.json").read_text())
+    path = tmp_path / "sub" / "rows.toml"
+    path.write_text("[[row]]\n" + _row(simulate="--hf-config m.json --seq 4096 --cluster h100-sxm --gpus 8 --tp 8 --zero 1"))
+    (row,) = compare_rows(load_rows(path), command_prediction)
+    assert row["gpus"] == 8 and row["predicted"] > 0
+
+
+def test_rows_and_published_are_run_apart(tmp_path, capsys):
+    assert main(["validate", "--rows", str(_rows_file(tmp_path, _row())), "--published"]) == 2
+    assert "--rows compares the file's runs alone" in capsys.readouterr().err
