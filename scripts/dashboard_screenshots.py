@@ -17,12 +17,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VIEWS = ("landing", "overview", "scaling", "memory", "communication", "step_time", "compare", "correctness",
-         "simulator", "simulator_search", "simulator_published")
-SECTIONS = {"simulator_published": ("simulator", "Against published runs", ""),
+         "simulator", "simulator_search", "simulator_published", "simulator_rows")
+SECTIONS = {"simulator_published": ("simulator", "Against published runs", "Your own runs"),
+            "simulator_rows": ("simulator", "Your own runs", ""),
             "simulator_search": ("simulator", "Every layout at scale", "Predicted vs measured")}
 """Shots of one part of a view: (view, the heading it starts at, the heading it stops at: '' for the page's end)."""
 CLICKS = {"simulator_search": ("Search every layout", "Pareto front")}
 """Shots taken after a click: (the button's label, a text that shows once its result is drawn)."""
+FILLS = {"simulator_rows": ("Rows file", str(ROOT / "docs" / "examples" / "rows.toml"), "Your runs")}
+"""Shots taken after typing into a text box: (its label's start, the text, a text that shows once it is drawn)."""
 
 
 def main() -> int:
@@ -66,6 +69,13 @@ def main() -> int:
                     page.get_by_text(label).click()
                     page.wait_for_selector(f"text={drawn}", timeout=300_000)
                     print(f"{shot}: {label!r} drawn in {time.monotonic() - start:.1f} s")
+                    page.wait_for_timeout(3000)
+                if shot in FILLS:
+                    label, text, drawn = FILLS[shot]
+                    box = page.locator(f"input[aria-label^=\"{label}\"]")
+                    box.fill(text)
+                    box.press("Enter")
+                    page.wait_for_selector(f"text={drawn}", timeout=120_000)
                     page.wait_for_timeout(3000)
                 path = Path(a.out) / f"{shot}.png"
                 if heading:  # the app scrolls inside its own block: a viewport tall enough holds all of it

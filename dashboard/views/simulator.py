@@ -58,6 +58,8 @@ def render(ctx: "ViewContext") -> None:
     measured_section(ctx)
     st.subheader("Against published runs (no run needed)")
     published_section()
+    st.subheader("Your own runs (a rows file, no run needed)")
+    rows_section()
 
 
 def command_line(what: whatif.WhatIf, cluster_choice: str, results_dir: str, flags: list[str]) -> str | None:
@@ -273,6 +275,39 @@ def published_section() -> None:
                f"pairs published more than {PAIR_MARGIN_PCT:.0f}% apart ({summary['precision_ordered']} of "
                f"{summary['precision']} that differ in precision alone, {summary['layout_ordered']} of "
                f"{summary['layout']} in the layout) and in {summary['close_ordered']} of {summary['close']} closer ones.")
+
+
+def rows_section() -> None:
+    """``parbench validate --rows FILE`` in the view: a rows file's runs (each a simulate command line and what
+    it measured), each row's error by source as the published ones are drawn, and the row table."""
+    path = st.text_input("Rows file (TOML: one [[row]] per run, as `parbench validate --rows` reads it)",
+                         key="sim-rows-file", placeholder="docs/examples/rows.toml")
+    if not path:
+        st.caption("Give the path of a rows file to see your cluster's runs beside their predictions; "
+                   "`docs/examples/rows.toml` shows the format.")
+        return
+    from parbench.commands.simulate import command_prediction
+    from parbench.config import ConfigError
+    from parbench.sim.published_memory import summarize_by_source
+    from parbench.sim.rows import compare_rows, load_rows
+
+    try:
+        rows = compare_rows(load_rows(path), command_prediction)
+    except ConfigError as exc:
+        st.error(str(exc))
+        return
+    st.plotly_chart(sim_charts.published_errors_figure(rows, title="Your runs", against="measured"), key="sim-rows")
+    st.dataframe(pd.DataFrame([{"run": r["name"], "source": r["source"], "cluster": r["cluster"], "GPUs": r["gpus"],
+                                "metric": r["metric"], "measured": r["published"], "predicted": r["predicted"],
+                                "error %": _round(r["metric_error_pct"]),
+                                "memory GiB measured": r["memory_gib_published"],
+                                "memory GiB predicted": round(r["allocator_gib_predicted"], 1),
+                                "predicted to fit": r["predicted_fits"], "simulate": r["simulate"]} for r in rows]),
+                 key="sim-rows-table", hide_index=True)
+    sources = summarize_by_source(rows)
+    st.caption("Per source: " + "; ".join(f"{s['source']}: {s['rows']} rows, mean |error| "
+                                          f"{s['metric_mean_abs_error_pct']:.1f}%, max {s['metric_max_abs_error_pct']:.1f}%"
+                                          for s in sources))
 
 
 def measured_section(ctx: "ViewContext") -> None:

@@ -90,15 +90,16 @@ def terms_figure(frame: pd.DataFrame) -> go.Figure:
     return fig.update_layout(barmode="group", yaxis_title="ms per step", title="step time by term")
 
 
-def published_errors_figure(rows: list[dict]) -> go.Figure:
+def published_errors_figure(rows: list[dict], title: str = "Published runs", against: str = "published") -> go.Figure:
     """Every published run with a metric (``published_memory.compare_runs``): its predicted rate against the
     published one in %, one row of points per source, the per-source targets shaded (|mean| <= 5%, each row
     within 12%). Rates throughout (an iteration time t becomes 1/t), so right of zero is always predicted
-    faster than published."""
+    faster than published. ``title``: what the rows are, ``against``: what their figures are (a rows file's runs,
+measured, are drawn the same way)."""
     fig = go.Figure()
     have = [r for r in rows if r.get("metric_error_pct") is not None]
     if not have:
-        return fig.update_layout(title="no published rows")
+        return fig.update_layout(title=f"{title}: none with a metric")
     fig.add_vrect(x0=-5, x1=5, fillcolor="green", opacity=0.08, line_width=0)
     for x in (-12, 12):
         fig.add_vline(x=x, line={"dash": "dot", "color": "gray"})
@@ -108,8 +109,8 @@ def published_errors_figure(rows: list[dict]) -> go.Figure:
         fig.add_trace(go.Scatter(x=[_rate_error_pct(r) for r in mine], y=[label] * len(mine), mode="markers",
                                  name=label, text=[f"{r['name']} ({r['cluster']}, {r['gpus']} GPUs)" for r in mine],
                                  hovertemplate="%{text}: %{x:+.1f}%<extra></extra>", marker={"size": 9}))
-    return fig.update_layout(title="Published runs: predicted vs published throughput per row (%, shaded: within 5%; "
-                                   "dotted: 12%)", xaxis_title="predicted faster (+) or slower (-) than published, %",
+    return fig.update_layout(title=f"{title}: predicted vs {against} throughput per row (%, shaded: within 5%; "
+                                   "dotted: 12%)", xaxis_title=f"predicted faster (+) or slower (-) than {against}, %",
                              showlegend=False,
                              height=160 + 40 * len({r["source"] for r in have}))
 

@@ -459,3 +459,27 @@ def test_the_what_if_panel_shows_the_command_that_predicts_the_same(monkeypatch,
     assert f"{p['peak_memory_bytes'] / 2**30:.1f} GiB" in figure(at, "sim-whatif-memory")["layout"]["title"]["text"]
     at.selectbox(key="sim-model").set_value("GPT-3 2.7B").run()
     assert not [c for c in at.code if c.value.startswith("parbench simulate")]
+
+
+def test_simulator_shows_a_rows_file_and_names_what_is_wrong_with_a_bad_one(monkeypatch, tmp_path):
+    """``validate --rows`` in the view: the example file's eight runs, one row of points per source, each point
+    the rate error ``compare_rows`` gives; a missing file is named, nothing drawn."""
+    from parbench.commands.simulate import command_prediction
+    from parbench.sim.rows import compare_rows, load_rows
+
+    example = Path(__file__).resolve().parents[2] / "docs" / "examples" / "rows.toml"
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    at.text_input(key="sim-rows-file").set_value(str(example)).run()
+    assert not at.exception
+    rows = compare_rows(load_rows(example), command_prediction)
+    traces = figure(at, "sim-rows")["data"]
+    assert len(traces) == len({r["source"] for r in rows}) == 4
+    expected = sorted((r["published"] / r["predicted"] - 1 if r["metric"] == "s_per_iteration"
+                       else r["predicted"] / r["published"] - 1) * 100 for r in rows)
+    assert sorted(x for t in traces for x in t["x"]) == pytest.approx(expected)
+    table = next(d.value for d in at.dataframe if "simulate" in d.value.columns)
+    assert list(table["error %"]) == [round(r["metric_error_pct"], 1) for r in rows]
+    at.text_input(key="sim-rows-file").set_value(str(tmp_path / "none.toml")).run()
+    assert not at.exception and any("does not exist" in e.value for e in at.error)
+    with pytest.raises(KeyError):
+        at.get_by_key("sim-rows")
