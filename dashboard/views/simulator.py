@@ -84,8 +84,14 @@ def nearest_section(model, layout, cluster) -> None:
                "the published one. Every published row: `parbench validate --published`, and below.")
     st.dataframe(pd.DataFrame([{"error %": round(r.error_pct, 1), "published run": r.name, "GPUs": r.gpus,
                                 "published s": round(r.published_step_s, 3), "predicted s": round(r.predicted_step_s, 3),
+                                "ran as": r.software or "(flags of its own)",
+                                "this layout differs in": ", ".join(r.differs) or "-",
                                 "source": f"{r.source}, {r.table}"} for r in nearby]),
                  key="sim-whatif-nearest", hide_index=True)
+    if any(r.differs for r in nearby):
+        st.caption("Where this layout's software flags differ from those a published run ran with, the error shown is "
+                   "that run's, under its own flags: the command above with the 'ran as' flags added predicts this "
+                   "layout as that run ran.")
 
 
 def search_section(what: whatif.WhatIf, cluster, results_dir: str) -> None:

@@ -104,7 +104,9 @@ def add_parser(sub) -> None:
                    help="the training software's own set of the flags below (each flag given adds to it): torch; "
                         "torchtitan (compiled, its loss too; FlashAttention-2 through torch's SDPA); "
                         "llm-foundry (flash-attn's fused cross-entropy); "
-                        "megatron-lm (overlapped interleaved sends, its cross-entropy); megatron-deepspeed "
+                        "megatron-lm (overlapped interleaved sends, its cross-entropy); megatron-lm-2021 (as the "
+                        "2021-22 papers ran it: pipeline tensors in tensor-parallel slices, gradients all-reduced "
+                        "after the flush); megatron-deepspeed "
                         "(DeepSpeed's pipeline engine); nemo (NVIDIA's NeMo / Megatron-Bridge recipes: "
                         "Transformer Engine FP8 under --precision fp8, the distributed optimizer's overlapped "
                         "gather under --zero 1, overlapped sends, sequence parallelism and the tensor-parallel "
@@ -260,13 +262,14 @@ def _layout(a: argparse.Namespace, cluster):
             chunk_layers = megatron_pipeline_layout(a.pipeline_layout)
         except ValueError as exc:
             raise ConfigError(f"--pipeline-layout: {exc}") from None
+    sp = by_software["sequence_parallel"] if a.sequence_parallel is None else a.sequence_parallel
     layout = Layout(chunk_layers=chunk_layers, strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, replicate=a.replicate or 1,
                     global_batch_size=gb, micro_batches=gb // (dp * mb), schedule=Schedule(a.schedule or "1f1b"),
                     virtual_stages=a.virtual_stages or 1, zero=a.zero or 0,
                     recompute=Recompute(a.recompute or "none"), recompute_every=a.recompute_every or 1,
                     recompute_modules=a.recompute_modules,
-                    sequence_parallel=by_software["sequence_parallel"] if a.sequence_parallel is None
-                    else a.sequence_parallel, precision=precision,
+                    sequence_parallel=sp, sp_saves_gathered_input=software.dtensor_sequence_parallel and sp,
+                    precision=precision,
                     attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather,
                     tp_comm_overlap=a.tp_comm_overlap or by_software["tp_comm_overlap"], ep=a.ep or 1,
                     expert_tp=a.expert_tp or 0, moe_imbalance=a.moe_imbalance,

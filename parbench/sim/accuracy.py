@@ -48,6 +48,11 @@ class Nearby:
     distance: float
     published_step_s: float
     predicted_step_s: float
+    software: str = ""
+    """The ``parbench simulate`` flags (``--software`` ...) that give the row's layout its software-set fields ('' where
+    none gives all of them: ``software_of``)."""
+    differs: tuple[str, ...] = ()
+    """The software-set layout fields (``SOFTWARE_FIELDS``) in which the asked-for layout differs from the row's."""
 
     @property
     def error_pct(self) -> float:
@@ -85,8 +90,63 @@ def nearest_published(model: ModelSpec, layout: Layout, cluster: Cluster, k: int
         published, predicted = step_times_s(r)
         out.append(Nearby(source=r.source, table=r.table, name=r.name, cluster=r.cluster, gpus=r.layout.world_size,
                           distance=distance(mine, traits(r.arch, r.layout)), published_step_s=published,
-                          predicted_step_s=predicted))
+                          predicted_step_s=predicted, software=software_of(r.layout, moe=bool(mine["moe"])),
+                          differs=tuple(f for f in SOFTWARE_FIELDS if getattr(layout, f) != getattr(r.layout, f)
+                                        and (mine["moe"] or f != "moe_saved_outputs"))))
     return out
+
+
+def _software_fields() -> tuple[str, ...]:
+    from parbench.sim.layout import PRECISIONS, SOFTWARE
+
+    flags = SOFTWARE["torch"].layout_flags(pp=1, zero=0, precision=PRECISIONS["bf16"])
+    return (*flags, *SOFTWARE["torch"].tp_flags(1), "sp_saves_gathered_input", "precision")
+
+
+SOFTWARE_FIELDS = _software_fields()
+"""The layout fields a training software sets (``Framework.layout_flags``, ``tp_flags`` and the precision it
+reduces gradients in): two runs of one mesh differ in these when they ran different software."""
+
+SOFTWARE_VARIANTS = ((), ("--unfused-elementwise",), ("--reentrant-checkpoint",), ("--sequence-parallel",),
+                     ("--unfused-elementwise", "--reentrant-checkpoint"), ("--overlap-param-gather",))
+"""``parbench simulate`` flags that change a software's own flags, tried after the software alone."""
+
+
+def _software_flags(name: str, variant: tuple[str, ...], layout: Layout) -> dict:
+    """The software-set fields ``--software name`` with ``variant``'s flags gives a layout of this mesh, schedule and
+    precision (as ``parbench.commands.simulate._framework`` applies those flags)."""
+    from dataclasses import replace
+
+    from parbench.sim.layout import SOFTWARE
+
+    base = SOFTWARE[name]
+    sw = replace(base, fused_elementwise=base.fused_elementwise and "--unfused-elementwise" not in variant,
+                 compiled_loss=base.compiled_loss and "--unfused-elementwise" not in variant,
+                 recompute_early_stop=base.recompute_early_stop and "--reentrant-checkpoint" not in variant,
+                 overlap_param_gather=base.overlap_param_gather or "--overlap-param-gather" in variant)
+    p = layout.precision
+    trained = replace(p, fp32_grad_accumulation=True) if p.gemm_dtype in ("bf16", "fp8") else p
+    precision = sw.precision_for(trained)
+    tp = sw.tp_flags(layout.tp)
+    if "--sequence-parallel" in variant:
+        tp["sequence_parallel"] = True
+    return {**sw.layout_flags(pp=layout.pp, zero=layout.zero, precision=precision, schedule=layout.schedule),
+            **tp, "sp_saves_gathered_input": sw.dtensor_sequence_parallel and tp["sequence_parallel"],
+            "precision": precision}
+
+
+def software_of(layout: Layout, moe: bool = False) -> str:
+    """The ``parbench simulate`` flags (``--software`` and ``SOFTWARE_VARIANTS``' adjustments, the fewest first)
+    that give ``layout`` every one of its software-set fields (how a MoE block weights its experts only where
+    ``moe``); '' where none does (a run whose flags were set one by one)."""
+    from parbench.sim.layout import SOFTWARE
+
+    for variant in SOFTWARE_VARIANTS:
+        for name in SOFTWARE:
+            flags = _software_flags(name, variant, layout)
+            if all(getattr(layout, k) == v for k, v in flags.items() if moe or k != "moe_saved_outputs"):
+                return " ".join(("--software", name, *variant))
+    return ""
 
 
 def nearest_lines(rows: list[Nearby], cluster: Cluster) -> list[str]:
@@ -97,6 +157,12 @@ def nearest_lines(rows: list[Nearby], cluster: Cluster) -> list[str]:
     lines = [("  nearest published runs (same tensor cores), step time predicted vs published; all of them: "
              "parbench validate --published")]
     lines += [f"    {r.error_pct:+6.1f}%  {r.name}  ({r.source}, {r.table})" for r in rows]
+    for software, differs in dict.fromkeys((r.software, r.differs) for r in rows if r.differs):
+        ran = [r for r in rows if (r.software, r.differs) == (software, differs)]
+        which = "they" if len(ran) == len(rows) else ", ".join(f"{rows.index(r) + 1}." for r in ran)
+        how = f" ran as `{software}`;" if software else ""
+        lines.append(f"    {which}{how} this layout differs from {'theirs' if len(ran) > 1 else 'its'} in "
+                     f"{', '.join(differs)}")
     return lines
 
 

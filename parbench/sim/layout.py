@@ -452,8 +452,16 @@ class Framework:
     """``Layout.moe_saved_outputs``: how the software's MoE block weights its experts' outputs."""
     megatron_ddp: bool = False
     """``Layout.megatron_grad_buckets``: Megatron-Core's DDP and distributed optimizer bucket the gradients."""
+    grad_reduce_after_flush: bool = False
+    """``Layout.flat_grad_allreduce`` (zero <= 1): the gradients all-reduced as one buffer after the pipeline flush,
+    not under backward, as Megatron-LM did before its ``--overlap-grad-reduce`` (its README then: "performs gradient
+    all-reduce at the end of back propagation step"; Narayanan et al. SC21, Korthikanti et al. 2022)."""
     fsdp2: bool = False
     """``Layout.fsdp2``: its sharded data parallelism is torch's FSDP2 (``fully_shard``), parameters sharded at rest."""
+    dtensor_sequence_parallel: bool = False
+    """Sequence parallelism wherever tp > 1, as torch DTensor's tensor-parallel plan runs it (``SequenceParallel``
+    norms, ``ColwiseParallel`` from ``Shard(1)``): the all-gathered input kept for backward
+    (``Layout.sp_saves_gathered_input``)."""
     clips_gradients: bool = False
     """``Layout.clip_grad_norm``: the software clips gradients by their global norm by default (Megatron-LM's
     ``--clip-grad`` 1.0, DeepSpeed's ``gradient_clipping`` in the Megatron-DeepSpeed recipes, torchtitan's
@@ -472,12 +480,13 @@ class Framework:
                     clip_grad_norm=self.clips_gradients, megatron_grad_buckets=self.megatron_ddp, fsdp2=self.fsdp2,
                     fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
                                                     and precision.fp32_grad_accumulation),
-                    flat_grad_allreduce=self.deepspeed_pipeline and pp > 1 and zero <= 1)
+                    flat_grad_allreduce=(self.deepspeed_pipeline and pp > 1 or self.grad_reduce_after_flush) and zero <= 1)
 
     def tp_flags(self, tp: int) -> dict:
-        """Sequence parallelism and the tensor-parallel overlap, where the software turns them on and tp > 1."""
+        """Sequence parallelism and the tensor-parallel overlap, where the software turns them on and tp > 1 (the
+        gathered input DTensor's sequence parallelism keeps: ``dtensor_sequence_parallel`` and the final choice)."""
         on = self.tensor_parallel_overlap and tp > 1
-        return {"sequence_parallel": on, "tp_comm_overlap": on}
+        return {"sequence_parallel": on or (self.dtensor_sequence_parallel and tp > 1), "tp_comm_overlap": on}
 
     def precision_for(self, precision: Precision) -> Precision:
         """The precision as the software runs it: bf16 gradient reduction where it reduces in bf16."""
@@ -489,9 +498,12 @@ class Framework:
 SOFTWARE: dict[str, Framework] = {
     "torch": Framework(recompute_early_stop=True),
     "torchtitan": Framework(attention_kernel="flash2", compiled_loss=True, recompute_early_stop=True, moe_saved_outputs=1,
-                            clips_gradients=True, fsdp2=True),
+                            clips_gradients=True, fsdp2=True, dtensor_sequence_parallel=True),
     "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True, moe_saved_outputs=0,
                              clips_gradients=True, megatron_ddp=True),
+    "megatron-lm-2021": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True, moe_saved_outputs=0,
+                                  clips_gradients=True, megatron_ddp=True, pipeline_scatter_gather=True,
+                                  grad_reduce_after_flush=True),
     "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True, moe_saved_outputs=0,
                                     clips_gradients=True),
     "llm-foundry": Framework(compiled_loss=True, recompute_early_stop=True, clips_gradients=True),
@@ -505,7 +517,9 @@ with the model; ``--unfused-elementwise`` makes it eager, its loss too); MosaicM
 Composer, flash-attn's fused cross-entropy, ``Layout.compiled_loss``); the three checkpoint through torch's
 non-reentrant checkpoint (torchtitan's and torch's ``checkpoint_wrapper`` default, llm-foundry's benchmark
 script sets ``activation_checkpointing_reentrant: False``); Megatron-LM
-(its interleaved schedule's overlapped sends, its vocabulary-parallel cross-entropy); Megatron-DeepSpeed
+(its interleaved schedule's overlapped sends, its vocabulary-parallel cross-entropy); Megatron-LM as the 2021-22
+papers ran it (Narayanan et al. SC21, Korthikanti et al.: pipeline tensors in tensor-parallel slices, gradients
+all-reduced after the flush); Megatron-DeepSpeed
 (DeepSpeed's pipeline engine around Megatron's layers); and NVIDIA's NeMo / Megatron-Bridge performance
 recipes: Transformer Engine's FP8 modules under FP8, the distributed optimizer's overlapped parameter
 gather, overlapped pipeline sends, sequence parallelism with the tensor-parallel overlap, gradients reduced

@@ -249,6 +249,12 @@ def model_for(p: Published) -> ModelSpec:
                                           vocab=VOCAB, dropout=True), megatron=True)
 
 
+def software_for(p: Published) -> str:
+    """The ``--software`` a row ran: DeepSpeed's pipeline engine, Megatron-LM as the 2021-22 papers ran it
+    (gradients reduced after the flush), or Megatron-Core's overlapped reduction (MCore v0.9)."""
+    return "megatron-deepspeed" if p.blocking_p2p else "megatron-lm" if p.overlap_grad_reduce else "megatron-lm-2021"
+
+
 def layout_for(p: Published) -> Layout:
     """Megatron-style hybrid: tensor x pipeline x data, gradients all-reduced as one buffer after the flush,
     pipeline tensors sent in tensor-parallel slices (the Megatron-LM of these papers: SC21 sec. 4.1's
@@ -259,11 +265,9 @@ def layout_for(p: Published) -> Layout:
                   schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B,
                   virtual_stages=p.virtual_stages, zero=p.zero, ep=p.ep,
                   recompute=p.recompute, sequence_parallel=p.sequence_parallel,
-                  **{**replace(SOFTWARE["megatron-deepspeed" if p.blocking_p2p else "megatron-lm"],
-                               overlap_param_gather=p.overlap_param_gather, pipeline_scatter_gather=True)
-                     .layout_flags(pp=p.pp, zero=p.zero, precision=PRECISIONS[p.precision],
-                                   schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B),
-                     "flat_grad_allreduce": not p.overlap_grad_reduce},
+                  **replace(SOFTWARE[software_for(p)], overlap_param_gather=p.overlap_param_gather)
+                  .layout_flags(pp=p.pp, zero=p.zero, precision=PRECISIONS[p.precision],
+                                schedule=Schedule.INTERLEAVED_1F1B if interleaved else Schedule.ONE_F_ONE_B),
                   precision=PRECISIONS[p.precision], chunk_layers=p.chunk_layers,
                   attention=p.attention or ("flash" if p.arch is not None else "eager"))
 

@@ -189,6 +189,7 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, cp: 
             for zero, replicate in ((z, r) for z in ([o.zero] if o.zero is not None else zeros)
                                     for r in _replicas(z, dp * cp, o)):
                 for recompute in [o.recompute] if o.recompute else Recompute:
+                    sp = tp > 1 if o.sequence_parallel is None else o.sequence_parallel
                     try:
                         ends = (account_for_ends(model.blocks, pp * v, len(model.units) - model.blocks)
                                 if o.account_for_ends and pp > 1 else ())
@@ -201,7 +202,8 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, cp: 
                                         recompute_every=o.recompute_every if recompute is Recompute.FULL else 1,
                                         recompute_modules=(o.recompute_modules if recompute in (Recompute.NONE, Recompute.SELECTIVE)
                                                            else ()),
-                                        sequence_parallel=tp > 1 if o.sequence_parallel is None else o.sequence_parallel,
+                                        sequence_parallel=sp,
+                                        sp_saves_gathered_input=o.framework.dtensor_sequence_parallel and sp,
                                         tp_comm_overlap=(o.tp_comm_overlap or o.framework.tensor_parallel_overlap) and tp > 1,
                                         precision=o.precision, attention=o.attention, fp8_all_gather=o.fp8_all_gather,
                                         **o.framework.layout_flags(pp=pp, zero=zero, precision=o.precision, schedule=schedule))

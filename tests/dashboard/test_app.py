@@ -219,6 +219,8 @@ def test_simulator_what_if_shows_the_nearest_published_runs(monkeypatch):
     expected = nearest_published(what.model(), layout_for(what.command_args(), cluster), cluster)
     assert list(table["published run"]) == [r.name for r in expected] and len(table) == 3
     assert list(table["error %"]) == [round(r.error_pct, 1) for r in expected]
+    assert list(table["ran as"]) == [r.software or "(flags of its own)" for r in expected]
+    assert list(table["this layout differs in"]) == [", ".join(r.differs) or "-" for r in expected]
     assert all("A100" in s or "SC21" in s or "MT-NLG" in s or "llm-foundry" in s for s in table["source"])
 
 

@@ -246,3 +246,55 @@ def test_search_says_how_many_layouts_lie_within_the_margin_its_order_was_checke
     assert (f"  {close} other layouts are predicted within 5% of it, closer than the order the model was checked on: "
             f"published layout pairs more than 5% apart are predicted in their published order in "
             f"{s['decided_ordered']} of {s['decided']}, closer ones in {s['close_ordered']} of {s['close']}") in out
+
+
+PRECISION_NAMES = {("fp8", False): "fp8", ("", True): "fp16", ("", False): "bf16"}
+"""A published row's precision as ``--precision`` names it: (GEMM dtype, fp16 loss scaling)."""
+
+
+def test_the_software_each_published_row_ran_gives_its_layout_through_the_command_line():
+    """For every published row whose software flags ``software_of`` names, ``parbench simulate`` with the row's mesh
+    and those flags builds a layout equal to the row's in every software-set field: the command line can predict
+    each of those rows as it ran, and the name is what each source states (NVIDIA's recipes NeMo; SC21 and
+    Korthikanti et al. Megatron-LM of 2021-22; MT-NLG and BLOOM Megatron-DeepSpeed)."""
+    from parbench.commands.simulate import layout_for
+    from parbench.sim.accuracy import SOFTWARE_FIELDS, software_of
+    from parbench.sim.published_memory import timed_runs
+
+    named = 0
+    by_source = {}
+    for run in timed_runs():
+        moe = bool(run.arch.experts)
+        software = software_of(run.layout, moe=moe)
+        by_source.setdefault(run.source.split(" ")[0], set()).add(software)
+        if not software:
+            continue
+        lay = run.layout
+        argv = [f"--gpus={lay.world_size}", f"--tp={lay.tp}", f"--pp={lay.pp}", f"--cp={lay.cp}", f"--zero={lay.zero}",
+                f"--global-batch={lay.global_batch_size}", f"--micro-batch={lay.micro_batch_size}",
+                f"--schedule={lay.schedule.value}", f"--virtual-stages={lay.virtual_stages}",
+                f"--precision={PRECISION_NAMES[lay.precision.gemm_dtype, lay.precision.loss_scaling]}",
+                *software.split()]
+        built = layout_for(argv, PRESETS[run.cluster])
+        wrong = [f for f in SOFTWARE_FIELDS if getattr(built, f) != getattr(lay, f) and (moe or f != "moe_saved_outputs")]
+        assert not wrong, (run.name, software, wrong)
+        named += 1
+    assert named >= 230
+    assert by_source["NVIDIA"] == by_source["Megatron-Bridge"] == {"--software nemo"}
+    assert by_source["Narayanan"] == {"--software megatron-lm-2021"}
+    assert by_source["Smith"] == by_source["BigScience"] == {"--software megatron-deepspeed"}
+    assert by_source["llm-foundry"] == {"--software llm-foundry --reentrant-checkpoint"}
+
+
+def test_simulate_says_how_its_layout_differs_from_the_software_the_nearest_runs_ran(capsys):
+    """The DGX Cloud layout under torch's software (the default) is told the rows beside it ran NeMo's flags and
+    which of its own differ; under --software nemo nothing differs and no such line is printed."""
+    args = ["simulate", "--model", "llama3-70b", "--cluster", "h100-sxm", "--gpus", "64", "--tp", "4", "--pp", "4",
+            "--cp", "2", "--virtual-stages", "5", "--schedule", "interleaved1f1b", "--global-batch", "128",
+            "--zero", "1", "--precision", "bf16", "--vocab", "128512"]
+    main(args)
+    out = capsys.readouterr().out
+    assert "they ran as `--software nemo`; this layout differs from theirs in attention_kernel" in out
+    assert "sequence_parallel, tp_comm_overlap" in out and "moe_saved_outputs" not in out
+    assert main([*args, "--software", "nemo"]) == 0
+    assert "differs from" not in capsys.readouterr().out

@@ -537,3 +537,9 @@ def test_torchtitan_on_hopper_is_fsdp2_with_flash_attention_2():
     *_, torch_layout, _ = command_prediction(argv)
     assert titan.fsdp2 and not torch_layout.fsdp2 and titan.attention_kernel == "flash2"
     assert p_named.step_time_s == p_titan.step_time_s
+    # torch DTensor's tensor-parallel plan: sequence parallel, the gathered input kept for backward
+    tp = ["--model", "llama3-8b", "--cluster", "h100-sxm", "--gpus", "8", "--tp", "8", "--software", "torchtitan"]
+    *_, sp, _ = command_prediction(tp)
+    *_, no_sp, _ = command_prediction([*tp, "--no-sequence-parallel"])
+    assert sp.sequence_parallel and sp.sp_saves_gathered_input
+    assert not no_sp.sequence_parallel and not no_sp.sp_saves_gathered_input
