@@ -103,7 +103,7 @@ def _handle_rows(a: argparse.Namespace) -> int:
         print(json.dumps({"rows": rows, "by_source": sources, "trends": series, "splits": splits}))
         return 0
     _print_rows(a.rows, rows)
-    _print_runs_by_source(sources)
+    _print_runs_by_source(sources, "\nthe file's runs by source (memory where a row gives it; every run trained, so each must fit):")
     _print_trends(series)
     _print_splits(splits)
     return 0
@@ -240,11 +240,12 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}%"
 
 
-def _print_runs_by_source(by_source: list[dict]) -> None:
+def _print_runs_by_source(by_source: list[dict], title: str = "") -> None:
     if not by_source:
         return
-    print("\npublished runs by source, memory and feasibility (layouts that trained must fit; OOM ones must not); floor:\n"
-          "the max |err| no model can get under, two of the source's rows having the same inputs (the table at the end)")
+    print(title or "\npublished runs by source, memory and feasibility (layouts that trained must fit; OOM ones must not); "
+          "floor:\nthe max |err| no model can get under, two of the source's rows having the same inputs (the table at "
+          "the end)")
     print(f"{'source':<58}{'rows':>5}  {'metric':<22}{'mean|err|':>10}{'max|err|':>10}{'floor':>7}{'mem rows':>9}"
           f"{'mem mean':>9}{'mem max':>9}{'ran: fit':>10}{'OOM: no fit':>12}")
     for s in by_source:

@@ -104,6 +104,30 @@ MODELS: dict[str, ModelPreset] = {
                "96 attention heads, 8 KV heads, sequence 4096, vocabulary 256,000) and sec. 2.1 (9.4B embedding and "
                "331.6B non-embedding parameters; rotary positions, squared-ReLU MLP of 4 x hidden, no biases, untied "
                "embeddings; LayerNorm: the squared ReLU and the norm cost the same bytes as the GELU and LayerNorm modelled)"),
+    "nemotron-4-15b": ModelPreset(
+        arch=Architecture(name="nemotron-4-15b", layers=32, hidden=6144, heads=48, kv_heads=8, vocab=256000, seq_len=4096,
+                          positions="rotary", bias="none"),
+        published_params=15.7e9,
+        source="Parmar et al., 'Nemotron-4 15B Technical Report', arXiv 2402.16819, 2024, Table 1 (32 layers, hidden "
+               "6144, 48 attention heads, 8 KV heads, sequence 4096, vocabulary 256,000) and sec. 2 (3.2B embedding "
+               "and 12.5B non-embedding parameters; rotary positions, squared-ReLU MLP of 4 x hidden, no biases, "
+               "untied embeddings)"),
+    "gpt-neox-20b": ModelPreset(
+        arch=Architecture(name="gpt-neox-20b", layers=44, hidden=6144, heads=64, vocab=50432, seq_len=2048,
+                          positions="rotary"),
+        published_params=20.554567680e9,
+        source="Black et al., 'GPT-NeoX-20B: An Open-Source Autoregressive Language Model', 2022 (44 layers, hidden "
+               "6144, 64 heads, context 2048, rotary positions on a quarter of each head, parallel attention and MLP "
+               "of 4 x hidden, LayerNorm and biases, untied); huggingface.co/EleutherAI/gpt-neox-20b config.json "
+               "(vocab padded to 50432) and its 20,554,567,680 parameters"),
+    "opt-175b": ModelPreset(
+        arch=Architecture(name="opt-175b", layers=96, hidden=12288, heads=96, vocab=50272, seq_len=2048,
+                          tie_embeddings=True, max_positions=2048, dropout=True),
+        published_params=175e9,
+        source="Zhang et al., 'OPT: Open Pre-trained Transformer Language Models', arXiv 2205.01068, 2022, Table 1 "
+               "(175B: 96 layers, 96 heads, embedding size 12288) and sec. 2 (GPT-3's architecture: learned "
+               "positions, context 2048, ReLU MLP of 4 x hidden, LayerNorm and biases, dropout 0.1); Hugging Face "
+               "facebook/opt-* configs (vocabulary 50272, tied embeddings)"),
     "qwen3-30b-a3b": ModelPreset(
         arch=_qwen3_moe("qwen3-30b-a3b", 48, 2048, 32, 6144, 768), published_params=30.5e9,
         source="Qwen Team, 'Qwen3 Technical Report', 2025, its MoE architecture table (48 layers, 32 q / 4 kv heads, 128 experts, "
