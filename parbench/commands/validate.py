@@ -110,7 +110,7 @@ def _handle_rows(a: argparse.Namespace) -> int:
 
 
 def _print_rows(path: str, rows: list[dict]) -> None:
-    print(f"{path}: {len(rows)} measured runs beside their predictions (error = predicted / measured - 1)")
+    print(f"{path}: {len(rows)} measured run{'' if len(rows) == 1 else 's'} beside their predictions (error = predicted / measured - 1)")
     print(f"{'run':<44}{'cluster':<14}{'GPUs':>6}  {'metric':<16}{'measured':>10}{'predicted':>11}{'err %':>8}"
           f"{'mem GiB meas / pred':>21}  fits")
     for r in rows:
