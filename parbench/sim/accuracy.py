@@ -125,7 +125,8 @@ def _software_flags(name: str, variant: tuple[str, ...], layout: Layout) -> dict
                  recompute_early_stop=base.recompute_early_stop and "--reentrant-checkpoint" not in variant,
                  overlap_param_gather=base.overlap_param_gather or "--overlap-param-gather" in variant)
     p = layout.precision
-    trained = replace(p, fp32_grad_accumulation=True) if p.gemm_dtype in ("bf16", "fp8") else p
+    # bf16 and FP8 train with float32 gradient accumulation (PRECISIONS) until a software reduces them in bf16
+    trained = replace(p, fp32_grad_accumulation=True) if p.param_bytes == 2 and not p.loss_scaling else p
     precision = sw.precision_for(trained)
     tp = sw.tp_flags(layout.tp)
     if "--sequence-parallel" in variant:
