@@ -15,7 +15,7 @@ from parbench.sim import charts as sim_charts
 from parbench.sim import whatif
 from parbench.sim.accuracy import nearest_lines, nearest_published
 from parbench.sim.hardware import PRESETS, load_cluster
-from parbench.sim.layout import PRECISIONS, Recompute
+from parbench.sim.layout import PRECISIONS, SOFTWARE, Recompute
 from parbench.sim.validate import (
     single_process_ratios,
     single_process_words,
@@ -90,8 +90,8 @@ def nearest_section(model, layout, cluster) -> None:
                  key="sim-whatif-nearest", hide_index=True)
     if any(r.differs for r in nearby):
         st.caption("Where this layout's software flags differ from those a published run ran with, the error shown is "
-                   "that run's, under its own flags: the command above with the 'ran as' flags added predicts this "
-                   "layout as that run ran.")
+                   "that run's, under its own flags: choose that training software above (and the flags 'ran as' "
+                   "names) to predict this layout as that run ran.")
 
 
 def search_section(what: whatif.WhatIf, cluster, results_dir: str) -> None:
@@ -108,8 +108,9 @@ def search_section(what: whatif.WhatIf, cluster, results_dir: str) -> None:
         gpus = int(a.number_input("GPUs", 1, 1 << 20, 64, key="sim-search-gpus"))
         batch = int(b.number_input("global batch (samples a step)", 1, 1 << 24, 512, key="sim-search-batch"))
         asked = st.form_submit_button("Search every layout")
-    key = (what.shape, cluster.name, what.precision, gpus, batch)
-    flags = [f"--gpus={gpus}", f"--global-batch={batch}", f"--precision={what.precision}", "--search"]
+    key = (what.shape, cluster.name, what.precision, what.software, gpus, batch)
+    flags = [f"--gpus={gpus}", f"--global-batch={batch}", f"--precision={what.precision}", f"--software={what.software}",
+             "--search"]
     latest = st.session_state.setdefault("sim-search-latest", {})
     if asked and key not in latest:
         bar = st.progress(0.0, text="searching")
@@ -166,7 +167,7 @@ def open_in_whatif(layout) -> None:
 
 def whatif_inputs(results_dir: str):
     """The panel's widgets: model (preset or shape), cluster, mesh (dp, tp, pp, cp, ep, whole experts), combined
-    1F1B, ZeRO, recompute, micro-batching, schedule and sequence parallelism."""
+    1F1B, ZeRO, recompute, micro-batching, schedule, sequence parallelism and the training software."""
     a, b, c = st.columns(3)
     name = a.selectbox("model", [*whatif.MODEL_PRESETS, CUSTOM], key="sim-model")
     preset = whatif.MODEL_PRESETS.get(name, whatif.MODEL_PRESETS["GPT-3 2.7B"])
@@ -181,6 +182,8 @@ def whatif_inputs(results_dir: str):
                   f"vocabulary {preset.vocab_size} ({preset.source})")
     clusters = list(PRESETS) + (["local"] if _has_profile(results_dir) else [])
     cluster = load_cluster(a.selectbox("cluster", clusters, key="sim-cluster"), results_dir=results_dir)
+    software = a.selectbox("training software (its kernels, overlaps and flags; `--software`)", list(SOFTWARE),
+                           key="sim-software")
     schedules = [s.value for s in Schedule]
     what = whatif.WhatIf(
         shape=preset, dp=b.number_input("dp", 1, MESH_MAX, 8, key="sim-dp"),
@@ -200,7 +203,8 @@ def whatif_inputs(results_dir: str):
         schedule=Schedule(c.selectbox("pipeline schedule", schedules, index=schedules.index(Schedule.ONE_F_ONE_B.value),
                                       key="sim-schedule")),
         virtual_stages=c.number_input("virtual stages per pipeline rank (interleaved)", 1, MESH_MAX, 1, key="sim-v"),
-        sequence_parallel=c.checkbox("sequence parallelism (with tp)", key="sim-sp"))
+        sequence_parallel=c.checkbox("sequence parallelism (with tp; unchecked: the software's choice)", key="sim-sp"),
+        software=software)
     b.caption(f"{what.gpus} GPUs (dp x tp x pp x cp)")
     return what, cluster
 

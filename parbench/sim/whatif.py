@@ -82,6 +82,9 @@ class WhatIf:
     virtual_stages: int = 1
     """Chunks per pipeline rank (the interleaved schedule needs 2 or more)."""
     sequence_parallel: bool = False
+    """Sequence parallelism on; False leaves it to the software (NeMo's and torchtitan's turn it on with tp)."""
+    software: str = "torch"
+    """``parbench simulate --software``: the training software whose flags run the layout."""
 
     @property
     def gpus(self) -> int:
@@ -96,8 +99,8 @@ class WhatIf:
                  "global-batch": self.dp * self.micro_batches * self.micro_batch_size, "schedule": self.schedule.value,
                  "virtual-stages": self.virtual_stages, "zero": self.zero, "recompute": self.recompute.value,
                  "precision": self.precision}
-        return [*(f"--{k}={v}" for k, v in flags.items()),
-                "--sequence-parallel" if self.sequence_parallel else "--no-sequence-parallel",
+        return [*(f"--{k}={v}" for k, v in flags.items()), f"--software={self.software}",
+                *(["--sequence-parallel"] if self.sequence_parallel else []),
                 *(["--expert-tp=1"] if self.whole_experts else []),
                 *(["--overlap-moe-expert-parallel-comm"] if self.moe_a2a_overlap else [])]
 

@@ -485,3 +485,25 @@ def test_simulator_shows_a_rows_file_and_names_what_is_wrong_with_a_bad_one(monk
     assert not at.exception and any("does not exist" in e.value for e in at.error)
     with pytest.raises(KeyError):
         at.get_by_key("sim-rows")
+
+
+def test_the_what_if_predicts_under_the_training_software_chosen(monkeypatch):
+    """Choosing NeMo's software runs the layout with its flags (here sequence parallelism and the tensor-parallel
+    overlap at tp 2, bf16 gradient reduction): the panel's step is what ``parbench simulate --software nemo``
+    predicts, and differs from torch's."""
+    from dataclasses import replace
+
+    from parbench.commands.simulate import predict_for
+    from parbench.sim.hardware import PRESETS
+
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    at.number_input(key="sim-tp").set_value(2).run()
+    torch_title = figure(at, "sim-whatif-time")["layout"]["title"]["text"]
+    at.selectbox(key="sim-software").set_value("nemo").run()
+    assert not at.exception
+    what = replace(_default_what_if(), tp=2, software="nemo")
+    cluster = PRESETS[at.selectbox(key="sim-cluster").value]
+    layout, p = predict_for(what.command_args(), what.model(), cluster)
+    assert layout.sequence_parallel and layout.tp_comm_overlap
+    title = figure(at, "sim-whatif-time")["layout"]["title"]["text"]
+    assert title.startswith(f"Step time {p.step_time_s * 1e3:,.1f} ms") and title != torch_title
