@@ -182,8 +182,8 @@ def whatif_inputs(results_dir: str):
                   f"vocabulary {preset.vocab_size} ({preset.source})")
     clusters = list(PRESETS) + (["local"] if _has_profile(results_dir) else [])
     cluster = load_cluster(a.selectbox("cluster", clusters, key="sim-cluster"), results_dir=results_dir)
-    software = a.selectbox("training software (its kernels, overlaps and flags; `--software`)", list(SOFTWARE),
-                           key="sim-software")
+    software = a.selectbox("training software", list(SOFTWARE), key="sim-software",
+                           help="`parbench simulate --software`: the framework's kernels, overlaps and flags")
     schedules = [s.value for s in Schedule]
     what = whatif.WhatIf(
         shape=preset, dp=b.number_input("dp", 1, MESH_MAX, 8, key="sim-dp"),
@@ -203,7 +203,8 @@ def whatif_inputs(results_dir: str):
         schedule=Schedule(c.selectbox("pipeline schedule", schedules, index=schedules.index(Schedule.ONE_F_ONE_B.value),
                                       key="sim-schedule")),
         virtual_stages=c.number_input("virtual stages per pipeline rank (interleaved)", 1, MESH_MAX, 1, key="sim-v"),
-        sequence_parallel=c.checkbox("sequence parallelism (with tp; unchecked: the software's choice)", key="sim-sp"),
+        sequence_parallel=c.checkbox("sequence parallelism (with tp)", key="sim-sp",
+                                     help="unchecked: the software's choice (NeMo and torchtitan turn it on with tp)"),
         software=software)
     b.caption(f"{what.gpus} GPUs (dp x tp x pp x cp)")
     return what, cluster
