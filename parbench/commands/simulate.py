@@ -16,7 +16,7 @@ from parbench.config import WORKLOAD_NAMES, ConfigError, Schedule, Strategy, Wor
 EXIT_INFEASIBLE = 3
 TOY_NOTE = ("note: no model given; showing a toy default (transformer, 4 layers, hidden 64). Name a real one "
             "with --model ({models}), --hf-config PATH, or its shape (--layers, --hidden, --heads, ...)")
-ARCH_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp", "tie_embeddings", "seq", "vocab",
+ARCH_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp", "tie_embeddings", "dropout", "seq", "vocab",
               "experts", "top_k", "capacity_factor", "expert_ffn", "moe_every")
 
 
@@ -42,6 +42,9 @@ def add_parser(sub) -> None:
     w.add_argument("--ffn-hidden", type=int, help="MLP inner width; default 4 x hidden")
     w.add_argument("--gated-mlp", action=argparse.BooleanOptionalAction, help="SwiGLU MLP (gate, up, down)")
     w.add_argument("--tie-embeddings", action=argparse.BooleanOptionalAction, help="head shares the token embedding")
+    w.add_argument("--dropout", action=argparse.BooleanOptionalAction,
+                   help="hidden dropout after attention and MLP (its masks saved for backward; Megatron's GPT recipes "
+                        "set 0.1)")
     w.add_argument("--seq", "--seq-len", dest="seq", type=int, help="tokens per sample (default: the model's context)")
     w.add_argument("--vocab", "--vocab-size", dest="vocab", type=int, help="vocabulary size (default: the preset's)")
     w.add_argument("--experts", type=int, help="mixture of experts: experts per MoE layer (default: dense)")
@@ -186,7 +189,8 @@ def _architecture(a: argparse.Namespace):
         arch = runner_architecture(wl)
     changes = {k: v for k, v in (("layers", a.layers), ("hidden", a.hidden), ("heads", a.heads),
                                  ("kv_heads", a.kv_heads), ("head_size", a.head_dim), ("ffn_hidden", a.ffn_hidden), ("gated_mlp", a.gated_mlp),
-                                 ("tie_embeddings", a.tie_embeddings), ("seq_len", a.seq), ("vocab", a.vocab),
+                                 ("tie_embeddings", a.tie_embeddings), ("dropout", a.dropout), ("seq_len", a.seq),
+                                 ("vocab", a.vocab),
                                  ("experts", a.experts), ("top_k", a.top_k), ("capacity_factor", a.capacity_factor),
                                  ("expert_ffn", a.expert_ffn), ("moe_every", a.moe_every), ("mtp_layers", a.mtp_layers))
                if v is not None}

@@ -15,7 +15,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("validate", help="simulator predictions vs every measured run", description=__doc__)
     p.add_argument("--results-dir", default="results", help="results directory whose runs are predicted")
     p.add_argument("--cluster", default="local", help="profile to predict on (default: the calibrated local one)")
-    p.add_argument("--format", choices=("table", "json"), default="table", help="output: a readable table or JSON")
+    p.add_argument("--format", choices=("table", "json", "rows"), default="table",
+                   help="output: a readable table or JSON; with --published, rows: every published run the command "
+                        "can state, as a rows file of parbench simulate command lines (read back by --rows)")
     p.add_argument("--published", action="store_true",
                    help="compare with published at-scale rows (runs without a local profile when none exists)")
     p.add_argument("--rows", metavar="FILE",
@@ -28,6 +30,15 @@ def add_parser(sub) -> None:
 def handle(a: argparse.Namespace) -> int:
     if a.rows:
         return _handle_rows(a)
+    if a.format == "rows":
+        if not a.published:
+            raise ConfigError("--format rows writes the published runs as a rows file: give --published")
+        from parbench.commands.simulate import command_prediction
+        from parbench.sim.published_memory import timed_runs
+        from parbench.sim.reproduce import rows_toml
+
+        print(rows_toml(timed_runs(), command_prediction), end="")
+        return 0
     from parbench.sim.hardware import load_cluster
     from parbench.sim.validate import (noise_floor, single_process_ratios, summarize, term_errors, term_errors_by_config,
                                        traced_step_error_pct, tracing_cost_pct, validation_rows)
@@ -95,8 +106,8 @@ def _handle_rows(a: argparse.Namespace) -> int:
     from parbench.sim.published_memory import summarize_by_source
     from parbench.sim.rows import compare_rows, load_rows
 
-    if a.published:
-        raise ConfigError("--rows compares the file's runs alone; run --published apart")
+    if a.published or a.format == "rows":
+        raise ConfigError("--rows compares the file's runs alone; run --published (and --format rows) apart")
     rows = compare_rows(load_rows(a.rows), command_prediction)
     sources, series, splits = summarize_by_source(rows), _trends(rows), _splits(rows)
     if a.format == "json":

@@ -138,3 +138,33 @@ def test_a_relative_hf_config_is_read_beside_the_rows_file(tmp_path):
 def test_rows_and_published_are_run_apart(tmp_path, capsys):
     assert main(["validate", "--rows", str(_rows_file(tmp_path, _row())), "--published"]) == 2
     assert "--rows compares the file's runs alone" in capsys.readouterr().err
+
+
+def test_every_published_run_the_command_can_state_comes_back_through_a_rows_file(tmp_path, capsys):
+    """``validate --published --format rows`` writes each published run as a simulate command line; read back by
+    ``--rows``, every one predicts the step the built-in table predicts (its architecture, cluster and layout
+    reached through the command's own parser), and the runs it cannot state are the 2024 torchtitan ones that
+    compiled the blocks but not the loss, which no flag states."""
+    from parbench.sim.published_memory import step_times_s, timed_runs
+    from parbench.sim.reproduce import simulate_args
+
+    assert main(["validate", "--published", "--format", "rows"]) == 0
+    text = capsys.readouterr().out
+    path = tmp_path / "published.toml"
+    path.write_text(text)
+    rows = compare_rows(load_rows(path), command_prediction)
+    stated = [r for r in timed_runs() if simulate_args(r, command_prediction) is not None]
+    assert len(rows) == len(stated) >= 231
+    assert all(r["source"] == s.source and r["name"].startswith(s.name) for r, s in zip(rows, stated))
+    for r, s in zip(rows, stated):
+        predicted = step_times_s(s)[1]
+        assert r["step_s_predicted"] == pytest.approx(predicted, rel=1e-12), r["name"]
+        assert r["metric_error_pct"] is not None and r["published"] == s.value
+    left = [r for r in timed_runs() if simulate_args(r, command_prediction) is None]
+    assert {r.source for r in left} <= {"torchtitan docs/performance.md @eaea6f6", "torchtitan docs/performance.md @0413364"}
+    assert not any(r.layout.compiled_loss for r in left)
+
+
+def test_format_rows_needs_published(capsys):
+    assert main(["validate", "--format", "rows"]) == 2
+    assert "give --published" in capsys.readouterr().err

@@ -1,0 +1,128 @@
+"""The ``parbench simulate`` command line that predicts a published run, where the command can state it.
+
+A published run is built here from the source's own description (``parbench.sim.published_memory``); a user
+reaches the same prediction only through ``parbench simulate``. ``simulate_args`` writes the run's model (a
+``--model`` preset and the shape flags that differ from it), its mesh and batch, the training software and the
+flags that adjust it (``accuracy.software_of``), then builds that command line with the command's own parser and
+keeps it only if the architecture, the cluster and every layout field come out equal to the run's: a command is
+returned only where it reproduces the run exactly. ``parbench validate --published --format rows`` writes every
+such run as a rows file (``parbench.sim.rows``), which ``parbench validate --rows`` predicts back.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from dataclasses import fields, replace
+
+from parbench.config import ConfigError
+from parbench.sim.accuracy import software_of
+from parbench.sim.architecture import Architecture
+from parbench.sim.layout import PRECISIONS, Layout
+from parbench.sim.models import MODELS
+from parbench.sim.published_memory import Run
+
+SHAPE_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "kv_heads": "--kv-heads",
+               "head_size": "--head-dim", "ffn_hidden": "--ffn-hidden", "seq_len": "--seq", "vocab": "--vocab",
+               "experts": "--experts", "top_k": "--top-k", "capacity_factor": "--capacity-factor",
+               "expert_ffn": "--expert-ffn", "moe_every": "--moe-every", "mtp_layers": "--mtp-layers"}
+"""Architecture fields ``parbench simulate`` sets with a value flag (the two booleans below take a pair)."""
+BOOL_FLAGS = {"gated_mlp": "gated-mlp", "tie_embeddings": "tie-embeddings", "dropout": "dropout"}
+
+
+def arch_args(arch: Architecture) -> list[str] | None:
+    """``--model PRESET`` and the shape flags that turn the preset into ``arch`` (the preset needing the fewest);
+    None where every preset differs in a field no flag sets (norm, positions, biases, dropout, windows, ...)."""
+    best, arch = None, _canonical(arch)
+    for name, preset in MODELS.items():
+        differ = [f.name for f in fields(Architecture) if f.name != "name"
+                  and getattr(_canonical(preset.arch), f.name) != getattr(arch, f.name)]
+        if any(k not in SHAPE_FLAGS and k not in BOOL_FLAGS for k in differ):
+            continue
+        flags = [f"{SHAPE_FLAGS[k]}={getattr(arch, k)}" if k in SHAPE_FLAGS
+                 else f"--{'' if getattr(arch, k) else 'no-'}{BOOL_FLAGS[k]}" for k in differ]
+        if best is None or len(flags) < len(best) - 2:
+            best = ["--model", name, *flags]
+    return best
+
+
+def _canonical(arch: Architecture) -> Architecture:
+    """``arch`` with its MLP width written out (0 stands for 4 x hidden: ``Architecture.ffn``)."""
+    return replace(arch, ffn_hidden=arch.ffn)
+
+
+def pipeline_layout_text(chunks: tuple[int, ...], mtp: int = 0) -> str:
+    """A chunk split as Megatron-LM's layout string (``stages.megatron_pipeline_layout`` reads it back): the
+    embedding opens the first chunk, the loss closes the last, multi-token-prediction layers end it."""
+    parts = [f"t*{n}" for n in chunks]
+    last = chunks[-1] - mtp
+    parts[-1] = (f"t*{last}" if last else "") + (f"m*{mtp}" if mtp else "")
+    return f"E{'|'.join(parts)}L"
+
+
+def layout_args(layout: Layout, moe: bool, mtp: int = 0) -> list[str] | None:
+    """The mesh, batch, schedule, memory and software flags of ``layout``; None where no ``--software`` and flag
+    adjustments give its software-set fields (``accuracy.software_of``)."""
+    software = software_of(layout, moe=moe)
+    if not software:
+        return None
+    mbs = layout.global_batch_size // (layout.dp * layout.micro_batches)
+    args = [f"--gpus={layout.world_size}", f"--tp={layout.tp}", f"--pp={layout.pp}", f"--cp={layout.cp}",
+            f"--ep={layout.ep}", f"--replicate={layout.replicate}", f"--micro-batch={mbs}",
+            f"--global-batch={layout.global_batch_size}", f"--schedule={layout.schedule.value}",
+            f"--virtual-stages={layout.virtual_stages}", f"--zero={layout.zero}",
+            f"--recompute={layout.recompute.value}", f"--recompute-every={layout.recompute_every}",
+            f"--attention={layout.attention}", *software.split(),
+            "--sequence-parallel" if layout.sequence_parallel else "--no-sequence-parallel"]
+    args += [f"--recompute-modules={','.join(layout.recompute_modules)}"] if layout.recompute_modules else []
+    args += [f"--expert-tp={layout.expert_tp}"] if layout.expert_tp else []
+    args += [f"--moe-imbalance={layout.moe_imbalance}"] if layout.moe_imbalance != 1 else []
+    args += ["--overlap-moe-expert-parallel-comm"] if layout.moe_a2a_overlap else []
+    args += ["--fp8-all-gather"] if layout.fp8_all_gather else []
+    args += ["--tp-comm-overlap"] if layout.tp_comm_overlap else []
+    args += [f"--pipeline-layout={pipeline_layout_text(layout.chunk_layers, mtp)}"] if layout.chunk_layers else []
+    return args
+
+
+def simulate_args(run: Run, predict_row: Callable[[list[str]], tuple]) -> list[str] | None:
+    """The ``parbench simulate`` arguments that reproduce ``run`` exactly (its architecture, cluster and layout, so
+    its prediction), or None where the command cannot state it. ``predict_row(argv)``: (cluster, model, layout,
+    prediction) as ``parbench simulate ARGV`` builds them (``parbench.commands.simulate.command_prediction``)."""
+    model = arch_args(run.arch)
+    layout = layout_args(run.layout, moe=bool(run.arch.experts), mtp=run.arch.mtp_layers)
+    if model is None or layout is None:
+        return None
+    for precision in PRECISIONS:
+        argv = [*model, f"--cluster={run.cluster}", *layout, f"--precision={precision}"]
+        try:
+            cluster, spec, built, _ = predict_row(argv)
+        except ConfigError:
+            continue
+        if not run.arch.experts:  # how a MoE block weights its experts: no field of a dense model's step
+            built = replace(built, moe_saved_outputs=run.layout.moe_saved_outputs)
+        same_model = _canonical(replace(spec.arch, name=run.arch.name)) == _canonical(run.arch)
+        if cluster.name == run.cluster and same_model and built == run.layout:
+            return argv
+    return None
+
+
+def rows_toml(runs: list[Run], predict_row: Callable[[list[str]], tuple]) -> str:
+    """``runs`` as a rows file (``parbench.sim.rows``): each one the command can state (``simulate_args``) as a
+    ``[[row]]``, the others listed in a comment."""
+    out, left, seen = [], [], {}
+    for run in runs:
+        argv = simulate_args(run, predict_row)
+        if argv is None:
+            left.append(run.name)
+            continue
+        seen[run.name] = seen.get(run.name, 0) + 1  # a rows file's names are unique: a source's repeats numbered
+        name = run.name if seen[run.name] == 1 else f"{run.name} [{seen[run.name]}]"
+        row = {"name": name, "source": run.source, "table": run.table, "series": run.series,
+               "simulate": shlex.join(argv), "metric": run.metric, "value": run.value}
+        if run.memory_gib:
+            row["memory_gib"] = run.memory_gib
+        out.append("[[row]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in row.items() if v != ""))
+    head = (f"# {len(out)} published runs as parbench simulate command lines (parbench validate --rows reads this file)"
+            + (f"; {len(left)} the command cannot state: " + "; ".join(left) if left else "") + "\n")
+    return head + "\n".join(out)
