@@ -366,7 +366,7 @@ def handle(a: argparse.Namespace) -> int:
     from parbench.sim.accuracy import nearest_lines, nearest_published
 
     layout, p = _predict(a, model, cluster)
-    nearby = nearest_published(model, layout, cluster)
+    nearby = nearest_published(model, layout, cluster, predict_row=command_prediction)
     if a.format == "json":
         print(json.dumps({"cluster": cluster.name, "model": _model_dict(model), "layout": _layout_dict(layout),
                           "prediction": p.as_dict(),
@@ -572,7 +572,7 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
     front = pareto_front(cands)
     rejected = rejected_counts(cands)
     # the best layout's record: how far the model has been from published runs like it
-    nearby = nearest_published(model, feasible[0].layout, cluster) if feasible else []
+    nearby = nearest_published(model, feasible[0].layout, cluster, predict_row=command_prediction) if feasible else []
     close = within_margin(feasible)
     if a.format == "json":
         row = lambda c: {"layout": describe(c.layout), **c.prediction.as_dict()}  # noqa: E731

@@ -20,12 +20,14 @@ says for each which one trained faster and whether the model predicts the same o
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from parbench.sim.architecture import Architecture
 from parbench.sim.hardware import PRESETS, Cluster
 from parbench.sim.layout import Layout
 from parbench.sim.model import ModelSpec
+from parbench.sim.software import SOFTWARE_FIELDS, software_of
 
 NEAREST = 3
 """Published rows shown beside a prediction."""
@@ -53,6 +55,9 @@ class Nearby:
     none gives all of them: ``software_of``)."""
     differs: tuple[str, ...] = ()
     """The software-set layout fields (``SOFTWARE_FIELDS``) in which the asked-for layout differs from the row's."""
+    simulate: str = ""
+    """The row's own ``parbench simulate`` arguments (``reproduce.simulate_args``); '' where not asked for or where
+    the command cannot state the row."""
 
     @property
     def error_pct(self) -> float:
@@ -75,11 +80,16 @@ def distance(a: dict[str, float], b: dict[str, float]) -> float:
     return sum(w * abs(a[k] - b[k]) for k, w in WEIGHTS.items())
 
 
-def nearest_published(model: ModelSpec, layout: Layout, cluster: Cluster, k: int = NEAREST) -> list[Nearby]:
+def nearest_published(model: ModelSpec, layout: Layout, cluster: Cluster, k: int = NEAREST,
+                      predict_row: Callable[[list[str]], tuple] | None = None) -> list[Nearby]:
     """The ``k`` published rows nearest to (model, layout) among those of its kind (dense or a mixture of
     experts) run on ``cluster``'s tensor cores, nearest first (ties by name); [] where none ran on such a
-    device (a CPU, a profile of another peak) or none of its kind did."""
+    device (a CPU, a profile of another peak) or none of its kind did. With ``predict_row`` (``parbench simulate``'s
+    own builder, ``commands.simulate.command_prediction``) each row carries its own command line."""
+    import shlex
+
     from parbench.sim.published_memory import step_times_s, timed_runs
+    from parbench.sim.reproduce import simulate_args
 
     mine = traits(model.arch, layout)
     rows = [r for r in timed_runs() if PRESETS[r.cluster].peak_flops == cluster.peak_flops
@@ -92,62 +102,9 @@ def nearest_published(model: ModelSpec, layout: Layout, cluster: Cluster, k: int
                           distance=distance(mine, traits(r.arch, r.layout)), published_step_s=published,
                           predicted_step_s=predicted, software=software_of(r.layout, moe=bool(mine["moe"])),
                           differs=tuple(f for f in SOFTWARE_FIELDS if getattr(layout, f) != getattr(r.layout, f)
-                                        and (mine["moe"] or f != "moe_saved_outputs"))))
+                                        and (mine["moe"] or f != "moe_saved_outputs")),
+                          simulate=shlex.join(simulate_args(r, predict_row) or []) if predict_row else ""))
     return out
-
-
-def _software_fields() -> tuple[str, ...]:
-    from parbench.sim.layout import PRECISIONS, SOFTWARE
-
-    flags = SOFTWARE["torch"].layout_flags(pp=1, zero=0, precision=PRECISIONS["bf16"])
-    return (*flags, *SOFTWARE["torch"].tp_flags(1), "sp_saves_gathered_input", "precision")
-
-
-SOFTWARE_FIELDS = _software_fields()
-"""The layout fields a training software sets (``Framework.layout_flags``, ``tp_flags`` and the precision it
-reduces gradients in): two runs of one mesh differ in these when they ran different software."""
-
-SOFTWARE_VARIANTS = ((), ("--unfused-elementwise",), ("--reentrant-checkpoint",), ("--sequence-parallel",),
-                     ("--unfused-elementwise", "--reentrant-checkpoint"), ("--overlap-param-gather",))
-"""``parbench simulate`` flags that change a software's own flags, tried after the software alone."""
-
-
-def _software_flags(name: str, variant: tuple[str, ...], layout: Layout) -> dict:
-    """The software-set fields ``--software name`` with ``variant``'s flags gives a layout of this mesh, schedule and
-    precision (as ``parbench.commands.simulate._framework`` applies those flags)."""
-    from dataclasses import replace
-
-    from parbench.sim.layout import SOFTWARE
-
-    base = SOFTWARE[name]
-    sw = replace(base, fused_elementwise=base.fused_elementwise and "--unfused-elementwise" not in variant,
-                 compiled_loss=base.compiled_loss and "--unfused-elementwise" not in variant,
-                 recompute_early_stop=base.recompute_early_stop and "--reentrant-checkpoint" not in variant,
-                 overlap_param_gather=base.overlap_param_gather or "--overlap-param-gather" in variant)
-    p = layout.precision
-    # bf16 and FP8 train with float32 gradient accumulation (PRECISIONS) until a software reduces them in bf16
-    trained = replace(p, fp32_grad_accumulation=True) if p.param_bytes == 2 and not p.loss_scaling else p
-    precision = sw.precision_for(trained)
-    tp = sw.tp_flags(layout.tp)
-    if "--sequence-parallel" in variant:
-        tp["sequence_parallel"] = True
-    return {**sw.layout_flags(pp=layout.pp, zero=layout.zero, precision=precision, schedule=layout.schedule),
-            **tp, "sp_saves_gathered_input": sw.dtensor_sequence_parallel and tp["sequence_parallel"],
-            "precision": precision}
-
-
-def software_of(layout: Layout, moe: bool = False) -> str:
-    """The ``parbench simulate`` flags (``--software`` and ``SOFTWARE_VARIANTS``' adjustments, the fewest first)
-    that give ``layout`` every one of its software-set fields (how a MoE block weights its experts only where
-    ``moe``); '' where none does (a run whose flags were set one by one)."""
-    from parbench.sim.layout import SOFTWARE
-
-    for variant in SOFTWARE_VARIANTS:
-        for name in SOFTWARE:
-            flags = _software_flags(name, variant, layout)
-            if all(getattr(layout, k) == v for k, v in flags.items() if moe or k != "moe_saved_outputs"):
-                return " ".join(("--software", name, *variant))
-    return ""
 
 
 def nearest_lines(rows: list[Nearby], cluster: Cluster) -> list[str]:
@@ -164,6 +121,8 @@ def nearest_lines(rows: list[Nearby], cluster: Cluster) -> list[str]:
         how = f" ran as `{software}`;" if software else ""
         lines.append(f"    {which}{how} this layout differs from {'theirs' if len(ran) > 1 else 'its'} in "
                      f"{', '.join(differs)}")
+    if rows[0].simulate:
+        lines.append(f"    the nearest, as it ran: parbench simulate {rows[0].simulate}")
     return lines
 
 

@@ -3,7 +3,7 @@
 A published run is built here from the source's own description (``parbench.sim.published_memory``); a user
 reaches the same prediction only through ``parbench simulate``. ``simulate_args`` writes the run's model (a
 ``--model`` preset and the shape flags that differ from it), its mesh and batch, the training software and the
-flags that adjust it (``accuracy.software_of``), then builds that command line with the command's own parser and
+flags that adjust it (``software.software_of``), then builds that command line with the command's own parser and
 keeps it only if the architecture, the cluster and every layout field come out equal to the run's: a command is
 returned only where it reproduces the run exactly. ``parbench validate --published --format rows`` writes every
 such run as a rows file (``parbench.sim.rows``), which ``parbench validate --rows`` predicts back.
@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 
 from parbench.config import ConfigError
-from parbench.sim.accuracy import software_of
 from parbench.sim.architecture import Architecture
-from parbench.sim.layout import PRECISIONS, Layout
+from parbench.sim.layout import PRECISIONS, SOFTWARE, Layout
 from parbench.sim.models import MODELS
 from parbench.sim.published_memory import Run
+from parbench.sim.software import software_of
 
 SHAPE_FLAGS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads", "kv_heads": "--kv-heads",
                "head_size": "--head-dim", "ffn_hidden": "--ffn-hidden", "seq_len": "--seq", "vocab": "--vocab",
@@ -62,25 +62,33 @@ def pipeline_layout_text(chunks: tuple[int, ...], mtp: int = 0) -> str:
 
 
 def layout_args(layout: Layout, moe: bool, mtp: int = 0) -> list[str] | None:
-    """The mesh, batch, schedule, memory and software flags of ``layout``; None where no ``--software`` and flag
-    adjustments give its software-set fields (``accuracy.software_of``)."""
+    """The mesh, batch, schedule, memory and software flags of ``layout``, those at the command's defaults left out
+    (``simulate_args`` checks the result); None where no ``--software`` and flag adjustments give its
+    software-set fields (``software.software_of``)."""
     software = software_of(layout, moe=moe)
     if not software:
         return None
+    by_software = SOFTWARE[software.split()[1]].tp_flags(layout.tp)
+    if "--sequence-parallel" in software:
+        by_software["sequence_parallel"] = True
     mbs = layout.global_batch_size // (layout.dp * layout.micro_batches)
-    args = [f"--gpus={layout.world_size}", f"--tp={layout.tp}", f"--pp={layout.pp}", f"--cp={layout.cp}",
-            f"--ep={layout.ep}", f"--replicate={layout.replicate}", f"--micro-batch={mbs}",
-            f"--global-batch={layout.global_batch_size}", f"--schedule={layout.schedule.value}",
-            f"--virtual-stages={layout.virtual_stages}", f"--zero={layout.zero}",
-            f"--recompute={layout.recompute.value}", f"--recompute-every={layout.recompute_every}",
-            f"--attention={layout.attention}", *software.split(),
-            "--sequence-parallel" if layout.sequence_parallel else "--no-sequence-parallel"]
+    given = {"gpus": layout.world_size, "tp": layout.tp, "pp": layout.pp, "cp": layout.cp, "ep": layout.ep,
+             "replicate": layout.replicate, "micro-batch": mbs, "global-batch": layout.global_batch_size,
+             "schedule": layout.schedule.value, "virtual-stages": layout.virtual_stages, "zero": layout.zero,
+             "recompute": layout.recompute.value, "recompute-every": layout.recompute_every,
+             "attention": layout.attention}
+    defaults = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "replicate": 1, "micro-batch": 1, "schedule": "1f1b",
+                "virtual-stages": 1, "zero": 0, "recompute": "none", "recompute-every": 1, "attention": "flash"}
+    args = [f"--{k}={v}" for k, v in given.items() if defaults.get(k) != v]
+    args += software.split()
+    if layout.sequence_parallel != by_software["sequence_parallel"]:
+        args.append("--sequence-parallel" if layout.sequence_parallel else "--no-sequence-parallel")
+    args += ["--tp-comm-overlap"] if layout.tp_comm_overlap and not by_software["tp_comm_overlap"] else []
     args += [f"--recompute-modules={','.join(layout.recompute_modules)}"] if layout.recompute_modules else []
     args += [f"--expert-tp={layout.expert_tp}"] if layout.expert_tp else []
     args += [f"--moe-imbalance={layout.moe_imbalance}"] if layout.moe_imbalance != 1 else []
     args += ["--overlap-moe-expert-parallel-comm"] if layout.moe_a2a_overlap else []
     args += ["--fp8-all-gather"] if layout.fp8_all_gather else []
-    args += ["--tp-comm-overlap"] if layout.tp_comm_overlap else []
     args += [f"--pipeline-layout={pipeline_layout_text(layout.chunk_layers, mtp)}"] if layout.chunk_layers else []
     return args
 

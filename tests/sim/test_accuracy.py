@@ -298,3 +298,24 @@ def test_simulate_says_how_its_layout_differs_from_the_software_the_nearest_runs
     assert "sequence_parallel, tp_comm_overlap" in out and "moe_saved_outputs" not in out
     assert main([*args, "--software", "nemo"]) == 0
     assert "differs from" not in capsys.readouterr().out
+
+
+def test_each_nearest_run_carries_its_own_command_line_which_predicts_its_step(capsys):
+    """The nearest rows' own simulate arguments (``reproduce.simulate_args``): run, each predicts the step the
+    row's error was computed from; the table prints the nearest one's."""
+    import shlex
+
+    from parbench.commands.simulate import command_prediction
+
+    args = ["simulate", "--model", "llama3-70b", "--cluster", "h100-sxm", "--gpus", "64", "--tp", "4", "--pp", "4",
+            "--cp", "2", "--virtual-stages", "5", "--schedule", "interleaved1f1b", "--global-batch", "128",
+            "--zero", "1", "--precision", "bf16"]
+    main(args)
+    out = capsys.readouterr().out
+    assert "the nearest, as it ran: parbench simulate --model llama3-70b --vocab=128512" in out
+    main([*args, "--format", "json"])
+    nearby = json.loads(capsys.readouterr().out)["published_nearest"]
+    assert all(r["simulate"] for r in nearby)
+    for r in nearby:
+        *_, p = command_prediction(shlex.split(r["simulate"]))
+        assert p.step_time_s == pytest.approx(r["predicted_step_s"], rel=1e-12), r["name"]
