@@ -21,7 +21,8 @@ def add_parser(sub) -> None:
     p.add_argument("--published", action="store_true",
                    help="compare with published at-scale rows (runs without a local profile when none exists)")
     p.add_argument("--rows", metavar="FILE",
-                   help="compare only the runs in a TOML rows file: each [[row]] a parbench simulate command line, "
+                   help="compare only the runs in a rows file (TOML, or CSV with a header line): each row a parbench "
+                        "simulate command line, "
                         "a metric (s_per_iteration, tps_per_gpu, mfu, tflops_per_gpu) and its measured value "
                         "(format: parbench/sim/rows.py)")
     p.set_defaults(handler=handle)

@@ -13,13 +13,15 @@ describes it and the one figure it measured::
     series = "Llama 3 70B weak scaling"              # optional: rows of a scaling series share it
     memory_gib = 61.5                                # optional: peak memory per GPU the allocator reserved
 
-A relative ``--hf-config`` path is read from the rows file's folder, so a file and the configs it names travel
+The same rows as CSV (a ``.csv`` file): a header line naming the keys, one run a line. A relative
+``--hf-config`` path is read from the rows file's folder, so a file and the configs it names travel
 together. Every row is read and every layout built before anything is predicted or printed: a file with a bad row
 stops with the row named and what is wrong with it (a ConfigError), and nothing else is reported.
 """
 
 from __future__ import annotations
 
+import csv
 import math
 import shlex
 from collections.abc import Callable
@@ -65,10 +67,21 @@ class MeasuredRow:
 
 
 def load_rows(path: str | Path) -> list[MeasuredRow]:
-    """The rows of a TOML rows file, every one checked; ConfigError names the first row that is wrong."""
+    """The rows of a rows file, TOML or (``.csv``) CSV, every one checked; ConfigError names the first row that is
+    wrong."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"rows file {p} " + ("is a directory" if p.is_dir() else "does not exist"))
+    tables = _csv_tables(p) if p.suffix.lower() == ".csv" else _toml_tables(p)
+    rows = [_row(t, i, p) for i, t in enumerate(tables, start=1)]
+    names = [r.name for r in rows]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"rows file {p}: row name {twice[0]!r} appears {names.count(twice[0])} times; names are unique")
+    return rows
+
+
+def _toml_tables(p: Path) -> list[dict]:
     try:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -79,12 +92,32 @@ def load_rows(path: str | Path) -> list[MeasuredRow]:
     tables = raw.get("row")
     if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
         raise ConfigError(f"rows file {p}: no [[row]] tables")
-    rows = [_row(t, i, p) for i, t in enumerate(tables, start=1)]
-    names = [r.name for r in rows]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise ConfigError(f"rows file {p}: row name {twice[0]!r} appears {names.count(twice[0])} times; names are unique")
-    return rows
+    return tables
+
+
+def _csv_tables(p: Path) -> list[dict]:
+    """A CSV rows file: a header of the keys (``REQUIRED``, any of ``OPTIONAL``), one run a line; numbers as text
+    (``value`` and ``memory_gib`` read as numbers), empty cells left out."""
+    try:
+        with p.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            tables = [{k: v for k, v in line.items() if v not in ("", None)} for line in reader]
+            header = reader.fieldnames or []
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(f"rows file {p}: not valid CSV: {exc}") from None
+    if not tables:
+        raise ConfigError(f"rows file {p}: no rows under the header (its first line names the columns: "
+                          f"{', '.join(REQUIRED)})")
+    if None in header or any(None in t for t in tables):
+        raise ConfigError(f"rows file {p}: a line has more cells than the header has columns")
+    for t in tables:
+        for k in ("value", "memory_gib"):
+            if k in t:
+                try:
+                    t[k] = float(t[k])
+                except ValueError:
+                    pass  # _row names the cell
+    return tables
 
 
 def _row(t: dict, i: int, path: Path) -> MeasuredRow:

@@ -168,3 +168,25 @@ def test_every_published_run_the_command_can_state_comes_back_through_a_rows_fil
 def test_format_rows_needs_published(capsys):
     assert main(["validate", "--format", "rows"]) == 2
     assert "give --published" in capsys.readouterr().err
+
+
+def test_a_csv_rows_file_predicts_what_the_same_rows_in_toml_do(tmp_path, capsys):
+    """A spreadsheet's export: a header naming the keys, one run a line (a quoted cell may hold commas); the same
+    rows as TOML give the same comparison. A line with more cells than the header, a header with no rows under it
+    and a value that is not a number are each named."""
+    toml = _rows_file(tmp_path, _row("a", value="2.0"), _row("b, with a comma", metric="tps_per_gpu", value="5000",
+                                                            extra="memory_gib = 40"))
+    csv_path = tmp_path / "rows.csv"
+    csv_path.write_text("name,source,simulate,metric,value,memory_gib\n"
+                        f"a,here,{LLAMA_8B},s_per_iteration,2.0,\n"
+                        f'"b, with a comma",here,"{LLAMA_8B}",tps_per_gpu,5000,40\n')
+    from_csv = compare_rows(load_rows(csv_path), command_prediction)
+    from_toml = compare_rows(load_rows(toml), command_prediction)
+    assert from_csv == from_toml and [r["name"] for r in from_csv] == ["a", "b, with a comma"]
+    for text, message in (("name,source,simulate,metric,value\nx,y,--model llama3-8b,mfu,0.5,extra\n", "more cells"),
+                          ("name,source,simulate,metric,value\n", "no rows under the header"),
+                          ("name,source,simulate,metric,value\nx,y,--model llama3-8b,mfu,fast\n",
+                           "value must be a number, got 'fast'")):
+        csv_path.write_text(text)
+        assert main(["validate", "--rows", str(csv_path)]) == 2
+        assert message in capsys.readouterr().err
