@@ -22,7 +22,13 @@ ARCH_FLAGS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp"
 
 def add_parser(sub) -> None:
     from parbench.sim.hardware import PRESETS
-    from parbench.sim.layout import ATTENTION_KINDS, PRECISIONS, SOFTWARE, Recompute
+    from parbench.sim.layout import (
+        ATTENTION_KINDS,
+        FP8_SCALINGS,
+        PRECISIONS,
+        SOFTWARE,
+        Recompute,
+    )
     from parbench.sim.models import MODELS
     from parbench.sim.search import CP_MIN_TOKENS
 
@@ -156,6 +162,11 @@ def add_parser(sub) -> None:
                         "non-reentrant checkpoint's early stop, which skips a dense block's last GEMM")
     c.add_argument("--precision", default="bf16", choices=tuple(PRECISIONS), help="bytes per element of weights, gradients, optimizer state, activations")
     c.add_argument("--fp8-all-gather", action="store_true", help="with --precision fp8 --zero 3: gather FP8 weights")
+    c.add_argument("--fp8-scaling", choices=FP8_SCALINGS,
+                   help="with --precision fp8: how casts are scaled (Megatron-LM's --fp8-recipe names): tensorwise "
+                        "(per tensor, each operand read for its amax first: torchao, Transformer Engine's current "
+                        "scaling), delayed (Transformer Engine's amax history), mxfp8 (32-element blocks); default: "
+                        "the software's (delayed for megatron-lm and nemo, else tensorwise)")
     c.add_argument("--attention", choices=ATTENTION_KINDS, help="default: flash on GPU clusters, eager on CPU profiles")
     p.add_argument("--search", action="store_true", help="enumerate every layout for --gpus and --global-batch")
     p.add_argument("--top", type=int, default=10, help="--search: layouts to show")
@@ -320,10 +331,13 @@ def _framework(a: argparse.Namespace, cluster):
         raise ConfigError(f"--attention-kernel {a.attention_kernel!r}: cluster {cluster.name} knows {known}")
     if a.te_fp8 and a.precision != "fp8":
         raise ConfigError(f"--te-fp8 needs --precision fp8 (got {a.precision})")
+    if a.fp8_scaling and a.precision != "fp8":
+        raise ConfigError(f"--fp8-scaling needs --precision fp8 (got {a.precision})")
     base = SOFTWARE[a.software]
     kernel = a.attention_kernel or next((k for k in KERNEL_FALLBACK.get(base.attention_kernel, ())
                                          if k in cluster.attention_kernels), "")
     return replace(base, attention_kernel=kernel, te_fp8=base.te_fp8 or a.te_fp8,
+                   fp8_scaling=a.fp8_scaling or base.fp8_scaling,
                    fused_elementwise=base.fused_elementwise and not a.unfused_elementwise,
                    overlap_param_gather=base.overlap_param_gather or a.overlap_param_gather,
                    deepspeed_pipeline=base.deepspeed_pipeline or a.deepspeed_pipeline,

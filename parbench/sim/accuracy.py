@@ -186,7 +186,7 @@ def indistinct_runs() -> list[Indistinct]:
     return sorted(out, key=lambda g: -g.spread_pct)
 
 
-PRECISION_FIELDS = {"precision", "te_fp8"}
+PRECISION_FIELDS = {"precision", "te_fp8", "fp8_scaling"}
 PAIR_MARGIN_PCT = 5.0
 """Published pairs closer than this are not counted as ordered or misordered: 5% is the mean |error| per source
 the model is held to, and a model within it may put such a pair either way round."""
@@ -212,7 +212,8 @@ class LayoutPair:
 
     @property
     def precision_only(self) -> bool:
-        """The runs differ in their GEMMs' precision alone (and Transformer Engine's FP8 flag, which goes with it)."""
+        """The runs differ in their GEMMs' precision alone (and Transformer Engine's FP8 flag and the FP8 recipe, which
+        go with it)."""
         return set(self.differs) <= PRECISION_FIELDS
 
     @property

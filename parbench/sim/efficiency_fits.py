@@ -210,8 +210,8 @@ HOPPER_PRESETS = ("h100-sxm", "h100-96gb", "h200-sxm", "b200", "gb200-nvl72")
 
 
 HOPPER_NEIGHBOURHOOD = {"gemms": (0.62, 0.63, 0.64, 0.65, 0.66), "attentions": (0.17, 0.19, 0.21),
-                        "fp8_shares": (0.85, 0.90, 0.95)}
-"""The part of ``HOPPER_GRID`` around the presets' point that ``gemm_overhead_grid`` refits on (45 points)."""
+                        "fp8_shares": (0.85, 0.875, 0.90, 0.95)}
+"""The part of ``HOPPER_GRID`` around the presets' point that ``gemm_overhead_grid`` refits on (60 points)."""
 
 
 def gemm_overhead_grid(overheads: tuple[float, ...] = (0.0, 5e-6, 10e-6, 15e-6, 22e-6),

@@ -114,6 +114,9 @@ PRECISIONS = {
                      fp32_grad_accumulation=True),
 }
 
+FP8_SCALINGS = ("tensorwise", "delayed", "mxfp8")
+"""``Layout.fp8_scaling``'s recipes (``parbench.sim.timing.FP8_CAST_BYTES``: the bytes each cast moves)."""
+
 ZERO_STAGE = {Strategy.ZERO1: 1, Strategy.ZERO2: 2, Strategy.FSDP: 3}
 MEGATRON_BUCKET_MIN_PARAMS = 40_000_000
 MEGATRON_BUCKET_PARAMS_PER_DP_RANK = 1_000_000
@@ -253,6 +256,11 @@ class Layout(ParallelLayout):
     states the run was not compiled."""
     fp8_all_gather: bool = False
     """FSDP all-gathers FP8 weights (1 byte each) instead of the parameters' dtype (fp8 precision only)."""
+    fp8_scaling: str = "tensorwise"
+    """How FP8 casts are scaled, by Megatron-LM's ``--fp8-recipe`` names: ``tensorwise`` (dynamic per-tensor
+    scaling: torchao's float8, Transformer Engine's current scaling), ``delayed`` (Transformer Engine's amax
+    history) or ``mxfp8`` (32-element blocks, Blackwell). What each cast moves: ``timing.FP8_CAST_BYTES``. Kept
+    at ``tensorwise`` unless the precision is fp8."""
     data_mode: DataMode = DataMode.SHARDED
     precision: Precision = field(default_factory=Precision)
     fsdp2: bool = False
@@ -340,6 +348,10 @@ class Layout(ParallelLayout):
                               f"chunks of >= 0 layers")
         if self.fp8_all_gather and (self.precision.gemm_dtype != "fp8" or self.zero != 3):
             raise ConfigError("fp8_all_gather needs precision fp8 and zero=3")
+        if self.fp8_scaling not in FP8_SCALINGS:
+            raise ConfigError(f"fp8_scaling={self.fp8_scaling!r} must be one of {', '.join(FP8_SCALINGS)}")
+        if self.fp8_scaling != "tensorwise" and self.precision.gemm_dtype != "fp8":
+            raise ConfigError(f"fp8_scaling={self.fp8_scaling!r} needs precision fp8")
 
     @property
     def world_size(self) -> int:
@@ -431,6 +443,8 @@ class Framework:
 
     attention_kernel: str = ""
     te_fp8: bool = False
+    fp8_scaling: str = "tensorwise"
+    """``Layout.fp8_scaling`` under fp8: the software's default FP8 recipe."""
     fused_elementwise: bool = True
     overlap_param_gather: bool = False
     deepspeed_pipeline: bool = False
@@ -468,7 +482,9 @@ class Framework:
     ``max_norm`` 1.0, llm-foundry's ``clipping_threshold`` 1.0, NeMo's ``clip_grad`` 1.0)."""
 
     def layout_flags(self, *, pp: int, zero: int, precision: Precision, schedule: Schedule = Schedule.ONE_F_ONE_B) -> dict:
-        return dict(attention_kernel=self.attention_kernel, te_fp8=self.te_fp8 and precision.gemm_dtype == "fp8",
+        fp8 = precision.gemm_dtype == "fp8"
+        return dict(attention_kernel=self.attention_kernel, te_fp8=self.te_fp8 and fp8,
+                    fp8_scaling=self.fp8_scaling if fp8 else "tensorwise",
                     fused_elementwise=self.fused_elementwise,
                     overlap_param_gather=self.overlap_param_gather and zero == 1,
                     pp_blocking_p2p=self.deepspeed_pipeline and pp > 1,
@@ -499,7 +515,7 @@ SOFTWARE: dict[str, Framework] = {
     "torch": Framework(recompute_early_stop=True),
     "torchtitan": Framework(attention_kernel="flash2", compiled_loss=True, recompute_early_stop=True, moe_saved_outputs=1,
                             clips_gradients=True, fsdp2=True, dtensor_sequence_parallel=True),
-    "megatron-lm": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True, moe_saved_outputs=0,
+    "megatron-lm": Framework(fp8_scaling="delayed", overlap_p2p_comm=True, megatron_cross_entropy=True, moe_saved_outputs=0,
                              clips_gradients=True, megatron_ddp=True),
     "megatron-lm-2021": Framework(overlap_p2p_comm=True, megatron_cross_entropy=True, moe_saved_outputs=0,
                                   clips_gradients=True, megatron_ddp=True, pipeline_scatter_gather=True,
@@ -507,7 +523,7 @@ SOFTWARE: dict[str, Framework] = {
     "megatron-deepspeed": Framework(deepspeed_pipeline=True, megatron_cross_entropy=True, moe_saved_outputs=0,
                                     clips_gradients=True),
     "llm-foundry": Framework(compiled_loss=True, recompute_early_stop=True, clips_gradients=True),
-    "nemo": Framework(attention_kernel="flash3", te_fp8=True, overlap_param_gather=True, overlap_p2p_comm=True,
+    "nemo": Framework(attention_kernel="flash3", te_fp8=True, fp8_scaling="delayed", overlap_param_gather=True, overlap_p2p_comm=True,
                       megatron_cross_entropy=True, tensor_parallel_overlap=True, reduce_grads_in_bf16=True,
                       moe_saved_outputs=0, clips_gradients=True, megatron_ddp=True),
 }
@@ -524,8 +540,11 @@ all-reduced after the flush); Megatron-DeepSpeed
 recipes: Transformer Engine's FP8 modules under FP8, the distributed optimizer's overlapped parameter
 gather, overlapped pipeline sends, sequence parallelism with the tensor-parallel overlap, gradients reduced
 in bf16, and the Hopper attention kernel (``parbench.sim.published_memory._nvidia``, the recipes' files).
-Megatron-LM and NeMo bucket the gradients as Megatron-Core does (``Layout.megatron_grad_buckets``); every
-software but torch's clips them by their global norm (``Layout.clip_grad_norm``)."""
+Megatron-LM and NeMo bucket the gradients as Megatron-Core does (``Layout.megatron_grad_buckets``) and scale FP8
+with Transformer Engine's delayed recipe (Megatron-LM's ``--fp8-recipe`` default; NeMo's 2024 recipes; Megatron
+Bridge's later ones choose ``tensorwise`` on Hopper and ``mxfp8`` on Blackwell: ``--fp8-scaling``), the others
+per tensor as torchao does; every software but torch's clips gradients by their global norm
+(``Layout.clip_grad_norm``)."""
 
 
 RUN_PRECISIONS = {"fp32": Precision(gemm_dtype="fp32"), "tf32": Precision(gemm_dtype="tf32"), "bf16": PRECISIONS["amp"]}

@@ -338,12 +338,14 @@ def foundry_table_check() -> dict[str, dict]:
 
 def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, vp: int = 1, ep: int = 1,
             recompute: str = "none", pipeline_layout: str = "", precision: str = "fp8",
-            recompute_modules: tuple[str, ...] = (), moe_a2a_overlap: bool = False) -> Layout:
+            recompute_modules: tuple[str, ...] = (), moe_a2a_overlap: bool = False, fp8_scaling: str = "") -> Layout:
     """The layout of an NVIDIA performance recipe (NeMo, Megatron-Bridge, DGX Cloud benchmarking) as its table
     prints it (GBS, MBS, TP, PP, CP, VP, FP8 or BF16), run as those recipes run every layout
     (``SOFTWARE['nemo']``), on the distributed optimizer (ZeRO-1). An EP that does not divide cp x dp under tp > 1
     is Megatron-Core's expert-parallel folding: its expert mesh, etp x ep x expert-dp, must cover the tp x cp x dp
-    ranks, which leaves an expert tensor-parallel size of 1 (``Layout.expert_tp``)."""
+    ranks, which leaves an expert tensor-parallel size of 1 (``Layout.expert_tp``). ``fp8_scaling``: the table's FP8
+    recipe where it names one (Megatron-Bridge's FP8-CS, ``tensorwise``, and FP8-MX, ``mxfp8``); else the recipes'
+    Transformer Engine default of their time, ``delayed`` (``SOFTWARE['nemo']``)."""
     dp = gpus // (tp * pp * cp)
     expert_tp = 1 if tp > 1 and (cp * dp) % ep else 0
     software = SOFTWARE["nemo"]
@@ -355,7 +357,8 @@ def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: 
                   precision=precision, attention="flash", recompute=Recompute(recompute),
                   recompute_modules=recompute_modules, **software.tp_flags(tp),
                   chunk_layers=megatron_pipeline_layout(pipeline_layout) if pipeline_layout else (),
-                  **software.layout_flags(pp=pp, zero=1, precision=precision, schedule=schedule))
+                  **software.layout_flags(pp=pp, zero=1, precision=precision, schedule=schedule)
+                  | ({"fp8_scaling": fp8_scaling} if fp8_scaling and precision.gemm_dtype == "fp8" else {}))
 
 
 LLAMA3_70B_H100_LAYOUT = "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL"
@@ -390,7 +393,7 @@ def _megatron_bridge() -> list[Run]:
         rows.append(Run(source=MBRIDGE, table=f"{container} NeMo container, {system}",
                         name=f"{model} {gpus} {system.removeprefix('DGX-')} MBS {mbs} TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
                         arch=_llama3(model), cluster=clusters[system], metric="tps_per_gpu", value=tps,
-                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp,
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp, fp8_scaling="tensorwise",
                                            pipeline_layout=layout[0] if layout else ""),
                         notes=("FP8-CS", "Transformer Engine", "attention kernel assumed flash3",
                                f"pipeline layout {layout[0]}" if layout else "")))
@@ -436,7 +439,7 @@ def _megatron_bridge_moe() -> list[Run]:
     Qwen3-235B line's GBS, 2048, as the page prints it at df0289c: an earlier version left it out; its EP 32 over
     DP 16 is expert-parallel folding, ``_nvidia``). The tables state that their MoE benchmarks force-balance the
     tokens over the experts and drop none: balanced, dropless routing, as predicted. FP8-MX (Blackwell's
-    32-element block scaling) runs as FP8 at the device's FP8 peak. The module recomputation each recipe sets:
+    32-element block scaling, ``Layout.fp8_scaling`` mxfp8) runs as FP8 at the device's FP8 peak. The module recomputation each recipe sets:
     ``RECIPE_RECOMPUTE`` (the recipe files' micro-batches, pipeline and expert parallelism differ from the 25.11
     table's in places; the rows follow the table). DeepSeek-V3's recipes train one multi-token-prediction layer
     (``mtp_num_layers=1``, ``src/megatron/bridge/recipes/deepseek/deepseek_v3.py``), as the preset does, in the
@@ -462,6 +465,7 @@ def _megatron_bridge_moe() -> list[Run]:
                         arch=replace(MODELS[model].arch, seq_len=seq), cluster=clusters[system], metric="tps_per_gpu",
                         value=tps,
                         layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, vp=vp, ep=ep, precision=precision,
+                                       fp8_scaling="tensorwise" if system == "DGX-H100" else "mxfp8",
                                        recompute_modules=RECIPE_RECOMPUTE.get(model, ()),
                                        pipeline_layout=RECIPE_LAYOUT.get((model, pp, vp), ""),
                                        moe_a2a_overlap=(model, system) in RECIPE_A2A_OVERLAP),
@@ -572,6 +576,7 @@ def _megatron_bridge_later() -> list[Run]:
                         arch=arch, cluster=clusters[system], metric="tps_per_gpu", value=tps,
                         layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp, ep=ep,
                                        precision="bf16" if precision == "bf16" else "fp8",
+                                       fp8_scaling="mxfp8" if precision == "mxfp8" else "tensorwise",
                                        recompute_modules=RECIPE_RECOMPUTE.get(model, ()), pipeline_layout=layout,
                                        moe_a2a_overlap=(model, system) in RECIPE_A2A_OVERLAP),
                         notes=(label, "Transformer Engine", "attention kernel assumed flash3",

