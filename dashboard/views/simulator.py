@@ -15,7 +15,7 @@ from parbench.sim import charts as sim_charts
 from parbench.sim import whatif
 from parbench.sim.accuracy import nearest_lines, nearest_published
 from parbench.sim.hardware import PRESETS, load_cluster
-from parbench.sim.layout import PRECISIONS, SOFTWARE, Recompute
+from parbench.sim.layout import FP8_SCALINGS, PRECISIONS, SOFTWARE, Recompute
 from parbench.sim.validate import (
     single_process_ratios,
     single_process_words,
@@ -31,6 +31,8 @@ HOW = ("**Predicted vs measured** compares the simulator with the runs shown, on
        "minutes: it times GEMMs, elementwise ops and collectives here), then reload. The what-if panel above "
        "needs no calibration.")
 CUSTOM = "custom shape"
+SOFTWARE_RECIPE = "the software's"
+"""The FP8 scaling choice that leaves the recipe to the training software (``--fp8-scaling`` not given)."""
 MESH_MAX = 1 << 20
 """The what-if's degrees and batch counts go as far as a search's layouts (and the layout rules say what does not fit)."""
 
@@ -108,9 +110,10 @@ def search_section(what: whatif.WhatIf, cluster, results_dir: str) -> None:
         gpus = int(a.number_input("GPUs", 1, 1 << 20, 64, key="sim-search-gpus"))
         batch = int(b.number_input("global batch (samples a step)", 1, 1 << 24, 512, key="sim-search-batch"))
         asked = st.form_submit_button("Search every layout")
-    key = (what.shape, cluster.name, what.precision, what.software, gpus, batch)
+    scaling = [f"--fp8-scaling={what.fp8_scaling}"] if what.fp8_scaling and what.precision == "fp8" else []
+    key = (what.shape, cluster.name, what.precision, what.software, *scaling, gpus, batch)
     flags = [f"--gpus={gpus}", f"--global-batch={batch}", f"--precision={what.precision}", f"--software={what.software}",
-             "--search"]
+             *scaling, "--search"]
     latest = st.session_state.setdefault("sim-search-latest", {})
     if asked and key not in latest:
         bar = st.progress(0.0, text="searching")
@@ -185,6 +188,11 @@ def whatif_inputs(results_dir: str):
     software = a.selectbox("training software", list(SOFTWARE), key="sim-software",
                            help="`parbench simulate --software`: the framework's kernels, overlaps and flags")
     schedules = [s.value for s in Schedule]
+    precision = c.selectbox("precision", list(PRECISIONS), index=list(PRECISIONS).index("bf16"), key="sim-precision")
+    scaling = c.selectbox("FP8 scaling", [SOFTWARE_RECIPE, *FP8_SCALINGS], key="sim-fp8-scaling",
+                          disabled=precision != "fp8",
+                          help="`parbench simulate --fp8-scaling`: per tensor (an amax pass per cast), Transformer "
+                               "Engine's delayed scaling, or MXFP8's 32-element blocks; with fp8 precision only")
     what = whatif.WhatIf(
         shape=preset, dp=b.number_input("dp", 1, MESH_MAX, 8, key="sim-dp"),
         tp=b.number_input("tp", 1, MESH_MAX, 1, key="sim-tp"),
@@ -199,7 +207,7 @@ def whatif_inputs(results_dir: str):
         recompute=Recompute(c.selectbox("recompute", [r.value for r in Recompute], key="sim-recompute")),
         micro_batch_size=c.number_input("micro-batch size (samples)", 1, MESH_MAX, 1, key="sim-mbs"),
         micro_batches=c.number_input("micro-batches per step", 1, MESH_MAX, 8, key="sim-mb"),
-        precision=c.selectbox("precision", list(PRECISIONS), index=list(PRECISIONS).index("bf16"), key="sim-precision"),
+        precision=precision, fp8_scaling="" if scaling == SOFTWARE_RECIPE else scaling,
         schedule=Schedule(c.selectbox("pipeline schedule", schedules, index=schedules.index(Schedule.ONE_F_ONE_B.value),
                                       key="sim-schedule")),
         virtual_stages=c.number_input("virtual stages per pipeline rank (interleaved)", 1, MESH_MAX, 1, key="sim-v"),

@@ -85,6 +85,8 @@ class WhatIf:
     """Sequence parallelism on; False leaves it to the software (NeMo's and torchtitan's turn it on with tp)."""
     software: str = "torch"
     """``parbench simulate --software``: the training software whose flags run the layout."""
+    fp8_scaling: str = ""
+    """``parbench simulate --fp8-scaling`` under fp8 precision; '' the software's recipe."""
 
     @property
     def gpus(self) -> int:
@@ -102,7 +104,8 @@ class WhatIf:
         return [*(f"--{k}={v}" for k, v in flags.items()), f"--software={self.software}",
                 *(["--sequence-parallel"] if self.sequence_parallel else []),
                 *(["--expert-tp=1"] if self.whole_experts else []),
-                *(["--overlap-moe-expert-parallel-comm"] if self.moe_a2a_overlap else [])]
+                *(["--overlap-moe-expert-parallel-comm"] if self.moe_a2a_overlap else []),
+                *([f"--fp8-scaling={self.fp8_scaling}"] if self.fp8_scaling and self.precision == "fp8" else [])]
 
     def model(self) -> ModelSpec:
         s = self.shape

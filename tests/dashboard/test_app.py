@@ -508,3 +508,32 @@ def test_the_what_if_predicts_under_the_training_software_chosen(monkeypatch):
     assert layout.sequence_parallel and layout.tp_comm_overlap
     title = figure(at, "sim-whatif-time")["layout"]["title"]["text"]
     assert title.startswith(f"Step time {p.step_time_s * 1e3:,.1f} ms") and title != torch_title
+
+
+def test_the_what_if_takes_an_fp8_scaling_recipe_under_fp8_only(monkeypatch):
+    """The FP8 scaling choice is off until the precision is fp8; NeMo's software then runs Transformer Engine's delayed
+    scaling, and choosing per-tensor scaling (an amax pass per cast) gives what ``--fp8-scaling tensorwise``
+    predicts, a longer step; the search beside it is asked with the same recipe."""
+    from dataclasses import replace
+
+    from parbench.commands.simulate import predict_for
+    from parbench.sim.hardware import PRESETS
+
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    assert at.selectbox(key="sim-fp8-scaling").disabled
+    at.selectbox(key="sim-cluster").set_value("h100-sxm").run()
+    at.selectbox(key="sim-software").set_value("nemo").run()
+    at.selectbox(key="sim-precision").set_value("fp8").run()
+    assert not at.exception and not at.selectbox(key="sim-fp8-scaling").disabled
+    what = replace(_default_what_if(), software="nemo", precision="fp8")
+    steps = {}
+    for choice in ("delayed", "tensorwise"):
+        at.selectbox(key="sim-fp8-scaling").set_value(choice).run()
+        assert not at.exception
+        layout, p = predict_for(replace(what, fp8_scaling=choice).command_args(), what.model(), PRESETS["h100-sxm"])
+        assert layout.fp8_scaling == choice
+        title = figure(at, "sim-whatif-time")["layout"]["title"]["text"]
+        assert title.startswith(f"Step time {p.step_time_s * 1e3:,.1f} ms"), (choice, title)
+        steps[choice] = p.step_time_s
+    assert steps["delayed"] < steps["tensorwise"]
+    assert predict_for(what.command_args(), what.model(), PRESETS["h100-sxm"])[0].fp8_scaling == "delayed"
