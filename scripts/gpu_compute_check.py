@@ -26,7 +26,11 @@ prediction for the same shape on the ``--cluster`` preset:
    bandwidth;
 7. the GEMM curve t = fixed + flops / (efficiency x peak) fitted to the bf16 GEMMs of 2 and 3
    (``parbench.sim.efficiency_fits.fit_gemm_curve``) beside the preset's ``gemm_overhead_s`` and
-   ``gemm_efficiency``.
+   ``gemm_efficiency``;
+8. the two passes an FP8 cast is built from (``timing.FP8_CAST_BYTES``), over 512 Mi bf16 elements: the amax
+   reduction per-tensor dynamic scaling runs first (reads 2 bytes an element) and the cast to e4m3 (reads 2,
+   writes 1), each beside its bytes at the preset's memory bandwidth, and the two together over the cast alone
+   beside the 5 / 3 the model charges per-tensor scaling over delayed scaling.
 
 Every timing is the median of several calls after warm-up calls, by CUDA events (``time.perf_counter``
 with ``--smoke``, which runs tiny shapes on the CPU to check this script's code, not the hardware).
@@ -49,7 +53,7 @@ import torch.nn.functional as F
 from parbench.config import RunConfig, WorkloadConfig
 from parbench.sim import layout_from_run, load_cluster, model_spec, predict
 from parbench.sim.efficiency_fits import fit_gemm_curve
-from parbench.sim.timing import gemm_bytes, gemm_time_s, unit_times_s
+from parbench.sim.timing import FP8_CAST_BYTES, gemm_bytes, gemm_time_s, unit_times_s
 from parbench.workloads import transformer
 
 GPT_1B = WorkloadConfig(name="transformer", layers=24, hidden=2048, heads=16, seq_len=2048, vocab_size=51200)
@@ -163,6 +167,25 @@ def fp8_gemms(cluster, device: str) -> list[dict] | dict:
                      "achieved_tflops": flops / t / 1e12, "efficiency_of_peak": flops / t / cluster.peak_flops_fp8,
                      "predicted_s": predicted, "error_pct": error_pct(predicted, t)})
     return rows
+
+
+def fp8_casts(cluster, device: str, smoke: bool) -> dict:
+    """The amax pass (``torch.linalg.vector_norm`` of order inf: one read) and the cast to e4m3 (one read, one
+    1-byte write) over one bf16 tensor, timed apart, each beside its bytes at ``memory_bandwidth_bytes_per_s``."""
+    n = (1 << 20) if smoke else (1 << 29)
+    x = torch.randn(n, device=device, dtype=torch.bfloat16)
+    passes = {"amax": (lambda: torch.linalg.vector_norm(x, ord=float("inf")), 2),
+              "cast_e4m3": (lambda: x.to(torch.float8_e4m3fn), 3)}
+    out = {"elements": n}
+    for name, (fn, per_element) in passes.items():
+        measured = median_s(fn, device, reps=20, warmup=5)
+        predicted = n * per_element / cluster.memory_bandwidth_bytes_per_s
+        out[name] = {"bytes_per_element": per_element, "measured_s": measured, "predicted_s": predicted,
+                     "error_pct": error_pct(predicted, measured), "achieved_bytes_per_s": n * per_element / measured}
+    out["tensorwise_over_delayed"] = {"measured": (out["amax"]["measured_s"] + out["cast_e4m3"]["measured_s"])
+                                      / out["cast_e4m3"]["measured_s"],
+                                      "model": FP8_CAST_BYTES["tensorwise"] / FP8_CAST_BYTES["delayed"]}
+    return out
 
 
 def model_gemms(cluster, device: str, w: WorkloadConfig, batch: int) -> list[dict]:
@@ -323,7 +346,8 @@ def main(argv: list[str] | None = None) -> dict:
                 "attention": lambda: attention(cluster, device, w, max(batches)),
                 "attention_fp32": lambda: attention(cluster, device, w, max(batches), "fp32"),
                 "gpt_step": lambda: [gpt_step(cluster, device, w, b) for b in batches],
-                "optimizer_passes": lambda: optimizer_passes(cluster, device, w)}
+                "optimizer_passes": lambda: optimizer_passes(cluster, device, w),
+                "fp8_casts": lambda: fp8_casts(cluster, device, a.smoke)}
     for name, section in sections.items():  # one failing section must not cost the others' figures
         try:
             result[name] = section()

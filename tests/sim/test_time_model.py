@@ -598,6 +598,10 @@ def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes
     assert passes["elements"] == 118528
     assert {k: v["bytes_per_element"] for k, v in passes.items() if k != "elements"} == {
         "grad_to_fp32": 6, "unscale_and_check": 8, "grad_norm": 4, "master_to_bf16": 6}
+    casts = out["fp8_casts"]  # the amax pass and the cast, apart: per-tensor scaling's two against delayed's one
+    assert casts["elements"] == 1 << 20 and casts["amax"]["bytes_per_element"] == 2
+    assert casts["cast_e4m3"]["bytes_per_element"] == 3 and casts["tensorwise_over_delayed"]["model"] == 5 / 3
+    assert casts["tensorwise_over_delayed"]["measured"] > 1
     assert all(v["measured_s"] > 0 and v["predicted_s"] > 0 for k, v in passes.items() if k != "elements")
     curve = out["gemm_curve"]  # fitted to the smoke GEMMs, beside the preset it was run for
     assert (curve["preset_fixed_s"], curve["preset_efficiency"]) == (5e-6, 0.65)
