@@ -622,7 +622,9 @@ H100_96_SOURCES = {
                     "80 GiB less a driver reserve (A100 81,920 MiB, H100 81,559 MiB), so 96 GiB less the H100's 361 MiB",
     "memory_bandwidth_bytes_per_s": "torchtitan docs/performance.md: 2.4 TB/s peak; x0.8 achievable (assumed)",
     "inter": "torchtitan docs/performance.md: 400 Gb/s RDMA per GPU = 50 GB/s; x0.9 (assumed)",
-    "peak_flops": "the H100 SXM datasheet's 989 TFLOP/s (torchtitan: the 500 W part's exact peak is unpublished)",
+    "peak_flops": "the H100 SXM datasheet's 989 TFLOP/s (torchtitan: the 500 W part's exact peak is unpublished, "
+                  "\"between SXM and NVL\", 835 TFLOP/s dense by the H100 NVL datasheet; at their midpoint, 912, "
+                  "these 18 rows' mean |error| goes from 6.7% to 7.8% with the H100 fit unmoved, so the SXM figure stays)",
     "gemm_efficiency": "the H100 SXM's 0.65, FP8 share 0.875 (same tensor cores; these rows are among those they are "
                        "fitted on). Before attention had its own efficiency, fitting them alone gave 0.48 (read then as "
                        "the 500 W power limit); it was the slower attention kernel",
