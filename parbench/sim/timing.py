@@ -37,7 +37,8 @@ Formats for Deep Learning", 2022, sec. 4; torchao's float8, Transformer Engine's
 ``delayed``: Transformer Engine's ``DelayedScaling`` (its one FP8 recipe through Transformer Engine 1.x; Megatron-LM's
 ``--fp8-recipe`` default, ``megatron/training/arguments.py``) scales with the amax history of earlier steps and
 records the operand's amax in the pass that casts it: 2 + 1. ``mxfp8``: one E8M0 scale per 32 consecutive elements
-(Transformer Engine's MXFP8 documentation), worked out from the block in the casting pass: 2 + 1 + 1/32. Left out
+(Transformer Engine's MXFP8 documentation), worked out from the block in the casting pass: 2 + 1 + 1/32, the bytes
+an MXFP8 quantizer's effective bandwidth counts (fal.ai, "Chasing 6+ TB/s: an MXFP8 quantizer on Blackwell"). Left out
 alike for every recipe: the second FP8 copy the backward GEMMs take (a transpose on Hopper, whose FP8 GEMMs take one
 layout; MXFP8's copy scaled along the other dimension) and the read a cast saves where Transformer Engine fuses it
 into the kernel that produces the operand (its norms' and activations' FP8 outputs). Counted with both, every
