@@ -258,11 +258,19 @@ def published_section() -> None:
     """Every published run the simulator is checked on (``parbench validate --published``): each row's error
     by source, the per-source summary, the layouts split into fixed and per-micro-batch parts, one layer timed
     alone (``published.compare_layers``), and the published layout pairs the model orders, or not, as they were published (``accuracy.layout_pairs``)."""
+    from parbench.sim.accuracy import source_targets
+
     rows, sources, splits = _published()
     st.plotly_chart(sim_charts.published_errors_figure(rows), key="sim-published")
+    targets = source_targets([(s["source"], s["metric_mean_abs_error_pct"], s["metric_max_abs_error_pct"])
+                              for s in sources if s["metric_mean_abs_error_pct"] is not None])
+    verdict = {name: "yes" for name in targets["met"]} | {m["source"]: "no: " + ", ".join(m["misses"])
+                                                          for m in targets["missed"]}
     table = pd.DataFrame([{"source": s["source"], "rows": s["rows"], "metric": s["metric"],
                            "mean |error| %": _round(s["metric_mean_abs_error_pct"]),
                            "max |error| %": _round(s["metric_max_abs_error_pct"]),
+                           f"within {targets['mean_target_pct']:g}% / {targets['max_target_pct']:g}%":
+                               verdict.get(s["source"], "-"),
                            "max |error| floor %": _round(s["metric_max_floor_pct"]), "memory rows": s["memory_rows"],
                            "memory mean |error| %": _round(s["memory_mean_abs_error_pct"]),
                            "trained, predicted to fit": f"{s['ran_predicted_to_fit']} of {s['ran']}",
@@ -270,6 +278,9 @@ def published_section() -> None:
                           for s in sources])
     st.dataframe(table, key="sim-published-sources", hide_index=True,
                  column_config={"source": st.column_config.TextColumn(width="medium")})
+    st.caption(f"{len(targets['met'])} of {len(targets['met']) + len(targets['missed'])} sources are within both "
+               f"per-source targets (mean |error| <= {targets['mean_target_pct']:g}%, max <= "
+               f"{targets['max_target_pct']:g}%), every constant shared by all rows.")
     st.caption("Max |error| floor: what no model can get under on that source, two of its rows having the same "
                "model, layout and device, so one prediction, yet published steps apart (`parbench validate "
                "--published` lists them).")

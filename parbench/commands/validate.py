@@ -67,6 +67,7 @@ def handle(a: argparse.Namespace) -> int:
     indistinct = _indistinct(groups_alike)
     pairs = _pairs() if a.published else []
     layers = _layers() if a.published else []
+    targets = _targets(sources, run_sources)
     ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
         print(json.dumps({"summary": summary, "noise_floor": noise, "single_process": single, "terms": terms,
@@ -76,7 +77,8 @@ def handle(a: argparse.Namespace) -> int:
                           "published": published, "published_by_source": sources, "published_layers": layers,
                           "published_memory_runs": runs, "published_memory_by_source": run_sources,
                           "published_trends": series, "published_splits": splits,
-                          "published_indistinct": indistinct, "published_pairs": pairs}, default=str))
+                          "published_indistinct": indistinct, "published_pairs": pairs,
+                          "published_targets": targets}, default=str))
         return 0 if ok else 1
     if cluster:
         _print_local(rows, skipped, summary, terms, noise, local_pairs, single)
@@ -92,6 +94,7 @@ def handle(a: argparse.Namespace) -> int:
         _print_published(published, sources)
         _print_layers(layers)
     _print_runs_by_source(run_sources)
+    _print_targets(targets)
     _print_trends(series)
     _print_splits(splits)
     _print_indistinct(indistinct)
@@ -111,11 +114,13 @@ def _handle_rows(a: argparse.Namespace) -> int:
         raise ConfigError("--rows compares the file's runs alone; run --published (and --format rows) apart")
     rows = compare_rows(load_rows(a.rows), command_prediction)
     sources, series, splits = summarize_by_source(rows), _trends(rows), _splits(rows)
+    targets = _targets([], sources)
     if a.format == "json":
-        print(json.dumps({"rows": rows, "by_source": sources, "trends": series, "splits": splits}))
+        print(json.dumps({"rows": rows, "by_source": sources, "trends": series, "splits": splits, "targets": targets}))
         return 0
     _print_rows(a.rows, rows)
     _print_runs_by_source(sources, "\nthe file's runs by source (memory where a row gives it; every run trained, so each must fit):")
+    _print_targets(targets)
     _print_trends(series)
     _print_splits(splits)
     return 0
@@ -246,6 +251,32 @@ def _published_runs(groups_alike: list) -> tuple[list[dict], list[dict]]:
 
     runs = compare_runs()
     return runs, summarize_by_source(runs, source_floors(groups_alike))
+
+
+def _targets(sources: list[dict], run_sources: list[dict]) -> dict:
+    """The per-source targets over both kinds of published source, each source once: the papers' iteration times
+    (``sources``) and the runs with a metric (``run_sources``, which restate those papers' rows beside their memory;
+    a source of feasibility checks alone has no error to judge)."""
+    from parbench.sim.accuracy import source_targets
+
+    figures = {s["source"]: (s["mean_abs_error_pct"], s["max_abs_error_pct"]) for s in sources}
+    for s in run_sources:
+        if s["metric_mean_abs_error_pct"] is not None:
+            figures.setdefault(s["source"], (s["metric_mean_abs_error_pct"], s["metric_max_abs_error_pct"]))
+    return source_targets([(name, mean, worst) for name, (mean, worst) in figures.items()])
+
+
+def _print_targets(t: dict) -> None:
+    total = len(t["met"]) + len(t["missed"])
+    if not total:
+        return
+    print(f"\nper-source targets (mean |err| <= {t['mean_target_pct']:g}%, max |err| <= {t['max_target_pct']:g}%): "
+          f"{len(t['met'])} of {total} sources meet both")
+    for name in t["met"]:
+        print(f"  met     {name[:90]}")
+    for m in t["missed"]:
+        print(f"  missed  {m['source'][:90]}: mean {m['mean_abs_error_pct']:.1f}%, max {m['max_abs_error_pct']:.1f}% "
+              f"(over the {' and '.join(m['misses'])})")
 
 
 def _pct(v: float | None) -> str:

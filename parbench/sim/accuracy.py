@@ -164,6 +164,27 @@ def source_floors(groups: list[Indistinct]) -> dict[str, float]:
     return out
 
 
+SOURCE_MEAN_TARGET_PCT = 5.0
+SOURCE_MAX_TARGET_PCT = 12.0
+"""The accuracy the simulator is held to on each published source: a mean |error| of at most 5% over the source's
+rows and a max of at most 12% (the max bounded below by the source's own floor, ``source_floors``)."""
+
+
+def source_targets(sources: list[tuple[str, float, float]]) -> dict:
+    """Which sources meet both per-source targets, from (source, mean |error| %, max |error| %) triples: the names
+    that do, in order, and for each that does not, its two figures and which target it misses."""
+    met, missed = [], []
+    for name, mean, worst in sources:
+        misses = [k for k, v, target in (("mean", mean, SOURCE_MEAN_TARGET_PCT), ("max", worst, SOURCE_MAX_TARGET_PCT))
+                  if v > target]
+        if misses:
+            missed.append({"source": name, "mean_abs_error_pct": mean, "max_abs_error_pct": worst, "misses": misses})
+        else:
+            met.append(name)
+    return {"mean_target_pct": SOURCE_MEAN_TARGET_PCT, "max_target_pct": SOURCE_MAX_TARGET_PCT, "met": met,
+            "missed": missed}
+
+
 def indistinct_runs() -> list[Indistinct]:
     """Groups of published rows with a metric whose inputs to the model are the same (the architecture but for its
     name, the layout, the device preset), largest spread first. Each group is either two sources disagreeing on

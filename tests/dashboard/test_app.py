@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import socket
 import statistics
@@ -256,6 +257,16 @@ def test_simulator_shows_the_published_runs_without_calibration(monkeypatch):
 
     floors = dict(zip(sources["source"], sources["max |error| floor %"]))
     assert floors[MBRIDGE_LATER] == round(source_floors(indistinct_runs())[MBRIDGE_LATER], 1) > 12
+    # each source against the per-source targets, counted from the table's own mean and max columns
+    verdicts = dict(zip(sources["source"], sources["within 5% / 12%"]))
+    figures = zip(sources["source"], sources["mean |error| %"], sources["max |error| %"])
+    expected = {name: "-" if mean is None or math.isnan(mean) else "yes" if mean <= 5 and worst <= 12 else "no"
+                for name, mean, worst in figures}
+    assert {k: v.split(":")[0] for k, v in verdicts.items()} == expected
+    assert verdicts[MBRIDGE_LATER] == "no: mean, max"
+    met = sum(v == "yes" for v in verdicts.values())
+    assert any(f"{met} of {sum(v != '-' for v in verdicts.values())} sources are within both" in c.value
+               for c in at.caption)
     splits = next(f for f in frames if "fixed published s" in f.columns)
     assert "MT-NLG 530B" in set(splits["layout"])
     layers = next(f for f in frames if "predicted ms" in f.columns)  # Korthikanti et al. 2022, Table 4
