@@ -321,7 +321,8 @@ def _precision(a: argparse.Namespace, cluster):
 def _framework(a: argparse.Namespace, cluster):
     """The training software (``--software``) with each flag given added to it, checked against the cluster
     (its attention kernels) before anything runs. A software's own attention kernel falls back to the next
-    one the cluster knows (the Hopper kernel's place on an A100 is FlashAttention-2's)."""
+    one the cluster knows (the Hopper kernel's place on an A100 is FlashAttention-2's); under eager attention
+    (``--attention eager``, or a CPU profile's default) it runs none."""
     from dataclasses import replace
 
     from parbench.sim.layout import SOFTWARE
@@ -334,8 +335,12 @@ def _framework(a: argparse.Namespace, cluster):
     if a.fp8_scaling and a.precision != "fp8":
         raise ConfigError(f"--fp8-scaling needs --precision fp8 (got {a.precision})")
     base = SOFTWARE[a.software]
-    kernel = a.attention_kernel or next((k for k in KERNEL_FALLBACK.get(base.attention_kernel, ())
-                                         if k in cluster.attention_kernels), "")
+    eager = _attention(a, cluster) == "eager"
+    if a.attention_kernel and eager:
+        raise ConfigError(f"--attention-kernel {a.attention_kernel!r} names a flash kernel; --attention eager runs none")
+    # eager attention asked for: the software's own flash kernel does not run
+    kernel = "" if eager else a.attention_kernel or next((k for k in KERNEL_FALLBACK.get(base.attention_kernel, ())
+                                                          if k in cluster.attention_kernels), "")
     return replace(base, attention_kernel=kernel, te_fp8=base.te_fp8 or a.te_fp8,
                    fp8_scaling=a.fp8_scaling or base.fp8_scaling,
                    fused_elementwise=base.fused_elementwise and not a.unfused_elementwise,

@@ -44,8 +44,10 @@ def _software_flags(name: str, variant: tuple[str, ...], layout: Layout) -> dict
     tp = sw.tp_flags(layout.tp)
     if "--sequence-parallel" in variant:
         tp["sequence_parallel"] = True
-    return {**sw.layout_flags(pp=layout.pp, zero=layout.zero, precision=precision, schedule=layout.schedule),
-            **tp, "sp_saves_gathered_input": sw.dtensor_sequence_parallel and tp["sequence_parallel"],
+    flags = sw.layout_flags(pp=layout.pp, zero=layout.zero, precision=precision, schedule=layout.schedule)
+    if layout.attention != "flash":  # eager attention runs no flash kernel, whatever the software's own
+        flags["attention_kernel"] = ""
+    return {**flags, **tp, "sp_saves_gathered_input": sw.dtensor_sequence_parallel and tp["sequence_parallel"],
             "precision": precision}
 
 

@@ -302,6 +302,7 @@ def test_cluster_help_names_every_preset(capsys):
 
 @pytest.mark.parametrize("flags, message", [
     (["--attention-kernel", "flash9"], "--attention-kernel 'flash9': cluster h100-sxm knows flash2, flash3"),
+    (["--attention-kernel", "flash3", "--attention", "eager"], "--attention-kernel 'flash3' names a flash kernel"),
     (["--te-fp8"], "--te-fp8 needs --precision fp8"),
     (["--overlap-param-gather", "--precision", "fp8"], "--overlap-param-gather is Megatron's distributed optimizer"),
     (["--grad-reduce-in-bf16", "--precision", "fp16"], "--grad-reduce-in-bf16 applies to bf16 and fp8"),
@@ -329,6 +330,21 @@ def test_training_software_flags_reach_the_layout(capsys):
     assert layout["overlap_p2p_comm"] and layout["clip_grad_norm"] and layout["megatron_grad_buckets"]
     row = next(r for r in compare_runs() if r["source"] == MBRIDGE and "70b" in r["name"] and "GBS 128" in r["name"])
     assert 128 * 8192 / out["prediction"]["step_time_s"] / 64 == pytest.approx(row["predicted"], rel=1e-9)
+
+
+def test_eager_attention_under_a_software_with_a_flash_kernel_runs_no_kernel():
+    """--software nemo runs FlashAttention-3 on an H100; asking it for eager attention drops that kernel (the
+    layout is checked, not refused), prices the attention as eager (slower: the s x s scores go through memory)
+    and names that software again when its command line is written back (``software_of``)."""
+    from parbench.commands.simulate import command_prediction
+    from parbench.sim.software import software_of
+
+    argv = ["--model", "llama3-8b", "--cluster", "h100-sxm", "--gpus", "8", "--zero", "1", "--software", "nemo"]
+    *_, flash, p_flash = command_prediction(argv)
+    *_, eager, p_eager = command_prediction([*argv, "--attention", "eager"])
+    assert flash.attention_kernel == "flash3" and eager.attention == "eager" and eager.attention_kernel == ""
+    assert p_eager.compute_time_s > p_flash.compute_time_s
+    assert software_of(eager) == software_of(flash) == "--software nemo"
 
 
 def test_megatron_cross_entropy_flag_holds_one_fp32_copy_of_the_logits(capsys):
