@@ -71,9 +71,14 @@ def add_node_options(p: argparse.ArgumentParser) -> None:
 
 
 def wants_nodes(a: argparse.Namespace) -> bool:
-    """True when the node options ask for a multi-node job; ConfigError for a node count below 1."""
+    """True when the node options ask for a multi-node job; ConfigError for a node count below 1, and for a node
+    rank or port no job could use (checked on a one-node run too, where they would otherwise pass unread)."""
     if a.nnodes < 1:
         raise ConfigError(f"--nnodes {a.nnodes} must be >= 1")
+    if not 0 <= a.node_rank < a.nnodes:
+        raise ConfigError(f"--node-rank {a.node_rank} must be in [0, --nnodes {a.nnodes})")
+    if not 0 < a.master_port < 65536:
+        raise ConfigError(f"--master-port {a.master_port} is not a TCP port (1-65535)")
     return a.nnodes > 1 or bool(a.rdzv_endpoint)
 
 

@@ -37,7 +37,10 @@ def test_layout_fills_world_size_and_builds_torchrun_args():
 @pytest.mark.parametrize("argv, message", [
     (("--nnodes", "2"), "needs --nproc-per-node"),
     (("--nnodes", "2", "--nproc-per-node", "2", "--world-size", "6"), "world_size=6 != nnodes x nproc_per_node = 2 x 2"),
-    (("--nnodes", "2", "--nproc-per-node", "2", "--node-rank", "2"), "node_rank=2 must be in [0, nnodes=2)"),
+    (("--nnodes", "2", "--nproc-per-node", "2", "--node-rank", "2"), "--node-rank 2 must be in [0, --nnodes 2)"),
+    # a one-node run reads neither, so they would pass unnoticed
+    (("--node-rank", "1"), "--node-rank 1 must be in [0, --nnodes 1)"),
+    (("--master-port", "70000"), "--master-port 70000 is not a TCP port (1-65535)"),
     (("--nnodes", "2", "--nproc-per-node", "2", "--rdzv-endpoint", "nohost"), "expected host:port"),
 ])
 def test_bad_layouts(argv, message):
