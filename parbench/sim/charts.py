@@ -119,14 +119,18 @@ def layout_pairs_figure(pairs: list) -> go.Figure:
     """``accuracy.layout_pairs``: each pair's published rate ratio (faster over slower, >= 1) against the ratio
     predicted for the same two runs, pairs that differ in precision alone apart from the others. Above the dashed
     line at 1 the model orders the pair as published; on the diagonal it has the ratio too. Left of the dotted
-    line the two were published closer than the margin (ties)."""
+    line the two were published closer than the margin (ties). Both axes are logarithmic: ratios compose by
+    multiplication, and one pair far apart (BLOOM's batch 16 against 2048: 18x) would otherwise press the
+    others, 1-3x apart, into a corner."""
+    import math
+
     from parbench.sim.accuracy import PAIR_MARGIN_PCT
 
     fig = go.Figure()
     if not pairs:
         return fig.update_layout(title="no published layout pairs")
-    top = max(max(p.published_ratio, p.predicted_ratio) for p in pairs) * 1.03
-    low = min(min(p.predicted_ratio for p in pairs), 1.0) * 0.97
+    top = max(max(p.published_ratio, p.predicted_ratio) for p in pairs) * 1.1
+    low = min(min(p.predicted_ratio for p in pairs), 1.0) / 1.1
     fig.add_hrect(y0=low, y1=1.0, fillcolor="red", opacity=0.07, line_width=0)
     fig.add_hline(y=1.0, line={"dash": "dash", "color": "gray"})
     fig.add_vline(x=1 + PAIR_MARGIN_PCT / 100, line={"dash": "dot", "color": "gray"})
@@ -141,7 +145,14 @@ def layout_pairs_figure(pairs: list) -> go.Figure:
                 hovertemplate="%{text}: published %{x:.3f}x, predicted %{y:.3f}x<extra></extra>", marker={"size": 9}))
     return fig.update_layout(title="Published layout pairs (one model, device and GPU count): the faster run's rate "
                                    "over the slower's", xaxis_title="published ratio",
-                             yaxis_title="predicted ratio (below 1: misordered)", yaxis_range=[low, top])
+                             yaxis_title="predicted ratio (below 1: misordered)", xaxis_type="log", yaxis_type="log",
+                             xaxis_range=[math.log10(1 / 1.1), math.log10(top)],
+                             yaxis_range=[math.log10(low), math.log10(top)],  # a log axis's range is in log10 units
+                             xaxis_tickvals=RATIO_TICKS, yaxis_tickvals=RATIO_TICKS)
+
+
+RATIO_TICKS = (0.5, 0.7, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 2, 3, 5, 10, 20, 50)
+"""Where the layout pairs' log axes are labelled (plotly's own labels a log axis's 20 as "2")."""
 
 
 def _rate_error_pct(row: dict) -> float:

@@ -301,3 +301,25 @@ def test_runs_table_shows_mfu_and_gpu_memory_only_where_measured(everything):
     table = charts.overview_table(gpu)
     assert table["MFU %"].iloc[0] == pytest.approx(40.0) and table["GPU alloc peak MiB"].iloc[0] == 3
     assert table["GPU used % of device"].iloc[0] == pytest.approx(25.0) and pd.isna(table["MFU %"].iloc[1])
+
+
+def test_layout_pairs_on_log_axes_that_span_every_pair_and_read_as_ratios():
+    """Rate ratios compose by multiplication: both axes are logarithmic, their range (log10 units) holds every pair,
+    a misordered one (below 1) included, and their ticks are ratios; an 18x pair leaves the 1-3x ones readable."""
+    import math
+
+    from parbench.sim.accuracy import LayoutPair
+    from parbench.sim.charts import RATIO_TICKS, layout_pairs_figure
+
+    pairs = [LayoutPair("a", "b", ("s", "s"), 18.6, 15.2, ("global_batch_size",)),
+             LayoutPair("c", "d", ("s", "s"), 1.3, 0.8, ("tp",)),
+             LayoutPair("e", "f", ("s", "s"), 1.1, 1.2, ("precision",))]
+    fig = layout_pairs_figure(pairs)
+    x, y = fig.layout.xaxis, fig.layout.yaxis
+    assert x.type == y.type == "log" and tuple(x.tickvals) == tuple(y.tickvals) == RATIO_TICKS
+    assert 10 ** x.range[0] < 1 and 10 ** x.range[1] > 18.6
+    assert 10 ** y.range[0] < 0.8 and 10 ** y.range[1] > 18.6
+    # the log range gives 1-1.3x over 8% of the axis; a linear one, under 2%
+    assert (math.log10(1.3) - math.log10(1.0)) / (x.range[1] - x.range[0]) > 0.08
+    drawn = [v for t in fig.data if t.mode == "markers" for v in t.x]
+    assert sorted(drawn) == [1.1, 1.3, 18.6]
