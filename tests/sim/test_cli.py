@@ -563,3 +563,65 @@ def test_torchtitan_on_hopper_is_fsdp2_with_flash_attention_2():
     *_, no_sp, _ = command_prediction([*tp, "--no-sequence-parallel"])
     assert sp.sequence_parallel and sp.sp_saves_gathered_input
     assert not no_sp.sequence_parallel and not no_sp.sp_saves_gathered_input
+
+
+def _random_command_line(rng) -> list[str]:
+    """One ``parbench simulate`` command line drawn over every model preset, cluster preset and training software,
+    the precisions and FP8 recipes, the mesh degrees, schedules, ZeRO stages and recomputation: most of them
+    valid, many not (a degree that does not divide, FP8 on an A100, an interleaved pipeline whose micro-batches
+    the pipeline does not divide)."""
+    from parbench.sim import PRESETS
+    from parbench.sim.layout import SOFTWARE
+    from parbench.sim.models import MODELS
+
+    tp, pp = rng.choice((1, 2, 4, 8)), rng.choice((1, 2, 4, 8))
+    argv = ["--model", rng.choice(sorted(MODELS)), "--cluster", rng.choice(sorted(PRESETS)),
+            "--gpus", str(rng.choice((8, 16, 64, 256, 1024))), "--tp", str(tp), "--pp", str(pp),
+            "--cp", str(rng.choice((1, 1, 2))), "--micro-batch", str(rng.choice((1, 2, 4))),
+            "--global-batch", str(rng.choice((64, 256, 1024, 2048))), "--zero", str(rng.choice((0, 1, 2, 3))),
+            "--recompute", rng.choice(("none", "selective", "ops", "full")),
+            "--precision", rng.choice(("fp32", "amp", "bf16", "fp16", "fp8")),
+            "--software", rng.choice(sorted(SOFTWARE))]
+    if rng.random() < 0.3:
+        argv += ["--ep", str(rng.choice((2, 4, 8)))]
+    if pp > 1 and rng.random() < 0.5:
+        argv += ["--schedule", "interleaved1f1b", "--virtual-stages", str(rng.choice((2, 3, 4)))]
+    if tp > 1 and rng.random() < 0.5:
+        argv += ["--sequence-parallel"]
+    if "fp8" in argv and rng.random() < 0.5:
+        argv += ["--fp8-scaling", rng.choice(("tensorwise", "delayed", "mxfp8"))]
+    if rng.random() < 0.3:
+        argv += ["--attention", rng.choice(("flash", "eager"))]
+    if rng.random() < 0.2:
+        argv += ["--seq", str(rng.choice((1024, 8192, 32768)))]
+    return argv
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_command_lines_predict_or_say_what_is_wrong(seed, capsys):
+    """Whatever the flags, the command ends in one of its three exits: 0 with a finite step and MFU in (0, 1) whose
+    terms sum to it, 3 (does not fit) with its reasons, or 2 with a message and no traceback; never an exception."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+    exits = []
+    for _ in range(30):
+        argv = _random_command_line(rng)
+        try:
+            rc = main(["simulate", "--format", "json", *argv])
+        except SystemExit as exc:  # argparse's own refusals
+            rc = exc.code
+        out, err = capsys.readouterr()
+        exits.append(rc)
+        assert rc in (0, 2, 3), argv
+        if rc == 2:
+            assert "parbench simulate: error: " in err and "Traceback" not in err, (argv, err)
+            continue
+        p = json.loads(out)["prediction"]
+        if rc == 3:
+            assert p["reasons"], argv
+            continue
+        assert math.isfinite(p["step_time_s"]) and p["step_time_s"] > 0 and 0 < p["mfu"] < 1, argv
+        assert sum(p["terms"].values()) == pytest.approx(p["step_time_s"]), argv
+    assert {0, 2, 3} <= set(exits)  # the draw reaches every exit
