@@ -19,7 +19,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from parbench.config import RunConfig, WorkloadConfig
+from parbench.config import WORKLOAD_NAMES, ConfigError, RunConfig, WorkloadConfig
 
 HIDDEN = ("workload",)
 """RunConfig fields with no option: the workload has its own group."""
@@ -77,6 +77,12 @@ def options(cls: type, *, hidden: tuple[str, ...] = HIDDEN) -> list[Option]:
     return out
 
 
+UNSET_WHEN_ZERO = ("layers", "hidden")
+"""WorkloadConfig's fields whose 0 stands for the built-in workload's own default: the command line leaves them
+None until given, so that a 0 typed on it is told apart (and refused for a built-in workload, which would
+otherwise run at its default without a word)."""
+
+
 def add_options(parser: argparse.ArgumentParser, title: str, cls: type) -> None:
     """One argument group of ``cls``'s options."""
     group = parser.add_argument_group(title)
@@ -85,7 +91,9 @@ def add_options(parser: argparse.ArgumentParser, title: str, cls: type) -> None:
             group.add_argument(o.flag, dest=o.field, action="store_true", help=o.help)
         else:  # choices are checked by the dataclass, whose message names every valid value
             more = f" One of: {', '.join(o.choices)}." if o.choices else ""
-            group.add_argument(o.flag, dest=o.field, type=o.kind, default=o.default, help=o.help + more)
+            unset = cls is WorkloadConfig and o.field in UNSET_WHEN_ZERO
+            group.add_argument(o.flag, dest=o.field, type=o.kind, default=None if unset else o.default,
+                               help=o.help + more)
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -96,5 +104,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(a: argparse.Namespace) -> RunConfig:
     """The RunConfig the options describe (ConfigError names a bad value)."""
-    workload = WorkloadConfig(**{o.field: getattr(a, o.field) for o in options(WorkloadConfig)})
+    given = {o.field: getattr(a, o.field) for o in options(WorkloadConfig)}
+    for key in UNSET_WHEN_ZERO:
+        if given[key] is None:
+            given[key] = 0
+        elif given[key] == 0 and given["name"] in WORKLOAD_NAMES:  # a plugin's factory may take 0
+            flag = FLAGS.get(key, "--" + key.replace("_", "-"))
+            raise ConfigError(f"{flag} 0: workload {given['name']!r} needs {key} >= 1 (leave {flag} out for its default)")
+    workload = WorkloadConfig(**given)
     return RunConfig(workload=workload, **{o.field: getattr(a, o.field) for o in options(RunConfig)})

@@ -77,6 +77,12 @@ CASES = [
     (RUN + ["--lr", "inf"], "lr=inf must be a finite number > 0"),
     (RUN + ["--seed", "-1"], "seed=-1 must be an integer in [0, 2**63)"),
     (RUN + ["--nnodes", "0"], "--nnodes 0 must be >= 1"),
+    # a one-node run reads neither the node rank nor the port: they used to pass unread
+    (RUN + ["--node-rank", "3"], "--node-rank 3 must be in [0, --nnodes 1)"),
+    (RUN + ["--master-port", "99999"], "--master-port 99999 is not a TCP port (1-65535)"),
+    # 0 stands for the workload's default in a config; typed, it used to run the default without a word
+    (RUN + ["--hidden", "0"], "--hidden 0: workload 'mlp' needs hidden >= 1 (leave --hidden out for its default)"),
+    (RUN + ["--workload", "transformer", "--layers", "0"], "--layers 0: workload 'transformer' needs layers >= 1"),
     (RUN + ["--results-dir", "{tmp}/a_file"], "results directory {tmp}/a_file is a file, not a directory"),
     (RUN + ["--results-dir", "{tmp}/a_file/sub"], "results directory {tmp}/a_file/sub cannot be created: {tmp}/a_file is a file"),
     (RUN + ["--world-size", "100000", "--global-batch-size", "100000"], "world_size=100000 does not fit on this host"),
