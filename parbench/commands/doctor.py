@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from parbench.config import RunConfig
+from parbench.config import ConfigError, RunConfig
 
 
 def add_parser(sub) -> None:
@@ -25,6 +25,10 @@ def add_parser(sub) -> None:
 def handle(a: argparse.Namespace) -> int:
     from parbench.doctor import diagnose
 
+    if a.nproc_per_node is not None and not (0 < a.nproc_per_node <= a.world_size
+                                             and a.world_size % a.nproc_per_node == 0):
+        raise ConfigError(f"--nproc-per-node {a.nproc_per_node} must divide --world-size {a.world_size} "
+                          "(torchrun starts the same number of ranks on every node)")
     strategy = "ddp" if a.world_size > 1 else "single"
     cfg = RunConfig(strategy=strategy, world_size=a.world_size, backend=a.backend, device=a.device,
                     precision=a.precision, global_batch_size=64 * a.world_size)  # ConfigError -> exit 2

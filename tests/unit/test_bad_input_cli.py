@@ -102,6 +102,8 @@ CASES = [
     (["report", "--results-dir", "{tmp}/missing"], "results directory {tmp}/missing does not exist"),
     (["report", "--results-dir", "{tmp}/results", "--out", "{tmp}"], "--out {tmp} is a directory"),
     (["dashboard", "--port", "99999"], "--port 99999 is not a TCP port"),
+    (["doctor", "--world-size", "3", "--nproc-per-node", "2"], "--nproc-per-node 2 must divide --world-size 3"),
+    (["doctor", "--world-size", "2", "--nproc-per-node", "0"], "--nproc-per-node 0 must divide --world-size 2"),
     (["bench", "gate", "--suite", "{tmp}/missing"], "--suite {tmp}/missing: no such directory"),
     (RUN + ["--inject-fault", "5:hang:1"], "inject_fault='5:hang:1': rank 5 >= world_size=2"),
     (RUN + ["--inject-fault", "hang:1"], "expected RANK:KIND:STEP with KIND one of raise, hang, crash, nan"),
