@@ -103,6 +103,9 @@ CASES = [
     (["report", "--results-dir", "{tmp}/results", "--out", "{tmp}"], "--out {tmp} is a directory"),
     (["dashboard", "--port", "99999"], "--port 99999 is not a TCP port"),
     (["doctor", "--world-size", "3", "--nproc-per-node", "2"], "--nproc-per-node 2 must divide --world-size 3"),
+    # --published compares without this host's calibration, but a profile named and missing is an error
+    (["validate", "--published", "--cluster", "nope"], "no cluster 'nope' (nope does not exist); presets: a100-80gb"),
+    (["validate", "--results-dir", "{tmp}/results"], "no cluster 'local' ({tmp}/results/calibration/vm.json does not exist)"),
     (["doctor", "--world-size", "2", "--nproc-per-node", "0"], "--nproc-per-node 0 must divide --world-size 2"),
     (["bench", "gate", "--suite", "{tmp}/missing"], "--suite {tmp}/missing: no such directory"),
     (RUN + ["--inject-fault", "5:hang:1"], "inject_fault='5:hang:1': rank 5 >= world_size=2"),
