@@ -212,9 +212,29 @@ def _architecture(a: argparse.Namespace):
             flag = {"head_size": "head-dim", "seq_len": "seq", "ffn_hidden": "ffn-hidden"}.get(k, k.replace("_", "-"))
             raise ConfigError(f"--{flag}={v} must be >= 1")
     try:
-        return replace(arch, **changes)
+        arch = replace(arch, **changes)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    _check_moe_flags(a, arch)
+    return arch
+
+
+MOE_FLAGS = (("top_k", "--top-k"), ("capacity_factor", "--capacity-factor"), ("expert_ffn", "--expert-ffn"),
+             ("moe_every", "--moe-every"), ("ep", "--ep"), ("expert_tp", "--expert-tp"),
+             ("moe_imbalance", "--moe-imbalance"), ("overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm"))
+"""The flags that shape or place a mixture of experts' experts: on a model without experts they would change nothing."""
+
+
+def _check_moe_flags(a: argparse.Namespace, arch) -> None:
+    """A mixture-of-experts flag given for a dense model is refused (it would pass unread): ``--experts N`` makes
+    one of any model."""
+    if arch.experts:
+        return
+    inert = {"ep": 1, "moe_imbalance": 1.0, "overlap_moe_expert_parallel_comm": False}  # what a dense model runs at
+    given = [flag for k, flag in MOE_FLAGS if getattr(a, k, None) not in (None, inert.get(k))]
+    if given:
+        raise ConfigError(f"{given[0]} applies to a mixture of experts; {arch.name or 'this model'} has none "
+                          "(--experts N makes one)")
 
 
 def _model(a: argparse.Namespace):

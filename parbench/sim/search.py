@@ -117,6 +117,9 @@ def layout_violations(model: ModelSpec, layout: Layout, cluster: Cluster) -> lis
         out.append("expert_tp=1 holds routed experts whole: the model has none")
     if layout.interleaved and layout.pp == 1:
         out.append("schedule interleaved1f1b needs pp > 1 (one stage has no pipeline bubble to shrink)")
+    elif layout.virtual_stages > 1 and layout.pp == 1:
+        out.append(f"virtual_stages={layout.virtual_stages} needs pp > 1 and schedule interleaved1f1b (one stage "
+                   "holds the whole model)")
     if layout.chunks > model.blocks and not layout.chunk_layers:
         out.append(f"pp x virtual stages = {layout.pp} x {layout.v} = {layout.chunks} > layers={model.blocks}")
     if layout.chunk_layers and sum(layout.chunk_layers) != len(model.units):

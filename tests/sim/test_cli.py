@@ -79,11 +79,11 @@ def test_a_calibrated_profile_that_cannot_be_read_exits_2_naming_it(tmp_path, ca
     assert main(["simulate", "--cluster", "local", "--results-dir", str(tmp_path), "--gpus", "2"]) == 2
     assert f"cluster {profile}: Expecting value" in capsys.readouterr().err
     assert main(["validate", "--results-dir", str(tmp_path)]) == 2
-    assert f"cluster {profile}: Expecting value" in capsys.readouterr().out
+    assert f"cluster {profile}: Expecting value" in capsys.readouterr().err
     profile.write_text("[1, 2]")
     assert main(["validate", "--results-dir", str(tmp_path)]) == 2
     assert f"cluster {profile}: holds list, not an object of cluster fields; run `parbench calibrate` again" in \
-        capsys.readouterr().out
+        capsys.readouterr().err
 
 
 def test_user_cluster_file(tmp_path, capsys):
@@ -303,6 +303,11 @@ def test_cluster_help_names_every_preset(capsys):
 @pytest.mark.parametrize("flags, message", [
     (["--attention-kernel", "flash9"], "--attention-kernel 'flash9': cluster h100-sxm knows flash2, flash3"),
     (["--attention-kernel", "flash3", "--attention", "eager"], "--attention-kernel 'flash3' names a flash kernel"),
+    # flags a dense model or a one-stage layout would not read
+    (["--top-k", "2"], "--top-k applies to a mixture of experts; llama3-70b has none (--experts N makes one)"),
+    (["--ep", "2"], "--ep applies to a mixture of experts; llama3-70b has none"),
+    (["--moe-imbalance", "1.3"], "--moe-imbalance applies to a mixture of experts"),
+    (["--virtual-stages", "2"], "virtual_stages=2 needs pp > 1 and schedule interleaved1f1b"),
     (["--te-fp8"], "--te-fp8 needs --precision fp8"),
     (["--overlap-param-gather", "--precision", "fp8"], "--overlap-param-gather is Megatron's distributed optimizer"),
     (["--grad-reduce-in-bf16", "--precision", "fp16"], "--grad-reduce-in-bf16 applies to bf16 and fp8"),

@@ -351,7 +351,7 @@ def test_simulate_takes_expert_tp(capsys):
     assert main(argv) == 2
     assert "ep=4 does not divide dp=2" in capsys.readouterr().err
     assert main(["simulate", "--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--expert-tp", "1"]) == 2
-    assert "expert_tp=1 holds routed experts whole: the model has none" in capsys.readouterr().err
+    assert "--expert-tp applies to a mixture of experts; llama3-8b has none" in capsys.readouterr().err
 
 
 def test_combined_1f1b_hides_each_micro_batchs_all_to_alls_under_its_partners_compute():
