@@ -184,6 +184,9 @@ def _architecture(a: argparse.Namespace):
 
     if a.model and a.hf_config:
         raise ConfigError("give --model or --hf-config, not both")
+    if a.workload and (a.model or a.hf_config):
+        raise ConfigError(f"--workload {a.workload} is a runner workload's shape; --model / --hf-config name another: "
+                          "give one")
     if a.model:
         arch = preset(a.model).arch
     elif a.hf_config:
@@ -243,6 +246,10 @@ def _model(a: argparse.Namespace):
     if a.workload == "mlp":
         if a.model or a.hf_config:
             raise ConfigError("--workload mlp takes no --model / --hf-config")
+        shape = [k for k in (*ARCH_FLAGS, "head_dim", "mtp_layers") if k not in ("layers", "hidden")
+                 and getattr(a, k, None) is not None]
+        if shape:  # the mlp is Linear layers of one width: nothing else of a transformer's shape is read
+            raise ConfigError(f"--{shape[0].replace('_', '-')}: --workload mlp takes --layers and --hidden only")
         return model_spec(WorkloadConfig(name="mlp", layers=a.layers or 0, hidden=a.hidden or 0))
     return architecture_spec(_architecture(a), megatron=not a.torch_layout)
 

@@ -308,6 +308,8 @@ def test_cluster_help_names_every_preset(capsys):
     (["--ep", "2"], "--ep applies to a mixture of experts; llama3-70b has none"),
     (["--moe-imbalance", "1.3"], "--moe-imbalance applies to a mixture of experts"),
     (["--virtual-stages", "2"], "virtual_stages=2 needs pp > 1 and schedule interleaved1f1b"),
+    (["--workload", "transformer"], "--workload transformer is a runner workload's shape; --model / --hf-config name "
+                                    "another: give one"),
     (["--te-fp8"], "--te-fp8 needs --precision fp8"),
     (["--overlap-param-gather", "--precision", "fp8"], "--overlap-param-gather is Megatron's distributed optimizer"),
     (["--grad-reduce-in-bf16", "--precision", "fp16"], "--grad-reduce-in-bf16 applies to bf16 and fp8"),
@@ -335,6 +337,17 @@ def test_training_software_flags_reach_the_layout(capsys):
     assert layout["overlap_p2p_comm"] and layout["clip_grad_norm"] and layout["megatron_grad_buckets"]
     row = next(r for r in compare_runs() if r["source"] == MBRIDGE and "70b" in r["name"] and "GBS 128" in r["name"])
     assert 128 * 8192 / out["prediction"]["step_time_s"] / 64 == pytest.approx(row["predicted"], rel=1e-9)
+
+
+@pytest.mark.parametrize("flag", [["--heads", "4"], ["--seq", "1024"], ["--experts", "4"], ["--no-dropout"],
+                                  ["--mtp-layers", "1"]])
+def test_the_mlp_workload_refuses_a_transformers_shape_flags(flag, capsys):
+    """--workload mlp is Linear layers of one width: --layers and --hidden shape it, any other shape flag is
+    refused by name instead of passing unread."""
+    assert main(["simulate", "--workload", "mlp", "--layers", "3", "--hidden", "128"]) == 0
+    capsys.readouterr()
+    assert main(["simulate", "--workload", "mlp", *flag]) == 2
+    assert f"{flag[0].replace('--no-', '--')}: --workload mlp takes --layers and --hidden only" in capsys.readouterr().err
 
 
 def test_eager_attention_under_a_software_with_a_flash_kernel_runs_no_kernel():
