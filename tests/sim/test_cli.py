@@ -308,8 +308,7 @@ def test_cluster_help_names_every_preset(capsys):
     (["--ep", "2"], "--ep applies to a mixture of experts; llama3-70b has none"),
     (["--moe-imbalance", "1.3"], "--moe-imbalance applies to a mixture of experts"),
     (["--virtual-stages", "2"], "virtual_stages=2 needs pp > 1 and schedule interleaved1f1b"),
-    (["--workload", "transformer"], "--workload transformer is a runner workload's shape; --model / --hf-config name "
-                                    "another: give one"),
+    (["--workload", "transformer"], "--workload transformer is a runner workload's shape"),
     (["--te-fp8"], "--te-fp8 needs --precision fp8"),
     (["--overlap-param-gather", "--precision", "fp8"], "--overlap-param-gather is Megatron's distributed optimizer"),
     (["--grad-reduce-in-bf16", "--precision", "fp16"], "--grad-reduce-in-bf16 applies to bf16 and fp8"),
