@@ -72,8 +72,13 @@ def handle_gate(a: argparse.Namespace) -> int:
     from parbench.bench import gate
     from parbench.config import ConfigError
 
-    if not Path(a.suite).is_dir():  # before pytest starts: its own message would be "no benchmark run"
+    suite = Path(a.suite)
+    if not suite.is_dir():  # before pytest starts: its own message would be "no benchmark run"
         raise ConfigError(f"--suite {a.suite}: no such directory (the directory of the benchmark tests)")
+    # a directory without pytest-benchmark tests would run whatever tests it holds, under the gate's timing
+    if not any("benchmark" in f.read_text(errors="replace") for f in suite.glob("test_*.py")):
+        raise ConfigError(f"--suite {a.suite}: no test_*.py there uses pytest-benchmark's `benchmark` fixture "
+                          "(the directory of the benchmark tests, e.g. tests/benchmarks)")
     return gate.run(a.storage, suite=a.suite, threshold=a.threshold or gate.THRESHOLD)
 
 

@@ -108,6 +108,7 @@ CASES = [
     (["validate", "--results-dir", "{tmp}/results"], "no cluster 'local' ({tmp}/results/calibration/vm.json does not exist)"),
     (["doctor", "--world-size", "2", "--nproc-per-node", "0"], "--nproc-per-node 0 must divide --world-size 2"),
     (["bench", "gate", "--suite", "{tmp}/missing"], "--suite {tmp}/missing: no such directory"),
+    (["bench", "gate", "--suite", "{tmp}/results"], "--suite {tmp}/results: no test_*.py there uses pytest-benchmark"),
     (RUN + ["--inject-fault", "5:hang:1"], "inject_fault='5:hang:1': rank 5 >= world_size=2"),
     (RUN + ["--inject-fault", "hang:1"], "expected RANK:KIND:STEP with KIND one of raise, hang, crash, nan"),
     # refused in the parent: RunConfig's rules, then preflight's checks of this machine
