@@ -78,7 +78,7 @@ def handle_gate(a: argparse.Namespace) -> int:
     # a directory without pytest-benchmark tests would run whatever tests it holds, under the gate's timing
     if not any("benchmark" in f.read_text(errors="replace") for f in suite.glob("test_*.py")):
         raise ConfigError(f"--suite {a.suite}: no test_*.py there uses pytest-benchmark's `benchmark` fixture "
-                          "(the directory of the benchmark tests, e.g. tests/benchmarks)")
+                          "(the directory of the benchmark tests)")
     return gate.run(a.storage, suite=a.suite, threshold=a.threshold or gate.THRESHOLD)
 
 
