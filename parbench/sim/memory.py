@@ -334,6 +334,17 @@ def weight_cast_bytes(layout: Layout, tensors) -> int:
     return layout.precision.weight_cast_bytes * sum(t.local_numel(layout.tp) for t in tensors if t.linear)
 
 
+def held_grad_bytes(layout: Layout) -> int:
+    """Gradient bytes a rank holds per parameter at its peak: ``Layout.grad_elem_bytes``, and under DeepSpeed's bf16
+    optimizer (``Layout.fp32_grad_pass_per_micro_batch``) the bf16 gradients beside its float32 ones. Its pipeline
+    engine frees them before each backward (``clear_lp_grads``: ``param.grad = None``) and keeps them after it
+    (``update_hp_grads(clear_lp_grads=False)``), so every backward ends with both (deepspeed/runtime/bf16_optimizer.py,
+    deepspeed/runtime/pipe/engine.py); BigScience put the optimizer's cost at "4 bytes x params" more than fp16's
+    (train/tr11-176B-ml/chronicles-prequel.md, 'Rebalancing layers'), 2 + 4 bytes of gradients where fp16 holds 2."""
+    extra = layout.precision.grad_bytes if layout.fp32_grad_pass_per_micro_batch else 0
+    return layout.grad_elem_bytes + extra
+
+
 def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluster | None = None) -> Memory:
     """The worst rank of a pipeline stage."""
     pr = layout.precision
@@ -349,7 +360,7 @@ def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluste
     # recomputed layer adds to the peak only by what it holds beyond them
     acts += max(0.0, recompute_bytes(model, layout) - loss) if layers else 0.0
     buckets = 2 * DDP_BUCKET_BYTES if layout.zero in (1, 2) and layout.shard_group > 1 and not layout.fsdp2 else 0
-    mem = Memory(param_bytes=params * pr.param_bytes, grad_bytes=grads * layout.grad_elem_bytes, optim_bytes=int(optim_bytes),
+    mem = Memory(param_bytes=params * pr.param_bytes, grad_bytes=grads * held_grad_bytes(layout), optim_bytes=int(optim_bytes),
                  activation_bytes=int(acts), unsharded_bytes=unsharded_bytes(model, layout, stage),
                  loss_bytes=int(loss), buffer_bytes=buckets)
     return with_cluster_terms(mem, layout, cluster)

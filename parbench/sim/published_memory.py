@@ -49,6 +49,7 @@ from parbench.sim.layout import PRECISIONS, SOFTWARE, Layout, Recompute
 from parbench.sim.model import architecture_spec
 from parbench.sim.models import MODELS
 from parbench.sim.predict import Prediction, predict
+from parbench.sim.published import MEGATRON_README
 from parbench.sim.stages import account_for_ends, megatron_pipeline_layout
 
 TT_H100 = "torchtitan docs/performance.md @eaea6f6"
@@ -707,7 +708,9 @@ MLPERF_GPT3 = ("MLPerf Training v3.1, NVIDIA's GPT-3 175B on Eos DGX H100 (mlcom
                "held out)")
 MLPERF_GPT3_V41 = ("MLPerf Training v4.1, NVIDIA's GPT-3 175B on Eos DGX H100 and a DGX B200 (mlcommons/training_results_v4.1, "
                    "as mirrored in swsok/training_results_v4.1 @8821c70; held out)")
-HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3, MLPERF_GPT3_V41)
+BIGSCIENCE_PREQUEL = ("BigScience tr11-176B-ml chronicles-prequel.md @053adaf ('Rebalancing layers', 48 Jean Zay "
+                      "nodes, 2022-02-28; held out)")
+HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3, MLPERF_GPT3_V41, MEGATRON_README, BIGSCIENCE_PREQUEL)
 """Every source added after the constants were fitted; ``efficiency_fits`` leaves them all out."""
 
 
@@ -848,11 +851,51 @@ def _mlperf_gpt3_v41() -> list[Run]:
     return rows
 
 
+PREQUEL_TABLE = ((12288, 106, 64, 8, 4, 12, 2, 116.54), (12288, 106, 96, 8, 4, 12, 2, 118.79),
+                 (12288, 106, 128, 8, 4, 12, 2, 121.42), (12288, 106, 96, 8, 4, 12, 4, 120.34),
+                 (12288, 100, 64, 16, 4, 6, 2, None), (12288, 100, 64, 16, 4, 6, 1, None),
+                 (12288, 100, 64, 8, 8, 6, 2, 139.72), (12288, 100, 64, 8, 8, 6, 4, 120.96),
+                 (13312, 82, 64, 4, 8, 12, 4, 111.79), (13312, 82, 64, 8, 4, 12, 2, 104.45),
+                 (13312, 82, 104, 8, 4, 12, 2, 123.71), (13312, 82, 128, 8, 4, 12, 2, 108.78),
+                 (13312, 82, 64, 8, 4, 12, 4, 104.82), (13312, 94, 128, 8, 4, 12, 2, 124.10),
+                 (14336, 70, 64, 4, 8, 12, 2, 121.63), (14336, 70, 64, 8, 4, 12, 2, 102.03),
+                 (14336, 70, 112, 8, 4, 12, 2, 104.50), (14336, 70, 128, 8, 4, 12, 2, 105.89),
+                 (14336, 70, 64, 8, 4, 12, 4, 102.27), (14336, 82, 128, 8, 4, 12, 2, None))
+"""The prequel's "Rebalancing layers" tables as printed: (NHIDDEN, NLAYERS, NHEADS, DP, TP, PP, MBS, Sec/it; None
+where it prints OOM), every row 48 nodes and GBS 2048."""
+
+
+def _bigscience_prequel() -> list[Run]:
+    """BigScience's layout search for BLOOM on Jean Zay before its launch (``train/tr11-176B-ml/chronicles-prequel.md``
+    in github.com/bigscience-workshop/bigscience at commit 053adafee86d8b0beb10ddd95e5bbbbe3d702f3c), the section
+    from which "the testing is happening with BF16 optimizer" (gradients accumulated in fp32) and with
+    ``--pp-partition-method 'type:transformer|embedding'`` (each embedding a pipeline slot, so every stage holds
+    (NLAYERS + 2) / PP slots): 176B-206B GPTs of BLOOM's kind (its 250,880-row vocabulary, ALiBi, sequence 2048)
+    in TP x PP x DP layouts of 384 A100s, the second iteration's seconds, and three layouts that ran out of
+    memory. BLOOM's own rows' settings otherwise (``published.bloom_layout``). The same table's BLOOM-shaped row
+    (14336 x 70, 112 heads, TP 4, PP 12, MBS 2: 104.50 s) is within 0.2% of BLOOM's logged step at iteration
+    85,376 (104.70 s). Added after every constant was fitted; held out."""
+    from parbench.sim.published import BLOOM_176B, bloom_layout
+
+    rows = []
+    for hidden, layers, heads, dp, tp, pp, mbs, secs in PREQUEL_TABLE:
+        per = (layers + 2) // pp
+        arch = replace(BLOOM_176B, name=f"BigScience {hidden} x {layers}", hidden=hidden, layers=layers, heads=heads)
+        rows.append(Run(source=BIGSCIENCE_PREQUEL, table="Rebalancing layers",
+                        name=f"{hidden} x {layers} ({heads} heads) 384 A100 TP {tp} PP {pp} DP {dp} MBS {mbs}",
+                        arch=arch, cluster="jean-zay-a100", ran=secs is not None,
+                        metric="s_per_iteration" if secs else "", value=secs or 0.0,
+                        layout=bloom_layout(dp=dp, tp=tp, pp=pp, micro_batch=mbs,
+                                            chunk_layers=(per - 1,) + (per,) * (pp - 2) + (per - 1,)),
+                        notes=("iteration 2", "" if secs else "published: OOM")))
+    return rows
+
+
 def runs() -> list[Run]:
     return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge()
             + _megatron_bridge_later() + _nemo()
             + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _mlperf_gpt3_v41() + _megatron()
-            + _infeasible())
+            + _bigscience_prequel() + _infeasible())
 
 
 METRICS = {"s_per_iteration": "seconds per training step", "tps_per_gpu": "tokens/s per GPU",

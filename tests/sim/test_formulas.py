@@ -238,6 +238,21 @@ def test_deepspeed_bf16_gradient_pass_costs_18_bytes_per_parameter_per_micro_bat
         Layout(**{**base, "precision": PRECISIONS["fp16"]}, fp32_grad_pass_per_micro_batch=True)
 
 
+def test_deepspeeds_bf16_optimizer_holds_its_bf16_gradients_beside_the_float32_ones():
+    """DeepSpeed's pipeline engine frees the bf16 gradients before each backward (``clear_lp_grads``) and keeps them
+    after it (``update_hp_grads(clear_lp_grads=False)``), so a backward ends with 2 + 4 bytes of gradients per
+    parameter, BigScience's "4 bytes x params" over fp16's 2; Megatron-LM's float32 main gradients hold 4."""
+    model = model_spec(WorkloadConfig(name="transformer", layers=8, hidden=512, heads=8, seq_len=128, vocab_size=512),
+                       megatron=True)
+    c = PRESETS["a100-80gb"]
+    base = {"strategy": Strategy.HYBRID, "dp": 2, "global_batch_size": 8, "micro_batches": 4, "zero": 1,
+            "precision": PRECISIONS["bf16"]}
+    plain = predict(model, Layout(**base), c).memory
+    deepspeed = predict(model, Layout(**base, fp32_grad_pass_per_micro_batch=True), c).memory
+    assert plain.grad_bytes == 4 * model.param_numel and deepspeed.grad_bytes == (2 + 4) * model.param_numel
+    assert deepspeed.total_bytes - plain.total_bytes == 2 * model.param_numel
+
+
 def test_a_mixed_precision_step_adds_its_copy_unscale_and_clip_passes_over_the_optimizer_elements():
     """Megatron-LM's mixed-precision step around the Adam update, per element, by hand: fp16 gradients copied to
     float32 (2 read + 4 written), unscaled and checked for inf (4 + 4), their norm read for clipping (4), then the
