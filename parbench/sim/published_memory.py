@@ -34,7 +34,8 @@ layout arithmetic the source states (global batch = local batch x data-parallel 
 - NeMo ``docs/source/performance/performance_long_sequence.md`` at commit 0aa267117ae5f1ff9f8d8308ed3d1ba1ce939f82
   (container 24.03.01, DGX-H100, FP8): Llama 2 7B with context parallelism at 16K to 1M tokens, one GPU per
   1K tokens, the layout as printed (TP, PP, DP, CP) and model TFLOP/s per GPU.
-- Megatron-LM's runs in ``parbench.sim.published.PUBLISHED`` (Narayanan et al. SC21 Tables 1-2, MT-NLG).
+- Megatron-LM's runs in ``parbench.sim.published.ALL_ROWS`` (SC21 Tables 1-2, MT-NLG, Korthikanti et al., BLOOM, its
+  README's GPT-3 example and its MoE README's Mixtral row).
 """
 
 from __future__ import annotations
@@ -667,15 +668,16 @@ def _nemo_long_sequence() -> list[Run]:
 
 
 def _megatron(rows: tuple | None = None) -> list[Run]:
-    """Megatron-LM's published runs (by default SC21 Tables 1-2 and MT-NLG) with the layouts
+    """Megatron-LM's published runs (by default every row of ``parbench.sim.published``: SC21 Tables 1-2, MT-NLG,
+    Korthikanti et al., BLOOM, Megatron-LM's README and its MoE README's Mixtral row) with the layouts
     ``parbench.sim.published`` states; a row without an architecture of its own is Megatron's GPT, dropout on
     (Megatron's default 0.1 for attention and hidden states)."""
-    from parbench.sim.published import PUBLISHED, SEQ, VOCAB, layout_for
+    from parbench.sim.published import ALL_ROWS, SEQ, VOCAB, layout_for
 
     return [Run(source=p.source, table=p.table, name=p.name, cluster=p.cluster, layout=layout_for(p),
                 arch=p.arch or Architecture(name=p.name, layers=p.layers, hidden=p.hidden, heads=p.heads, seq_len=SEQ,
                                             vocab=VOCAB, dropout=True),
-                metric="s_per_iteration", value=p.measured_s, series=p.series) for p in (rows or PUBLISHED)]
+                metric="s_per_iteration", value=p.measured_s, series=p.series) for p in (rows or ALL_ROWS)]
 
 
 def _infeasible() -> list[Run]:
@@ -930,11 +932,8 @@ def _published_step_s(p: Prediction, run: Run, metric: float | None) -> float | 
 
 
 def timed_runs() -> list[Run]:
-    """Every published run with a step time to predict: the runs that trained and print a metric, and
-    Megatron-LM's Mixtral row (``parbench.sim.published.MOE_ROWS``, compared in validate's first table)."""
-    from parbench.sim.published import MOE_ROWS
-
-    return [r for r in runs() + _megatron(MOE_ROWS) if r.ran and r.metric]
+    """Every published run with a step time to predict: the runs that trained and print a metric."""
+    return [r for r in runs() if r.ran and r.metric]
 
 
 def step_times_s(run: Run) -> tuple[float, float]:

@@ -231,9 +231,11 @@ def _default_what_if():
     return whatif.WhatIf(shape=whatif.MODEL_PRESETS["GPT-3 2.7B"], dp=8, micro_batches=8)
 
 
-def test_simulator_shows_the_published_runs_without_calibration(monkeypatch):
+def test_simulator_shows_the_published_runs_without_calibration(monkeypatch, capsys):
     """The published comparison (``validate --published``) in the view: one row of points per source with a
-    metric, the per-source table, the layouts split into fixed and per-micro-batch parts, and one layer alone."""
+    metric, the per-source table, the layouts split into fixed and per-micro-batch parts, and one layer alone.
+    Its count of sources within the targets is the command's."""
+    from parbench.cli import main
     from parbench.sim.published import compare_layers
     from parbench.sim.published_memory import compare_runs
 
@@ -265,8 +267,11 @@ def test_simulator_shows_the_published_runs_without_calibration(monkeypatch):
     assert {k: v.split(":")[0] for k, v in verdicts.items()} == expected
     assert verdicts[MBRIDGE_LATER] == "no: mean, max"
     met = sum(v == "yes" for v in verdicts.values())
-    assert any(f"{met} of {sum(v != '-' for v in verdicts.values())} sources are within both" in c.value
-               for c in at.caption)
+    judged = sum(v != "-" for v in verdicts.values())
+    assert any(f"{met} of {judged} sources are within both" in c.value for c in at.caption)
+    assert main(["validate", "--published", "--format", "json"]) == 0
+    targets = json.loads(capsys.readouterr().out)["published_targets"]
+    assert (met, judged) == (len(targets["met"]), len(targets["met"]) + len(targets["missed"]))
     splits = next(f for f in frames if "fixed published s" in f.columns)
     assert "MT-NLG 530B" in set(splits["layout"])
     layers = next(f for f in frames if "predicted ms" in f.columns)  # Korthikanti et al. 2022, Table 4
