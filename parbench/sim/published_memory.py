@@ -712,7 +712,10 @@ MLPERF_GPT3_V41 = ("MLPerf Training v4.1, NVIDIA's GPT-3 175B on Eos DGX H100 an
                    "as mirrored in swsok/training_results_v4.1 @8821c70; held out)")
 BIGSCIENCE_PREQUEL = ("BigScience tr11-176B-ml chronicles-prequel.md @053adaf ('Rebalancing layers', 48 Jean Zay "
                       "nodes, 2022-02-28; held out)")
-HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3, MLPERF_GPT3_V41, MEGATRON_README, BIGSCIENCE_PREQUEL)
+MLPERF_GPT3_V40 = ("MLPerf Training v4.0, NVIDIA's GPT-3 175B on Eos DGX H100 (mlcommons/training_results_v4.0 @62f111b; "
+                   "held out)")
+HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3, MLPERF_GPT3_V40, MLPERF_GPT3_V41, MEGATRON_README,
+                    BIGSCIENCE_PREQUEL)
 """Every source added after the constants were fitted; ``efficiency_fits`` leaves them all out."""
 
 
@@ -824,33 +827,58 @@ def _mlperf_gpt3() -> list[Run]:
     return rows
 
 
-MLPERF_GPT3_V41_STEPS = (("eos_n32_ngc24.09_nemo", "config_DGXH100_32x8x256x4x8_mbs2.sh", "h100-sxm", 32, 256, 18.373),
-                         ("eos_n64_ngc24.09_nemo", "config_DGXH100_64x8x128x4x8_mbs2.sh", "h100-sxm", 64, 128, 9.520),
-                         ("b200_n8_preview_nemo", "config_DGXB200_8x8x1024x4x8_mbs2_cg.sh", "b200", 8, 1024, 36.143))
-"""(results directory, its config, preset, nodes, MINIBS, seconds per step) of NVIDIA's MLPerf Training v4.1 GPT-3
-runs (NeMo 24.09): each config sets TP 4, PP 8, 6 interleaved virtual stages (``INTERLEAVED_PIPELINE=6``), MBS 2,
-the tensor-parallel overlap; the step is the median of the ``train_step_timing in s`` entries in the last 16,000
-characters of ``result_0.txt`` and ``result_1.txt`` together (36 steps each, the first after each evaluation
-left out). Their logs' step counters advance by 2048 x 2048 tokens, the GBS the configs give."""
+MLPERF_GPT3_V41_STEPS = (("eos_n32_ngc24.09_nemo", "config_DGXH100_32x8x256x4x8_mbs2.sh", "h100-sxm", 32, 2048, 8, 6, 2, 18.373),
+                         ("eos_n64_ngc24.09_nemo", "config_DGXH100_64x8x128x4x8_mbs2.sh", "h100-sxm", 64, 2048, 8, 6, 2, 9.520),
+                         ("b200_n8_preview_nemo", "config_DGXB200_8x8x1024x4x8_mbs2_cg.sh", "b200", 8, 2048, 8, 6, 2, 36.143))
+"""(results directory, its config, preset, nodes, GBS, PP, virtual stages, MBS, seconds per step) of NVIDIA's MLPerf
+Training v4.1 GPT-3 runs (NeMo 24.09): each config sets TP 4, PP 8, 6 interleaved virtual stages
+(``INTERLEAVED_PIPELINE=6``), MBS 2, the tensor-parallel overlap; the step is the median of the ``train_step_timing
+in s`` entries in the last 16,000 characters of ``result_0.txt`` and ``result_1.txt`` together (36 steps each, the
+first after each evaluation left out). Their logs' step counters advance by 2048 x 2048 tokens, the GBS the configs
+give (MINIBS x nodes x 8 / 32)."""
+MLPERF_GPT3_V40_STEPS = (("eos_n64_ngc24.04_nemo", "config_DGXH100_64x8x128x4x8_mbs2.sh", "h100-sxm", 64, 2304, 8, 4, 2,
+                          10.982),
+                         ("eos-dfw_n1344_ngc24.04_nemo", "config_DGXH100_1344x8x6x4x6_mbs1_cg.sh", "h100-sxm", 1344, 2688,
+                          6, 8, 1, 0.9208),
+                         ("eos-dfw_n1452_ngc24.04_nemo", "config_DGXH100_1452x8x6x4x6_mbs1_cg.sh", "h100-sxm", 1452, 2904,
+                          6, 8, 1, 0.9218))
+"""The same for the v4.0 round (NeMo 24.04; configs: TP 4, PP 8 x 4 virtual stages x MBS 2 on 64 nodes, PP 6 x 8 x MBS 1
+with per-layer CUDA graphs on 1344 and 1452). Their logs print no ``train_step_timing``, only the benchmark's
+``block_start`` / ``block_stop`` times between evaluations and the samples each block trains (``epoch_count``, in
+tokens): the step is a block's time over its steps (25,344, 26,880 and 26,136 sequences: 11, 10 and 9 steps of the
+GBS the logs print, ``global_batch_size``; 2304 on 64 nodes, whose launch set MINIBS 144 over the config's 128),
+the median of each log's last 12 blocks, then of the three logs (which agree within 0.8%)."""
+
+
+def _mlperf_gpt3_round(source: str, steps: tuple, version: str) -> list[Run]:
+    """One MLPerf round's GPT-3 runs, the v3.1 rows' shape and settings (``_mlperf_gpt3``) at their own configs'
+    layout (``steps``: ``MLPERF_GPT3_V41_STEPS``'s fields)."""
+    arch = replace(_nemo_arch("gpt3-175b", 4), dropout=False)
+    rows = []
+    for folder, config, cluster, nodes, gbs, pp, vp, mbs, secs in steps:
+        gpus = 8 * nodes
+        device = "B200" if cluster == "b200" else "H100"
+        rows.append(Run(source=source, table=f"{folder}/{config}, result_0-{2 if version == 'v4.0' else 1}",
+                        name=f"MLPerf {version} GPT-3 175B FP8 {gpus} {device} TP 4 PP {pp} VP {vp} MBS {mbs} GBS {gbs}",
+                        arch=arch, cluster=cluster, metric="s_per_iteration", value=secs,
+                        series=f"MLPerf {version} GPT-3 175B H100" if cluster == "h100-sxm" else "",
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=4, pp=pp, vp=vp, precision="fp8"),
+                        notes=("FP8", "Transformer Engine", "attention kernel assumed flash3")))
+    return rows
 
 
 def _mlperf_gpt3_v41() -> list[Run]:
-    """The v4.1 round's GPT-3 runs, the v3.1 rows' shape and settings (``_mlperf_gpt3``) at their own configs' layout.
-    Not modelled: the configs' deferred embedding weight gradients, the B200 run's CUDA graphs and its FP8
-    parameters (``FP8_PARAMS=True``: the distributed optimizer's gather counted in bf16). Held out."""
-    arch = replace(_nemo_arch("gpt3-175b", 4), dropout=False)
-    rows = []
-    for folder, config, cluster, nodes, minibs, secs in MLPERF_GPT3_V41_STEPS:
-        gpus = 8 * nodes
-        gbs = minibs * gpus // 32
-        device = "B200" if cluster == "b200" else "H100"
-        rows.append(Run(source=MLPERF_GPT3_V41, table=f"{folder}/{config}, result_0-1",
-                        name=f"MLPerf v4.1 GPT-3 175B FP8 {gpus} {device} TP 4 PP 8 VP 6 MBS 2 GBS {gbs}", arch=arch,
-                        cluster=cluster, metric="s_per_iteration", value=secs,
-                        series="MLPerf v4.1 GPT-3 175B H100" if cluster == "h100-sxm" else "",
-                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=2, tp=4, pp=8, vp=6, precision="fp8"),
-                        notes=("FP8", "Transformer Engine", "attention kernel assumed flash3")))
-    return rows
+    """The v4.1 round's GPT-3 runs. Not modelled: the configs' deferred embedding weight gradients, the B200 run's
+    CUDA graphs and its FP8 parameters (``FP8_PARAMS=True``: the distributed optimizer's gather counted in bf16).
+    Held out."""
+    return _mlperf_gpt3_round(MLPERF_GPT3_V41, MLPERF_GPT3_V41_STEPS, "v4.1")
+
+
+def _mlperf_gpt3_v40() -> list[Run]:
+    """The v4.0 round's GPT-3 runs, the largest at 11,616 H100 with 6 micro-batches a pipeline. Not modelled: the
+    per-layer CUDA graphs, and Apex's distributed Adam (``conf/optim/distributed_fused_adam.yaml``: 100 MB buckets,
+    gradients reduced in bf16) counted as Megatron-Core's distributed optimizer. Held out."""
+    return _mlperf_gpt3_round(MLPERF_GPT3_V40, MLPERF_GPT3_V40_STEPS, "v4.0")
 
 
 PREQUEL_TABLE = ((12288, 106, 64, 8, 4, 12, 2, 116.54), (12288, 106, 96, 8, 4, 12, 2, 118.79),
@@ -896,7 +924,8 @@ def _bigscience_prequel() -> list[Run]:
 def runs() -> list[Run]:
     return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge()
             + _megatron_bridge_later() + _nemo()
-            + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _mlperf_gpt3_v41() + _megatron()
+            + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _mlperf_gpt3_v40() + _mlperf_gpt3_v41()
+            + _megatron()
             + _bigscience_prequel() + _infeasible())
 
 
