@@ -827,9 +827,12 @@ def _mlperf_gpt3() -> list[Run]:
     return rows
 
 
-MLPERF_GPT3_V41_STEPS = (("eos_n32_ngc24.09_nemo", "config_DGXH100_32x8x256x4x8_mbs2.sh", "h100-sxm", 32, 2048, 8, 6, 2, 18.373),
-                         ("eos_n64_ngc24.09_nemo", "config_DGXH100_64x8x128x4x8_mbs2.sh", "h100-sxm", 64, 2048, 8, 6, 2, 9.520),
-                         ("b200_n8_preview_nemo", "config_DGXB200_8x8x1024x4x8_mbs2_cg.sh", "b200", 8, 2048, 8, 6, 2, 36.143))
+MLPERF_GPT3_V41_STEPS = (("eos_n32_ngc24.09_nemo", "config_DGXH100_32x8x256x4x8_mbs2.sh", "h100-sxm", 32, 2048, 8, 6, 2,
+                          18.373),
+                         ("eos_n64_ngc24.09_nemo", "config_DGXH100_64x8x128x4x8_mbs2.sh", "h100-sxm", 64, 2048, 8, 6, 2,
+                          9.520),
+                         ("b200_n8_preview_nemo", "config_DGXB200_8x8x1024x4x8_mbs2_cg.sh", "b200", 8, 2048, 8, 6, 2,
+                          36.143))
 """(results directory, its config, preset, nodes, GBS, PP, virtual stages, MBS, seconds per step) of NVIDIA's MLPerf
 Training v4.1 GPT-3 runs (NeMo 24.09): each config sets TP 4, PP 8, 6 interleaved virtual stages
 (``INTERLEAVED_PIPELINE=6``), MBS 2, the tensor-parallel overlap; the step is the median of the ``train_step_timing
@@ -850,15 +853,15 @@ GBS the logs print, ``global_batch_size``; 2304 on 64 nodes, whose launch set MI
 the median of each log's last 12 blocks, then of the three logs (which agree within 0.8%)."""
 
 
-def _mlperf_gpt3_round(source: str, steps: tuple, version: str) -> list[Run]:
+def _mlperf_gpt3_round(source: str, steps: tuple, version: str, logs: str) -> list[Run]:
     """One MLPerf round's GPT-3 runs, the v3.1 rows' shape and settings (``_mlperf_gpt3``) at their own configs'
-    layout (``steps``: ``MLPERF_GPT3_V41_STEPS``'s fields)."""
+    layout (``steps``: ``MLPERF_GPT3_V41_STEPS``'s fields; ``logs``: the result files the steps were read from)."""
     arch = replace(_nemo_arch("gpt3-175b", 4), dropout=False)
     rows = []
     for folder, config, cluster, nodes, gbs, pp, vp, mbs, secs in steps:
         gpus = 8 * nodes
         device = "B200" if cluster == "b200" else "H100"
-        rows.append(Run(source=source, table=f"{folder}/{config}, result_0-{2 if version == 'v4.0' else 1}",
+        rows.append(Run(source=source, table=f"{folder}/{config}, {logs}",
                         name=f"MLPerf {version} GPT-3 175B FP8 {gpus} {device} TP 4 PP {pp} VP {vp} MBS {mbs} GBS {gbs}",
                         arch=arch, cluster=cluster, metric="s_per_iteration", value=secs,
                         series=f"MLPerf {version} GPT-3 175B H100" if cluster == "h100-sxm" else "",
@@ -871,14 +874,14 @@ def _mlperf_gpt3_v41() -> list[Run]:
     """The v4.1 round's GPT-3 runs. Not modelled: the configs' deferred embedding weight gradients, the B200 run's
     CUDA graphs and its FP8 parameters (``FP8_PARAMS=True``: the distributed optimizer's gather counted in bf16).
     Held out."""
-    return _mlperf_gpt3_round(MLPERF_GPT3_V41, MLPERF_GPT3_V41_STEPS, "v4.1")
+    return _mlperf_gpt3_round(MLPERF_GPT3_V41, MLPERF_GPT3_V41_STEPS, "v4.1", "result_0-1")
 
 
 def _mlperf_gpt3_v40() -> list[Run]:
     """The v4.0 round's GPT-3 runs, the largest at 11,616 H100 with 6 micro-batches a pipeline. Not modelled: the
     per-layer CUDA graphs, and Apex's distributed Adam (``conf/optim/distributed_fused_adam.yaml``: 100 MB buckets,
     gradients reduced in bf16) counted as Megatron-Core's distributed optimizer. Held out."""
-    return _mlperf_gpt3_round(MLPERF_GPT3_V40, MLPERF_GPT3_V40_STEPS, "v4.0")
+    return _mlperf_gpt3_round(MLPERF_GPT3_V40, MLPERF_GPT3_V40_STEPS, "v4.0", "result_0-2")
 
 
 PREQUEL_TABLE = ((12288, 106, 64, 8, 4, 12, 2, 116.54), (12288, 106, 96, 8, 4, 12, 2, 118.79),
@@ -924,9 +927,8 @@ def _bigscience_prequel() -> list[Run]:
 def runs() -> list[Run]:
     return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge()
             + _megatron_bridge_later() + _nemo()
-            + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _mlperf_gpt3_v40() + _mlperf_gpt3_v41()
-            + _megatron()
-            + _bigscience_prequel() + _infeasible())
+            + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _mlperf_gpt3_v40()
+            + _mlperf_gpt3_v41() + _megatron() + _bigscience_prequel() + _infeasible())
 
 
 METRICS = {"s_per_iteration": "seconds per training step", "tps_per_gpu": "tokens/s per GPU",
