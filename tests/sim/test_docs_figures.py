@@ -1,0 +1,77 @@
+"""The validation figures README.md and docs/simulator.md state are the ones ``parbench validate --published``
+computes today: a change to the model or to the published rows that moves one fails here until the docs say it."""
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from parbench.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def validated() -> dict:
+    """``parbench validate --published --format json``, once for every check below (it takes seconds)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["validate", "--published", "--format", "json"]) in (0, 1)
+    return json.loads(out.getvalue())
+
+
+def _figures(v: dict) -> dict:
+    """What the docs quote, computed: each judged source's (mean, max, met) at the docs' rounding, the trend
+    signs, the layout pairs (``accuracy.pair_summary``'s keys) and the feasibility counts."""
+    from parbench.sim.accuracy import LayoutPair, pair_summary
+
+    t = v["published_targets"]
+    judged = [(m["mean_abs_error_pct"], m["max_abs_error_pct"], False) for m in t["missed"]]
+    means = {s["source"]: (s["mean_abs_error_pct"], s["max_abs_error_pct"]) for s in v["published_by_source"]}
+    for s in v["published_memory_by_source"]:
+        if s["metric_mean_abs_error_pct"] is not None:
+            means.setdefault(s["source"], (s["metric_mean_abs_error_pct"], s["metric_max_abs_error_pct"]))
+    judged += [(*means[name], True) for name in t["met"]]
+    trends = list(v["published_trends"].values())
+    pairs = pair_summary([LayoutPair(**{k: p[k] for k in LayoutPair.__dataclass_fields__}) for p in v["published_pairs"]])
+    by = v["published_memory_by_source"]
+    return {"sources": sorted((round(a, 1), round(b, 1), met) for a, b, met in judged),
+            "met": (len(t["met"]), len(judged)), "trends": (sum(s["match"] for s in trends), len(trends)), "pairs": pairs,
+            "fit": (sum(s["ran_predicted_to_fit"] for s in by), sum(s["ran"] for s in by)),
+            "oom": (sum(s["infeasible_predicted_not_to_fit"] for s in by), sum(s["infeasible"] for s in by))}
+
+
+def _at_a_glance(doc: str) -> list[tuple[float, float, bool]]:
+    """docs/simulator.md's "At a glance" table as (mean, max, within both targets) per source."""
+    section = doc.split("## At a glance", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\|[^|\n]+\| *\d+ *\| *([\d.]+)% *\| *([\d.]+)% *\| *(yes|no) *\|$", section, flags=re.M)
+    return sorted((float(a), float(b), met == "yes") for a, b, met in rows)
+
+
+def _ints(pattern: str, text: str) -> tuple[int, ...]:
+    m = re.search(pattern, " ".join(text.split()))
+    assert m, pattern
+    return tuple(int(g) for g in m.groups())
+
+
+def test_the_simulator_docs_at_a_glance_table_is_what_validate_computes(validated):
+    doc = (ROOT / "docs" / "simulator.md").read_text()
+    f = _figures(validated)
+    assert _at_a_glance(doc) == f["sources"]
+    assert _ints(r"Scaling-trend sign right on (\d+) of (\d+) published series", doc) == f["trends"]
+
+
+def test_the_readme_s_validation_figures_are_what_validate_computes(validated):
+    readme = (ROOT / "README.md").read_text()
+    f, p = _figures(validated), _figures(validated)["pairs"]
+    assert _ints(r"max <= 12%; (\d+) of (\d+) on", readme) == f["met"]
+    assert _ints(r"published pairs of layouts more and less than 5% apart \((\d+) of (\d+), (\d+) of (\d+)\)",
+                 readme) == (p["decided_ordered"], p["decided"], p["close_ordered"], p["close"])
+    assert _ints(r"the run published faster is predicted faster in (\d+) of the (\d+) pairs published more than 5% "
+                 r"apart \((\d+) of (\d+) that differ in precision alone, (\d+) of (\d+) in the layout", readme) == (
+        p["decided_ordered"], p["decided"], p["precision_ordered"], p["precision"], p["layout_ordered"], p["layout"])
+    assert _ints(r"must be predicted to fit \((\d+) of (\d+) do;", readme) == f["fit"]
+    assert _ints(r"clearly infeasible must not \((\d+) of (\d+):", readme) == f["oom"]
