@@ -47,7 +47,8 @@ def _figures(v: dict) -> dict:
 def _at_a_glance(doc: str) -> list[tuple[float, float, bool]]:
     """docs/simulator.md's "At a glance" table as (mean, max, within both targets) per source."""
     section = doc.split("## At a glance", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\|[^|\n]+\| *\d+ *\| *([\d.]+)% *\| *([\d.]+)% *\| *(yes|no) *\|$", section, flags=re.M)
+    row = r"^\|[^|\n]+\| *\d+ *\| *([\d.]+)% *\| *([\d.]+)% *\| *(yes|no) *\|$"
+    rows = re.findall(row, section, flags=re.MULTILINE)
     return sorted((float(a), float(b), met == "yes") for a, b, met in rows)
 
 
