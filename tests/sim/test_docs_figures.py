@@ -76,3 +76,26 @@ def test_the_readme_s_validation_figures_are_what_validate_computes(validated):
         p["decided_ordered"], p["decided"], p["precision_ordered"], p["precision"], p["layout_ordered"], p["layout"])
     assert _ints(r"must be predicted to fit \((\d+) of (\d+) do;", readme) == f["fit"]
     assert _ints(r"clearly infeasible must not \((\d+) of (\d+):", readme) == f["oom"]
+
+
+def test_the_readme_s_megatron_bridge_and_memory_figures_are_what_the_model_gives():
+    """README's held-out Megatron-Bridge rows split into dense models and mixtures of experts, and its peak-memory
+    figures, against ``compare_runs`` today."""
+    from statistics import mean
+
+    from parbench.sim.published_memory import MBRIDGE_LATER, compare_runs, runs
+
+    experts = {(r.source, r.name): bool(r.arch is not None and r.arch.experts) for r in runs()}
+    rows = compare_runs()
+    later = [r for r in rows if r["source"] == MBRIDGE_LATER and r["metric_error_pct"] is not None]
+    split = {moe: [abs(r["metric_error_pct"]) for r in later if experts[r["source"], r["name"]] == moe]
+             for moe in (False, True)}
+    memory = [abs(r["memory_error_pct"]) for r in rows if r["memory_error_pct"] is not None]
+    text = " ".join((ROOT / "README.md").read_text().split())
+    m = re.search(r"\((\d+) rows: the (\d+) dense ones at a mean \|error\| of ([\d.]+)%, the (\d+) mixtures of experts "
+                  r"at ([\d.]+)%", text)
+    assert m and (int(m[1]), int(m[2]), float(m[3]), int(m[4]), float(m[5])) == (
+        len(later), len(split[False]), round(mean(split[False]), 1), len(split[True]), round(mean(split[True]), 1))
+    m = re.search(r"all (\d+) published peak-memory figures are within 10% \(mean ([\d.]+)%, max ([\d.]+)%", text)
+    assert m and (int(m[1]), float(m[2]), float(m[3])) == (len(memory), round(mean(memory), 1), round(max(memory), 1))
+    assert max(memory) <= 10
