@@ -120,6 +120,11 @@ class Cluster:
     """Reserved-but-unusable share of what the caching allocator holds (block rounding, split segments)."""
     intra: Link
     inter: Link
+    multi_rail_rings: bool = True
+    """Whether a ring that leaves the node runs one channel per local rank of its group, each through that rank's
+    own NIC (NCCL's multi-rail rings on rail-optimised nodes), so the node's crossing carries ``rails`` x the
+    per-GPU inter-node bandwidth (``collective_cost_s``); False where every ring crosses over one NIC pair, so a
+    ring's crossing carries ``inter``'s bandwidth however many of its ranks share a node."""
     overlap: float = 1.0
     """Fraction of backward compute that data-parallel gradient communication can hide under."""
     overlap_interference: float = 0.0
@@ -410,7 +415,7 @@ def collective_cost_s(cluster: Cluster, kind: str, n: int, *, inter_node: bool, 
         local = max(1, min(rails, n))
         return (n - 1) * link.latency_s, max((n - local) / n / bandwidth,
                                              (local - 1) / n / cluster.intra.bandwidth_bytes_per_s)
-    if inter_node and rails > 1:
+    if inter_node and rails > 1 and cluster.multi_rail_rings:
         bandwidth = min(bandwidth * rails, max(cluster.intra.bandwidth_bytes_per_s, bandwidth))
     factor = algorithm_factors(kind, n)[1]
     return collective_latency_s(cluster, kind, n, inter_node=inter_node, rails=rails), factor / bandwidth
@@ -674,12 +679,21 @@ A100_40_SOURCES = {
     "memory_bandwidth_bytes_per_s": "A100 datasheet, 40GB column: HBM2 1,555 GB/s; x0.8 achievable (assumed)",
     "gemm_efficiency": "the A100 80GB's fitted 0.68 and attention 0.34 (same tensor cores and clocks)",
 }
+JEAN_ZAY_RING_BUS_BYTES_PER_S = 4.0e9 * 2 * 31 / 32 / 1.529
+"""Bus bandwidth of a 4.0 GB all-reduce over 32 ranks on 4 of Jean Zay's A100 nodes, timed by BigScience in a median
+1.529 s (``JEAN_ZAY_SOURCES["inter"]``): 5.07 GB/s."""
 JEAN_ZAY_SOURCES = {
     **A100_SOURCES,
-    "inter": "BigScience's BLOOM training README (github.com/bigscience-workshop/bigscience, train/tr11-176B-ml/README.md): "
-             "Jean Zay's A100 80GB nodes, 8 GPUs and 4 Omni-Path links per node; Jean Zay's interconnect is an Intel "
-             "Omni-Path network at 100 Gb/s (IDRIS, quoted in LMI MAG no. 2, March 2020, p. 27): 4 x 12.5 GB/s over "
-             "8 GPUs = 6.25 GB/s per GPU; x0.9 (assumed, as the DGX's)",
+    "inter": "measured: BigScience's all-reduce benchmark on 4 of Jean Zay's A100 nodes, 32 ranks "
+             "(github.com/bigscience-workshop/bigscience, experiments/bandwidth/all_reduce_bench-a100-n4.txt @358e3c8 "
+             "and all_reduce_bench.py): 4.0 GB of float32 in a median 1.529 s over its five trials (1.519-1.531 s), "
+             "a bus bandwidth of 4e9 x 2 x 31/32 / 1.529 = 5.07 GB/s (the log's 'busbw: 40.5 Gbps'). The nodes have "
+             "4 Omni-Path links at 100 Gb/s (the BLOOM README, train/tr11-176B-ml/README.md), yet NCCL 2.10.3's log "
+             "there builds 2 channels that both leave a node via NET/IB/3 and enter via NET/IB/1: one NIC pair a "
+             "ring (multi_rail_rings False), not one NIC per local rank, so a ring's crossing runs at 5.07 GB/s "
+             "whether 1 or 8 of its ranks share a node (its 4-GPU-node run: 16 ranks, 4.98 GB/s, "
+             "n4_a100_all_reduce_bench.txt @74c6c3d)",
+    "multi_rail_rings": "the same log: every channel through the same NIC pair",
     "gpus_per_node": "the BLOOM README: 8 A100 80GB per node (NVLink inside, as an HGX A100 board; assumed the DGX A100's)",
 }
 BLACKWELL_SOURCES = {
@@ -761,7 +775,8 @@ _BLACKWELL = {**_H100, "peak_flops": 2250e12, "peak_flops_fp8": 4500e12, **float
 PRESETS: dict[str, Cluster] = {
     "a100-80gb": Cluster(name="a100-80gb", memory_bytes=81920 * MIB, sources=A100_SOURCES, **_A100),
     "jean-zay-a100": Cluster(name="jean-zay-a100", memory_bytes=81920 * MIB, sources=JEAN_ZAY_SOURCES,
-                             **{**_A100, "inter": Link(latency_s=NET_STEP_S, bandwidth_bytes_per_s=0.9 * 4 * 12.5e9 / 8)}),
+                             **{**_A100, "inter": Link(latency_s=NET_STEP_S, bandwidth_bytes_per_s=JEAN_ZAY_RING_BUS_BYTES_PER_S),
+                                "multi_rail_rings": False}),
     "a100-40gb": Cluster(name="a100-40gb", memory_bytes=40960 * MIB, sources=A100_40_SOURCES,
                          **{**_A100, "memory_bandwidth_bytes_per_s": 0.8 * 1555e9}),
     "h100-sxm": Cluster(name="h100-sxm", memory_bytes=81559 * MIB, sources=H100_SOURCES, **_H100),
@@ -794,6 +809,7 @@ def _is_count(v: Any) -> bool:
 
 _FIELD_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "str": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
     "int": (lambda v: _is_num(v) and float(v).is_integer(), "an integer"),  # 40e9 bytes in TOML is a float
     "float": (_is_num, "a number"),
     "Link": (lambda v: isinstance(v, Link) or isinstance(v, dict) and set(v) == {"latency_s", "bandwidth_bytes_per_s"}

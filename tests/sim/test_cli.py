@@ -54,6 +54,7 @@ def test_an_interleaved_schedule_on_one_stage_exits_2_naming_the_rule(capsys):
     ({"collectives": {"all_reduce": {"2": [1e-5]}}}, "must be an object of collectives to {rank count: [latency, "),
     ({"memory_bytes": None}, "memory_bytes=None must be an integer"),
     ({"gemm_efficiency": True}, "gemm_efficiency=True must be a number"),
+    ({"multi_rail_rings": "no"}, "multi_rail_rings='no' must be true or false"),
 ])
 def test_a_cluster_file_of_the_wrong_types_exits_2_naming_the_field(edit, message, tmp_path, capsys):
     """A hand-written cluster file: each wrong value is named (exit 2) before any arithmetic meets it, and

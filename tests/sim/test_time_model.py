@@ -484,6 +484,26 @@ def test_a_group_with_several_ranks_per_node_crosses_nodes_on_as_many_rails():
     assert ranks_per_node(A100, Layout(pp=4, tp=8, global_batch_size=4, micro_batches=4), "pp") == 1
 
 
+def test_jean_zay_s_rings_cross_nodes_on_one_nic_pair_as_bigscience_measured():
+    """BigScience timed a 4.0 GB float32 all-reduce (``experiments/bandwidth/all_reduce_bench.py``: 500000 x 2000
+    elements) on 4 of Jean Zay's A100 nodes: 32 ranks, 8 a node, 1.519-1.531 s over five trials; NCCL's log there
+    has both channels leave a node by one NIC and enter by another, so the preset's rings take no other NIC however
+    many of their ranks share a node. The same bench on 4 ranks a node (16 ranks) took 1.505-1.528 s over its last
+    four trials (median 1.513 s; the first, 2.2 s, warms up), not one of the preset's inputs: the preset is within 3%
+    of it. A DGX A100's multi-rail rings would run the 32-rank all-reduce about 8 times faster."""
+    jz = PRESETS["jean-zay-a100"]
+    size = 500000 * 2000 * 4
+    assert not jz.multi_rail_rings and A100.multi_rail_rings
+    assert collective_time_s(jz, "all_reduce", size, 32, inter_node=True, rails=8) == pytest.approx(1.529, rel=0.005)
+    assert collective_time_s(jz, "all_reduce", size, 16, inter_node=True, rails=4) == pytest.approx(1.513, rel=0.03)
+    # the same link with NCCL's multi-rail rings: 8 NICs a node's crossing, the measured 1.53 s off by 8x
+    railed = replace(jz, multi_rail_rings=True)
+    assert collective_time_s(railed, "all_reduce", size, 32, inter_node=True, rails=8) < 1.529 / 7
+    # one rank of the group a node: one NIC either way
+    assert collective_time_s(railed, "all_reduce", size, 8, inter_node=True, rails=1) == \
+        collective_time_s(jz, "all_reduce", size, 8, inter_node=True, rails=1)
+
+
 def test_the_a100_gemm_efficiency_is_the_sc21_table1_optimum():
     """The preset's 0.68 minimises the mean |error| over SC21 Table 1 against its neighbours (the full
     grid scan, ``fit_gemm_efficiency``, is marked slow; 0.69 before the optimizer step counted its
@@ -1139,8 +1159,9 @@ def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
     count) nor torchtitan's 1F1B / interleaved pair (two schedules). SC21 Table 1's 529.6B row shares Table 2's
     layout and joins its series. MT-NLG's published parts, by numpy's unweighted least squares on the printed
     times (60.1, 50.2, 44.4 s at 240, 192, 160 micro-batches), to the weighted fit's precision. BLOOM's, through two
-    points: 0.7045 s a micro-batch and a fixed 14.53 s (predicted 0.7061 and 11.41: the fixed part is DeepSpeed's
-    engine's miss, here as in MT-NLG's)."""
+    points: 0.7045 s a micro-batch and a fixed 14.53 s (predicted 0.708 and 15.28, the fixed part's gradient
+    all-reduce at the ring bandwidth BigScience measured on those nodes; at the multi-rail rings the preset once
+    assumed, 11.41). MT-NLG's fixed part stays short of its published one by more than 5 s."""
     import numpy as np
 
     from parbench.sim.published import fixed_and_per_micro_batch
@@ -1156,12 +1177,14 @@ def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
     assert bloom["micro_batches"] == [1, 128]
     assert bloom["per_micro_batch_s_published"] == pytest.approx((104.70 - 15.23) / 127, rel=1e-6)
     assert bloom["fixed_s_published"] == pytest.approx(15.23 - (104.70 - 15.23) / 127, rel=1e-6)
-    assert abs(bloom["per_micro_batch_error_pct"]) < 1 and bloom["fixed_s_published"] - bloom["fixed_s_predicted"] > 2.5
+    assert abs(bloom["per_micro_batch_error_pct"]) < 1
+    assert bloom["fixed_s_predicted"] == pytest.approx(bloom["fixed_s_published"], rel=0.06)
     mt = splits["MT-NLG 530B"]
     assert mt["micro_batches"] == [160, 192, 240]
     slope, intercept = np.polyfit([240, 192, 160], [60.1, 50.2, 44.4], 1)
     assert mt["per_micro_batch_s_published"] == pytest.approx(slope, rel=0.01)
     assert mt["fixed_s_published"] == pytest.approx(intercept, rel=0.05)
+    assert mt["fixed_s_published"] - mt["fixed_s_predicted"] > 5
     assert splits["SC21 174.6B"]["micro_batches"] == [96, 192, 384]  # 1536 samples over dp 16, 8, 4
     # Table 1's 529.6B row (2520 samples over dp 9) runs Table 2's layout at Table 2's 2240-GPU count of 280
     assert splits["SC21 529.6B"]["micro_batches"] == [280, 280, 560, 1120]
@@ -1373,8 +1396,9 @@ def test_bigscience_layout_search_rows_reproduce_their_printed_teraflops_and_sho
     row's seconds give the TFLOPs printed beside them by eq. (3) at V = 250,880 (Megatron-DeepSpeed's count, as for
     BLOOM's log) to 0.01, so shape, batch and time are transcribed as printed; each layout is 384 GPUs, GBS 2048,
     (layers + 2) / PP slots a stage; the BLOOM-shaped row is BLOOM's own layout (one prediction for its 104.50 s and
-    the log's 104.70 s). The model: TP 4 rows within 4.4% but the 104-head one (printed 18% slower than its 64-head
-    twin, a difference the layout does not describe), TP 8 rows 7-21% fast; three printed OOM layouts fit."""
+    the log's 104.70 s). The model: TP 4 rows within 6.5% (10 of the 12 within 3%, the MBS 4 ones slow) but the
+    104-head one (printed 18% slower than its 64-head twin, a difference the layout does not describe), TP 8 rows
+    6-21% fast; three printed OOM layouts fit."""
     from parbench.sim.published_memory import (
         BIGSCIENCE_PREQUEL,
         HELD_OUT_SOURCES,
@@ -1401,8 +1425,9 @@ def test_bigscience_layout_search_rows_reproduce_their_printed_teraflops_and_sho
     errors = {r["name"]: r["metric_error_pct"] for r in rows}
     tp4 = [e for n, e in errors.items() if " TP 4 " in n and "104 heads" not in n]
     tp8 = [e for n, e in errors.items() if " TP 8 " in n]
-    assert len(tp4) == 12 and max(map(abs, tp4)) < 4.5 and len(tp8) == 4 and -21 < min(tp8) and max(tp8) < -7
-    assert sum(map(abs, errors.values())) / len(errors) == pytest.approx(6.0, abs=0.05)
+    assert len(tp4) == 12 and max(map(abs, tp4)) < 6.6 and sum(abs(e) < 3 for e in tp4) == 10
+    assert len(tp8) == 4 and -21 < min(tp8) and max(tp8) < -6
+    assert sum(map(abs, errors.values())) / len(errors) == pytest.approx(5.2, abs=0.05)
 
 
 def test_terms_by_configuration_take_medians_over_repeats_and_name_the_largest_gap():
