@@ -714,8 +714,10 @@ BIGSCIENCE_PREQUEL = ("BigScience tr11-176B-ml chronicles-prequel.md @053adaf ('
                       "nodes, 2022-02-28; held out)")
 MLPERF_GPT3_V40 = ("MLPerf Training v4.0, NVIDIA's GPT-3 175B on Eos DGX H100 (mlcommons/training_results_v4.0 @62f111b; "
                    "held out)")
+DSV3_GB200_GUIDE = ("Megatron-LM docs/discussions/deepseek-v3-gb200-optimization @b6bf017 (DeepSeek-V3 MXFP8 on 256 "
+                    "GB200; held out)")
 HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3, MLPERF_GPT3_V40, MLPERF_GPT3_V41, MEGATRON_README,
-                    BIGSCIENCE_PREQUEL)
+                    BIGSCIENCE_PREQUEL, DSV3_GB200_GUIDE)
 """Every source added after the constants were fitted; ``efficiency_fits`` leaves them all out."""
 
 
@@ -924,11 +926,58 @@ def _bigscience_prequel() -> list[Run]:
     return rows
 
 
+def megatron_core_flops(arch: Architecture, batch: int) -> float:
+    """Model FLOPs of one step of ``batch`` sequences as Megatron-Core counts them for its 'throughput per GPU
+    (TFLOP/s/GPU)' (``num_floating_point_operations`` in ``megatron/training/training.py``), for multi-head latent
+    attention with experts (DeepSeek-V3's kind), per token 3 (forward, two backward) x 2 (multiply-add) x:
+    the MLPs, 3 h f each (SwiGLU) over the dense blocks' f and, in every MoE block, top-k experts' and the shared
+    experts' widths; per block (and MTP layer) MLA's projections, q_lora (h + n (d_qk + d_rope) + 1) + kv_lora
+    (h + n (d_qk + d_v) + 1) + h d_rope + n d_v h, and its core attention counted causal, s n (d_qk + d_rope) / 2 +
+    s n d_v / 2; each MTP layer's norms and projection, 3 h + 2 h^2; the logits, h V per head (the main one and
+    each MTP layer's). No recomputation, router or norm FLOPs."""
+    h, n, s = arch.hidden, arch.heads, arch.seq_len
+    dqk, dr, dv, m = arch.head_dim, arch.rope_head_dim, arch.v_dim, arch.mtp_layers
+    moe_blocks = arch.layers - arch.dense_first
+    mlp = 3 * h * (arch.ffn * arch.dense_first
+                   + (arch.expert_ffn * arch.top_k + arch.expert_ffn * arch.shared_experts) * (moe_blocks + m))
+    attention = (arch.q_lora_rank * (h + n * (dqk + dr) + 1) + arch.kv_lora_rank * (h + n * (dqk + dv) + 1)
+                 + h * dr + n * dv * h + s * n * (dqk + dr) / 2 + s * n * dv / 2)
+    per_token = mlp + (arch.layers + m) * attention + m * (3 * h + 2 * h * h) + h * arch.vocab * (m + 1)
+    return 6 * per_token * batch * s
+
+
+DSV3_GB200_TFLOPS = 970.01
+"""The guide's last row: TFLOP/s per GPU after its thirteen optimisations (from 494.46)."""
+
+
+def _deepseek_gb200_guide() -> list[Run]:
+    """NVIDIA's Megatron-Core team, "Optimizing DeepSeek-V3 Training Performance on NVIDIA GB200 NVL72"
+    (github.com/NVIDIA/Megatron-LM ``docs/discussions/deepseek-v3-gb200-optimization/deepseek-v3-gb200-optimization.md``
+    @b6bf017, its ``deepseek-v3-gb200-reproduce-guide.md`` beside it): DeepSeek-V3 in MXFP8 on 256 GB200 (8 nodes a
+    NVL domain of 32), TP 1, PP 8, VP 4, EP 32, MBS 1, GBS 2048, sequence 4096, pipeline layout ``Et|(tt|)*30L``
+    (no MTP layer: the launch sets none), recomputation of ``mlp moe_act``, routing forced balanced
+    (``--moe-router-force-load-balancing``, "for performance benchmark"), 970.01 TFLOP/s per GPU. The step is that
+    figure turned back into seconds through Megatron-Core's own count (``megatron_core_flops``): 8.44 s. The guide's
+    twelve earlier rows (494.46 TFLOP/s at its baseline) differ in software the layout does not describe (the token
+    dispatcher, CUDA graphs, fused router, host-side work): left out. ``mlp`` recomputation (the 3 dense blocks' MLPs)
+    is not priced. Added after every fit."""
+    arch = replace(MODELS["deepseek-v3"].arch, mtp_layers=0)
+    layout = _nvidia(gpus=256, gbs=2048, mbs=1, tp=1, pp=8, vp=4, ep=32, precision="fp8", fp8_scaling="mxfp8",
+                     recompute_modules=("moe_act",), pipeline_layout="Et|(tt|)*30L")
+    step = megatron_core_flops(arch, 2048) / (DSV3_GB200_TFLOPS * 1e12 * 256)
+    return [Run(source=DSV3_GB200_GUIDE, table="sec. 1 table, last row (HybridEP, fused quantisation)",
+                name="DeepSeek-V3 MXFP8 256 GB200 TP 1 PP 8 VP 4 EP 32 MBS 1 GBS 2048 (970 TFLOP/s)", arch=arch,
+                cluster="gb200-nvl72", metric="s_per_iteration", value=step,
+                layout=layout, notes=("MXFP8", "Transformer Engine", "balanced dropless routing (forced)",
+                                      "no MTP layer", "pipeline layout Et|(tt|)*30L",
+                                      "970.01 TFLOP/s by Megatron-Core's count"))]
+
+
 def runs() -> list[Run]:
     return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge()
             + _megatron_bridge_later() + _nemo()
             + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _mlperf_gpt3_v40()
-            + _mlperf_gpt3_v41() + _megatron() + _bigscience_prequel() + _infeasible())
+            + _mlperf_gpt3_v41() + _megatron() + _bigscience_prequel() + _deepseek_gb200_guide() + _infeasible())
 
 
 METRICS = {"s_per_iteration": "seconds per training step", "tps_per_gpu": "tokens/s per GPU",

@@ -1386,6 +1386,39 @@ def test_megatron_lms_readme_gpt3_example_is_its_138_teraflops_and_is_held_out()
     assert r["error_pct"] == pytest.approx(-8.9, abs=0.05)
 
 
+def test_the_deepseek_v3_gb200_guide_row_is_its_970_teraflops_by_megatron_cores_count_and_is_held_out():
+    """Megatron-LM's DeepSeek-V3 GB200 guide: 970.01 TFLOP/s per GPU on 256 GB200 at TP 1, PP 8, VP 4, EP 32, MBS 1,
+    GBS 2048, sequence 4096, no MTP layer. By hand, Megatron-Core's count per token from DeepSeek-V3's config.json
+    (hidden 7168, 128 heads, q_lora 1536, kv_lora 512, qk 128 + rope 64, v 128, 3 dense blocks of 18432 and 58 MoE
+    blocks of 8 routed + 1 shared experts of 2048, vocabulary 129280): 6 x (MLPs + 61 x MLA, its core attention
+    causal, + logits) = 249.8 GFLOP, so 3883 tokens/s per GPU and an 8.44 s step. Held out of every fit, predicted
+    within 1%."""
+    from parbench.sim.published_memory import (
+        DSV3_GB200_GUIDE,
+        HELD_OUT_SOURCES,
+        compare_runs,
+        megatron_core_flops,
+        runs,
+    )
+
+    h, n, rq, rkv, dqk, dr, dv, s, vocab = 7168, 128, 1536, 512, 128, 64, 128, 4096, 129280
+    mlp = 3 * h * (18432 * 3 + (2048 * 8 + 2048) * 58)
+    mla = rq * (h + n * (dqk + dr) + 1) + rkv * (h + n * (dqk + dv) + 1) + h * dr + n * dv * h
+    core = s * n * (dqk + dr) / 2 + s * n * dv / 2
+    per_token = 6 * (mlp + 61 * (mla + core) + h * vocab)
+    assert per_token / 1e9 == pytest.approx(249.81, abs=0.01)
+    (row,) = [r for r in runs() if r.source == DSV3_GB200_GUIDE]
+    assert megatron_core_flops(row.arch, 2048) == pytest.approx(per_token * 2048 * s, rel=1e-12)
+    assert row.value == pytest.approx(per_token * 2048 * s / (970.01e12 * 256)) and round(row.value, 2) == 8.44
+    lay = row.layout
+    assert (lay.tp, lay.pp, lay.virtual_stages, lay.ep, lay.dp, lay.micro_batches, row.arch.mtp_layers) == (
+        1, 8, 4, 32, 32, 64, 0)
+    assert sum(lay.chunk_layers) == 61 and lay.precision.gemm_dtype == "fp8" and lay.fp8_scaling == "mxfp8"
+    assert DSV3_GB200_GUIDE in HELD_OUT_SOURCES
+    (r,) = [r for r in compare_runs() if r["source"] == DSV3_GB200_GUIDE]
+    assert abs(r["metric_error_pct"]) < 1
+
+
 PREQUEL_TFLOPS = (149.75, 146.90, 143.73, 145.01, None, None, 117.91, 136.20, 141.76, 151.71, 128.10, 145.68, 151.18,
                   146.12, 128.92, 153.68, 150.05, 148.08, 153.33, None)
 """The TFLOPs column printed beside each row of BigScience's "Rebalancing layers" tables (None: OOM)."""
