@@ -953,9 +953,10 @@ DSV3_GB200_TFLOPS = 970.01
 def _deepseek_gb200_guide() -> list[Run]:
     """NVIDIA's Megatron-Core team, "Optimizing DeepSeek-V3 Training Performance on NVIDIA GB200 NVL72"
     (github.com/NVIDIA/Megatron-LM ``docs/discussions/deepseek-v3-gb200-optimization/deepseek-v3-gb200-optimization.md``
-    @b6bf017, its ``deepseek-v3-gb200-reproduce-guide.md`` beside it): DeepSeek-V3 in MXFP8 on 256 GB200 (8 nodes a
-    NVL domain of 32), TP 1, PP 8, VP 4, EP 32, MBS 1, GBS 2048, sequence 4096, pipeline layout ``Et|(tt|)*30L``
-    (no MTP layer: the launch sets none), recomputation of ``mlp moe_act``, routing forced balanced
+    @b6bf017, and the launch script of ``deepseek-v3-gb200-reproduce-guide.md`` beside it, @32ea0af): DeepSeek-V3 in
+    MXFP8 on 256 GB200 (8 nodes a NVL domain of 32), TP 1, PP 8, VP 4, EP 32, MBS 1, GBS 2048, sequence 4096,
+    ``--moe-layer-freq ([0]*3+[1]*58)``, the vocabulary padded to a multiple of 3232 (129,280), pipeline layout
+    ``Et|(tt|)*30L`` (no MTP layer: the launch sets none), recomputation of ``mlp moe_act``, routing forced balanced
     (``--moe-router-force-load-balancing``, "for performance benchmark"), 970.01 TFLOP/s per GPU. The step is that
     figure turned back into seconds through Megatron-Core's own count (``megatron_core_flops``): 8.44 s. The guide's
     twelve earlier rows (494.46 TFLOP/s at its baseline) differ in software the layout does not describe (the token
