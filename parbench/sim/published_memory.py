@@ -716,8 +716,10 @@ MLPERF_GPT3_V40 = ("MLPerf Training v4.0, NVIDIA's GPT-3 175B on Eos DGX H100 (m
                    "held out)")
 DSV3_GB200_GUIDE = ("Megatron-LM docs/discussions/deepseek-v3-gb200-optimization @b6bf017 (DeepSeek-V3 MXFP8 on 256 "
                     "GB200; held out)")
+MLPERF_LLAMA405B = ("MLPerf Training v5.0, NVIDIA's Llama 3.1 405B on Eos DGX H100 and Tyche GB200 NVL72 "
+                    "(mlcommons/training_results_v5.0, as mirrored in prishajain1/training_results_v5.0 @0fdc28f; held out)")
 HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3, MLPERF_GPT3_V40, MLPERF_GPT3_V41, MEGATRON_README,
-                    BIGSCIENCE_PREQUEL, DSV3_GB200_GUIDE)
+                    BIGSCIENCE_PREQUEL, DSV3_GB200_GUIDE, MLPERF_LLAMA405B)
 """Every source added after the constants were fitted; ``efficiency_fits`` leaves them all out."""
 
 
@@ -886,6 +888,26 @@ def _mlperf_gpt3_v40() -> list[Run]:
     return _mlperf_gpt3_round(MLPERF_GPT3_V40, MLPERF_GPT3_V40_STEPS, "v4.0", "result_0-2")
 
 
+MLPERF_LLAMA405B_STEPS = (("eos-dfw_n64_ngc25.01_nemo", "config_DGXH100_64x8x288xtp8pp8cp2.sh", "h100-sxm", 64, 8, 288, 8,
+                           55.183),
+                          ("eos-dfw_n256_ngc25.01_nemo", "config_DGXH100_256x8x72xtp8pp8cp2.sh", "h100-sxm", 256, 8, 72, 8,
+                           14.242),
+                          ("eos-dfw_n304_ngc25.01_nemo", "config_DGXH100_304x8x64xtp8pp8cp2.sh", "h100-sxm", 304, 8, 64, 8,
+                           12.737),
+                          ("eos-dfw_n320_ngc25.01_nemo", "config_DGXH100_320x8x56xtp8pp8cp2.sh", "h100-sxm", 320, 8, 56, 8,
+                           11.200),
+                          ("eos-dfw_n1024_ngc25.01_nemo", "config_DGXH100_1024x8x24xtp8pp8cp2.sh", "h100-sxm", 1024, 8, 24,
+                           8, 5.202),
+                          ("tyche_ngpu256_ngc25.04_nemo", "config_GB200_64x4x112xtp4pp8cp2_cg.sh", "gb200-nvl72", 64, 4, 112,
+                           4, 19.195),
+                          ("tyche_ngpu512_ngc25.04_nemo", "config_GB200_128x4x112xtp4pp8cp2_cg_dplast.sh", "gb200-nvl72", 128,
+                           4, 112, 4, 19.684))
+"""(results directory, its config, preset, nodes, GPUs a node, MINIBS, TP, seconds per step) of NVIDIA's MLPerf Training
+v5.0 Llama 3.1 405B runs (NeMo 25.01 on H100, 25.04 on GB200). MINIBS is the micro-batches a pipeline takes per step
+(MBS 1); GBS = MINIBS x GPUs / (TP x PP x CP), as ``conf/custom.yaml`` computes it and the logs' sample counter
+advances. The step is the median of the ``train_step_time`` entries in the last 16,000 characters of
+``result_0.txt`` (34-44 steps, after the run's last evaluation)."""
+
 PREQUEL_TABLE = ((12288, 106, 64, 8, 4, 12, 2, 116.54), (12288, 106, 96, 8, 4, 12, 2, 118.79),
                  (12288, 106, 128, 8, 4, 12, 2, 121.42), (12288, 106, 96, 8, 4, 12, 4, 120.34),
                  (12288, 100, 64, 16, 4, 6, 2, None), (12288, 100, 64, 16, 4, 6, 1, None),
@@ -898,6 +920,33 @@ PREQUEL_TABLE = ((12288, 106, 64, 8, 4, 12, 2, 116.54), (12288, 106, 96, 8, 4, 1
                  (14336, 70, 64, 8, 4, 12, 4, 102.27), (14336, 82, 128, 8, 4, 12, 2, None))
 """The prequel's "Rebalancing layers" tables as printed: (NHIDDEN, NLAYERS, NHEADS, DP, TP, PP, MBS, Sec/it; None
 where it prints OOM), every row 48 nodes and GBS 2048."""
+
+
+def _mlperf_llama405b() -> list[Run]:
+    """NVIDIA's MLPerf Training v5.0 Llama 3.1 405B runs (``MLPERF_LLAMA405B_STEPS``): from each config and its
+    ``config_common*.sh``: TP 8 (H100) or 4 (GB200), PP 8, CP 2, 8 interleaved virtual stages, MBS 1, the embedding and
+    the loss each counted as a pipeline layer (``ASYM_PP_EMBED``, ``ASYM_PP_LOSS``: ``LLAMA31_405B_LAYOUT``), FP8
+    (TE's default delayed scaling), the tensor-parallel overlap, the distributed optimizer with its overlapped
+    reduce-scatter and gather; from ``conf/custom.yaml``: 8192-token sequences, sequence parallelism, overlapped
+    pipeline sends, no activation recomputation. The benchmark trains Llama 3.1 405B with the Mixtral 8x22B tokenizer
+    in place of Llama 3's (the implementation's README), 32,768 tokens. Not modelled: FP8 parameters (``FP8_PARAMS``
+    on H100, ``FP8_PARAM_GATHER`` on GB200: the gather counted in bf16), the GB200 runs' full-iteration CUDA graphs,
+    the deferred embedding weight gradients. Added after every fit, held out."""
+    arch = replace(_llama3("llama3-405b", 8192), vocab=32768)
+    rows = []
+    for folder, config, cluster, nodes, per_node, minibs, tp, secs in MLPERF_LLAMA405B_STEPS:
+        gpus = nodes * per_node
+        gbs = minibs * gpus // (tp * 8 * 2)
+        device = "H100" if cluster == "h100-sxm" else "GB200"
+        rows.append(Run(source=MLPERF_LLAMA405B, table=f"{folder}/{config}, result_0",
+                        name=f"MLPerf v5.0 Llama 3.1 405B FP8 {gpus} {device} TP {tp} PP 8 CP 2 VP 8 MBS 1 GBS {gbs}",
+                        arch=arch, cluster=cluster, metric="s_per_iteration", value=secs,
+                        series=f"MLPerf v5.0 Llama 3.1 405B {device}",
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=1, tp=tp, pp=8, cp=2, vp=8, precision="fp8",
+                                       pipeline_layout=LLAMA31_405B_LAYOUT),
+                        notes=("FP8", "Transformer Engine", "attention kernel assumed flash3",
+                               "pipeline layout Et|(t*2|)*62,tL", "Mixtral 8x22B tokenizer (32,768 tokens)")))
+    return rows
 
 
 def _bigscience_prequel() -> list[Run]:
@@ -978,7 +1027,7 @@ def runs() -> list[Run]:
     return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge()
             + _megatron_bridge_later() + _nemo()
             + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _mlperf_gpt3_v40()
-            + _mlperf_gpt3_v41() + _megatron() + _bigscience_prequel() + _deepseek_gb200_guide() + _infeasible())
+            + _mlperf_gpt3_v41() + _mlperf_llama405b() + _megatron() + _bigscience_prequel() + _deepseek_gb200_guide() + _infeasible())
 
 
 METRICS = {"s_per_iteration": "seconds per training step", "tps_per_gpu": "tokens/s per GPU",

@@ -1155,8 +1155,8 @@ def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
     """The groups come from the rows themselves: SC21's two Table 2 series and MT-NLG (one layout, more
     data-parallel ranks at one global batch), Megatron-Bridge's 405B on 1024 H100 (GBS 512 and 1536 on one
     layout), BLOOM's two logged steps (GBS 16 and 2048 on one layout) and MLPerf's GPT-3 runs (six GBS and
-    data-parallel degrees on one layout); not the GB200 pair (one micro-batch
-    count) nor torchtitan's 1F1B / interleaved pair (two schedules). SC21 Table 1's 529.6B row shares Table 2's
+    data-parallel degrees on one layout) and MLPerf v5.0's Llama 3.1 405B on H100 (24 to 288 micro-batches a
+    pipeline); not the GB200 pairs (one micro-batch count) nor torchtitan's 1F1B / interleaved pair (two schedules). SC21 Table 1's 529.6B row shares Table 2's
     layout and joins its series. MT-NLG's published parts, by numpy's unweighted least squares on the printed
     times (60.1, 50.2, 44.4 s at 240, 192, 160 micro-batches), to the weighted fit's precision. BLOOM's, through two
     points: 0.7045 s a micro-batch and a fixed 14.53 s (predicted 0.708 and 15.28, the fixed part's gradient
@@ -1169,7 +1169,10 @@ def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
 
     splits = fixed_and_per_micro_batch(compare_runs())
     assert set(splits) == {"SC21 174.6B", "SC21 529.6B", "MT-NLG 530B", "llama3-405b 1024 H100 MBS 1 TP 8 PP 8 CP 2 VP 8",
-                           "BLOOM 176B on 384 A100", "MLPerf v3.1 GPT-3 175B", "MLPerf v4.1 GPT-3 175B H100"}
+                           "BLOOM 176B on 384 A100", "MLPerf v3.1 GPT-3 175B", "MLPerf v4.1 GPT-3 175B H100",
+                           "MLPerf v5.0 Llama 3.1 405B H100"}
+    llama = splits["MLPerf v5.0 Llama 3.1 405B H100"]  # GBS 1120-1536 over dp 4-64: 24 to 288 micro-batches
+    assert llama["micro_batches"] == [24, 56, 64, 72, 288] and abs(llama["per_micro_batch_error_pct"]) < 1
     mlperf = splits["MLPerf v3.1 GPT-3 175B"]  # 8 to 128 micro-batches: GBS x 32 / GPUs over 6 configurations
     assert mlperf["micro_batches"] == [8, 8, 16, 16, 16, 128]
     assert mlperf["fixed_s_published"] < mlperf["fixed_s_predicted"] - 0.1  # the once-a-step part over-predicted
@@ -1363,6 +1366,40 @@ def test_mlperf_v40_gpt3_rows_take_their_logs_batches_and_show_six_micro_batches
         assert r["micro_batches"] == gbs // (8 * nodes // (4 * pp) * mbs)
     assert [r["micro_batches"] for r in rows] == [72, 6, 6]
     assert [round(r["metric_error_pct"]) for r in rows] == [7, 21, 21]
+
+
+def test_mlperf_v50_llama405b_rows_take_their_logs_batches_and_hold_on_h100_to_two_percent():
+    """MLPerf Training v5.0's Llama 3.1 405B runs (NeMo 25.01 / 25.04): TP 8 (H100) or 4 (GB200) x PP 8 x CP 2 x VP 8,
+    MBS 1, 8192-token sequences. Each GBS is MINIBS x GPUs / (TP x PP x CP), what each log's sample counter advances by
+    a step (1152, 1152, 1216, 1120, 1536 on 64-1024 DGX H100 nodes; 448 and 896 on 64 and 128 GB200 nodes of 4), and a
+    pipeline takes MINIBS micro-batches of one. Held out of every fit: the five H100 runs come within 2% (slow), their
+    per-GPU rate falling from 512 to 8192 GPUs as published; the two GB200 runs come 10-14% fast."""
+    from parbench.sim.efficiency_fits import h100_rows_grid
+    from parbench.sim.published import trends
+    from parbench.sim.published_memory import (
+        HELD_OUT_SOURCES,
+        MLPERF_LLAMA405B,
+        MLPERF_LLAMA405B_STEPS,
+        compare_runs,
+        summarize_by_source,
+    )
+
+    log_sequences_per_step = (1152, 1152, 1216, 1120, 1536, 448, 896)
+    rows = [r for r in compare_runs() if r["source"] == MLPERF_LLAMA405B]
+    assert [(r["gpus"], r["global_batch"], r["micro_batches"]) for r in rows] == [
+        (nodes * per_node, seqs, minibs)
+        for (_, _, _, nodes, per_node, minibs, _, _), seqs in zip(MLPERF_LLAMA405B_STEPS, log_sequences_per_step)]
+    h100 = [r for r in rows if r["cluster"] == "h100-sxm"]
+    gb200 = [r for r in rows if r["cluster"] == "gb200-nvl72"]
+    assert len(h100) == 5 and all(0 < r["metric_error_pct"] < 2 for r in h100)
+    assert len(gb200) == 2 and all(-14 < r["metric_error_pct"] < -10 for r in gb200)
+    (s,) = summarize_by_source(rows)
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(4.18, abs=0.05) and s["ran_predicted_to_fit"] == 7
+    series = trends(h100)["MLPerf v5.0 Llama 3.1 405B H100"]
+    assert series["measured_sign"] == series["predicted_sign"] == -1
+    assert MLPERF_LLAMA405B in HELD_OUT_SOURCES
+    (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
+    assert MLPERF_LLAMA405B not in point["by_source"]
 
 
 def test_megatron_lms_readme_gpt3_example_is_its_138_teraflops_and_is_held_out():
