@@ -718,8 +718,10 @@ DSV3_GB200_GUIDE = ("Megatron-LM docs/discussions/deepseek-v3-gb200-optimization
                     "GB200; held out)")
 MLPERF_LLAMA405B = ("MLPerf Training v5.0, NVIDIA's Llama 3.1 405B on Eos DGX H100 and Tyche GB200 NVL72 "
                     "(mlcommons/training_results_v5.0, as mirrored in prishajain1/training_results_v5.0 @0fdc28f; held out)")
+MLPERF_LLAMA8B_CISCO = ("MLPerf Training v5.1, Cisco's Llama 3.1 8B on H100 (mlcommons/training_results_v5.1 @4da2d1c; "
+                        "held out)")
 HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3, MLPERF_GPT3_V40, MLPERF_GPT3_V41, MEGATRON_README,
-                    BIGSCIENCE_PREQUEL, DSV3_GB200_GUIDE, MLPERF_LLAMA405B)
+                    BIGSCIENCE_PREQUEL, DSV3_GB200_GUIDE, MLPERF_LLAMA405B, MLPERF_LLAMA8B_CISCO)
 """Every source added after the constants were fitted; ``efficiency_fits`` leaves them all out."""
 
 
@@ -908,6 +910,11 @@ v5.0 Llama 3.1 405B runs (NeMo 25.01 on H100, 25.04 on GB200). MINIBS is the mic
 advances. The step is the median of the ``train_step_time`` entries in the last 16,000 characters of
 ``result_0.txt`` (34-44 steps, after the run's last evaluation)."""
 
+MLPERF_LLAMA8B_CISCO_STEPS = (("hpf_n8", "config_DGXH100_8x8x1xtp1pp1cp1.sh", 8, 1, 0.7182),
+                              ("hpf_n16", "config_DGXH100_16x8x1xtp2pp1cp1.sh", 16, 2, 0.4754))
+"""(system, its config, nodes of 8 H100, TP, seconds per step) of Cisco's MLPerf Training v5.1 Llama 3.1 8B runs: the
+median of the 33 ``train_step_time`` entries (logged every step) in the last 16,000 characters of ``result_0.txt``."""
+
 PREQUEL_TABLE = ((12288, 106, 64, 8, 4, 12, 2, 116.54), (12288, 106, 96, 8, 4, 12, 2, 118.79),
                  (12288, 106, 128, 8, 4, 12, 2, 121.42), (12288, 106, 96, 8, 4, 12, 4, 120.34),
                  (12288, 100, 64, 16, 4, 6, 2, None), (12288, 100, 64, 16, 4, 6, 1, None),
@@ -947,6 +954,24 @@ def _mlperf_llama405b() -> list[Run]:
                         notes=("FP8", "Transformer Engine", "attention kernel assumed flash3",
                                "pipeline layout Et|(t*2|)*62,tL", "Mixtral 8x22B tokenizer (32,768 tokens)")))
     return rows
+
+
+def _mlperf_llama8b_cisco() -> list[Run]:
+    """Cisco's MLPerf Training v5.1 Llama 3.1 8B runs (``MLPERF_LLAMA8B_CISCO_STEPS``), NVIDIA's NeMo implementation
+    on 8 and 16 nodes of 8 H100 SXM 80GB with 8 x 400 Gb/s NICs each (``Cisco/systems/hpf_n*.json``): from each config
+    and ``config_common.sh``: TP 1 or 2 (PP 1, CP 1), MBS 1, MINIBS 1 (GBS 64: one micro-batch of one sequence a
+    data-parallel rank, as the logs' sample counter advances), the tensor-parallel overlap, FP8 (``conf/custom.yaml``'s
+    default recipe, delayed), the distributed optimizer with its overlapped reduce-scatter and gather, no CUDA graphs
+    (``MCORE_CUDA_GRAPH=False``); from ``conf/custom.yaml``: 8192-token sequences, sequence parallelism, no activation
+    recomputation. The implementation's README: the Llama 3.1 8B tokenizer. Not modelled: FP8 parameters
+    (``FP8_PARAMS``), the deferred embedding weight gradients. Added after every fit, held out."""
+    arch = _llama3("llama3-8b", 8192)
+    return [Run(source=MLPERF_LLAMA8B_CISCO, table=f"Cisco/results/{system}/llama31_8b/result_0.txt, {config}",
+                name=f"MLPerf v5.1 Llama 3.1 8B FP8 {8 * nodes} H100 TP {tp} MBS 1 GBS 64 (Cisco {system})", arch=arch,
+                cluster="h100-sxm", metric="s_per_iteration", value=secs,
+                layout=_nvidia(gpus=8 * nodes, gbs=64, mbs=1, tp=tp, precision="fp8"),
+                notes=("FP8", "Transformer Engine", "attention kernel assumed flash3", "one micro-batch a step"))
+            for system, config, nodes, tp, secs in MLPERF_LLAMA8B_CISCO_STEPS]
 
 
 def _bigscience_prequel() -> list[Run]:
@@ -1027,7 +1052,7 @@ def runs() -> list[Run]:
     return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge()
             + _megatron_bridge_later() + _nemo()
             + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _mlperf_gpt3_v40()
-            + _mlperf_gpt3_v41() + _mlperf_llama405b() + _megatron() + _bigscience_prequel() + _deepseek_gb200_guide() + _infeasible())
+            + _mlperf_gpt3_v41() + _mlperf_llama405b() + _mlperf_llama8b_cisco() + _megatron() + _bigscience_prequel() + _deepseek_gb200_guide() + _infeasible())
 
 
 METRICS = {"s_per_iteration": "seconds per training step", "tps_per_gpu": "tokens/s per GPU",

@@ -1402,6 +1402,24 @@ def test_mlperf_v50_llama405b_rows_take_their_logs_batches_and_hold_on_h100_to_t
     assert MLPERF_LLAMA405B not in point["by_source"]
 
 
+def test_cisco_mlperf_v51_llama8b_rows_are_one_micro_batch_a_step_and_held_out():
+    """Cisco's MLPerf Training v5.1 Llama 3.1 8B runs: 8 and 16 nodes of 8 H100, TP 1 and 2, MINIBS 1 and MBS 1, so
+    GBS = 64 data-parallel ranks x 1 (the logs' sample counter advances by 64 a step) and one micro-batch a step;
+    Llama 3.1 8B's own 128,256-token vocabulary. Held out of every fit: TP 1 predicted 4.9% slow, TP 2 8.3% fast."""
+    from parbench.sim.efficiency_fits import h100_rows_grid
+    from parbench.sim.published_memory import HELD_OUT_SOURCES, MLPERF_LLAMA8B_CISCO, compare_runs, runs
+
+    mine = [r for r in runs() if r.source == MLPERF_LLAMA8B_CISCO]
+    assert [(r.layout.world_size, r.layout.tp, r.layout.dp, r.layout.global_batch_size, r.layout.micro_batches,
+             r.arch.vocab, r.arch.seq_len) for r in mine] == [(64, 1, 64, 64, 1, 128256, 8192),
+                                                             (128, 2, 64, 64, 1, 128256, 8192)]
+    rows = [r for r in compare_runs() if r["source"] == MLPERF_LLAMA8B_CISCO]
+    assert [round(r["metric_error_pct"], 1) for r in rows] == [4.9, -8.3]
+    assert MLPERF_LLAMA8B_CISCO in HELD_OUT_SOURCES
+    (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
+    assert MLPERF_LLAMA8B_CISCO not in point["by_source"]
+
+
 def test_megatron_lms_readme_gpt3_example_is_its_138_teraflops_and_is_held_out():
     """Megatron-LM's README, "GPT-3 Example": 175B on 1024 A100s at TP 8 x PP 16, global batch 1536, "each iteration
     takes around 32 seconds resulting in 138 teraFLOPs per GPU which is 44% of the theoretical peak". By hand: eq. (3)
