@@ -720,8 +720,10 @@ MLPERF_LLAMA405B = ("MLPerf Training v5.0, NVIDIA's Llama 3.1 405B on Eos DGX H1
                     "(mlcommons/training_results_v5.0, as mirrored in prishajain1/training_results_v5.0 @0fdc28f; held out)")
 MLPERF_LLAMA8B_CISCO = ("MLPerf Training v5.1, Cisco's Llama 3.1 8B on H100 (mlcommons/training_results_v5.1 @4da2d1c; "
                         "held out)")
+DGXC_2505 = ("NVIDIA dgxc-benchmarking v25.05.04 @1f6d9f4 (NeMo 25.04, GB200 NVL72 and H100, BF16 and FP8; "
+             "held out)")
 HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3, MLPERF_GPT3_V40, MLPERF_GPT3_V41, MEGATRON_README,
-                    BIGSCIENCE_PREQUEL, DSV3_GB200_GUIDE, MLPERF_LLAMA405B, MLPERF_LLAMA8B_CISCO)
+                    BIGSCIENCE_PREQUEL, DSV3_GB200_GUIDE, MLPERF_LLAMA405B, MLPERF_LLAMA8B_CISCO, DGXC_2505)
 """Every source added after the constants were fitted; ``efficiency_fits`` leaves them all out."""
 
 
@@ -974,6 +976,51 @@ def _mlperf_llama8b_cisco() -> list[Run]:
             for system, config, nodes, tp, secs in MLPERF_LLAMA8B_CISCO_STEPS]
 
 
+DGXC_2505_STEPS = (
+    ("llama3.1/README.md", "Llama 3.1 405B", "llama3-405b", 8192, (
+        ("gb200-nvl72", 128, 4, 8, 2, 8, 1, 64, 9.347, 6.131), ("gb200-nvl72", 256, 4, 8, 2, 8, 1, 128, 9.484, 6.183),
+        ("gb200-nvl72", 512, 4, 8, 2, 8, 1, 256, 9.508, 6.244), ("h100-sxm", 512, 8, 8, 2, 8, 1, 256, 19.810, 13.020))),
+    ("nemotron/README.md", "Nemotron-4 340B", "nemotron-340b", 4096, (
+        ("gb200-nvl72", 128, 8, 4, 1, 12, 1, 32, 2.189, 1.483), ("gb200-nvl72", 256, 8, 4, 1, 12, 1, 64, 2.19, 1.517),
+        ("gb200-nvl72", 512, 8, 4, 1, 12, 1, 128, 2.229, 1.549), ("gb200-nvl72", 128, 8, 4, 1, 12, 1, 512, 32.66, 21.83),
+        ("gb200-nvl72", 256, 8, 4, 1, 12, 1, 512, 16.58, 11.21), ("gb200-nvl72", 512, 8, 4, 1, 12, 1, 512, 8.468, 5.668),
+        ("h100-sxm", 256, 8, 8, 1, 12, 1, 64, 4.606, 3.107))),
+    ("nemotron/README.md", "Nemotron-4 15B", "nemotron-15b", 4096, (
+        ("h100-sxm", 16, 2, 1, 1, 1, 2, 64, 2.746, 1.988),)))
+"""(README, model, shape, sequence, rows of (preset, GPUs, TP, PP, CP, VP, MBS, GBS, seconds per step in BF16 and in
+FP8)) of NVIDIA's DGX Cloud benchmarking release 25.05.04: each README's layout table and its "Training step time
+(seconds per step)" rows, the mean of iterations 11-44 (its ``parse_train_timing.sh``)."""
+
+
+def _dgxc_2505() -> list[Run]:
+    """NVIDIA's DGX Cloud benchmarking recipes, release 25.05.04 (github.com/NVIDIA/dgxc-benchmarking @1f6d9f4; NeMo
+    25.04.01 for Llama 3.1, 25.04.00 for Nemotron-4): the same recipes on GB200 NVL72 and on DGX H100, in BF16 and FP8,
+    one README per model (``DGXC_2505_STEPS``). The layouts are the READMEs' tables; what they leave to NeMo's
+    performance scripts is what ``_nvidia`` states for NVIDIA's recipes. Llama 3.1 405B's 126 layers over PP 8 x VP 8
+    split only with the embedding and the loss each counted as a layer (``LLAMA31_405B_LAYOUT``); its tokenizer is
+    Llama 3.1's own (the README requires access to Meta's checkpoint), on synthetic data. Left out: DeepSeek-V3 (its
+    recipe's recomputation and multi-token prediction unstated), Grok-1 and Llama 4 Maverick (no shape here), and
+    the 512-GPU Grok-1 row's throughput, which its step time contradicts. Added after every fit, held out."""
+    rows = []
+    for readme, model, shape, seq, columns in DGXC_2505_STEPS:
+        arch = _llama3(shape, seq) if shape.startswith("llama") else replace(_nemo_arch(shape, 8), seq_len=seq)
+        for cluster, gpus, tp, pp, cp, vp, mbs, gbs, *seconds in columns:
+            device = "GB200" if cluster == "gb200-nvl72" else "H100"
+            chunks = LLAMA31_405B_LAYOUT if shape == "llama3-405b" else ""
+            for precision, secs in zip(("bf16", "fp8"), seconds):
+                name = (f"DGXC 25.05 {model} {precision.upper()} {gpus} {device} TP {tp} PP {pp} CP {cp} VP {vp}"
+                        f"{f' MBS {mbs}' if mbs > 1 else ''} GBS {gbs}")
+                strong = gbs == 512 and shape == "nemotron-340b"
+                rows.append(Run(source=DGXC_2505, table=f"{readme}, {device} {precision.upper()}", name=name, arch=arch,
+                                cluster=cluster, metric="s_per_iteration", value=secs,
+                                series=(f"DGXC 25.05 {model} {device} {precision.upper()}{' GBS 512' if strong else ''}"
+                                        if device == "GB200" else ""),
+                                layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp,
+                                               precision=precision, pipeline_layout=chunks),
+                                notes=(precision.upper(), "Transformer Engine", "attention kernel assumed flash3")))
+    return rows
+
+
 def _bigscience_prequel() -> list[Run]:
     """BigScience's layout search for BLOOM on Jean Zay before its launch (``train/tr11-176B-ml/chronicles-prequel.md``
     in github.com/bigscience-workshop/bigscience at commit 053adafee86d8b0beb10ddd95e5bbbbe3d702f3c), the section
@@ -1052,7 +1099,7 @@ def runs() -> list[Run]:
     return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge()
             + _megatron_bridge_later() + _nemo()
             + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _mlperf_gpt3_v40()
-            + _mlperf_gpt3_v41() + _mlperf_llama405b() + _mlperf_llama8b_cisco() + _megatron() + _bigscience_prequel() + _deepseek_gb200_guide() + _infeasible())
+            + _mlperf_gpt3_v41() + _mlperf_llama405b() + _mlperf_llama8b_cisco() + _dgxc_2505() + _megatron() + _bigscience_prequel() + _deepseek_gb200_guide() + _infeasible())
 
 
 METRICS = {"s_per_iteration": "seconds per training step", "tps_per_gpu": "tokens/s per GPU",

@@ -1156,7 +1156,8 @@ def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
     data-parallel ranks at one global batch), Megatron-Bridge's 405B on 1024 H100 (GBS 512 and 1536 on one
     layout), BLOOM's two logged steps (GBS 16 and 2048 on one layout) and MLPerf's GPT-3 runs (six GBS and
     data-parallel degrees on one layout) and MLPerf v5.0's Llama 3.1 405B on H100 (24 to 288 micro-batches a
-    pipeline); not the GB200 pairs (one micro-batch count) nor torchtitan's 1F1B / interleaved pair (two schedules). SC21 Table 1's 529.6B row shares Table 2's
+    pipeline), and NeMo 25.04's Nemotron-4 340B on GB200 (weak and strong scaling: 8 to 128 micro-batches, each
+    23% faster in the model); not the GB200 pairs (one micro-batch count) nor torchtitan's 1F1B / interleaved pair (two schedules). SC21 Table 1's 529.6B row shares Table 2's
     layout and joins its series. MT-NLG's published parts, by numpy's unweighted least squares on the printed
     times (60.1, 50.2, 44.4 s at 240, 192, 160 micro-batches), to the weighted fit's precision. BLOOM's, through two
     points: 0.7045 s a micro-batch and a fixed 14.53 s (predicted 0.708 and 15.28, the fixed part's gradient
@@ -1170,7 +1171,10 @@ def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
     splits = fixed_and_per_micro_batch(compare_runs())
     assert set(splits) == {"SC21 174.6B", "SC21 529.6B", "MT-NLG 530B", "llama3-405b 1024 H100 MBS 1 TP 8 PP 8 CP 2 VP 8",
                            "BLOOM 176B on 384 A100", "MLPerf v3.1 GPT-3 175B", "MLPerf v4.1 GPT-3 175B H100",
-                           "MLPerf v5.0 Llama 3.1 405B H100"}
+                           "MLPerf v5.0 Llama 3.1 405B H100", "DGXC 25.05 Nemotron-4 340B GB200 BF16",
+                           "DGXC 25.05 Nemotron-4 340B GB200 FP8"}
+    nemotron = splits["DGXC 25.05 Nemotron-4 340B GB200 BF16"]  # GBS 32-512 over dp 4-16: 8 to 128 micro-batches
+    assert nemotron["micro_batches"] == [8, 8, 8, 32, 64, 128] and nemotron["per_micro_batch_error_pct"] < -20
     llama = splits["MLPerf v5.0 Llama 3.1 405B H100"]  # GBS 1120-1536 over dp 4-64: 24 to 288 micro-batches
     assert llama["micro_batches"] == [24, 56, 64, 72, 288] and abs(llama["per_micro_batch_error_pct"]) < 1
     mlperf = splits["MLPerf v3.1 GPT-3 175B"]  # 8 to 128 micro-batches: GBS x 32 / GPUs over 6 configurations
@@ -1407,7 +1411,12 @@ def test_cisco_mlperf_v51_llama8b_rows_are_one_micro_batch_a_step_and_held_out()
     GBS = 64 data-parallel ranks x 1 (the logs' sample counter advances by 64 a step) and one micro-batch a step;
     Llama 3.1 8B's own 128,256-token vocabulary. Held out of every fit: TP 1 predicted 4.9% slow, TP 2 8.3% fast."""
     from parbench.sim.efficiency_fits import h100_rows_grid
-    from parbench.sim.published_memory import HELD_OUT_SOURCES, MLPERF_LLAMA8B_CISCO, compare_runs, runs
+    from parbench.sim.published_memory import (
+        HELD_OUT_SOURCES,
+        MLPERF_LLAMA8B_CISCO,
+        compare_runs,
+        runs,
+    )
 
     mine = [r for r in runs() if r.source == MLPERF_LLAMA8B_CISCO]
     assert [(r.layout.world_size, r.layout.tp, r.layout.dp, r.layout.global_batch_size, r.layout.micro_batches,
@@ -1418,6 +1427,40 @@ def test_cisco_mlperf_v51_llama8b_rows_are_one_micro_batch_a_step_and_held_out()
     assert MLPERF_LLAMA8B_CISCO in HELD_OUT_SOURCES
     (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
     assert MLPERF_LLAMA8B_CISCO not in point["by_source"]
+
+
+def test_dgx_cloud_25_05_rows_hold_on_h100_and_show_gb200_of_early_2025_slower_than_the_model():
+    """NVIDIA's DGX Cloud recipes, release 25.05.04 (NeMo 25.04): the same recipes on H100 and GB200 NVL72. Each
+    README's MFU, GBS x its model FLOPs / step / GPUs / peak, gives GB200 / H100 = 0.81-0.86 (peaks 2450 and 989
+    TFLOP/s BF16, 4900 and 1979 FP8). By hand from its tables: Llama 3.1 405B BF16, 64 x 2.17e16 / 9.347 / 128 /
+    2.45e15 = 47.4%. Held out of every fit: the six H100 rows within -2.0 to +9.2%, the eighteen GB200 rows 17-26% fast
+    (the model's GB200 efficiencies are the H100's, which Megatron-Bridge's 25.11 and later GB200 rows bear out)."""
+    from parbench.sim.efficiency_fits import h100_rows_grid
+    from parbench.sim.published_memory import (
+        DGXC_2505,
+        HELD_OUT_SOURCES,
+        compare_runs,
+        runs,
+    )
+
+    assert 64 * 2.17e16 / 9.347 / 128 / 2.45e15 == pytest.approx(0.474, abs=5e-4)
+    mfu = {("405b", "bf16"): (47.4, 55.34), ("405b", "fp8"): (35.5, 42.12), ("340b", "bf16"): (39.4, 47.3),
+           ("340b", "fp8"): (28.4, 35.0)}  # each README's lowest GB200 MFU, and its H100 one
+    assert all(0.81 <= gb200 / h100 <= 0.86 for gb200, h100 in mfu.values())
+    mine = [r for r in runs() if r.source == DGXC_2505]
+    assert len(mine) == 24 and all(r.layout.global_batch_size == r.layout.dp * r.layout.micro_batches
+                                   * r.layout.micro_batch_size for r in mine)
+    llama = [r for r in mine if "405B" in r.name]
+    assert {(r.layout.tp, r.layout.pp, r.layout.cp, r.layout.virtual_stages, sum(r.layout.chunk_layers)) for r in llama} == {
+        (4, 8, 2, 8, 126), (8, 8, 2, 8, 126)}
+    rows = [r for r in compare_runs() if r["source"] == DGXC_2505]
+    h100 = [r["metric_error_pct"] for r in rows if r["cluster"] == "h100-sxm"]
+    gb200 = [r["metric_error_pct"] for r in rows if r["cluster"] == "gb200-nvl72"]
+    assert len(h100) == 6 and -2.1 < min(h100) and max(h100) < 9.3
+    assert len(gb200) == 18 and -26 < min(gb200) and max(gb200) < -17
+    assert DGXC_2505 in HELD_OUT_SOURCES
+    (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
+    assert DGXC_2505 not in point["by_source"]
 
 
 def test_megatron_lms_readme_gpt3_example_is_its_138_teraflops_and_is_held_out():
