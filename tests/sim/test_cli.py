@@ -461,7 +461,7 @@ def test_search_applies_the_tensor_parallel_overlap_to_every_layout_with_tp(caps
     """--tp-comm-overlap under --search (a layout flag given fixes that choice): every ranked layout with tp > 1
     overlaps its tensor-parallel collectives; without it none does."""
     args = ["simulate", "--model", "llama3-70b", "--cluster", "h100-sxm", "--gpus", "64", "--global-batch", "64",
-            "--search", "--top", "5", "--tp", "4"]
+            "--search", "--top", "5", "--tp", "4", "--pp", "4"]
     main([*args, "--tp-comm-overlap"])
     ranked = [line for line in capsys.readouterr().out.splitlines() if "tp=4" in line and "GiB" not in line[:8]
               and "as it ran" not in line]

@@ -153,14 +153,16 @@ def test_every_published_run_the_command_can_state_comes_back_through_a_rows_fil
     path = tmp_path / "published.toml"
     path.write_text(text)
     rows = compare_rows(load_rows(path), command_prediction)
-    stated = [r for r in timed_runs() if simulate_args(r, command_prediction) is not None]
+    timed = timed_runs()
+    argvs = [simulate_args(r, command_prediction) for r in timed]
+    stated = [r for r, argv in zip(timed, argvs) if argv is not None]
     assert len(rows) == len(stated) >= 231
     assert all(r["source"] == s.source and r["name"].startswith(s.name) for r, s in zip(rows, stated))
     for r, s in zip(rows, stated):
         predicted = step_times_s(s)[1]
         assert r["step_s_predicted"] == pytest.approx(predicted, rel=1e-12), r["name"]
         assert r["metric_error_pct"] is not None and r["published"] == s.value
-    left = [r for r in timed_runs() if simulate_args(r, command_prediction) is None]
+    left = [r for r, argv in zip(timed, argvs) if argv is None]
     assert {r.source for r in left} <= {"torchtitan docs/performance.md @eaea6f6", "torchtitan docs/performance.md @0413364"}
     assert not any(r.layout.compiled_loss for r in left)
 

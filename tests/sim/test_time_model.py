@@ -3,6 +3,7 @@ broken into the runner's terms, and the published rows (pure Python, no process 
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from dataclasses import replace
@@ -47,6 +48,14 @@ from parbench.sim.published import (
 )
 
 A100 = PRESETS["a100-80gb"]
+
+
+@functools.cache
+def _published_rows() -> tuple[dict, ...]:
+    """``parbench.sim.published_memory.compare_runs()`` once for this module (3-4 s a call; its tests only read it)."""
+    from parbench.sim.published_memory import compare_runs
+
+    return tuple(compare_runs())
 
 
 # --- the rules, one by one ------------------------------------------------------------------------
@@ -1166,9 +1175,8 @@ def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
     import numpy as np
 
     from parbench.sim.published import fixed_and_per_micro_batch
-    from parbench.sim.published_memory import compare_runs
 
-    splits = fixed_and_per_micro_batch(compare_runs())
+    splits = fixed_and_per_micro_batch(_published_rows())
     assert set(splits) == {"SC21 174.6B", "SC21 529.6B", "MT-NLG 530B", "llama3-405b 1024 H100 MBS 1 TP 8 PP 8 CP 2 VP 8",
                            "BLOOM 176B on 384 A100", "MLPerf v3.1 GPT-3 175B", "MLPerf v4.1 GPT-3 175B H100",
                            "MLPerf v5.0 Llama 3.1 405B H100", "DGXC 25.05 Nemotron-4 340B GB200 BF16",
@@ -1207,13 +1215,13 @@ def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
     """At the presets' own 5 us the grid refits the efficiencies they carry and gives each source the mean |error|
     that ``validate --published`` reports; the presets it swapped are the same objects afterwards."""
     from parbench.sim.efficiency_fits import HOPPER_PRESETS, gemm_overhead_grid
-    from parbench.sim.published_memory import compare_runs, summarize_by_source
+    from parbench.sim.published_memory import summarize_by_source
 
     before = {n: PRESETS[n] for n in HOPPER_PRESETS}
     (row,) = gemm_overhead_grid((5e-6,))
     assert all(PRESETS[n] is before[n] for n in HOPPER_PRESETS)
     assert (row["gemm"], row["attention"], row["fp8_share"]) == (0.65, 0.19, 0.875)
-    for s in summarize_by_source(compare_runs()):
+    for s in summarize_by_source(_published_rows()):
         if s["metric_mean_abs_error_pct"] is not None:
             assert row["mean_abs_error_pct"][s["source"]] == pytest.approx(s["metric_mean_abs_error_pct"], abs=1e-9)
     assert row["mean_abs_error_pct"]["Smith et al. 2022 (MT-NLG)"] == pytest.approx(10.2, abs=0.05)
@@ -1232,11 +1240,10 @@ def test_the_dgx_cloud_rows():
     from parbench.sim.published_memory import (
         DGXC,
         NEMO,
-        compare_runs,
         summarize_by_source,
     )
 
-    every = compare_runs()
+    every = _published_rows()
     rows = [r for r in every if r["source"] == DGXC]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (54, 53)
@@ -1266,12 +1273,11 @@ def test_the_held_out_nemotron_15b_rows_keep_their_step_flat_out_to_dp_512():
     from parbench.sim.published import trends
     from parbench.sim.published_memory import (
         DGXC_HELD_OUT,
-        compare_runs,
         runs,
         summarize_by_source,
     )
 
-    rows = [r for r in compare_runs() if r["source"] == DGXC_HELD_OUT]
+    rows = [r for r in _published_rows() if r["source"] == DGXC_HELD_OUT]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (16, 16)
     assert s["metric_mean_abs_error_pct"] == pytest.approx(5.3, abs=0.05) and s["metric_max_abs_error_pct"] < 8
@@ -1292,11 +1298,10 @@ def _held_out_source(source: str, rows: int, mean_pct: float, max_pct: float) ->
     from parbench.sim.published import trends
     from parbench.sim.published_memory import (
         HELD_OUT_SOURCES,
-        compare_runs,
         summarize_by_source,
     )
 
-    mine = [r for r in compare_runs() if r["source"] == source]
+    mine = [r for r in _published_rows() if r["source"] == source]
     (s,) = summarize_by_source(mine)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (rows, rows)
     assert s["metric_mean_abs_error_pct"] == pytest.approx(mean_pct, abs=0.05) and s["metric_max_abs_error_pct"] < max_pct
@@ -1384,12 +1389,11 @@ def test_mlperf_v50_llama405b_rows_take_their_logs_batches_and_hold_on_h100_to_t
         HELD_OUT_SOURCES,
         MLPERF_LLAMA405B,
         MLPERF_LLAMA405B_STEPS,
-        compare_runs,
         summarize_by_source,
     )
 
     log_sequences_per_step = (1152, 1152, 1216, 1120, 1536, 448, 896)
-    rows = [r for r in compare_runs() if r["source"] == MLPERF_LLAMA405B]
+    rows = [r for r in _published_rows() if r["source"] == MLPERF_LLAMA405B]
     assert [(r["gpus"], r["global_batch"], r["micro_batches"]) for r in rows] == [
         (nodes * per_node, seqs, minibs)
         for (_, _, _, nodes, per_node, minibs, _, _), seqs in zip(MLPERF_LLAMA405B_STEPS, log_sequences_per_step)]
@@ -1414,7 +1418,6 @@ def test_cisco_mlperf_v51_llama8b_rows_are_one_micro_batch_a_step_and_held_out()
     from parbench.sim.published_memory import (
         HELD_OUT_SOURCES,
         MLPERF_LLAMA8B_CISCO,
-        compare_runs,
         runs,
     )
 
@@ -1422,7 +1425,7 @@ def test_cisco_mlperf_v51_llama8b_rows_are_one_micro_batch_a_step_and_held_out()
     assert [(r.layout.world_size, r.layout.tp, r.layout.dp, r.layout.global_batch_size, r.layout.micro_batches,
              r.arch.vocab, r.arch.seq_len) for r in mine] == [(64, 1, 64, 64, 1, 128256, 8192),
                                                              (128, 2, 64, 64, 1, 128256, 8192)]
-    rows = [r for r in compare_runs() if r["source"] == MLPERF_LLAMA8B_CISCO]
+    rows = [r for r in _published_rows() if r["source"] == MLPERF_LLAMA8B_CISCO]
     assert [round(r["metric_error_pct"], 1) for r in rows] == [4.9, -8.3]
     assert MLPERF_LLAMA8B_CISCO in HELD_OUT_SOURCES
     (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
@@ -1439,7 +1442,6 @@ def test_dgx_cloud_25_05_rows_hold_on_h100_and_show_gb200_of_early_2025_slower_t
     from parbench.sim.published_memory import (
         DGXC_2505,
         HELD_OUT_SOURCES,
-        compare_runs,
         runs,
     )
 
@@ -1453,7 +1455,7 @@ def test_dgx_cloud_25_05_rows_hold_on_h100_and_show_gb200_of_early_2025_slower_t
     llama = [r for r in mine if "405B" in r.name]
     assert {(r.layout.tp, r.layout.pp, r.layout.cp, r.layout.virtual_stages, sum(r.layout.chunk_layers)) for r in llama} == {
         (4, 8, 2, 8, 126), (8, 8, 2, 8, 126)}
-    rows = [r for r in compare_runs() if r["source"] == DGXC_2505]
+    rows = [r for r in _published_rows() if r["source"] == DGXC_2505]
     h100 = [r["metric_error_pct"] for r in rows if r["cluster"] == "h100-sxm"]
     gb200 = [r["metric_error_pct"] for r in rows if r["cluster"] == "gb200-nvl72"]
     assert len(h100) == 6 and -2.1 < min(h100) and max(h100) < 9.3
@@ -1494,7 +1496,6 @@ def test_the_deepseek_v3_gb200_guide_row_is_its_970_teraflops_by_megatron_cores_
     from parbench.sim.published_memory import (
         DSV3_GB200_GUIDE,
         HELD_OUT_SOURCES,
-        compare_runs,
         megatron_core_flops,
         runs,
     )
@@ -1513,7 +1514,7 @@ def test_the_deepseek_v3_gb200_guide_row_is_its_970_teraflops_by_megatron_cores_
         1, 8, 4, 32, 32, 64, 0)
     assert sum(lay.chunk_layers) == 61 and lay.precision.gemm_dtype == "fp8" and lay.fp8_scaling == "mxfp8"
     assert DSV3_GB200_GUIDE in HELD_OUT_SOURCES
-    (r,) = [r for r in compare_runs() if r["source"] == DSV3_GB200_GUIDE]
+    (r,) = [r for r in _published_rows() if r["source"] == DSV3_GB200_GUIDE]
     assert abs(r["metric_error_pct"]) < 1
 
 
@@ -1534,7 +1535,6 @@ def test_bigscience_layout_search_rows_reproduce_their_printed_teraflops_and_sho
         BIGSCIENCE_PREQUEL,
         HELD_OUT_SOURCES,
         PREQUEL_TABLE,
-        compare_runs,
         runs,
     )
 
@@ -1552,7 +1552,7 @@ def test_bigscience_layout_search_rows_reproduce_their_printed_teraflops_and_sho
                 tflops, abs=0.011)
     (bloom_shaped,) = [r for r in mine if (r.arch.hidden, r.arch.layers, r.arch.heads) == (14336, 70, 112)]
     assert bloom_shaped.layout == layout_for(BLOOM[0])
-    rows = [r for r in compare_runs() if r["source"] == BIGSCIENCE_PREQUEL and r["ran"]]
+    rows = [r for r in _published_rows() if r["source"] == BIGSCIENCE_PREQUEL and r["ran"]]
     errors = {r["name"]: r["metric_error_pct"] for r in rows}
     tp4 = [e for n, e in errors.items() if " TP 4 " in n and "104 heads" not in n]
     tp8 = [e for n, e in errors.items() if " TP 8 " in n]
