@@ -161,7 +161,8 @@ def add_parser(sub) -> None:
                         "torch < 2.1, Megatron-LM, DeepSpeed); default for torch, torchtitan and llm-foundry: the "
                         "non-reentrant checkpoint's early stop, which skips a dense block's last GEMM")
     c.add_argument("--precision", default="bf16", choices=tuple(PRECISIONS), help="bytes per element of weights, gradients, optimizer state, activations")
-    c.add_argument("--fp8-all-gather", action="store_true", help="with --precision fp8 --zero 3: gather FP8 weights")
+    c.add_argument("--fp8-all-gather", action="store_true", help="with --precision fp8 and --zero 1-3: gather FP8 weights (FSDP's float8 "
+                   "all-gather; Megatron's --fp8-param-gather under --zero 1)")
     c.add_argument("--fp8-scaling", choices=FP8_SCALINGS,
                    help="with --precision fp8: how casts are scaled (Megatron-LM's --fp8-recipe names): tensorwise "
                         "(per tensor, each operand read for its amax first: torchao, Transformer Engine's current "

@@ -104,6 +104,30 @@ def stage_expert_numels(model: ModelSpec, pp: int, v: int, tp: int) -> tuple[int
 
 
 @lru_cache(maxsize=4096)
+def stage_fp8_numels(model: ModelSpec, pp: int, v: int, tp: int) -> tuple[int, ...]:
+    """Per stage: the tensor-parallel-local elements of its blocks' Linear tensors, the weights an FP8 recipe
+    casts. The embedding, the head and the norms keep the parameters' dtype: Transformer Engine's FP8 covers its
+    own modules (Megatron's output layer is not one), torchao's float8 converter skips the head."""
+    return tuple(sum(t.local_numel(tp) for units in st.modules for u in units for t in u.params if t.linear)
+                 for st in stages(model, pp, v))
+
+
+def gathered_bytes(layout: Layout, key: tuple, rank: int, numel: int, *, experts: bool = False) -> int:
+    """Bytes of an all-gather of ``numel`` of a stage's sharded parameters: the parameters' gathered dtype
+    (``Layout.gather_elem_bytes``), but 1 byte for the blocks' Linear weights where FP8 weights are gathered
+    (``Layout.fp8_all_gather``; Megatron-Core gathers them as a uint8 buffer), at their share of the stage's
+    elements (``experts``: expert tensors only, every one a Linear weight)."""
+    gb = layout.gather_elem_bytes
+    if not layout.fp8_all_gather:
+        return numel * gb
+    if experts:
+        return numel
+    expert = stage_expert_numels(*key)[rank] if layout.ep > 1 else 0
+    total, fp8 = stage_numels(*key)[rank] - expert, stage_fp8_numels(*key)[rank] - expert
+    return round(numel * (fp8 + (total - fp8) * gb) / max(total, 1))
+
+
+@lru_cache(maxsize=4096)
 def zero1_max_shard(model: ModelSpec, pp: int, v: int, tp: int, dp: int, stage: int) -> tuple[int, int]:
     """(elements, tensors) of the biggest ZeRO-1 shard of a stage (by AdamW state: 8 B/elem + 4 B/tensor)."""
     own = max(zero1_shards(stage_local_numels(model, pp, v, tp)[stage], dp), key=lambda sh: 2 * sum(sh) + len(sh))
@@ -145,7 +169,8 @@ def _grad_ops(model: ModelSpec, layout: Layout, stage: Stage, pb: int) -> list[C
         numel = stage_numels(*key)[stage.rank]
         ops = [CommOp("all_reduce", "parameter", numel * pb, layout.dp, "dp", phase="grad")]
         if layout.zero == 1:  # DeepSpeed's BF16 optimizer: each rank updates its shard, then all-gathers the weights
-            ops.append(CommOp("all_gather", "parameter", numel * layout.gather_elem_bytes, layout.dp, "dp", phase="step"))
+            ops.append(CommOp("all_gather", "parameter", gathered_bytes(layout, key, stage.rank, numel), layout.dp, "dp",
+                              phase="step"))
         return ops
     if layout.zero >= 2:
         return _fsdp_ops(layout, key, stage.rank, pb) + _hsdp_ops(layout, key, stage.rank, pb)
@@ -191,10 +216,11 @@ def _ep_grad_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]
                                            if layout.expert_dp > 1 and experts else [])
     if layout.zero != 1 or layout.fsdp2:
         return [CommOp("all_reduce", "parameter", numel * pb, n, g, phase="grad") for numel, n, g in groups]
-    gb, phase = layout.gather_elem_bytes, "next_forward" if layout.overlap_param_gather else "step"
+    phase = "next_forward" if layout.overlap_param_gather else "step"
     return [op for numel, n, g in groups
             for op in (CommOp("reduce_scatter", "parameter", numel * pb, n, g, phase="grad"),
-                       CommOp("all_gather", "parameter", numel * gb, n, g, phase=phase))]
+                       CommOp("all_gather", "parameter", gathered_bytes(layout, key, rank, numel, experts=g == "edp"),
+                              n, g, phase=phase))]
 
 
 def _ep_ops(model: ModelSpec, layout: Layout, stage: Stage) -> list[CommOp]:
@@ -239,10 +265,10 @@ def _zero1_textbook_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[
     parameters' dtype, not the gradients' (bf16 reduces float32 gradients but gathers bf16 weights:
     Megatron-Core's distributed optimizer gathers its parameter buffer, which holds the model's dtype)."""
     buckets, n = ddp_bucket_counts(*key, rank, pb, layout.grad_bucket_elements), layout.shard_group
-    gb = layout.gather_elem_bytes
     phase = "next_forward" if layout.overlap_param_gather else "step"
     return ([CommOp("reduce_scatter", "parameter", b, n, "dp", count=c, phase="grad") for b, c in buckets]
-            + [CommOp("all_gather", "parameter", b // pb * gb, n, "dp", count=c, phase=phase) for b, c in buckets])
+            + [CommOp("all_gather", "parameter", gathered_bytes(layout, key, rank, b // pb), n, "dp", count=c, phase=phase)
+               for b, c in buckets])
 
 
 def fsdp_rounds(layout: Layout) -> tuple[int, int]:
@@ -263,10 +289,10 @@ def _fsdp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
     """Per FSDP unit: all-gather the parameters, reduce-scatter the gradients, ``fsdp_rounds`` times each."""
     n = layout.shard_group
     gathers, scatters = fsdp_rounds(layout)
-    gather_bytes = layout.gather_elem_bytes
     ops = []
     for numel in fsdp_group_numels(*key, n, rank, layout.fsdp2):
-        ops.append(CommOp("all_gather", "parameter", numel * gather_bytes, n, "dp", count=gathers, phase="gather"))
+        ops.append(CommOp("all_gather", "parameter", gathered_bytes(layout, key, rank, numel), n, "dp", count=gathers,
+                          phase="gather"))
         ops.append(CommOp("reduce_scatter", "parameter", numel * pb, n, "dp", count=scatters, phase="grad"))
     return ops
 

@@ -255,7 +255,11 @@ class Layout(ParallelLayout):
     Megatron's and Apex's fused kernels. False: eager torch, one kernel per operator, where the source
     states the run was not compiled."""
     fp8_all_gather: bool = False
-    """FSDP all-gathers FP8 weights (1 byte each) instead of the parameters' dtype (fp8 precision only)."""
+    """Sharded weights are gathered as FP8, 1 byte each instead of the parameters' dtype (fp8 precision, zero >=
+    1): FSDP2 under torchao's float8 all-gather (``enable_fsdp_float8_all_gather``: each rank casts its shard,
+    then gathers it), or Megatron-Core's ``--fp8-param-gather`` under its distributed optimizer (the updated
+    shard is written to FP8 parameters, which are gathered). Either way the weights reach the GEMMs already
+    cast: each rank casts only its 1/``shard_group`` of them (``timing.chunk_times_s``)."""
     fp8_scaling: str = "tensorwise"
     """How FP8 casts are scaled, by Megatron-LM's ``--fp8-recipe`` names: ``tensorwise`` (dynamic per-tensor
     scaling: torchao's float8, Transformer Engine's current scaling), ``delayed`` (Transformer Engine's amax
@@ -346,8 +350,9 @@ class Layout(ParallelLayout):
         if self.chunk_layers and (len(self.chunk_layers) != self.chunks or min(self.chunk_layers) < 0):
             raise ConfigError(f"chunk_layers={self.chunk_layers} must give pp x virtual stages = {self.chunks} "
                               f"chunks of >= 0 layers")
-        if self.fp8_all_gather and (self.precision.gemm_dtype != "fp8" or self.zero != 3):
-            raise ConfigError("fp8_all_gather needs precision fp8 and zero=3")
+        if self.fp8_all_gather and (self.precision.gemm_dtype != "fp8" or self.zero < 1):
+            raise ConfigError("fp8_all_gather needs precision fp8 and sharded weights (zero >= 1: FSDP's float8 "
+                              "all-gather, or Megatron's --fp8-param-gather under its distributed optimizer)")
         if self.fp8_scaling not in FP8_SCALINGS:
             raise ConfigError(f"fp8_scaling={self.fp8_scaling!r} must be one of {', '.join(FP8_SCALINGS)}")
         if self.fp8_scaling != "tensorwise" and self.precision.gemm_dtype != "fp8":
@@ -424,8 +429,14 @@ class Layout(ParallelLayout):
     def gather_elem_bytes(self) -> int:
         """Bytes per element of a sharded parameter's all-gather, and of the gathered copy: the parameters'
         dtype (float32 gradient accumulation leaves the weights in bf16), the communication dtype where the
-        precision names one (FSDP2's ``param_dtype``), or 1 where FP8 weights are gathered."""
-        return 1 if self.fp8_all_gather else (self.precision.comm_bytes or self.precision.param_bytes)
+        precision names one (FSDP2's ``param_dtype``). Where FP8 weights are gathered, the blocks' Linear weights
+        take 1 byte instead (``comm.gathered_bytes``; ``fp8_gathered_elem_bytes``)."""
+        return self.precision.comm_bytes or self.precision.param_bytes
+
+    @property
+    def fp8_gathered_elem_bytes(self) -> int:
+        """Bytes per gathered element of a block's Linear weight: 1 where FP8 weights are gathered."""
+        return 1 if self.fp8_all_gather else self.gather_elem_bytes
 
     @property
     def recomputed_fraction(self) -> float:

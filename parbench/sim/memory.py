@@ -208,7 +208,7 @@ def unsharded_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> int:
     """FSDP (zero=3): the root group (embeddings, final norm, head) stays gathered from forward to backward;
     at most two units are gathered at once (the one computing and the one prefetched: FSDP's rate
     limiter, Zhao et al. 2023, sec. 3.3); one unit's full gradient waits for its reduce-scatter.
-    Parameters gather in their dtype (1 byte with FP8 all-gather). Under a pipeline the whole stage
+    Parameters gather in their dtype (the blocks at 1 byte with FP8 all-gather). Under a pipeline the whole stage
     stays gathered, its unsharded gradients accumulating over the micro-batches. ZeRO-2 (zero=2) under a
     pipeline accumulates the same full gradients: a stage reduce-scatters once, after its last backward
     (comm.py), so until then each gradient is whole; the textbook's parameters are whole anyway, FSDP2's
@@ -220,13 +220,15 @@ def unsharded_bytes(model: ModelSpec, layout: Layout, stage: Stage) -> int:
         # until its last backward (m + 1 gathers, comm.py), in FSDP2's reduce dtype (fp32 under mixed precision
         # with a master copy; the communication dtype under the runner's autocast policy)
         reduce_bytes = layout.precision.comm_bytes or (FP32_BYTES if layout.precision.master_bytes else layout.precision.grad_bytes)
-        return full * (reduce_bytes + (layout.gather_elem_bytes if layout.zero == 3 or layout.fsdp2 else 0))
+        gathered = (root * layout.gather_elem_bytes + (full - root) * layout.fp8_gathered_elem_bytes
+                    if layout.zero == 3 or layout.fsdp2 else 0)
+        return full * reduce_bytes + gathered
     if layout.zero == 2:
         return 0
-    pb = layout.gather_elem_bytes
     fp8_casts = 2 * biggest if layout.precision.gemm_dtype == "fp8" and not layout.fp8_all_gather else 0
     # a unit's whole gradient, in the compute dtype where a mixed-precision policy gathers in one
-    return (root + top2) * pb + max(biggest, root) * (layout.precision.comm_bytes or layout.precision.grad_bytes) + fp8_casts
+    return (root * layout.gather_elem_bytes + top2 * layout.fp8_gathered_elem_bytes
+            + max(biggest, root) * (layout.precision.comm_bytes or layout.precision.grad_bytes) + fp8_casts)
 
 
 @lru_cache(maxsize=4096)

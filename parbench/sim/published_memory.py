@@ -340,14 +340,17 @@ def foundry_table_check() -> dict[str, dict]:
 
 def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, vp: int = 1, ep: int = 1,
             recompute: str = "none", pipeline_layout: str = "", precision: str = "fp8",
-            recompute_modules: tuple[str, ...] = (), moe_a2a_overlap: bool = False, fp8_scaling: str = "") -> Layout:
+            recompute_modules: tuple[str, ...] = (), moe_a2a_overlap: bool = False, fp8_scaling: str = "",
+            fp8_param_gather: bool = False) -> Layout:
     """The layout of an NVIDIA performance recipe (NeMo, Megatron-Bridge, DGX Cloud benchmarking) as its table
     prints it (GBS, MBS, TP, PP, CP, VP, FP8 or BF16), run as those recipes run every layout
     (``SOFTWARE['nemo']``), on the distributed optimizer (ZeRO-1). An EP that does not divide cp x dp under tp > 1
     is Megatron-Core's expert-parallel folding: its expert mesh, etp x ep x expert-dp, must cover the tp x cp x dp
     ranks, which leaves an expert tensor-parallel size of 1 (``Layout.expert_tp``). ``fp8_scaling``: the table's FP8
     recipe where it names one (Megatron-Bridge's FP8-CS, ``tensorwise``, and FP8-MX, ``mxfp8``); else the recipes'
-    Transformer Engine default of their time, ``delayed`` (``SOFTWARE['nemo']``)."""
+    Transformer Engine default of their time, ``delayed`` (``SOFTWARE['nemo']``). ``fp8_param_gather``: the run keeps
+    FP8 parameters and gathers them so (Megatron-Core's ``--fp8-param-gather``, NeMo's ``fp8_params``;
+    ``Layout.fp8_all_gather``)."""
     dp = gpus // (tp * pp * cp)
     expert_tp = 1 if tp > 1 and (cp * dp) % ep else 0
     software = SOFTWARE["nemo"]
@@ -357,7 +360,7 @@ def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: 
                   moe_a2a_overlap=moe_a2a_overlap, global_batch_size=gbs,
                   micro_batches=gbs // (dp * mbs), schedule=schedule, virtual_stages=vp, zero=1,
                   precision=precision, attention="flash", recompute=Recompute(recompute),
-                  recompute_modules=recompute_modules, **software.tp_flags(tp),
+                  recompute_modules=recompute_modules, fp8_all_gather=fp8_param_gather, **software.tp_flags(tp),
                   chunk_layers=megatron_pipeline_layout(pipeline_layout) if pipeline_layout else (),
                   **software.layout_flags(pp=pp, zero=1, precision=precision, schedule=schedule)
                   | ({"fp8_scaling": fp8_scaling} if fp8_scaling and precision.gemm_dtype == "fp8" else {}))
@@ -720,10 +723,13 @@ MLPERF_LLAMA405B = ("MLPerf Training v5.0, NVIDIA's Llama 3.1 405B on Eos DGX H1
                     "(mlcommons/training_results_v5.0, as mirrored in prishajain1/training_results_v5.0 @0fdc28f; held out)")
 MLPERF_LLAMA8B_CISCO = ("MLPerf Training v5.1, Cisco's Llama 3.1 8B on H100 (mlcommons/training_results_v5.1 @4da2d1c; "
                         "held out)")
+MLPERF_LLAMA8B_V60 = ("MLPerf Training v6.0, Cisco's FP8 Llama 3.1 8B on H100 and H200 (mlcommons/training_results_v6.0, "
+                      "as mirrored in Richardyu114/training_results_v6.0 @eabf23a; held out)")
 DGXC_2505 = ("NVIDIA dgxc-benchmarking v25.05.04 @1f6d9f4 (NeMo 25.04, GB200 NVL72 and H100, BF16 and FP8; "
              "held out)")
 HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3, MLPERF_GPT3_V40, MLPERF_GPT3_V41, MEGATRON_README,
-                    BIGSCIENCE_PREQUEL, DSV3_GB200_GUIDE, MLPERF_LLAMA405B, MLPERF_LLAMA8B_CISCO, DGXC_2505)
+                    BIGSCIENCE_PREQUEL, DSV3_GB200_GUIDE, MLPERF_LLAMA405B, MLPERF_LLAMA8B_CISCO, DGXC_2505,
+                    MLPERF_LLAMA8B_V60)
 """Every source added after the constants were fitted; ``efficiency_fits`` leaves them all out."""
 
 
@@ -861,9 +867,10 @@ GBS the logs print, ``global_batch_size``; 2304 on 64 nodes, whose launch set MI
 the median of each log's last 12 blocks, then of the three logs (which agree within 0.8%)."""
 
 
-def _mlperf_gpt3_round(source: str, steps: tuple, version: str, logs: str) -> list[Run]:
+def _mlperf_gpt3_round(source: str, steps: tuple, version: str, logs: str, *, fp8_params: bool = False) -> list[Run]:
     """One MLPerf round's GPT-3 runs, the v3.1 rows' shape and settings (``_mlperf_gpt3``) at their own configs'
-    layout (``steps``: ``MLPERF_GPT3_V41_STEPS``'s fields; ``logs``: the result files the steps were read from)."""
+    layout (``steps``: ``MLPERF_GPT3_V41_STEPS``'s fields; ``logs``: the result files the steps were read from;
+    ``fp8_params``: the round's configs set ``FP8_PARAMS=True``, FP8 weights gathered)."""
     arch = replace(_nemo_arch("gpt3-175b", 4), dropout=False)
     rows = []
     for folder, config, cluster, nodes, gbs, pp, vp, mbs, secs in steps:
@@ -873,16 +880,19 @@ def _mlperf_gpt3_round(source: str, steps: tuple, version: str, logs: str) -> li
                         name=f"MLPerf {version} GPT-3 175B FP8 {gpus} {device} TP 4 PP {pp} VP {vp} MBS {mbs} GBS {gbs}",
                         arch=arch, cluster=cluster, metric="s_per_iteration", value=secs,
                         series=f"MLPerf {version} GPT-3 175B H100" if cluster == "h100-sxm" else "",
-                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=4, pp=pp, vp=vp, precision="fp8"),
-                        notes=("FP8", "Transformer Engine", "attention kernel assumed flash3")))
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=4, pp=pp, vp=vp, precision="fp8",
+                                       fp8_param_gather=fp8_params),
+                        notes=("FP8", "Transformer Engine", "attention kernel assumed flash3",
+                               "FP8 parameters gathered" if fp8_params else "")))
     return rows
 
 
 def _mlperf_gpt3_v41() -> list[Run]:
-    """The v4.1 round's GPT-3 runs. Not modelled: the configs' deferred embedding weight gradients, the B200 run's
-    CUDA graphs and its FP8 parameters (``FP8_PARAMS=True``: the distributed optimizer's gather counted in bf16).
-    Held out."""
-    return _mlperf_gpt3_round(MLPERF_GPT3_V41, MLPERF_GPT3_V41_STEPS, "v4.1", "result_0-1")
+    """The v4.1 round's GPT-3 runs, with their FP8 parameters gathered as such (``config_common.sh``:
+    ``FP8_PARAMS=True``, read in the B200 folder; the H100 folders source a file of the same name that the mirror
+    does not hold apart, as it holds no duplicate). Not modelled: the configs' deferred embedding weight gradients,
+    the B200 run's CUDA graphs. Held out."""
+    return _mlperf_gpt3_round(MLPERF_GPT3_V41, MLPERF_GPT3_V41_STEPS, "v4.1", "result_0-1", fp8_params=True)
 
 
 def _mlperf_gpt3_v40() -> list[Run]:
@@ -917,6 +927,19 @@ MLPERF_LLAMA8B_CISCO_STEPS = (("hpf_n8", "config_DGXH100_8x8x1xtp1pp1cp1.sh", 8,
 """(system, its config, nodes of 8 H100, TP, seconds per step) of Cisco's MLPerf Training v5.1 Llama 3.1 8B runs: the
 median of the 33 ``train_step_time`` entries (logged every step) in the last 16,000 characters of ``result_0.txt``."""
 
+MLPERF_LLAMA8B_V60_STEPS = (("Zeus_8xH100_SXM_80GB", "config_DGXH100_8x8x36xtp8pp8cp2.sh", "result_1", "h100-sxm", 8, 2,
+                             32, "delayed", 0.3502),
+                            ("Zeus_16xH100_SXM_80GB", "config_DGXH100_16x8x36xtp8pp8cp2.sh", "result_1", "h100-sxm", 16, 2,
+                             64, "delayed", 0.3496),
+                            ("2xC885A_M8-8xH200-SXM-141GB", "config_C885A_H200_2x8x1xtp1pp1cp1_8b.sh", "result_0", "h200-sxm",
+                             2, 1, 32, "tensorwise", 1.1813))
+"""(system, its config, result file, preset, nodes of 8 GPUs, TP, GBS, FP8 recipe, seconds per step) of Cisco's MLPerf
+Training v6.0 Llama 3.1 8B runs in FP8. The step is the median of the last 30 ``train_step_time`` entries of the result
+file (21 on H200, all its last three blocks hold), each the mean over the 8 (H100) or 32 (H200) steps since the one
+before; the entries just after an evaluation, over a partial window, are left out. The H100 configs' names say
+tp8pp8cp2, their contents TP 2, PP 1, CP 1, MINIBS 1; the logs' ``global_batch_size`` agrees with the contents. A
+second result file of each H100 system gives 0.3500 s (8 nodes, ``result_2``) and 0.3485 s (16 nodes, ``result_5``)."""
+
 PREQUEL_TABLE = ((12288, 106, 64, 8, 4, 12, 2, 116.54), (12288, 106, 96, 8, 4, 12, 2, 118.79),
                  (12288, 106, 128, 8, 4, 12, 2, 121.42), (12288, 106, 96, 8, 4, 12, 4, 120.34),
                  (12288, 100, 64, 16, 4, 6, 2, None), (12288, 100, 64, 16, 4, 6, 1, None),
@@ -938,9 +961,10 @@ def _mlperf_llama405b() -> list[Run]:
     (TE's default delayed scaling), the tensor-parallel overlap, the distributed optimizer with its overlapped
     reduce-scatter and gather; from ``conf/custom.yaml``: 8192-token sequences, sequence parallelism, overlapped
     pipeline sends, no activation recomputation. The benchmark trains Llama 3.1 405B with the Mixtral 8x22B tokenizer
-    in place of Llama 3's (the implementation's README), 32,768 tokens. Not modelled: FP8 parameters (``FP8_PARAMS``
-    on H100, ``FP8_PARAM_GATHER`` on GB200: the gather counted in bf16), the GB200 runs' full-iteration CUDA graphs,
-    the deferred embedding weight gradients. Added after every fit, held out."""
+    in place of Llama 3's (the implementation's README), 32,768 tokens. FP8 parameters, gathered as such
+    (``FP8_PARAMS`` on H100, which ``pretrain.py`` passes on as ``fp8_param_gather``; ``FP8_PARAM_GATHER`` on GB200).
+    Not modelled: the GB200 runs' full-iteration CUDA graphs, the deferred embedding weight gradients. Added after
+    every fit, held out."""
     arch = replace(_llama3("llama3-405b", 8192), vocab=32768)
     rows = []
     for folder, config, cluster, nodes, per_node, minibs, tp, secs in MLPERF_LLAMA405B_STEPS:
@@ -952,7 +976,7 @@ def _mlperf_llama405b() -> list[Run]:
                         arch=arch, cluster=cluster, metric="s_per_iteration", value=secs,
                         series=f"MLPerf v5.0 Llama 3.1 405B {device}",
                         layout=_nvidia(gpus=gpus, gbs=gbs, mbs=1, tp=tp, pp=8, cp=2, vp=8, precision="fp8",
-                                       pipeline_layout=LLAMA31_405B_LAYOUT),
+                                       pipeline_layout=LLAMA31_405B_LAYOUT, fp8_param_gather=True),
                         notes=("FP8", "Transformer Engine", "attention kernel assumed flash3",
                                "pipeline layout Et|(t*2|)*62,tL", "Mixtral 8x22B tokenizer (32,768 tokens)")))
     return rows
@@ -965,15 +989,43 @@ def _mlperf_llama8b_cisco() -> list[Run]:
     data-parallel rank, as the logs' sample counter advances), the tensor-parallel overlap, FP8 (``conf/custom.yaml``'s
     default recipe, delayed), the distributed optimizer with its overlapped reduce-scatter and gather, no CUDA graphs
     (``MCORE_CUDA_GRAPH=False``); from ``conf/custom.yaml``: 8192-token sequences, sequence parallelism, no activation
-    recomputation. The implementation's README: the Llama 3.1 8B tokenizer. Not modelled: FP8 parameters
-    (``FP8_PARAMS``), the deferred embedding weight gradients. Added after every fit, held out."""
+    recomputation. The implementation's README: the Llama 3.1 8B tokenizer. FP8 parameters (``FP8_PARAMS``),
+    gathered as such. Not modelled: the deferred embedding weight gradients. Added after every fit, held out."""
     arch = _llama3("llama3-8b", 8192)
     return [Run(source=MLPERF_LLAMA8B_CISCO, table=f"Cisco/results/{system}/llama31_8b/result_0.txt, {config}",
                 name=f"MLPerf v5.1 Llama 3.1 8B FP8 {8 * nodes} H100 TP {tp} MBS 1 GBS 64 (Cisco {system})", arch=arch,
                 cluster="h100-sxm", metric="s_per_iteration", value=secs,
-                layout=_nvidia(gpus=8 * nodes, gbs=64, mbs=1, tp=tp, precision="fp8"),
+                layout=_nvidia(gpus=8 * nodes, gbs=64, mbs=1, tp=tp, precision="fp8", fp8_param_gather=True),
                 notes=("FP8", "Transformer Engine", "attention kernel assumed flash3", "one micro-batch a step"))
             for system, config, nodes, tp, secs in MLPERF_LLAMA8B_CISCO_STEPS]
+
+
+def _mlperf_llama8b_v60() -> list[Run]:
+    """Cisco's MLPerf Training v6.0 Llama 3.1 8B runs in FP8 (``MLPERF_LLAMA8B_V60_STEPS``), NVIDIA's implementation
+    (Megatron-Bridge on the H200, NeMo 2 on the H100s; container 26.04), one sequence of 8192 tokens a micro-batch:
+    - H100 (8 and 16 nodes of 8 H100 SXM 80GB, 8 x 400 Gb/s RoCE each): TP 2 with sequence parallelism and the
+      tensor-parallel overlap, PP 1, CP 1, one micro-batch a step (GBS = the data-parallel ranks);
+      ``config_common.sh``: FP8 with delayed scaling, ``FP8_PARAM_GATHER=True`` (FP8 parameters gathered as such);
+    - H200 (2 nodes of 8 H200 SXM): TP 1, 16 data-parallel ranks of two micro-batches (GBS 32, as its log's
+      "number of microbatches constant 2"); its log's configuration: ``fp8_recipe: 'tensorwise'``, ``fp8_param``
+      and the distributed optimizer's ``fp8_param_gather=True``, no recomputation (``recompute_modules`` is set,
+      ``recompute_granularity`` left at its default, none).
+    Both: the distributed optimizer with its overlapped reduce-scatter and gather, no activation recomputation.
+    Not modelled: full-iteration CUDA graphs (``FULL_CUDA_GRAPH=1``; ``cuda_graph_scope: full_iteration``),
+    Transformer Engine's op fuser. Added after every fit, held out."""
+    arch = _llama3("llama3-8b", 8192)
+    rows = []
+    for system, config, result, cluster, nodes, tp, gbs, recipe, secs in MLPERF_LLAMA8B_V60_STEPS:
+        gpus, device = 8 * nodes, cluster.split("-")[0].upper()
+        rows.append(Run(source=MLPERF_LLAMA8B_V60, table=f"Cisco/results/{system}/llama31_8b/{result}.txt, {config}",
+                        name=f"MLPerf v6.0 Llama 3.1 8B FP8 {gpus} {device} TP {tp} MBS 1 GBS {gbs} (Cisco)", arch=arch,
+                        cluster=cluster, metric="s_per_iteration", value=secs,
+                        series="MLPerf v6.0 Llama 3.1 8B H100" if cluster == "h100-sxm" else "",
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=1, tp=tp, precision="fp8", fp8_scaling=recipe,
+                                       fp8_param_gather=True),
+                        notes=("FP8", "Transformer Engine", "attention kernel assumed flash3", "FP8 parameters gathered",
+                               "full-iteration CUDA graphs (not modelled)")))
+    return rows
 
 
 DGXC_2505_STEPS = (
@@ -1099,7 +1151,7 @@ def runs() -> list[Run]:
     return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge()
             + _megatron_bridge_later() + _nemo()
             + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _mlperf_gpt3_v40()
-            + _mlperf_gpt3_v41() + _mlperf_llama405b() + _mlperf_llama8b_cisco() + _dgxc_2505() + _megatron() + _bigscience_prequel() + _deepseek_gb200_guide() + _infeasible())
+            + _mlperf_gpt3_v41() + _mlperf_llama405b() + _mlperf_llama8b_cisco() + _mlperf_llama8b_v60() + _dgxc_2505() + _megatron() + _bigscience_prequel() + _deepseek_gb200_guide() + _infeasible())
 
 
 METRICS = {"s_per_iteration": "seconds per training step", "tps_per_gpu": "tokens/s per GPU",

@@ -125,7 +125,8 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
     (``Cluster.attention_efficiency_for``). ``fused``: elementwise chains run as fused kernels (torch.compile,
     Megatron's and Apex's fused norms and activations); False adds what eager torch's one kernel per op
     moves through memory (``parbench.sim.model.eager_elementwise``), twice over in backward. ``weight_casts``:
-    FP8 weight casts per micro-batch (1; 1/m where Transformer Engine caches them over a step's m);
+    FP8 weight casts per micro-batch (1; 1/m where Transformer Engine caches them over a step's m; a rank's
+    shard alone, 1/``Layout.shard_group``, where FP8 weights are gathered: ``Layout.fp8_all_gather``);
     ``cast_bytes``: what each cast moves per element under the run's scaling recipe (``FP8_CAST_BYTES``).
     ``input_grad``: False where the unit's input needs no gradient (``parbench.sim.model.input_needs_grad``):
     its first GEMM's backward is the weight gradient alone. The Linears' backward GEMMs run at
@@ -199,7 +200,8 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
     kwargs = dict(mb=layout.micro_batch_size, tp=layout.tp, act_bytes=layout.precision.activation_bytes,
                   cp=layout.cp, flash=layout.attention == "flash", gemm_dtype=layout.precision.gemm_dtype,
                   kernel=layout.attention_kernel, fused=layout.fused_elementwise,
-                  weight_casts=1 / layout.micro_batches if layout.te_fp8 else 1.0,
+                  weight_casts=(1 / layout.micro_batches if layout.te_fp8 else 1.0)
+                  / (layout.shard_group if layout.fp8_all_gather else 1),
                   cast_bytes=FP8_CAST_BYTES[layout.fp8_scaling])
     counts: dict[tuple, int] = {}
     shapes: dict[tuple, tuple[Unit, str, bool]] = {}

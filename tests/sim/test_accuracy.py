@@ -204,15 +204,17 @@ def test_published_layout_pairs_and_whether_the_model_orders_them(capsys):
     # one-micro-batch step; the other BLOOM step has its layout, so they are one prediction), and MLPerf v4.0's two
     # beside v4.1's 512-GPU run and v3.1's 10,752-GPU one, and Cisco's two MLPerf v5.1 Llama 3.1 8B runs each beside
     # DGX Cloud's two Llama 3.1 8B rows on as many H100 (64 and 128), and the 36 of DGX Cloud's 25.05.04 release (its
-    # BF16 / FP8 and GBS pairs on GB200 and H100, and its rows beside the earlier DGX Cloud and Megatron-Bridge ones)
-    assert len(pairs) == expected == 153
+    # BF16 / FP8 and GBS pairs on GB200 and H100, and its rows beside the earlier DGX Cloud and Megatron-Bridge ones),
+    # and the 5 of Cisco's MLPerf v6.0 H100 runs (each beside DGX Cloud's two Llama 3.1 8B rows on as many H100, the
+    # 64-GPU one beside Cisco's v5.1 TP 1 run; its 128-GPU run has the v5.1 TP 2 run's layout, one prediction)
+    assert len(pairs) == expected == 158
     for p in pairs:
         a, b = by_name[p.faster], by_name[p.slower]
         assert a.cluster == b.cluster and a.layout.world_size == b.layout.world_size and a.layout != b.layout
         assert p.published_ratio >= 1 and p.differs
         assert all(getattr(a.layout, f) != getattr(b.layout, f) for f in p.differs)
     s = pair_summary(pairs)
-    assert s["decided"] == sum((p.published_ratio - 1) * 100 > PAIR_MARGIN_PCT for p in pairs) == 128
+    assert s["decided"] == sum((p.published_ratio - 1) * 100 > PAIR_MARGIN_PCT for p in pairs) == 132
     assert s["decided"] + s["close"] == len(pairs) and s["precision"] + s["layout"] == s["decided"]
     # sixteen pairs apart by more than 5% are misordered, listed first, the widest first: Qwen3-30B-A3B on 16 H100
     # at 9058 tokens/s per GPU (26.02.01) against 5275 (25.11), which the same layout ran at 5113 in 26.02;
@@ -235,15 +237,15 @@ def test_published_layout_pairs_and_whether_the_model_orders_them(capsys):
         "llama3-405b 256 GB300 FP8-CS MBS 1"]
     assert sum(p.differs == ("fp8_scaling",) for p in wrong) == 6
     assert wrong[0].published_ratio == pytest.approx(9058 / 5275)
-    assert pairs[:16] == wrong and s["decided_ordered"] == 112
+    assert pairs[:16] == wrong and s["decided_ordered"] == 116
     assert main(["validate", "--published"]) == 0
     out = capsys.readouterr().out
-    assert f"predicted faster in 112 of 128 pairs\npublished more than 5% apart ({s['precision_ordered']} of" in out
+    assert f"predicted faster in 116 of 132 pairs\npublished more than 5% apart ({s['precision_ordered']} of" in out
     assert ("   1.280x    0.996x  WRONG dp, pp, micro_batches, ep, te_fp8, fp8_scaling, precision, chunk_layers: "
             "deepseek-v3") in out
     assert main(["validate", "--published", "--format", "json"]) == 0
     emitted = json.loads(capsys.readouterr().out)["published_pairs"]
-    assert len(emitted) == 153 and emitted[0]["faster"] == wrong[0].faster and not emitted[0]["ordered"]
+    assert len(emitted) == 158 and emitted[0]["faster"] == wrong[0].faster and not emitted[0]["ordered"]
 
 
 def test_search_says_how_many_layouts_lie_within_the_margin_its_order_was_checked_at(capsys):
@@ -364,10 +366,10 @@ def test_validate_published_counts_the_sources_that_meet_the_targets(capsys):
             figures.setdefault(s["source"], (s["metric_mean_abs_error_pct"], s["metric_max_abs_error_pct"]))
     meeting = {name for name, (mean, worst) in figures.items() if mean <= 5 and worst <= 12}
     t = out["published_targets"]
-    assert set(t["met"]) == meeting and len(t["met"]) + len(t["missed"]) == len(figures) == 25
+    assert set(t["met"]) == meeting and len(t["met"]) + len(t["missed"]) == len(figures) == 26
     assert "Narayanan et al. SC21" in meeting and any("MLPerf Training v3.1" in m["source"] for m in t["missed"])
     assert main(["validate", "--published"]) == 0
-    assert f"{len(meeting)} of 25 sources meet both" in capsys.readouterr().out
+    assert f"{len(meeting)} of 26 sources meet both" in capsys.readouterr().out
     rows = Path(__file__).resolve().parents[2] / "docs" / "examples" / "rows.toml"
     assert main(["validate", "--rows", str(rows), "--format", "json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["targets"]["met"]) == 4

@@ -177,6 +177,41 @@ def test_bf16_distributed_optimizer_gathers_bf16_weights():
         assert sent["all_gather"] == pytest.approx((n - 1) / n * psi * 2, rel=1e-3)
 
 
+def test_fp8_parameter_gather_moves_one_byte_per_block_weight_and_casts_only_the_shard():
+    """Megatron-Core's ``--fp8-param-gather`` under the distributed optimizer: the blocks' Linear weights are FP8
+    tensors gathered as one byte each; the embedding, the head and the norms stay bf16. Llama 3.1 8B by hand
+    (Llama 3 Herd, Table 3: 32 layers, d 4096, FFN 14336, 8 KV heads of 128, vocabulary 128,256): per layer
+    4096 x (4096 + 2 x 1024 + 4096) + 3 x 4096 x 14336 = 218,103,808 Linear elements, x 32 = 6,979,321,856; the
+    embedding and the untied head 128,256 x 4096 each, the norms 65 x 4096; 8,030,261,248 in all, as MLPerf's logs
+    print for it. At TP 2 a rank holds half of the Linears and of the vocabulary-parallel tables and every norm;
+    a ring all-gather over 32 ranks sends 31/32 of the gathered bytes. The weights reach the GEMMs already cast, so
+    each rank casts only its 1/32 shard (Transformer Engine's current scaling: 5 bytes moved per element)."""
+    from dataclasses import replace
+
+    from parbench.sim.model import architecture_spec
+    from parbench.sim.models import MODELS
+
+    model = architecture_spec(MODELS["llama3-8b"].arch, megatron=True)
+    linear, tables, norms, n = 6_979_321_856, 2 * 128_256 * 4096, 65 * 4096, 32
+    assert model.param_numel == linear + tables + norms == 8_030_261_248
+    base = Layout(strategy=Strategy.HYBRID, dp=n, tp=2, global_batch_size=n, zero=1, precision=PRECISIONS["fp8"],
+                  attention="flash", sequence_parallel=True)
+    gathered = {}
+    for fp8 in (False, True):
+        ops = [o for o in rank_ops(model, replace(base, fp8_all_gather=fp8))["stage0"]
+               if o.kind == "all_gather" and o.category == "parameter"]
+        gathered[fp8] = (sum(o.sent for o in ops), sum(o.count for o in ops))
+    assert gathered[False][0] == (n - 1) / n * 2 * (linear / 2 + tables / 2 + norms)
+    # each bucket's share of FP8 elements is rounded to a whole byte
+    assert abs(gathered[True][0] - (n - 1) / n * (linear / 2 + 2 * (tables / 2 + norms))) <= gathered[True][1]
+    c = PRESETS["h100-sxm"]
+    forward = {fp8: predict(model, replace(base, fp8_all_gather=fp8), c).compute_parts_s["forward"]
+               for fp8 in (False, True)}
+    assert forward[False] - forward[True] == pytest.approx((1 - 1 / n) * linear / 2 * 5 / c.memory_bandwidth_bytes_per_s)
+    with pytest.raises(ConfigError, match="fp8_all_gather needs precision fp8 and sharded weights"):
+        replace(base, zero=0, fp8_all_gather=True)
+
+
 def test_deepspeed_bf16_optimizer_all_reduces_float32_gradients_then_gathers_bf16_weights():
     """DeepSpeed's pipeline engine under its BF16 optimizer (its own ZeRO-1): after the flush the float32
     gradients are all-reduced whole (``_bf16_reduce_grads``), each rank steps its shard, and the bf16 weights are

@@ -1350,12 +1350,12 @@ def test_mlperf_gpt3_rows_take_their_configs_batches_and_stay_within_13pct_out_t
 
 def test_mlperf_v41_gpt3_rows_show_a_years_software_against_the_v31_ones():
     """MLPerf Training v4.1's GPT-3 runs (NeMo 24.09: TP 4, PP 8, VP 6, MBS 2; 256 and 512 H100 and 64 B200, GBS 2048
-    each, as their logs' step counters of 2048 x 2048 tokens confirm) are predicted 7-12% slow, where v3.1's
-    (NeMo 23.09) come within 4.9% at 16 micro-batches or more: per micro-batch the v4.1 H100 steps are 14% faster
-    than the model's. Held out of every fit."""
+    each, as their logs' step counters of 2048 x 2048 tokens confirm; FP8 parameters gathered as such) are predicted
+    7-12% slow, where v3.1's (NeMo 23.09) come within 4.9% at 16 micro-batches or more: per micro-batch the v4.1 H100
+    steps are 14% faster than the model's. Held out of every fit."""
     from parbench.sim.published_memory import MLPERF_GPT3_V41
 
-    rows = _held_out_source(MLPERF_GPT3_V41, 3, 10.0, 12.5)
+    rows = _held_out_source(MLPERF_GPT3_V41, 3, 9.7, 12.0)
     assert [(r["gpus"], r["cluster"], r["global_batch"] * 2048) for r in rows] == [
         (256, "h100-sxm", 4194304), (512, "h100-sxm", 4194304), (64, "b200", 4194304)]
     assert all(r["step_s_predicted"] > r["step_s_published"] for r in rows)
@@ -1381,8 +1381,9 @@ def test_mlperf_v50_llama405b_rows_take_their_logs_batches_and_hold_on_h100_to_t
     """MLPerf Training v5.0's Llama 3.1 405B runs (NeMo 25.01 / 25.04): TP 8 (H100) or 4 (GB200) x PP 8 x CP 2 x VP 8,
     MBS 1, 8192-token sequences. Each GBS is MINIBS x GPUs / (TP x PP x CP), what each log's sample counter advances by
     a step (1152, 1152, 1216, 1120, 1536 on 64-1024 DGX H100 nodes; 448 and 896 on 64 and 128 GB200 nodes of 4), and a
-    pipeline takes MINIBS micro-batches of one. Held out of every fit: the five H100 runs come within 2% (slow), their
-    per-GPU rate falling from 512 to 8192 GPUs as published; the two GB200 runs come 10-14% fast."""
+    pipeline takes MINIBS micro-batches of one, FP8 parameters gathered as such. Held out of every fit: the five H100
+    runs come within 1.5%, their per-GPU rate falling from 512 to 8192 GPUs as published; the two GB200 runs come
+    10-14% fast."""
     from parbench.sim.efficiency_fits import h100_rows_grid
     from parbench.sim.published import trends
     from parbench.sim.published_memory import (
@@ -1399,10 +1400,10 @@ def test_mlperf_v50_llama405b_rows_take_their_logs_batches_and_hold_on_h100_to_t
         for (_, _, _, nodes, per_node, minibs, _, _), seqs in zip(MLPERF_LLAMA405B_STEPS, log_sequences_per_step)]
     h100 = [r for r in rows if r["cluster"] == "h100-sxm"]
     gb200 = [r for r in rows if r["cluster"] == "gb200-nvl72"]
-    assert len(h100) == 5 and all(0 < r["metric_error_pct"] < 2 for r in h100)
+    assert len(h100) == 5 and all(abs(r["metric_error_pct"]) < 1.5 for r in h100)
     assert len(gb200) == 2 and all(-14 < r["metric_error_pct"] < -10 for r in gb200)
     (s,) = summarize_by_source(rows)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(4.18, abs=0.05) and s["ran_predicted_to_fit"] == 7
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(3.70, abs=0.05) and s["ran_predicted_to_fit"] == 7
     series = trends(h100)["MLPerf v5.0 Llama 3.1 405B H100"]
     assert series["measured_sign"] == series["predicted_sign"] == -1
     assert MLPERF_LLAMA405B in HELD_OUT_SOURCES
@@ -1413,7 +1414,8 @@ def test_mlperf_v50_llama405b_rows_take_their_logs_batches_and_hold_on_h100_to_t
 def test_cisco_mlperf_v51_llama8b_rows_are_one_micro_batch_a_step_and_held_out():
     """Cisco's MLPerf Training v5.1 Llama 3.1 8B runs: 8 and 16 nodes of 8 H100, TP 1 and 2, MINIBS 1 and MBS 1, so
     GBS = 64 data-parallel ranks x 1 (the logs' sample counter advances by 64 a step) and one micro-batch a step;
-    Llama 3.1 8B's own 128,256-token vocabulary. Held out of every fit: TP 1 predicted 4.9% slow, TP 2 8.3% fast."""
+    Llama 3.1 8B's own 128,256-token vocabulary; FP8 parameters gathered as such (``FP8_PARAMS``). Held out of every
+    fit: TP 1 predicted 2.2% slow, TP 2 11.6% fast."""
     from parbench.sim.efficiency_fits import h100_rows_grid
     from parbench.sim.published_memory import (
         HELD_OUT_SOURCES,
@@ -1426,10 +1428,41 @@ def test_cisco_mlperf_v51_llama8b_rows_are_one_micro_batch_a_step_and_held_out()
              r.arch.vocab, r.arch.seq_len) for r in mine] == [(64, 1, 64, 64, 1, 128256, 8192),
                                                              (128, 2, 64, 64, 1, 128256, 8192)]
     rows = [r for r in _published_rows() if r["source"] == MLPERF_LLAMA8B_CISCO]
-    assert [round(r["metric_error_pct"], 1) for r in rows] == [4.9, -8.3]
+    assert [round(r["metric_error_pct"], 1) for r in rows] == [2.2, -11.6]
     assert MLPERF_LLAMA8B_CISCO in HELD_OUT_SOURCES
     (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
     assert MLPERF_LLAMA8B_CISCO not in point["by_source"]
+
+
+def test_mlperf_v60_llama8b_rows_take_their_logs_batches_and_show_a_year_of_software_beyond_the_model():
+    """Cisco's MLPerf Training v6.0 Llama 3.1 8B runs in FP8: 8 and 16 nodes of 8 H100 at TP 2, GBS 32 and 64 (the
+    logs' ``global_batch_size``), so 32 and 64 data-parallel ranks of one micro-batch; 2 nodes of 8 H200 at TP 1,
+    GBS 32, two micro-batches a rank (its log: "number of microbatches constant 2"). Held out of every fit. The
+    16-node H100 run is the layout of Cisco's v5.1 16-node run (the same micro-batch a rank, FP8 parameters both):
+    0.3496 s a step published against v5.1's 0.4754, so no one prediction can be within 15% of both."""
+    from parbench.sim.efficiency_fits import h100_rows_grid
+    from parbench.sim.published_memory import (
+        HELD_OUT_SOURCES,
+        MLPERF_LLAMA8B_CISCO,
+        MLPERF_LLAMA8B_V60,
+        runs,
+    )
+
+    mine = [r for r in runs() if r.source == MLPERF_LLAMA8B_V60]
+    assert [(r.cluster, r.layout.world_size, r.layout.tp, r.layout.dp, r.layout.global_batch_size,
+             r.layout.micro_batches, r.layout.fp8_scaling, r.layout.fp8_all_gather, r.arch.vocab, r.arch.seq_len)
+            for r in mine] == [("h100-sxm", 64, 2, 32, 32, 1, "delayed", True, 128256, 8192),
+                               ("h100-sxm", 128, 2, 64, 64, 1, "delayed", True, 128256, 8192),
+                               ("h200-sxm", 16, 1, 16, 32, 2, "tensorwise", True, 128256, 8192)]
+    rows = {r["name"]: r for r in _published_rows() if r["source"] in (MLPERF_LLAMA8B_V60, MLPERF_LLAMA8B_CISCO)}
+    assert [round(r["metric_error_pct"], 1) for r in rows.values() if r["source"] == MLPERF_LLAMA8B_V60] == [17.9, 20.2, 12.5]
+    v51, v60 = (rows[f"MLPerf {v} Llama 3.1 8B FP8 128 H100 TP 2 MBS 1 GBS 64 (Cisco{s})"]
+                for v, s in (("v5.1", " hpf_n16"), ("v6.0", "")))
+    assert v51["predicted"] == pytest.approx(v60["predicted"], rel=1e-9)
+    assert (v51["published"], v60["published"]) == (0.4754, 0.3496)
+    assert MLPERF_LLAMA8B_V60 in HELD_OUT_SOURCES
+    (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
+    assert MLPERF_LLAMA8B_V60 not in point["by_source"]
 
 
 def test_dgx_cloud_25_05_rows_hold_on_h100_and_show_gb200_of_early_2025_slower_than_the_model():
