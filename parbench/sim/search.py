@@ -336,6 +336,7 @@ def describe(layout: Layout) -> str:
             f"{' sp' if layout.sequence_parallel else ''} {layout.attention} {_precision_name(layout)}"
             f"{' deepspeed-pipeline' if layout.pp_blocking_p2p or layout.fp32_grad_pass_per_micro_batch else ''}"
             f"{f' fp8-scaling={layout.fp8_scaling}' if layout.precision.gemm_dtype == 'fp8' else ''}"
+            f"{' fp8-all-gather' if layout.fp8_all_gather else ''}"
             f"{' te-fp8' if layout.te_fp8 else ''}{' overlap-param-gather' if layout.overlap_param_gather else ''}"
             f"{' tp-comm-overlap' if layout.tp_comm_overlap else ''}{' overlap-p2p-comm' if layout.overlap_p2p_comm else ''}"
             f"{' megatron-cross-entropy' if layout.megatron_cross_entropy else ''}{' compiled-loss' if layout.compiled_loss else ''}"
