@@ -896,10 +896,14 @@ def _mlperf_gpt3_v41() -> list[Run]:
 
 
 def _mlperf_gpt3_v40() -> list[Run]:
-    """The v4.0 round's GPT-3 runs, the largest at 11,616 H100 with 6 micro-batches a pipeline. Not modelled: the
-    per-layer CUDA graphs, and Apex's distributed Adam (``conf/optim/distributed_fused_adam.yaml``: 100 MB buckets,
-    gradients reduced in bf16) counted as Megatron-Core's distributed optimizer. Held out."""
-    return _mlperf_gpt3_round(MLPERF_GPT3_V40, MLPERF_GPT3_V40_STEPS, "v4.0", "result_0-2")
+    """The v4.0 round's GPT-3 runs, the largest at 11,616 H100 with 6 micro-batches a pipeline, with their FP8
+    parameters gathered as such: ``config_common.sh`` sets ``FP8_PARAMS=True`` and ``conf/custom.yaml`` passes it on
+    as NeMo's ``fp8_params`` (both read in the fork henrique/training_results_v4.0 @1316e93, which sets them up for
+    nodes of 4 GPUs, ``CUDA_VISIBLE_DEVICES`` and ``DGXNGPU``; the copy of the round's repository read here does not
+    carry them), as the v4.1 round's ``config_common.sh`` does. Not
+    modelled: the per-layer CUDA graphs, and Apex's distributed Adam (``conf/optim/distributed_fused_adam.yaml``:
+    100 MB buckets, gradients reduced in bf16) counted as Megatron-Core's distributed optimizer. Held out."""
+    return _mlperf_gpt3_round(MLPERF_GPT3_V40, MLPERF_GPT3_V40_STEPS, "v4.0", "result_0-2", fp8_params=True)
 
 
 MLPERF_LLAMA405B_STEPS = (("eos-dfw_n64_ngc25.01_nemo", "config_DGXH100_64x8x288xtp8pp8cp2.sh", "h100-sxm", 64, 8, 288, 8,

@@ -1365,16 +1365,17 @@ def test_mlperf_v40_gpt3_rows_take_their_logs_batches_and_show_six_micro_batches
     """MLPerf Training v4.0's GPT-3 runs (NeMo 24.04): TP 4 x PP 8 x VP 4 at MBS 2 on 512 H100, TP 4 x PP 6 x VP 8 at
     MBS 1 on 10,752 and 11,616. Their GBS are the logs' ``global_batch_size`` (2304, 2688, 2904) and their steps a block's
     time over its steps: the blocks train 25,344, 26,880 and 26,136 sequences (``epoch_count`` / 2048), 11, 10 and 9
-    steps. Held out of every fit, predicted slow: 7% at 72 micro-batches a pipeline, 21% at 6."""
+    steps. FP8 parameters gathered as such (``FP8_PARAMS=True``, NeMo's ``fp8_params``). Held out of every fit,
+    predicted slow: 7% at 72 micro-batches a pipeline, 11-12% at 6 (21% with the gather counted in bf16)."""
     from parbench.sim.published_memory import MLPERF_GPT3_V40, MLPERF_GPT3_V40_STEPS
 
     block_sequences = {64: 25344, 1344: 26880, 1452: 26136}
-    rows = _held_out_source(MLPERF_GPT3_V40, 3, 16.5, 21.5)
+    rows = _held_out_source(MLPERF_GPT3_V40, 3, 9.84, 12.0)
     for r, (_, _, _, nodes, gbs, pp, _, mbs, _) in zip(rows, MLPERF_GPT3_V40_STEPS):
         assert (r["gpus"], r["global_batch"]) == (8 * nodes, gbs) and block_sequences[nodes] % gbs == 0
         assert r["micro_batches"] == gbs // (8 * nodes // (4 * pp) * mbs)
     assert [r["micro_batches"] for r in rows] == [72, 6, 6]
-    assert [round(r["metric_error_pct"]) for r in rows] == [7, 21, 21]
+    assert [round(r["metric_error_pct"]) for r in rows] == [7, 12, 11]
 
 
 def test_mlperf_v50_llama405b_rows_take_their_logs_batches_and_hold_on_h100_to_two_percent():
