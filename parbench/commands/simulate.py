@@ -161,8 +161,10 @@ def add_parser(sub) -> None:
                         "torch < 2.1, Megatron-LM, DeepSpeed); default for torch, torchtitan and llm-foundry: the "
                         "non-reentrant checkpoint's early stop, which skips a dense block's last GEMM")
     c.add_argument("--precision", default="bf16", choices=tuple(PRECISIONS), help="bytes per element of weights, gradients, optimizer state, activations")
-    c.add_argument("--fp8-all-gather", action="store_true", help="with --precision fp8 and --zero 1-3: gather FP8 weights (FSDP's float8 "
-                   "all-gather; Megatron's --fp8-param-gather under --zero 1)")
+    c.add_argument("--fp8-all-gather", action=argparse.BooleanOptionalAction,
+                   help="with --precision fp8 and --zero 1-3: gather FP8 weights (FSDP's float8 all-gather; Megatron's "
+                        "--fp8-param-gather under --zero 1); default: as the software does (--software nemo: on "
+                        "under --zero 1 but for MXFP8)")
     c.add_argument("--fp8-scaling", choices=FP8_SCALINGS,
                    help="with --precision fp8: how casts are scaled (Megatron-LM's --fp8-recipe names): tensorwise "
                         "(per tensor, each operand read for its amax first: torchao, Transformer Engine's current "
@@ -306,6 +308,9 @@ def _layout(a: argparse.Namespace, cluster):
         except ValueError as exc:
             raise ConfigError(f"--pipeline-layout: {exc}") from None
     sp = by_software["sequence_parallel"] if a.sequence_parallel is None else a.sequence_parallel
+    flags = software.layout_flags(pp=pp, zero=a.zero or 0, precision=precision, schedule=Schedule(a.schedule or "1f1b"))
+    if a.fp8_all_gather is not None:
+        flags["fp8_all_gather"] = a.fp8_all_gather
     layout = Layout(chunk_layers=chunk_layers, strategy=Strategy.HYBRID, dp=dp, tp=tp, pp=pp, cp=cp, replicate=a.replicate or 1,
                     global_batch_size=gb, micro_batches=gb // (dp * mb), schedule=Schedule(a.schedule or "1f1b"),
                     virtual_stages=a.virtual_stages or 1, zero=a.zero or 0,
@@ -313,12 +318,10 @@ def _layout(a: argparse.Namespace, cluster):
                     recompute_modules=a.recompute_modules,
                     sequence_parallel=sp, sp_saves_gathered_input=software.dtensor_sequence_parallel and sp,
                     precision=precision,
-                    attention=_attention(a, cluster), fp8_all_gather=a.fp8_all_gather,
+                    attention=_attention(a, cluster),
                     tp_comm_overlap=a.tp_comm_overlap or by_software["tp_comm_overlap"], ep=a.ep or 1,
                     expert_tp=a.expert_tp or 0, moe_imbalance=a.moe_imbalance,
-                    moe_a2a_overlap=a.overlap_moe_expert_parallel_comm,
-                    **software.layout_flags(pp=pp, zero=a.zero or 0, precision=precision,
-                                            schedule=Schedule(a.schedule or "1f1b")))
+                    moe_a2a_overlap=a.overlap_moe_expert_parallel_comm, **flags)
     if a.overlap_param_gather and not layout.overlap_param_gather:
         raise ConfigError(f"--overlap-param-gather is Megatron's distributed optimizer: it needs --zero 1 (got {layout.zero})")
     if a.overlap_p2p_comm and not layout.overlap_p2p_comm:

@@ -207,7 +207,7 @@ def indistinct_runs() -> list[Indistinct]:
     return sorted(out, key=lambda g: -g.spread_pct)
 
 
-PRECISION_FIELDS = {"precision", "te_fp8", "fp8_scaling"}
+PRECISION_FIELDS = {"precision", "te_fp8", "fp8_scaling", "fp8_all_gather"}
 PAIR_MARGIN_PCT = 5.0
 """Published pairs closer than this are not counted as ordered or misordered: 5% is the mean |error| per source
 the model is held to, and a model within it may put such a pair either way round."""
@@ -233,8 +233,8 @@ class LayoutPair:
 
     @property
     def precision_only(self) -> bool:
-        """The runs differ in their GEMMs' precision alone (and Transformer Engine's FP8 flag and the FP8 recipe, which
-        go with it)."""
+        """The runs differ in their GEMMs' precision alone (and Transformer Engine's FP8 flag, the FP8 recipe and
+        whether the FP8 weights are gathered as such, which go with it)."""
         return set(self.differs) <= PRECISION_FIELDS
 
     @property

@@ -491,11 +491,17 @@ class Framework:
     """``Layout.clip_grad_norm``: the software clips gradients by their global norm by default (Megatron-LM's
     ``--clip-grad`` 1.0, DeepSpeed's ``gradient_clipping`` in the Megatron-DeepSpeed recipes, torchtitan's
     ``max_norm`` 1.0, llm-foundry's ``clipping_threshold`` 1.0, NeMo's ``clip_grad`` 1.0)."""
+    fp8_param_gather: bool = False
+    """``Layout.fp8_all_gather`` under fp8 and the distributed optimizer (zero=1), but for MXFP8, whose parameters
+    Megatron-Core gathers in bf16 into the gradient buffer (``reuse_grad_buf_for_mxfp8_param_ag``): NVIDIA's
+    recipes keep FP8 parameters and gather them so (Megatron-Bridge's and NeMo 2's mixed-precision presets for
+    delayed and current scaling set ``fp8_param_gather``; DGX Cloud's NeMo 1 recipes pass ``model.fp8_params``)."""
 
     def layout_flags(self, *, pp: int, zero: int, precision: Precision, schedule: Schedule = Schedule.ONE_F_ONE_B) -> dict:
         fp8 = precision.gemm_dtype == "fp8"
         return dict(attention_kernel=self.attention_kernel, te_fp8=self.te_fp8 and fp8,
                     fp8_scaling=self.fp8_scaling if fp8 else "tensorwise",
+                    fp8_all_gather=self.gathers_fp8(zero=zero, precision=precision),
                     fused_elementwise=self.fused_elementwise,
                     overlap_param_gather=self.overlap_param_gather and zero == 1,
                     pp_blocking_p2p=self.deepspeed_pipeline and pp > 1,
@@ -508,6 +514,12 @@ class Framework:
                     fp32_grad_pass_per_micro_batch=(self.deepspeed_pipeline and zero <= 2
                                                     and precision.fp32_grad_accumulation),
                     flat_grad_allreduce=(self.deepspeed_pipeline and pp > 1 or self.grad_reduce_after_flush) and zero <= 1)
+
+    def gathers_fp8(self, *, zero: int, precision: Precision, fp8_scaling: str = "") -> bool:
+        """``Layout.fp8_all_gather`` as the software sets it (``fp8_param_gather``) for this ZeRO stage, precision
+        and FP8 recipe (default: the software's own)."""
+        return (self.fp8_param_gather and precision.gemm_dtype == "fp8" and zero == 1
+                and (fp8_scaling or self.fp8_scaling) != "mxfp8")
 
     def tp_flags(self, tp: int) -> dict:
         """Sequence parallelism and the tensor-parallel overlap, where the software turns them on and tp > 1 (the
@@ -536,7 +548,7 @@ SOFTWARE: dict[str, Framework] = {
     "llm-foundry": Framework(compiled_loss=True, recompute_early_stop=True, clips_gradients=True),
     "nemo": Framework(attention_kernel="flash3", te_fp8=True, fp8_scaling="delayed", overlap_param_gather=True, overlap_p2p_comm=True,
                       megatron_cross_entropy=True, tensor_parallel_overlap=True, reduce_grads_in_bf16=True,
-                      moe_saved_outputs=0, clips_gradients=True, megatron_ddp=True),
+                      moe_saved_outputs=0, clips_gradients=True, megatron_ddp=True, fp8_param_gather=True),
 }
 """Training software by name (``parbench simulate --software``): torch's own (FSDP2, DTensor); torchtitan with
 ``training.compile`` (torch's scaled_dot_product_attention, FlashAttention-2 on these GPUs, and the loss compiled
@@ -548,8 +560,8 @@ script sets ``activation_checkpointing_reentrant: False``); Megatron-LM
 papers ran it (Narayanan et al. SC21, Korthikanti et al.: pipeline tensors in tensor-parallel slices, gradients
 all-reduced after the flush); Megatron-DeepSpeed
 (DeepSpeed's pipeline engine around Megatron's layers); and NVIDIA's NeMo / Megatron-Bridge performance
-recipes: Transformer Engine's FP8 modules under FP8, the distributed optimizer's overlapped parameter
-gather, overlapped pipeline sends, sequence parallelism with the tensor-parallel overlap, gradients reduced
+recipes: Transformer Engine's FP8 modules under FP8, FP8 parameters gathered as such (but MXFP8's), the
+distributed optimizer's overlapped parameter gather, overlapped pipeline sends, sequence parallelism with the tensor-parallel overlap, gradients reduced
 in bf16, and the Hopper attention kernel (``parbench.sim.published_memory._nvidia``, the recipes' files).
 Megatron-LM and NeMo bucket the gradients as Megatron-Core does (``Layout.megatron_grad_buckets``) and scale FP8
 with Transformer Engine's delayed recipe (Megatron-LM's ``--fp8-recipe`` default; NeMo's 2024 recipes; Megatron

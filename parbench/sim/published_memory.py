@@ -341,16 +341,17 @@ def foundry_table_check() -> dict[str, dict]:
 def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, vp: int = 1, ep: int = 1,
             recompute: str = "none", pipeline_layout: str = "", precision: str = "fp8",
             recompute_modules: tuple[str, ...] = (), moe_a2a_overlap: bool = False, fp8_scaling: str = "",
-            fp8_param_gather: bool = False) -> Layout:
+            fp8_param_gather: bool | None = None) -> Layout:
     """The layout of an NVIDIA performance recipe (NeMo, Megatron-Bridge, DGX Cloud benchmarking) as its table
     prints it (GBS, MBS, TP, PP, CP, VP, FP8 or BF16), run as those recipes run every layout
     (``SOFTWARE['nemo']``), on the distributed optimizer (ZeRO-1). An EP that does not divide cp x dp under tp > 1
     is Megatron-Core's expert-parallel folding: its expert mesh, etp x ep x expert-dp, must cover the tp x cp x dp
     ranks, which leaves an expert tensor-parallel size of 1 (``Layout.expert_tp``). ``fp8_scaling``: the table's FP8
     recipe where it names one (Megatron-Bridge's FP8-CS, ``tensorwise``, and FP8-MX, ``mxfp8``); else the recipes'
-    Transformer Engine default of their time, ``delayed`` (``SOFTWARE['nemo']``). ``fp8_param_gather``: the run keeps
-    FP8 parameters and gathers them so (Megatron-Core's ``--fp8-param-gather``, NeMo's ``fp8_params``;
-    ``Layout.fp8_all_gather``)."""
+    Transformer Engine default of their time, ``delayed`` (``SOFTWARE['nemo']``). ``fp8_param_gather``: whether the
+    run keeps FP8 parameters and gathers them so (Megatron-Core's ``--fp8-param-gather``, NeMo's ``fp8_params``;
+    ``Layout.fp8_all_gather``); None: as the recipes do (``Framework.fp8_param_gather``), False where a source's
+    configs set none (NeMo-Framework-Launcher's, which NeMo's 24.07 and long-sequence tables ran)."""
     dp = gpus // (tp * pp * cp)
     expert_tp = 1 if tp > 1 and (cp * dp) % ep else 0
     software = SOFTWARE["nemo"]
@@ -360,10 +361,11 @@ def _nvidia(*, gpus: int, gbs: int, mbs: int = 1, tp: int = 1, pp: int = 1, cp: 
                   moe_a2a_overlap=moe_a2a_overlap, global_batch_size=gbs,
                   micro_batches=gbs // (dp * mbs), schedule=schedule, virtual_stages=vp, zero=1,
                   precision=precision, attention="flash", recompute=Recompute(recompute),
-                  recompute_modules=recompute_modules, fp8_all_gather=fp8_param_gather, **software.tp_flags(tp),
+                  recompute_modules=recompute_modules, **software.tp_flags(tp),
                   chunk_layers=megatron_pipeline_layout(pipeline_layout) if pipeline_layout else (),
-                  **software.layout_flags(pp=pp, zero=1, precision=precision, schedule=schedule)
-                  | ({"fp8_scaling": fp8_scaling} if fp8_scaling and precision.gemm_dtype == "fp8" else {}))
+                  **replace(software, fp8_scaling=fp8_scaling or software.fp8_scaling,
+                            fp8_param_gather=software.fp8_param_gather if fp8_param_gather is None else fp8_param_gather)
+                  .layout_flags(pp=pp, zero=1, precision=precision, schedule=schedule))
 
 
 LLAMA3_70B_H100_LAYOUT = "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL"
@@ -622,7 +624,8 @@ def _nemo() -> list[Run]:
     """NeMo 24.07's DGX-H100 FP8 pre-training table: (model, GPUs, GBS, MBS, sequence, TP, PP, CP, VP,
     tokens/s per GPU), every layout as printed. Beyond what ``_nvidia`` states for NVIDIA's recipes, the
     launcher's ``gpt3/*_fp8_performance.yaml`` (commit 1e46ac6) set selective recomputation (the attention
-    core) for GPT-3; the Llama and Nemotron configs set none. The table's fine-tuning rows are left out: SFT packs
+    core) for GPT-3; the Llama and Nemotron configs set none. The launcher's configs set no ``fp8_params`` either:
+    the parameters gathered in bf16. The table's fine-tuning rows are left out: SFT packs
     short SQuAD samples into 4096 tokens that attend only within each sample, and LoRA trains adapters alone;
     the model represents neither."""
     table = (("gpt3-5b", 64, 2048, 4, 2048, 1, 1, 1, 1, 22521), ("gpt3-20b", 64, 256, 2, 2048, 2, 1, 1, 1, 5851),
@@ -639,7 +642,8 @@ def _nemo() -> list[Run]:
         rows.append(Run(source=NEMO, table="Pretraining, NeMo 24.07, DGX-H100",
                         name=f"{model} {gpus} H100 MBS {mbs} TP {tp} PP {pp} CP {cp} VP {vp} GBS {gbs}",
                         arch=arch, cluster="h100-sxm", metric="tps_per_gpu", value=tps,
-                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp, recompute=recompute),
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=mbs, tp=tp, pp=pp, cp=cp, vp=vp, recompute=recompute,
+                                       fp8_param_gather=False),
                         notes=("FP8", "Transformer Engine", "attention kernel assumed flash3",
                                "selective recomputation" if recompute != "none" else "")))
     return rows
@@ -654,7 +658,8 @@ def _nemo_long_sequence() -> list[Run]:
     data-parallel rank are assumed; with pipeline size 1 and 8 to 64 sequences per rank the prediction moves by
     at most 1.0%. Left out: the 4K and 8K rows (the 4K prediction moves by 3% over that range, the 8K one, whose
     PP 2 pipeline bubble depends on the micro-batch count, by 10%) and the without-CP column (its layouts are
-    not printed)."""
+    not printed). The parameters gathered in bf16, as NeMo 24.07's table (the launcher's configs set no
+    ``fp8_params``)."""
     table = ((16, 2, 1, 8, 1, 660), (32, 2, 1, 8, 2, 610), (64, 4, 1, 8, 2, 574), (128, 4, 1, 8, 4, 555),
              (256, 4, 1, 8, 8, 549), (512, 8, 1, 4, 16, 549), (1024, 8, 1, 4, 32, 536))
     rows = []
@@ -664,7 +669,7 @@ def _nemo_long_sequence() -> list[Run]:
                         name=f"llama2-7b seq {k}K {gpus} H100 TP {tp} PP {pp} DP {dp} CP {cp}",
                         arch=replace(_nemo_arch("llama2-7b", tp), seq_len=k * 1024), cluster="h100-sxm",
                         metric="tflops_per_gpu", value=tflops, series="NeMo long-sequence Llama 2 7B FP8",
-                        layout=_nvidia(gpus=gpus, gbs=8 * dp, tp=tp, pp=pp, cp=cp),
+                        layout=_nvidia(gpus=gpus, gbs=8 * dp, tp=tp, pp=pp, cp=cp, fp8_param_gather=False),
                         notes=("FP8", "Transformer Engine", "attention kernel assumed flash3",
                                "micro-batch 1, 8 sequences per data-parallel rank (assumed: not printed)")))
     return rows
@@ -825,7 +830,8 @@ def _mlperf_gpt3() -> list[Run]:
     config; from the implementation's ``conf/custom.yaml``: 12 interleaved virtual stages (``INTERLEAVED_PIPELINE``'s
     default), sequence parallelism, the tensor-parallel overlap (``TP_COMM_OVERLAP=True``), overlapped pipeline
     sends, no activation recomputation, no dropout, 2048-token sequences; FP8 (``config_fp8.sh``, TE's hybrid
-    format); GPT-3's shape with the 50,257-token vocabulary the benchmark's reference states
+    format), its parameters gathered in bf16 (``conf/custom.yaml`` sets no ``fp8_params``, which the later rounds'
+    configs pass); GPT-3's shape with the 50,257-token vocabulary the benchmark's reference states
     (``mlcommons/training`` ``large_language_model/megatron-lm/README.md``), padded as Megatron pads it. The
     distributed optimizer and NVIDIA's other recipe settings are ``_nvidia``'s. Added after every fit, held out."""
     arch = replace(_nemo_arch("gpt3-175b", 4), dropout=False)
@@ -836,7 +842,8 @@ def _mlperf_gpt3() -> list[Run]:
         rows.append(Run(source=MLPERF_GPT3, table=f"config_DGXH100_{nodes}x8x{minibs}x4x8_mbs1.sh, result_0-2",
                         name=f"MLPerf GPT-3 175B FP8 {gpus} H100 TP 4 PP 8 VP 12 GBS {gbs}", arch=arch,
                         cluster="h100-sxm", metric="s_per_iteration", value=secs, series="MLPerf v3.1 GPT-3 175B",
-                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=1, tp=4, pp=8, vp=12, precision="fp8"),
+                        layout=_nvidia(gpus=gpus, gbs=gbs, mbs=1, tp=4, pp=8, vp=12, precision="fp8",
+                                       fp8_param_gather=False),
                         notes=("FP8", "Transformer Engine", "attention kernel assumed flash3")))
     return rows
 
@@ -980,7 +987,7 @@ def _mlperf_llama405b() -> list[Run]:
                         arch=arch, cluster=cluster, metric="s_per_iteration", value=secs,
                         series=f"MLPerf v5.0 Llama 3.1 405B {device}",
                         layout=_nvidia(gpus=gpus, gbs=gbs, mbs=1, tp=tp, pp=8, cp=2, vp=8, precision="fp8",
-                                       pipeline_layout=LLAMA31_405B_LAYOUT, fp8_param_gather=True),
+                                       pipeline_layout=LLAMA31_405B_LAYOUT),
                         notes=("FP8", "Transformer Engine", "attention kernel assumed flash3",
                                "pipeline layout Et|(t*2|)*62,tL", "Mixtral 8x22B tokenizer (32,768 tokens)")))
     return rows
@@ -999,7 +1006,7 @@ def _mlperf_llama8b_cisco() -> list[Run]:
     return [Run(source=MLPERF_LLAMA8B_CISCO, table=f"Cisco/results/{system}/llama31_8b/result_0.txt, {config}",
                 name=f"MLPerf v5.1 Llama 3.1 8B FP8 {8 * nodes} H100 TP {tp} MBS 1 GBS 64 (Cisco {system})", arch=arch,
                 cluster="h100-sxm", metric="s_per_iteration", value=secs,
-                layout=_nvidia(gpus=8 * nodes, gbs=64, mbs=1, tp=tp, precision="fp8", fp8_param_gather=True),
+                layout=_nvidia(gpus=8 * nodes, gbs=64, mbs=1, tp=tp, precision="fp8"),
                 notes=("FP8", "Transformer Engine", "attention kernel assumed flash3", "one micro-batch a step"))
             for system, config, nodes, tp, secs in MLPERF_LLAMA8B_CISCO_STEPS]
 

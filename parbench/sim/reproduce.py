@@ -88,8 +88,10 @@ def layout_args(layout: Layout, moe: bool, mtp: int = 0) -> list[str] | None:
     args += [f"--expert-tp={layout.expert_tp}"] if layout.expert_tp else []
     args += [f"--moe-imbalance={layout.moe_imbalance}"] if layout.moe_imbalance != 1 else []
     args += ["--overlap-moe-expert-parallel-comm"] if layout.moe_a2a_overlap else []
-    args += ["--fp8-all-gather"] if layout.fp8_all_gather else []
-    if layout.precision.gemm_dtype == "fp8" and layout.fp8_scaling != SOFTWARE[software.split()[1]].fp8_scaling:
+    sw = SOFTWARE[software.split()[1]]
+    if layout.fp8_all_gather != sw.gathers_fp8(zero=layout.zero, precision=layout.precision, fp8_scaling=layout.fp8_scaling):
+        args.append("--fp8-all-gather" if layout.fp8_all_gather else "--no-fp8-all-gather")
+    if layout.precision.gemm_dtype == "fp8" and layout.fp8_scaling != sw.fp8_scaling:
         args.append(f"--fp8-scaling={layout.fp8_scaling}")
     args += [f"--pipeline-layout={pipeline_layout_text(layout.chunk_layers, mtp)}"] if layout.chunk_layers else []
     return args

@@ -64,7 +64,7 @@ class SearchOptions:
     """HSDP replicas under ZeRO-3 (``Layout.replicate``); None: every divisor of dp x cp but dp x cp itself (a shard
     group of one rank shards nothing), 1 under ZeRO 0-2."""
     attention: str = "flash"
-    fp8_all_gather: bool = False
+    fp8_all_gather: bool | None = None
     ep: int | None = None
     """Expert-parallel degree (MoE models); None: every degree ``_ep_options`` allows."""
     expert_tp: int | None = None
@@ -208,13 +208,19 @@ def _micro_layouts(model: ModelSpec, cluster: Cluster, *, tp: int, pp: int, cp: 
                                         sequence_parallel=sp,
                                         sp_saves_gathered_input=o.framework.dtensor_sequence_parallel and sp,
                                         tp_comm_overlap=(o.tp_comm_overlap or o.framework.tensor_parallel_overlap) and tp > 1,
-                                        precision=o.precision, attention=o.attention, fp8_all_gather=o.fp8_all_gather,
-                                        **o.framework.layout_flags(pp=pp, zero=zero, precision=o.precision, schedule=schedule))
+                                        precision=o.precision, attention=o.attention,
+                                        **_flags(o, pp=pp, zero=zero, schedule=schedule))
                     except ValueError as exc:
                         yield None, str(exc)
                         continue
                     broken = layout_violations(model, layout, cluster)
                     yield (None, "; ".join(broken)) if broken else (layout, "")
+
+
+def _flags(o: SearchOptions, *, pp: int, zero: int, schedule: Schedule) -> dict:
+    """The software's layout flags at this point, FP8 weights gathered as the software does unless the user says."""
+    flags = o.framework.layout_flags(pp=pp, zero=zero, precision=o.precision, schedule=schedule)
+    return flags if o.fp8_all_gather is None else {**flags, "fp8_all_gather": o.fp8_all_gather}
 
 
 def _replicas(zero: int, ranks: int, o: SearchOptions) -> list[int]:

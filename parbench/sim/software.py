@@ -54,14 +54,14 @@ def _software_flags(name: str, variant: tuple[str, ...], layout: Layout) -> dict
 def software_of(layout: Layout, moe: bool = False) -> str:
     """The ``parbench simulate`` flags (``--software`` and ``SOFTWARE_VARIANTS``' adjustments, the fewest first)
     that give ``layout`` every one of its software-set fields (how a MoE block weights its experts only where
-    ``moe``) but its FP8 recipe, which ``--fp8-scaling`` sets on any software; '' where none does (a run whose
-    flags were set one by one)."""
+    ``moe``) but its FP8 recipe and whether it gathers FP8 weights, which ``--fp8-scaling`` and
+    ``--[no-]fp8-all-gather`` set on any software; '' where none does (a run whose flags were set one by one)."""
     from parbench.sim.layout import SOFTWARE
 
     for variant in SOFTWARE_VARIANTS:
         for name in SOFTWARE:
             flags = _software_flags(name, variant, layout)
             if all(getattr(layout, k) == v for k, v in flags.items()
-                   if (moe or k != "moe_saved_outputs") and k != "fp8_scaling"):
+                   if (moe or k != "moe_saved_outputs") and k not in ("fp8_scaling", "fp8_all_gather")):
                 return " ".join(("--software", name, *variant))
     return ""

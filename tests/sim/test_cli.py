@@ -337,10 +337,12 @@ def test_training_software_flags_reach_the_layout(capsys):
                  "--virtual-stages", "5", "--schedule", "interleaved1f1b", "--seq", "8192", "--global-batch", "128",
                  "--zero", "1", "--precision", "fp8", "--sequence-parallel", "--tp-comm-overlap",
                  "--overlap-param-gather", "--te-fp8", "--grad-reduce-in-bf16", "--attention-kernel", "flash3",
-                 "--overlap-p2p-comm", "--clip-grad-norm", "--megatron-grad-buckets", "--format", "json"]) == 0
+                 "--overlap-p2p-comm", "--clip-grad-norm", "--megatron-grad-buckets", "--fp8-all-gather",
+                 "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     layout = out["layout"]
     assert layout["te_fp8"] and layout["overlap_param_gather"] and layout["attention_kernel"] == "flash3"
+    assert layout["fp8_all_gather"]
     assert layout["overlap_p2p_comm"] and layout["clip_grad_norm"] and layout["megatron_grad_buckets"]
     row = next(r for r in compare_runs() if r["source"] == MBRIDGE and "70b" in r["name"] and "GBS 128" in r["name"])
     assert 128 * 8192 / out["prediction"]["step_time_s"] / 64 == pytest.approx(row["predicted"], rel=1e-9)
@@ -397,8 +399,9 @@ def test_head_dim_flag_gives_the_heads_their_own_width(capsys):
 def test_software_nemo_is_the_recipes_flags_and_gives_the_published_rows_layout(capsys):
     """--software nemo alone gives the layout the explicit flags above give (and Megatron-Bridge's 70B row, with its
     table's FP8 recipe, current scaling: --fp8-scaling tensorwise, where NeMo's own default is Transformer Engine's
-    delayed scaling), and the published rows' builder is that software too; on an A100 in bf16 it keeps the FP8
-    modules off and runs FlashAttention-2 where Hopper's kernel is missing."""
+    delayed scaling), and the published rows' builder is that software too; it gathers FP8 parameters as such under
+    the distributed optimizer, but MXFP8's (gathered in bf16 into the gradient buffer); on an A100 in bf16 it keeps
+    the FP8 modules off and runs FlashAttention-2 where Hopper's kernel is missing."""
     from parbench.sim.layout import SOFTWARE
     from parbench.sim.published_memory import MBRIDGE, runs
 
@@ -412,7 +415,12 @@ def test_software_nemo_is_the_recipes_flags_and_gives_the_published_rows_layout(
     row = next(r for r in runs() if r.source == MBRIDGE and "70b" in r.name and "GBS 128" in r.name)
     from parbench.commands.simulate import _layout_dict
 
-    assert layout == json.loads(json.dumps(_layout_dict(row.layout)))
+    assert layout == json.loads(json.dumps(_layout_dict(row.layout))) and layout["fp8_all_gather"]
+    mx = ["simulate", "--model", "llama3-8b", "--cluster", "b200", "--gpus", "8", "--zero", "1", "--precision", "fp8",
+          "--software", "nemo", "--format", "json"]
+    for extra, gathered in (([], True), (["--fp8-scaling", "mxfp8"], False), (["--zero", "0"], False)):
+        assert main([*mx, *extra]) == 0
+        assert json.loads(capsys.readouterr().out)["layout"]["fp8_all_gather"] is gathered, extra
     assert main([*args, "--software", "torch"]) == 3  # without the recipe (no sequence parallelism, TE, bf16 gradients): 124 GiB
     torch_layout = json.loads(capsys.readouterr().out)["layout"]
     assert not torch_layout["te_fp8"] and not torch_layout["tp_comm_overlap"] and not torch_layout["sequence_parallel"]

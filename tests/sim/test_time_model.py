@@ -578,8 +578,8 @@ def test_leave_one_source_out_refits_without_the_held_out_source():
 
 def test_a_fit_to_the_other_sources_predicts_dgx_cloud_better_than_llm_foundrys_pair():
     """Held out, the DGX Cloud tables (54 rows) are predicted better by the points the other H100 sources choose
-    than by the pair llm-foundry's rows alone give (0.61, 0.19, FP8 at the BF16 share): 5.2% against 6.0%, and so is
-    NeMo's 24.07 table (2.3% against 2.9%); torchtitan's two H200 rows the other way round: the sources disagree by
+    than by the pair llm-foundry's rows alone give (0.61, 0.19, FP8 at the BF16 share): 5.6% against 6.6%, and so is
+    NeMo's 24.07 table (2.6% against 2.9%); torchtitan's two H200 rows the other way round: the sources disagree by
     software generation, and the fit to all of them is what cross-validates best per row."""
     from parbench.sim.efficiency_fits import h100_rows_grid, leave_one_source_out
 
@@ -594,11 +594,11 @@ def test_a_fit_to_the_other_sources_predicts_dgx_cloud_better_than_llm_foundrys_
     dgxc, nemo, h200 = fold("NVIDIA", 54), fold("NeMo", 12), fold("torchtitan", 2)
     assert dgxc["fitted"] == (0.61, 0.19, 0.95)
     assert dgxc["held_out_mean_max_pct"][0] < dgxc["baseline_mean_max_pct"][0] - 0.7
-    assert nemo["held_out_mean_max_pct"][0] < nemo["baseline_mean_max_pct"][0] - 0.5
+    assert nemo["held_out_mean_max_pct"][0] < nemo["baseline_mean_max_pct"][0] - 0.3
     assert h200["held_out_mean_max_pct"][0] > h200["baseline_mean_max_pct"][0]
     per_row = sum(f["held_out_mean_max_pct"][0] * f["rows"] for f in folds) / 108
     baseline = sum(f["baseline_mean_max_pct"][0] * f["rows"] for f in folds) / 108
-    assert per_row < baseline - 0.4  # 5.43% against 5.95% on this grid
+    assert per_row < baseline - 0.4  # 5.68% against 6.22% on this grid
 
 
 def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes(monkeypatch):
@@ -1230,16 +1230,19 @@ def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
 def test_the_dgx_cloud_rows():
     """NVIDIA's DGX Cloud benchmarking tables (54 rows, 5 models in BF16 and FP8 on 8-2304 H100), among the rows the
     H100's efficiencies are fitted on (``fit_hopper_efficiencies``; held out, ``leave_one_source_out``: 4.7%):
-    mean |error| 3.6%, max 11.8%, every one of their 10 weak-scaling series' trend signs right. The misses are the
-    Llama 3.1 8B rows (TP 1, CP 2): +8.7..+11.8%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
-    (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.75%. The other BF16 rows come out
-    +0.1% on average and their FP8 twins -0.9% (-1.6% while every FP8 cast paid an amax pass, delayed scaling's too;
+    mean |error| 3.9%, max 11.6%, every one of their 10 weak-scaling series' trend signs right. The misses are the
+    Llama 3.1 8B rows (TP 1, CP 2): +8.7..+11.6%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
+    (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.75%; the two differ only in the
+    recipes' FP8 parameters gathered as such (DGX Cloud's ``configure.sh`` passes ``fp8_params``; NeMo 24.07's launcher
+    configs set none), 0.2% of a step. The other BF16 rows come out +0.1% on average and their FP8 twins -2.3%
+    (-0.9% with the gather counted in bf16; -1.6% while every FP8 cast paid an amax pass, delayed scaling's too;
     +3.2% and -4.8% at llm-foundry's pair, GEMM 0.63 and FP8 GEMMs at the BF16 share of their peak, before the
     overlap interference went from 0.7 to 0.6)."""
     from parbench.sim.published import trends
     from parbench.sim.published_memory import (
         DGXC,
         NEMO,
+        runs,
         summarize_by_source,
     )
 
@@ -1247,25 +1250,30 @@ def test_the_dgx_cloud_rows():
     rows = [r for r in every if r["source"] == DGXC]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (54, 53)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(3.6, abs=0.05)
-    assert s["metric_max_abs_error_pct"] == pytest.approx(11.8, abs=0.05)
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(3.9, abs=0.05)
+    assert s["metric_max_abs_error_pct"] == pytest.approx(11.6, abs=0.05)
     series = trends(rows)
     assert len(series) == 10 and all(t["match"] and t["measured_sign"] == -1 for t in series.values())
     small = [r for r in rows if r["name"].startswith("Llama 3.1 8B")]
     assert len(small) == 10 and min(r["metric_error_pct"] for r in small) > 8.6
     nemo = next(r for r in every if r["source"] == NEMO and r["name"].startswith("llama3-8b 8 H100"))
     mine = next(r for r in small if r["name"].startswith("Llama 3.1 8B FP8 8 H100"))
+    layouts = {(r.source, r.name): r.layout for r in runs()}
+    nemo_layout, mine_layout = layouts[NEMO, nemo["name"]], layouts[DGXC, mine["name"]]
     assert nemo["step_s_published"] / mine["published"] == pytest.approx(1.126, abs=0.001)
-    assert abs(nemo["metric_error_pct"]) < 0.75 and mine["step_s_predicted"] == pytest.approx(nemo["step_s_predicted"], rel=1e-9)
+    assert abs(nemo["metric_error_pct"]) < 0.75 and mine["step_s_predicted"] == pytest.approx(nemo["step_s_predicted"], rel=0.002)
+    assert not nemo_layout.fp8_all_gather and mine_layout.fp8_all_gather
+    assert replace(nemo_layout, fp8_all_gather=True) == mine_layout
     rest = [r for r in rows if r not in small]
     bias = {p: [r["metric_error_pct"] for r in rest if f" {p} " in r["name"]] for p in ("BF16", "FP8")}
-    assert sum(bias["BF16"]) / 22 == pytest.approx(0.1, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-0.9, abs=0.05)
+    assert sum(bias["BF16"]) / 22 == pytest.approx(0.1, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-2.3, abs=0.05)
 
 
 def test_the_held_out_nemotron_15b_rows_keep_their_step_flat_out_to_dp_512():
     """DGX Cloud's Nemotron-4 15B README (TP 4, MBS 4, GBS 4 per GPU, 16-2048 H100), added after every constant was
     fitted and left out of the fits: the published step stays within 2.7% from 16 to 2048 GPUs (2.812 to 2.887 s in
-    BF16), the data-parallel group growing from 4 to 512 ranks. Predicted: every row within 8% (mean 5.3%), both
+    BF16), the data-parallel group growing from 4 to 512 ranks. Predicted, the FP8 rows' parameters gathered as such
+    (the recipes' ``fp8_params``): every row within 7% (mean 4.7%), both
     series' trend signs right. Megatron-Core's gradient buckets carry it: with torch DDP's 25 MiB buckets the
     distributed optimizer's reduce-scatters and gathers at dp 512 pay the ring's latency 147 times each instead of
     10 times, and the 2048-GPU BF16 row is predicted 25% slow (4% with them)."""
@@ -1280,7 +1288,7 @@ def test_the_held_out_nemotron_15b_rows_keep_their_step_flat_out_to_dp_512():
     rows = [r for r in _published_rows() if r["source"] == DGXC_HELD_OUT]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (16, 16)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(5.3, abs=0.05) and s["metric_max_abs_error_pct"] < 8
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(4.7, abs=0.05) and s["metric_max_abs_error_pct"] < 7
     series = trends(rows)
     assert len(series) == 2 and all(t["match"] for t in series.values())
     (run,) = [r for r in runs() if r.source == DGXC_HELD_OUT and r.name.startswith("Nemotron-4 15B BF16 2048 ")]
@@ -1470,7 +1478,8 @@ def test_dgx_cloud_25_05_rows_hold_on_h100_and_show_gb200_of_early_2025_slower_t
     """NVIDIA's DGX Cloud recipes, release 25.05.04 (NeMo 25.04): the same recipes on H100 and GB200 NVL72. Each
     README's MFU, GBS x its model FLOPs / step / GPUs / peak, gives GB200 / H100 = 0.81-0.86 (peaks 2450 and 989
     TFLOP/s BF16, 4900 and 1979 FP8). By hand from its tables: Llama 3.1 405B BF16, 64 x 2.17e16 / 9.347 / 128 /
-    2.45e15 = 47.4%. Held out of every fit: the six H100 rows within -2.0 to +9.2%, the eighteen GB200 rows 17-26% fast
+    2.45e15 = 47.4%. Held out of every fit: the six H100 rows within -2.4 to +7.9% (the FP8 ones' parameters gathered
+    as such, as the recipes of this release do), the eighteen GB200 rows 17-26% fast
     (the model's GB200 efficiencies are the H100's, which Megatron-Bridge's 25.11 and later GB200 rows bear out)."""
     from parbench.sim.efficiency_fits import h100_rows_grid
     from parbench.sim.published_memory import (
@@ -1492,8 +1501,8 @@ def test_dgx_cloud_25_05_rows_hold_on_h100_and_show_gb200_of_early_2025_slower_t
     rows = [r for r in _published_rows() if r["source"] == DGXC_2505]
     h100 = [r["metric_error_pct"] for r in rows if r["cluster"] == "h100-sxm"]
     gb200 = [r["metric_error_pct"] for r in rows if r["cluster"] == "gb200-nvl72"]
-    assert len(h100) == 6 and -2.1 < min(h100) and max(h100) < 9.3
-    assert len(gb200) == 18 and -26 < min(gb200) and max(gb200) < -17
+    assert len(h100) == 6 and -2.5 < min(h100) and max(h100) < 8.0
+    assert len(gb200) == 18 and -26.1 < min(gb200) and max(gb200) < -17
     assert DGXC_2505 in HELD_OUT_SOURCES
     (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
     assert DGXC_2505 not in point["by_source"]
