@@ -55,6 +55,10 @@ class Cluster:
     """An FP8 GEMM's fraction of the FP8 peak, relative to ``gemm_efficiency`` (a BF16 GEMM's of the BF16 peak):
     an FP8 GEMM runs at ``peak_flops_fp8 x gemm_efficiency x fp8_gemm_share``. Below one where the same shape's
     fixed work (prologue, epilogue, operand traffic) weighs more at twice the math rate."""
+    mxfp8_gemm_share: float = 1.0
+    """An MXFP8 GEMM's rate relative to a per-tensor-scaled FP8 GEMM of the same shape (``Layout.fp8_scaling``
+    ``mxfp8``): a block-scaled kernel also loads one E8M0 scale per 32 elements of each operand and applies it
+    inside the tensor-core instruction, so it runs a little below the per-tensor kernel at equal FP8 peak."""
     attention_efficiency: float = 0.0
     """Fraction of the training dtype's peak a fused (flash) attention kernel reaches on the FLOPs it
     executes (causal: the lower triangle), forward and backward; 0 = ``gemm_efficiency``. Attention
@@ -324,8 +328,9 @@ class Cluster:
         shares = ("tracing_fsdp_between_share", "tracing_tp_between_share", "fsdp_between_share", "tp_between_share")
         if any(not 0 <= getattr(self, k) <= 1 for k in shares):
             raise ValueError(f"{', '.join(shares)} must be in [0, 1]")
-        if not 0 < self.fp8_gemm_share <= 1:
-            raise ValueError(f"fp8_gemm_share={self.fp8_gemm_share} must be in (0, 1]")
+        if not 0 < self.fp8_gemm_share <= 1 or not 0 < self.mxfp8_gemm_share <= 1:
+            raise ValueError(f"fp8_gemm_share={self.fp8_gemm_share} and mxfp8_gemm_share={self.mxfp8_gemm_share} "
+                             "must be in (0, 1]")
         if not 0 < self.backward_gemm_ratio <= 2:
             raise ValueError(f"backward_gemm_ratio={self.backward_gemm_ratio} must be in (0, 2]")
         if self.cache_bytes < 0 or self.beyond_cache_bandwidth_bytes_per_s < 0:
@@ -708,6 +713,10 @@ BLACKWELL_SOURCES = {
     "memory_bandwidth_bytes_per_s": "the same table: 7.7 TB/s; x0.8 achievable (assumed, as the H100's)",
     "intra": "fifth-generation NVLink 1.8 TB/s total = 900 GB/s per direction; x0.8 busbw (assumed, as the H100's)",
     "inter": "DGX B200: 8x ConnectX-7 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
+    "mxfp8_gemm_share": "0.95: Transformer Engine's GEMM profiling tutorial (docs/examples/gemm_profiling/gemm_profiling.rst "
+                        "@8f2e635) times one layer's twelve GEMMs (forward, input and weight gradients of a 5B model's four "
+                        "Linears, 15,872 tokens) on a B300 with pre-quantized operands: 6.812 ms per-tensor FP8 (current "
+                        "scaling), 7.161 ms MXFP8, 13.102 ms BF16; 6.812 / 7.161 = 0.951. Measured, not fitted",
     "gemm_efficiency": "the H100's fitted 0.65, FP8 share 0.875, attention 0.19 and flash3 0.33 (their fits on the H100's rows), not "
                        "refitted: checked on Megatron-Bridge's DGX-B200 and DGX-GB200 rows, held out "
                        "(parbench validate --published)",
@@ -770,7 +779,11 @@ def _sustained(preset: dict[str, Any], factor: float) -> dict[str, Any]:
             "attention_kernels": {k: round(v * factor, 2) for k, v in preset["attention_kernels"].items()}}
 
 
+MXFP8_OVER_TENSORWISE = 0.95
+"""Blackwell's MXFP8 GEMMs over its per-tensor-scaled FP8 GEMMs of the same shapes (``Cluster.mxfp8_gemm_share``;
+the figure and its source: ``BLACKWELL_SOURCES``)."""
 _BLACKWELL = {**_H100, "peak_flops": 2250e12, "peak_flops_fp8": 4500e12, **float32_peaks("B200 (HGX)"),
+              "mxfp8_gemm_share": MXFP8_OVER_TENSORWISE,
               "memory_bandwidth_bytes_per_s": 0.8 * 7700e9, "intra": Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 900e9)}
 PRESETS: dict[str, Cluster] = {
     "a100-80gb": Cluster(name="a100-80gb", memory_bytes=81920 * MIB, sources=A100_SOURCES, **_A100),

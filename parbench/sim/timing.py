@@ -5,7 +5,7 @@ a memory-bound operator costs overhead + bytes / bandwidth."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout, Recompute
@@ -194,6 +194,8 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
                   first: bool, last: bool) -> ChunkTime:
     """Seconds of a model chunk per micro-batch: forward, backward, recomputation, GEMM and attention shares."""
     members = ((model.pre,) if first else ()) + units + ((model.post,) if last else ())
+    if layout.fp8_scaling == "mxfp8":  # block-scaled FP8 GEMMs run at their own share of the FP8 rate
+        c = replace(c, fp8_gemm_share=c.fp8_gemm_share * c.mxfp8_gemm_share)
     total = ZERO_TIME
     core = layout.recompute is Recompute.SELECTIVE
     ops = layout.recompute is Recompute.OPS  # every other GEMM (and the elementwise work) runs again

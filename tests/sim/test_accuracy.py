@@ -219,33 +219,31 @@ def test_published_layout_pairs_and_whether_the_model_orders_them(capsys):
     s = pair_summary(pairs)
     assert s["decided"] == sum((p.published_ratio - 1) * 100 > PAIR_MARGIN_PCT for p in pairs) == 133
     assert s["decided"] + s["close"] == len(pairs) and s["precision"] + s["layout"] == s["decided"]
-    # fifteen pairs apart by more than 5% are misordered, listed first, the widest first: Qwen3-30B-A3B on 16 H100
+    # nine pairs apart by more than 5% are misordered, listed first, the widest first: Qwen3-30B-A3B on 16 H100
     # at 9058 tokens/s per GPU (26.02.01) against 5275 (25.11), which the same layout ran at 5113 in 26.02;
-    # DeepSeek-V3 on 256 GB200, FP8 on PP 8 and EP 32 28% faster than BF16 on PP 4 and EP 64; GPT-OSS on 64 H100
-    # at micro-batch 1 (two containers) 6% faster than at 4; and one layout of Llama 3 in FP8-CS 5-10% faster than
-    # in MXFP8 five times (the 405B on 256 GB300, the 8B on 8 GB200; a sixth in tp and cp too), which the model puts 1-2% the
-    # other way, the FP8-CS recipe's weights gathered in FP8 and MXFP8's in bf16 notwithstanding: MXFP8's casts need no
-    # amax pass, and its slower GEMMs are not modelled; and four of BigScience's
+    # DeepSeek-V3 on 256 GB200, FP8 on PP 8 and EP 32 28% faster than BF16 on PP 4 and EP 64; four of BigScience's
     # layout search, TP 4 ahead of TP 8 by 19% (MBS 2 and 4) and 7% (MBS 2 and 4), which the model puts 2-6% the
     # other way: its TP 4 rows carry their gradient all-reduce at the ring bandwidth measured on those nodes, and
-    # its TP 8 rows miss a cost of their own (6-20% fast); and Llama 3.1 8B on 128 H100, DGX Cloud's BF16 TP 1 x CP 2
-    # at GBS 2048 16% ahead of Cisco's MLPerf FP8 TP 2 at GBS 64 (one micro-batch a step), which the model puts 6% behind
+    # its TP 8 rows miss a cost of their own (6-20% fast); Llama 3.1 8B on 128 H100, DGX Cloud's BF16 TP 1 x CP 2
+    # at GBS 2048 16% ahead of Cisco's MLPerf FP8 TP 2 at GBS 64 (one micro-batch a step), which the model puts 6%
+    # behind; and GPT-OSS on 64 H100 at micro-batch 1 (two containers) 6% faster than at 4. Every pair of one
+    # layout in FP8 current scaling and in MXFP8 is ordered (the current-scaling run faster by 4-10%): MXFP8's
+    # GEMMs run at 0.95 of the per-tensor kernels' rate on Blackwell (``Cluster.mxfp8_gemm_share``)
     wrong = [p for p in pairs if p.decided and not p.ordered]
     assert [p.faster.split(" seq ")[0] for p in wrong] == [
         "qwen3-30b-a3b 16 H100 FP8-CS MBS 1", "deepseek-v3 256 GB200 MBS 1",
         "14336 x 70 (64 heads) 384 A100 TP 4 PP 12 DP 8 MBS 2", "14336 x 70 (64 heads) 384 A100 TP 4 PP 12 DP 8 MBS 4",
-        "Llama 3.1 8B BF16 128 H100 TP 1 PP 1 CP 2 VP 1 GBS 2048", *["llama3-405b 256 GB300 FP8-CS MBS 1"] * 3,
+        "Llama 3.1 8B BF16 128 H100 TP 1 PP 1 CP 2 VP 1 GBS 2048",
         "13312 x 82 (64 heads) 384 A100 TP 4 PP 12 DP 8 MBS 2", "13312 x 82 (64 heads) 384 A100 TP 4 PP 12 DP 8 MBS 4",
-        "gpt-oss-120b 64 H100 BF16 MBS 1", "gpt-oss-120b 64 H100 BF16 MBS 1", "llama3-405b 256 GB300 FP8-CS MBS 1",
-        "llama3-8b 8 GB200 MBS 2 TP 1 PP 1 CP 1 VP 1 GBS 128",
-        "llama3-405b 256 GB300 FP8-CS MBS 1"]
-    assert sum(set(p.differs) == {"fp8_scaling", "fp8_all_gather"} for p in wrong) == 5
+        "gpt-oss-120b 64 H100 BF16 MBS 1", "gpt-oss-120b 64 H100 BF16 MBS 1"]
+    scaling = [p for p in pairs if p.decided and set(p.differs) == {"fp8_scaling", "fp8_all_gather"}]
+    assert len(scaling) == 6 and all(p.ordered and "FP8-MX" in p.slower for p in scaling)
     assert wrong[0].published_ratio == pytest.approx(9058 / 5275)
-    assert pairs[:15] == wrong and s["decided_ordered"] == 118
+    assert pairs[:9] == wrong and s["decided_ordered"] == 124
     assert main(["validate", "--published"]) == 0
     out = capsys.readouterr().out
-    assert f"predicted faster in 118 of 133 pairs\npublished more than 5% apart ({s['precision_ordered']} of" in out
-    assert ("   1.280x    0.996x  WRONG dp, pp, micro_batches, ep, te_fp8, fp8_scaling, precision, chunk_layers: "
+    assert f"predicted faster in 124 of 133 pairs\npublished more than 5% apart ({s['precision_ordered']} of" in out
+    assert ("   1.280x    0.983x  WRONG dp, pp, micro_batches, ep, te_fp8, fp8_scaling, precision, chunk_layers: "
             "deepseek-v3") in out
     assert main(["validate", "--published", "--format", "json"]) == 0
     emitted = json.loads(capsys.readouterr().out)["published_pairs"]

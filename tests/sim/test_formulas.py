@@ -212,6 +212,35 @@ def test_fp8_parameter_gather_moves_one_byte_per_block_weight_and_casts_only_the
         replace(base, zero=0, fp8_all_gather=True)
 
 
+def test_mxfp8_gemms_run_at_their_measured_share_of_the_per_tensor_fp8_rate_on_blackwell():
+    """Transformer Engine's GEMM profiling tutorial times a layer's GEMMs on a B300 with pre-quantized operands:
+    6.812 ms per-tensor FP8, 7.161 ms MXFP8, so a block-scaled GEMM runs at 0.95 of the per-tensor rate. Llama 3.1
+    8B's blocks by hand (218,103,808 Linear weights a layer, 32 layers, 8192 tokens a sample) on a B200 (4,500
+    TFLOP/s dense FP8, GEMM efficiency 0.65, FP8 share 0.875): every forward Linear GEMM is compute-bound, so the
+    recipe moves the forward GEMM seconds by 2 x 8192 x 218,103,808 x 32 / (4.5e15 x 0.65 x 0.875) x (1 / 0.95 - 1);
+    attention's products (BF16) do not move. The H100's preset carries no MXFP8 figure (Hopper has no block-scaled
+    FP8 instruction), and a BF16 layout has no FP8 GEMM to slow."""
+    from dataclasses import replace
+
+    from parbench.sim.model import architecture_spec
+    from parbench.sim.models import MODELS
+    from parbench.sim.timing import chunk_times_s
+
+    model = architecture_spec(MODELS["llama3-8b"].arch, megatron=True)
+    base = Layout(strategy=Strategy.DDP, dp=8, global_batch_size=8, zero=1, precision=PRECISIONS["fp8"], attention="flash")
+
+    def chunk(cluster: str, **kw):
+        return chunk_times_s(PRESETS[cluster], model, replace(base, **kw), model.units, first=False, last=False)
+
+    tw, mx = chunk("b200", fp8_scaling="tensorwise"), chunk("b200", fp8_scaling="mxfp8")
+    slower = 2 * 8192 * 218_103_808 * 32 / (4.5e15 * 0.65 * 0.875) * (1 / 0.95 - 1)
+    assert (mx.gemm - mx.attention) / 3 - (tw.gemm - tw.attention) / 3 == pytest.approx(slower, rel=1e-9)
+    assert mx.attention == tw.attention
+    assert chunk("h100-sxm", fp8_scaling="mxfp8").gemm == chunk("h100-sxm", fp8_scaling="tensorwise").gemm
+    with pytest.raises(ValueError, match="mxfp8_gemm_share=0 "):
+        replace(PRESETS["b200"], mxfp8_gemm_share=0)
+
+
 def test_deepspeed_bf16_optimizer_all_reduces_float32_gradients_then_gathers_bf16_weights():
     """DeepSpeed's pipeline engine under its BF16 optimizer (its own ZeRO-1): after the flush the float32
     gradients are all-reduced whole (``_bf16_reduce_grads``), each rank steps its shard, and the bf16 weights are
