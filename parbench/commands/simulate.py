@@ -365,6 +365,12 @@ def _framework(a: argparse.Namespace, cluster):
         raise ConfigError(f"--te-fp8 needs --precision fp8 (got {a.precision})")
     if a.fp8_scaling and a.precision != "fp8":
         raise ConfigError(f"--fp8-scaling needs --precision fp8 (got {a.precision})")
+    if a.fp8_scaling == "mxfp8" and not cluster.mxfp8_gemm_share:
+        from parbench.sim.hardware import PRESETS
+
+        able = ", ".join(name for name, c in PRESETS.items() if c.mxfp8_gemm_share)
+        raise ConfigError(f"--fp8-scaling mxfp8: cluster {cluster.name} has no block-scaled FP8 GEMMs (presets that "
+                          f"have them: {able})")
     base = SOFTWARE[a.software]
     eager = _attention(a, cluster) == "eager"
     if a.attention_kernel and eager:

@@ -55,10 +55,11 @@ class Cluster:
     """An FP8 GEMM's fraction of the FP8 peak, relative to ``gemm_efficiency`` (a BF16 GEMM's of the BF16 peak):
     an FP8 GEMM runs at ``peak_flops_fp8 x gemm_efficiency x fp8_gemm_share``. Below one where the same shape's
     fixed work (prologue, epilogue, operand traffic) weighs more at twice the math rate."""
-    mxfp8_gemm_share: float = 1.0
+    mxfp8_gemm_share: float = 0.0
     """An MXFP8 GEMM's rate relative to a per-tensor-scaled FP8 GEMM of the same shape (``Layout.fp8_scaling``
     ``mxfp8``): a block-scaled kernel also loads one E8M0 scale per 32 elements of each operand and applies it
-    inside the tensor-core instruction, so it runs a little below the per-tensor kernel at equal FP8 peak."""
+    inside the tensor-core instruction, so it runs a little below the per-tensor kernel at equal FP8 peak.
+    0: the device has no block-scaled FP8 instruction (Hopper, Ampere); ``--fp8-scaling mxfp8`` is refused."""
     attention_efficiency: float = 0.0
     """Fraction of the training dtype's peak a fused (flash) attention kernel reaches on the FLOPs it
     executes (causal: the lower triangle), forward and backward; 0 = ``gemm_efficiency``. Attention
@@ -328,9 +329,10 @@ class Cluster:
         shares = ("tracing_fsdp_between_share", "tracing_tp_between_share", "fsdp_between_share", "tp_between_share")
         if any(not 0 <= getattr(self, k) <= 1 for k in shares):
             raise ValueError(f"{', '.join(shares)} must be in [0, 1]")
-        if not 0 < self.fp8_gemm_share <= 1 or not 0 < self.mxfp8_gemm_share <= 1:
-            raise ValueError(f"fp8_gemm_share={self.fp8_gemm_share} and mxfp8_gemm_share={self.mxfp8_gemm_share} "
-                             "must be in (0, 1]")
+        if not 0 < self.fp8_gemm_share <= 1:
+            raise ValueError(f"fp8_gemm_share={self.fp8_gemm_share} must be in (0, 1]")
+        if not 0 <= self.mxfp8_gemm_share <= 1:
+            raise ValueError(f"mxfp8_gemm_share={self.mxfp8_gemm_share} must be in [0, 1] (0: no MXFP8 GEMMs)")
         if not 0 < self.backward_gemm_ratio <= 2:
             raise ValueError(f"backward_gemm_ratio={self.backward_gemm_ratio} must be in (0, 2]")
         if self.cache_bytes < 0 or self.beyond_cache_bandwidth_bytes_per_s < 0:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from parbench.names import ConfigError
 from parbench.sim.hardware import Cluster
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.memory import FP32_BYTES
@@ -195,6 +196,8 @@ def chunk_times_s(c: Cluster, model: ModelSpec, layout: Layout, units: tuple[Uni
     """Seconds of a model chunk per micro-batch: forward, backward, recomputation, GEMM and attention shares."""
     members = ((model.pre,) if first else ()) + units + ((model.post,) if last else ())
     if layout.fp8_scaling == "mxfp8":  # block-scaled FP8 GEMMs run at their own share of the FP8 rate
+        if not c.mxfp8_gemm_share:
+            raise ConfigError(f"fp8_scaling 'mxfp8': cluster {c.name} has no block-scaled FP8 GEMMs (mxfp8_gemm_share = 0)")
         c = replace(c, fp8_gemm_share=c.fp8_gemm_share * c.mxfp8_gemm_share)
     total = ZERO_TIME
     core = layout.recompute is Recompute.SELECTIVE

@@ -218,8 +218,8 @@ def test_mxfp8_gemms_run_at_their_measured_share_of_the_per_tensor_fp8_rate_on_b
     8B's blocks by hand (218,103,808 Linear weights a layer, 32 layers, 8192 tokens a sample) on a B200 (4,500
     TFLOP/s dense FP8, GEMM efficiency 0.65, FP8 share 0.875): every forward Linear GEMM is compute-bound, so the
     recipe moves the forward GEMM seconds by 2 x 8192 x 218,103,808 x 32 / (4.5e15 x 0.65 x 0.875) x (1 / 0.95 - 1);
-    attention's products (BF16) do not move. The H100's preset carries no MXFP8 figure (Hopper has no block-scaled
-    FP8 instruction), and a BF16 layout has no FP8 GEMM to slow."""
+    attention's products (BF16) do not move. Hopper has no block-scaled FP8 instruction: an MXFP8 layout on an H100
+    is refused, by the model and by the command line before anything is predicted."""
     from dataclasses import replace
 
     from parbench.sim.model import architecture_spec
@@ -236,9 +236,11 @@ def test_mxfp8_gemms_run_at_their_measured_share_of_the_per_tensor_fp8_rate_on_b
     slower = 2 * 8192 * 218_103_808 * 32 / (4.5e15 * 0.65 * 0.875) * (1 / 0.95 - 1)
     assert (mx.gemm - mx.attention) / 3 - (tw.gemm - tw.attention) / 3 == pytest.approx(slower, rel=1e-9)
     assert mx.attention == tw.attention
-    assert chunk("h100-sxm", fp8_scaling="mxfp8").gemm == chunk("h100-sxm", fp8_scaling="tensorwise").gemm
-    with pytest.raises(ValueError, match="mxfp8_gemm_share=0 "):
-        replace(PRESETS["b200"], mxfp8_gemm_share=0)
+    with pytest.raises(ConfigError, match="cluster h100-sxm has no block-scaled FP8 GEMMs"):
+        chunk("h100-sxm", fp8_scaling="mxfp8")
+    assert [n for n, c in PRESETS.items() if c.mxfp8_gemm_share] == ["b200", "gb200-nvl72", "b300", "gb300-nvl72"]
+    with pytest.raises(ValueError, match="mxfp8_gemm_share=1.5 "):
+        replace(PRESETS["b200"], mxfp8_gemm_share=1.5)
 
 
 def test_deepspeed_bf16_optimizer_all_reduces_float32_gradients_then_gathers_bf16_weights():
@@ -676,13 +678,17 @@ def test_fp8_scaling_is_the_softwares_recipe_unless_given_and_needs_fp8(capsys):
     for software, given, expected in (("nemo", None, "delayed"), ("megatron-lm", None, "delayed"),
                                       ("torchtitan", None, "tensorwise"), ("nemo", "tensorwise", "tensorwise"),
                                       ("torchtitan", "mxfp8", "mxfp8")):
-        assert main([*args, "--software", software, *(["--fp8-scaling", given] if given else [])]) == 0
+        blackwell = ["--cluster", "b200"] if given == "mxfp8" else []  # MXFP8 is Blackwell's
+        assert main([*args, *blackwell, "--software", software, *(["--fp8-scaling", given] if given else [])]) == 0
         out = json.loads(capsys.readouterr().out)
         assert out["layout"]["fp8_scaling"] == expected
         steps[software, expected] = out["prediction"]["step_time_s"]
     assert steps["nemo", "delayed"] < steps["nemo", "tensorwise"]
     assert main(["simulate", "--model", "llama3-8b", "--fp8-scaling", "delayed"]) == 2
     assert "--fp8-scaling needs --precision fp8 (got bf16)" in capsys.readouterr().err
+    assert main([*args, "--cluster", "h100-sxm", "--fp8-scaling", "mxfp8"]) == 2
+    assert ("--fp8-scaling mxfp8: cluster h100-sxm has no block-scaled FP8 GEMMs (presets that have them: b200, "
+            "gb200-nvl72, b300, gb300-nvl72)") in capsys.readouterr().err
     assert main([*args[:-2], "--software", "nemo"]) == 0
     assert " fp8-scaling=delayed " in capsys.readouterr().out.splitlines()[0]
     with pytest.raises(ConfigError, match="fp8_scaling='hybrid' must be one of tensorwise, delayed, mxfp8"):

@@ -258,7 +258,8 @@ def _random_case(rng: random.Random):
                     attention=rng.choice(("eager", "flash")))
     cluster = rng.choice((A100, PRESETS["h100-sxm"], CPU_LIKE))
     if cluster.peak_flops_fp8 and rng.random() < 0.25:
-        layout = replace(layout, precision=PRECISIONS["fp8"], fp8_scaling=rng.choice(("tensorwise", "delayed", "mxfp8")))
+        recipes = ("tensorwise", "delayed") + (("mxfp8",) if cluster.mxfp8_gemm_share else ())
+        layout = replace(layout, precision=PRECISIONS["fp8"], fp8_scaling=rng.choice(recipes))
     return model_spec(w, megatron=rng.random() < 0.5), layout, cluster
 
 
@@ -309,10 +310,10 @@ def test_invariants_hold_on_random_layouts(case):
     # attention efficiency does (both presets)
     assert 2 * c.attention_efficiency <= c.gemm_efficiency
     assert p.mfu <= c.gemm_efficiency * c.gemm_peak_flops(layout.precision.gemm_dtype) / c.peak_flops
-    # an FP8 recipe whose casts move fewer bytes never lengthens the step (tensorwise 5, mxfp8 3 1/32, delayed 3)
+    # at one GEMM rate, an FP8 recipe whose casts move fewer bytes never lengthens the step (tensorwise 5, delayed 3)
     if layout.precision.gemm_dtype == "fp8":
-        steps = [predict(model, replace(layout, fp8_scaling=r), c).step_time_s for r in ("tensorwise", "mxfp8", "delayed")]
-        assert steps[0] >= steps[1] >= steps[2]
+        steps = [predict(model, replace(layout, fp8_scaling=r), c).step_time_s for r in ("tensorwise", "delayed")]
+        assert steps[0] >= steps[1]
     # a slower link never raises throughput
     for level in ("intra", "inter"):
         link = getattr(c, level)
