@@ -529,7 +529,8 @@ def test_the_what_if_predicts_under_the_training_software_chosen(monkeypatch):
 def test_the_what_if_takes_an_fp8_scaling_recipe_under_fp8_only(monkeypatch):
     """The FP8 scaling choice is off until the precision is fp8; NeMo's software then runs Transformer Engine's delayed
     scaling, and choosing per-tensor scaling (an amax pass per cast) gives what ``--fp8-scaling tensorwise``
-    predicts, a longer step; the search beside it is asked with the same recipe."""
+    predicts, a longer step; the search beside it is asked with the same recipe. MXFP8 on the H100 is refused with
+    the reason (no block-scaled FP8 GEMMs) and predicted once the cluster is a B200."""
     from dataclasses import replace
 
     from parbench.commands.simulate import predict_for
@@ -553,3 +554,12 @@ def test_the_what_if_takes_an_fp8_scaling_recipe_under_fp8_only(monkeypatch):
         steps[choice] = p.step_time_s
     assert steps["delayed"] < steps["tensorwise"]
     assert predict_for(what.command_args(), what.model(), PRESETS["h100-sxm"])[0].fp8_scaling == "delayed"
+    # MXFP8 needs Blackwell's block-scaled GEMMs: on the H100 the panel says why, on a B200 it predicts
+    at.selectbox(key="sim-fp8-scaling").set_value("mxfp8").run()
+    assert not at.exception
+    assert any("Not a valid layout: --fp8-scaling mxfp8: cluster h100-sxm has no block-scaled FP8 GEMMs" in e.value
+               for e in at.error)
+    at.selectbox(key="sim-cluster").set_value("b200").run()
+    assert not at.exception and not at.error
+    layout, p = predict_for(replace(what, fp8_scaling="mxfp8").command_args(), what.model(), PRESETS["b200"])
+    assert figure(at, "sim-whatif-time")["layout"]["title"]["text"].startswith(f"Step time {p.step_time_s * 1e3:,.1f} ms")
