@@ -422,7 +422,7 @@ def handle(a: argparse.Namespace) -> int:
     from parbench.sim.accuracy import nearest_lines, nearest_published
 
     layout, p = _predict(a, model, cluster)
-    nearby = nearest_published(model, layout, cluster, predict_row=command_prediction)
+    nearby = nearest_published(model, layout, cluster, build_row=command_layout)
     if a.format == "json":
         print(json.dumps({"cluster": cluster.name, "model": _model_dict(model), "layout": _layout_dict(layout),
                           "prediction": p.as_dict(),
@@ -450,11 +450,16 @@ def _cluster(a: argparse.Namespace):
 
 
 def _predict(a: argparse.Namespace, model, cluster):
-    """(layout, prediction) of one layout from the command line: the layout, its pipeline ends where
-    --account-for-ends asks, every layout rule checked, then the prediction."""
-    from dataclasses import replace
-
+    """(layout, prediction) of one layout from the command line: ``_checked_layout``, then the prediction."""
     from parbench.sim.predict import predict
+
+    layout = _checked_layout(a, model, cluster)
+    return layout, predict(model, layout, cluster)
+
+
+def _checked_layout(a: argparse.Namespace, model, cluster):
+    """The layout of the command line, its pipeline ends where --account-for-ends asks, every layout rule checked."""
+    from dataclasses import replace
 
     layout = _layout(a, cluster)
     if a.account_for_ends and layout.chunks > 1:
@@ -465,12 +470,21 @@ def _predict(a: argparse.Namespace, model, cluster):
             raise ConfigError(f"--account-for-ends: {exc}") from None
         layout = replace(layout, chunk_layers=ends)
     _check_rules(model, layout, cluster)
-    return layout, predict(model, layout, cluster)
+    return layout
 
 
 def command_prediction(argv: list[str]):
     """(cluster, model, layout, prediction) of ``parbench simulate ARGV`` for one layout, exactly as the command
     predicts it; ConfigError names what is wrong (argparse's own errors included), --search is refused."""
+    from parbench.sim.predict import predict
+
+    cluster, model, layout = command_layout(argv)
+    return cluster, model, layout, predict(model, layout, cluster)
+
+
+def command_layout(argv: list[str]):
+    """(cluster, model, layout) of ``parbench simulate ARGV`` for one layout, built and checked as the command
+    builds them, without the prediction (what ``reproduce.simulate_args`` compares a run with)."""
     import contextlib
     import io
 
@@ -486,7 +500,7 @@ def command_prediction(argv: list[str]):
     _check_ranges(a)
     cluster = _cluster(a)
     model = _model(a)
-    return (cluster, model, *_predict(a, model, cluster))
+    return cluster, model, _checked_layout(a, model, cluster)
 
 
 def _model_dict(model) -> dict:
@@ -628,7 +642,7 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
     front = pareto_front(cands)
     rejected = rejected_counts(cands)
     # the best layout's record: how far the model has been from published runs like it
-    nearby = nearest_published(model, feasible[0].layout, cluster, predict_row=command_prediction) if feasible else []
+    nearby = nearest_published(model, feasible[0].layout, cluster, build_row=command_layout) if feasible else []
     close = within_margin(feasible)
     if a.format == "json":
         row = lambda c: {"layout": describe(c.layout), **c.prediction.as_dict()}  # noqa: E731

@@ -35,11 +35,11 @@ def handle(a: argparse.Namespace) -> int:
     if a.format == "rows":
         if not a.published:
             raise ConfigError("--format rows writes the published runs as a rows file: give --published")
-        from parbench.commands.simulate import command_prediction
+        from parbench.commands.simulate import command_layout
         from parbench.sim.published_memory import timed_runs
         from parbench.sim.reproduce import rows_toml
 
-        print(rows_toml(timed_runs(), command_prediction), end="")
+        print(rows_toml(timed_runs(), command_layout), end="")
         return 0
     from parbench.sim.hardware import load_cluster
     from parbench.sim.validate import (noise_floor, single_process_ratios, summarize, term_errors, term_errors_by_config,

@@ -81,11 +81,11 @@ def distance(a: dict[str, float], b: dict[str, float]) -> float:
 
 
 def nearest_published(model: ModelSpec, layout: Layout, cluster: Cluster, k: int = NEAREST,
-                      predict_row: Callable[[list[str]], tuple] | None = None) -> list[Nearby]:
+                      build_row: Callable[[list[str]], tuple] | None = None) -> list[Nearby]:
     """The ``k`` published rows nearest to (model, layout) among those of its kind (dense or a mixture of
     experts) run on ``cluster``'s tensor cores, nearest first (ties by name); [] where none ran on such a
-    device (a CPU, a profile of another peak) or none of its kind did. With ``predict_row`` (``parbench simulate``'s
-    own builder, ``commands.simulate.command_prediction``) each row carries its own command line."""
+    device (a CPU, a profile of another peak) or none of its kind did. With ``build_row`` (``parbench simulate``'s
+    own builder, ``commands.simulate.command_layout``) each row carries its own command line."""
     import shlex
 
     from parbench.sim.published_memory import step_times_s, timed_runs
@@ -103,7 +103,7 @@ def nearest_published(model: ModelSpec, layout: Layout, cluster: Cluster, k: int
                           predicted_step_s=predicted, software=software_of(r.layout, moe=bool(mine["moe"])),
                           differs=tuple(f for f in SOFTWARE_FIELDS if getattr(layout, f) != getattr(r.layout, f)
                                         and (mine["moe"] or f != "moe_saved_outputs")),
-                          simulate=shlex.join(simulate_args(r, predict_row) or []) if predict_row else ""))
+                          simulate=shlex.join(simulate_args(r, build_row) or []) if build_row else ""))
     return out
 
 

@@ -36,8 +36,9 @@ def arch_args(arch: Architecture) -> list[str] | None:
     None where every preset differs in a field no flag sets (norm, positions, biases, dropout, windows, ...)."""
     best, arch = None, _canonical(arch)
     for name, preset in MODELS.items():
+        canonical = _canonical(preset.arch)
         differ = [f.name for f in fields(Architecture) if f.name != "name"
-                  and getattr(_canonical(preset.arch), f.name) != getattr(arch, f.name)]
+                  and getattr(canonical, f.name) != getattr(arch, f.name)]
         if any(k not in SHAPE_FLAGS and k not in BOOL_FLAGS for k in differ):
             continue
         flags = [f"{SHAPE_FLAGS[k]}={getattr(arch, k)}" if k in SHAPE_FLAGS
@@ -97,10 +98,11 @@ def layout_args(layout: Layout, moe: bool, mtp: int = 0) -> list[str] | None:
     return args
 
 
-def simulate_args(run: Run, predict_row: Callable[[list[str]], tuple]) -> list[str] | None:
+def simulate_args(run: Run, build_row: Callable[[list[str]], tuple]) -> list[str] | None:
     """The ``parbench simulate`` arguments that reproduce ``run`` exactly (its architecture, cluster and layout, so
-    its prediction), or None where the command cannot state it. ``predict_row(argv)``: (cluster, model, layout,
-    prediction) as ``parbench simulate ARGV`` builds them (``parbench.commands.simulate.command_prediction``)."""
+    its prediction), or None where the command cannot state it. ``build_row(argv)``: (cluster, model, layout, ...)
+    as ``parbench simulate ARGV`` builds them (``parbench.commands.simulate.command_layout``, which stops before the
+    prediction, or ``command_prediction``)."""
     model = arch_args(run.arch)
     layout = layout_args(run.layout, moe=bool(run.arch.experts), mtp=run.arch.mtp_layers)
     if model is None or layout is None:
@@ -108,7 +110,7 @@ def simulate_args(run: Run, predict_row: Callable[[list[str]], tuple]) -> list[s
     for precision in PRECISIONS:
         argv = [*model, f"--cluster={run.cluster}", *layout, f"--precision={precision}"]
         try:
-            cluster, spec, built, _ = predict_row(argv)
+            cluster, spec, built = build_row(argv)[:3]
         except ConfigError:
             continue
         if not run.arch.experts:  # how a MoE block weights its experts: no field of a dense model's step
@@ -119,12 +121,12 @@ def simulate_args(run: Run, predict_row: Callable[[list[str]], tuple]) -> list[s
     return None
 
 
-def rows_toml(runs: list[Run], predict_row: Callable[[list[str]], tuple]) -> str:
+def rows_toml(runs: list[Run], build_row: Callable[[list[str]], tuple]) -> str:
     """``runs`` as a rows file (``parbench.sim.rows``): each one the command can state (``simulate_args``) as a
     ``[[row]]``, the others listed in a comment."""
     out, left, seen = [], [], {}
     for run in runs:
-        argv = simulate_args(run, predict_row)
+        argv = simulate_args(run, build_row)
         if argv is None:
             left.append(run.name)
             continue

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from parbench.cli import main
-from parbench.commands.simulate import command_prediction
+from parbench.commands.simulate import command_layout, command_prediction
 from parbench.config import ConfigError
 from parbench.sim.architecture import read_hf_config
 from parbench.sim.published_memory import compare_runs
@@ -154,7 +154,7 @@ def test_every_published_run_the_command_can_state_comes_back_through_a_rows_fil
     path.write_text(text)
     rows = compare_rows(load_rows(path), command_prediction)
     timed = timed_runs()
-    argvs = [simulate_args(r, command_prediction) for r in timed]
+    argvs = [simulate_args(r, command_layout) for r in timed]
     stated = [r for r, argv in zip(timed, argvs) if argv is not None]
     assert len(rows) == len(stated) >= 231
     assert all(r["source"] == s.source and r["name"].startswith(s.name) for r, s in zip(rows, stated))
