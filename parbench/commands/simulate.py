@@ -168,8 +168,9 @@ def add_parser(sub) -> None:
     c.add_argument("--fp8-scaling", choices=FP8_SCALINGS,
                    help="with --precision fp8: how casts are scaled (Megatron-LM's --fp8-recipe names): tensorwise "
                         "(per tensor, each operand read for its amax first: torchao, Transformer Engine's current "
-                        "scaling), delayed (Transformer Engine's amax history), mxfp8 (32-element blocks); default: "
-                        "the software's (delayed for megatron-lm and nemo, else tensorwise)")
+                        "scaling), delayed (Transformer Engine's amax history), mxfp8 (32-element blocks; Blackwell "
+                        "presets only, their GEMMs at 0.95 of the per-tensor rate); default: the software's (delayed "
+                        "for megatron-lm and nemo, else tensorwise)")
     c.add_argument("--attention", choices=ATTENTION_KINDS, help="default: flash on GPU clusters, eager on CPU profiles")
     p.add_argument("--search", action="store_true", help="enumerate every layout for --gpus and --global-batch")
     p.add_argument("--top", type=int, default=10, help="--search: layouts to show")
