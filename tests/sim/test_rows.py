@@ -42,6 +42,25 @@ def test_the_example_file_predicts_what_the_published_tables_predict():
         assert r["allocator_gib_predicted"] == pytest.approx(b["allocator_gib_predicted"], rel=1e-12), r["name"]
 
 
+def test_the_layout_builder_is_the_prediction_s_without_the_prediction():
+    """``command_layout`` builds and checks what ``command_prediction`` predicts (cluster, model, layout), and refuses
+    what it refuses, with the same message, before any prediction."""
+    from parbench.layout import ConfigError
+
+    for argv in (LLAMA_8B.split(), [*LLAMA_8B.split(), "--precision", "fp8", "--zero", "1", "--software", "nemo"],
+                 ["--model", "llama3-8b", "--cluster", "b200", "--gpus", "8", "--precision", "fp8",
+                  "--fp8-scaling", "mxfp8"]):
+        built, predicted = command_layout(argv), command_prediction(argv)
+        assert built == predicted[:3]
+    for bad in (["--model", "llama3-8b", "--precision", "fp8", "--fp8-scaling", "mxfp8"],
+                ["--model", "llama3-8b", "--tp", "16", "--gpus", "16"], ["--model", "llama3-8b", "--search"]):
+        with pytest.raises(ConfigError) as built:
+            command_layout(bad)
+        with pytest.raises(ConfigError) as predicted:
+            command_prediction(bad)
+        assert str(built.value) == str(predicted.value)
+
+
 def test_each_metric_is_compared_with_the_prediction_s_own_step(tmp_path):
     """tokens/s per GPU = global batch x sequence / (step x GPUs), from the predicted step; the error is
     predicted / measured - 1."""
