@@ -215,10 +215,11 @@ def _trends(runs: list[dict]) -> dict:
 def _print_trends(series: dict) -> None:
     if not series:
         return
-    print("\nscaling series (sign of the per-GPU rate's change from the fewest to the most GPUs):")
+    print("\nscaling series (sign of the per-GPU rate's change from the fewest to the most GPUs, and the change):")
     for name, t in series.items():
-        print(f"  {name:<52}{' -> '.join(map(str, t['gpus'])):>18} GPUs: published {t['measured_sign']:+d}, "
-              f"predicted {t['predicted_sign']:+d}  {'ok' if t['match'] else 'WRONG'}")
+        print(f"  {name:<52}{' -> '.join(map(str, t['gpus'])):>18} GPUs: published {t['measured_sign']:+d} "
+              f"({t['measured_change_pct']:+.1f}%), predicted {t['predicted_sign']:+d} ({t['predicted_change_pct']:+.1f}%)"
+              f"  {'ok' if t['match'] else 'WRONG'}")
     right = sum(t["match"] for t in series.values())
     print(f"  trend sign right on {right} of {len(series)} series")
 

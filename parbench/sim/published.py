@@ -346,15 +346,18 @@ def per_gpu_rate(metric: str, value: float, gpus: int, batch: int = 1) -> float:
 def trends(rows: list[dict]) -> dict[str, dict]:
     """Per scaling series (rows sharing ``series``, ``gpus``, ``metric``, ``published``, ``predicted`` and, where
     the metric is an iteration time, ``global_batch``): the sign of the per-GPU rate's change from the smallest
-    to the largest GPU count, published and predicted."""
+    to the largest GPU count, published and predicted, and the change itself in % (``measured_change_pct``,
+    ``predicted_change_pct``: how far a wrong sign is from flat)."""
     out = {}
     for name in dict.fromkeys(r["series"] for r in rows if r.get("series")):
         s = sorted((r for r in rows if r.get("series") == name), key=lambda r: r["gpus"])
         lo, hi = s[0], s[-1]
         rate = lambda r, k: per_gpu_rate(r["metric"], r[k], r["gpus"], r.get("global_batch", 1))  # noqa: E731
-        measured, predicted = _sign(rate(hi, "published") - rate(lo, "published")), _sign(rate(hi, "predicted") - rate(lo, "predicted"))
+        change = {k: rate(hi, k) / rate(lo, k) - 1 for k in ("published", "predicted")}
+        measured, predicted = _sign(change["published"]), _sign(change["predicted"])
         out[name] = {"source": lo["source"], "gpus": [r["gpus"] for r in s], "measured_sign": measured,
-                     "predicted_sign": predicted, "match": measured == predicted}
+                     "predicted_sign": predicted, "match": measured == predicted,
+                     "measured_change_pct": 100 * change["published"], "predicted_change_pct": 100 * change["predicted"]}
     return out
 
 

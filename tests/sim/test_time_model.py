@@ -431,10 +431,17 @@ def test_one_layer_alone_is_predicted_within_6pct_of_korthikantis_table_4():
 
 def test_a_weak_scaling_series_compares_samples_per_gpu_second():
     """An iteration time is a rate of batch / (seconds x GPUs): a series whose batch grows with its GPUs speeds up
-    per GPU when its step stays put, which 1 / (seconds x GPUs) would read as a fall."""
+    per GPU when its step stays put, which 1 / (seconds x GPUs) would read as a fall. The change is reported too:
+    8 samples in 10 s on 8 GPUs, then 16 in 9.9 s on 16, is 10 / 9.9 - 1 = +1.01% a GPU; a prediction 1% slower at
+    both ends changes alike, and one flat in seconds at 16 GPUs (10 s) is flat per GPU."""
     rows = [{"series": "s", "source": "x", "metric": "s_per_iteration", "gpus": g, "global_batch": b,
              "published": t, "predicted": t * 1.01} for g, b, t in ((8, 8, 10.0), (16, 16, 9.9))]
-    assert trends(rows)["s"]["measured_sign"] == trends(rows)["s"]["predicted_sign"] == 1
+    t = trends(rows)["s"]
+    assert t["measured_sign"] == t["predicted_sign"] == 1
+    assert t["measured_change_pct"] == pytest.approx((10 / 9.9 - 1) * 100) == pytest.approx(t["predicted_change_pct"])
+    rows[1]["predicted"] = 10.0 * 1.01
+    t = trends(rows)["s"]
+    assert t["predicted_sign"] == 0 and t["predicted_change_pct"] == pytest.approx(0.0, abs=1e-9) and not t["match"]
 
 
 def test_per_source_summary_and_trend_signs():
