@@ -72,13 +72,16 @@ def handle(a: argparse.Namespace) -> int:
     targets = _targets(sources, run_sources)
     ok = all(s["comm_bytes_exact"] == s["runs"] for s in summary.values())
     if a.format == "json":
+        from parbench.sim.published import scale_out_excess
+
         print(json.dumps({"summary": summary, "noise_floor": noise, "single_process": single, "terms": terms,
                           "terms_by_config": by_config,
                           "runs": rows, "skipped": skipped,
                           "layout_pairs": local_pairs,
                           "published": published, "published_by_source": sources, "published_layers": layers,
                           "published_memory_runs": runs, "published_memory_by_source": run_sources,
-                          "published_trends": series, "published_splits": splits,
+                          "published_trends": series, "published_scale_out": scale_out_excess(series),
+                          "published_splits": splits,
                           "published_indistinct": indistinct, "published_pairs": pairs,
                           "published_targets": targets}, default=str))
         return 0 if ok else 1
@@ -222,6 +225,11 @@ def _print_trends(series: dict) -> None:
               f"  {'ok' if t['match'] else 'WRONG'}")
     right = sum(t["match"] for t in series.values())
     print(f"  trend sign right on {right} of {len(series)} series")
+    from parbench.sim.published import scale_out_excess
+
+    flat = scale_out_excess(series)
+    print(f"  the predicted per-GPU rate falls less than the published one in {flat['flatter']} of {len(series)} series "
+          f"(median {flat['median_pct_per_doubling']:+.2f}% a doubling of GPUs)")
 
 
 def _splits(runs: list[dict]) -> dict:

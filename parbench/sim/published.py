@@ -361,6 +361,19 @@ def trends(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
+def scale_out_excess(series: dict[str, dict]) -> dict:
+    """How much flatter than published the predicted per-GPU rate is across ``trends``' series: per series, the
+    predicted minus the published change in log rate per doubling of GPUs, in % (``excess_pct_per_doubling``:
+    positive where the prediction loses less per GPU as it scales out than the run did); ``flatter``, how many
+    series are positive, and their median."""
+    from statistics import median
+
+    excess = {name: 100 * (math.log1p(t["predicted_change_pct"] / 100) - math.log1p(t["measured_change_pct"] / 100))
+              / math.log2(t["gpus"][-1] / t["gpus"][0]) for name, t in series.items()}
+    return {"excess_pct_per_doubling": excess, "flatter": sum(e > 0 for e in excess.values()),
+            "median_pct_per_doubling": median(excess.values()) if excess else 0.0}
+
+
 def fixed_and_per_micro_batch(rows: list[dict]) -> dict[str, dict]:
     """Where a source ran one layout at two or more micro-batch counts per step (more data-parallel ranks at
     the same global batch, or a larger global batch on the same ranks), its step time splits in two: a part

@@ -38,8 +38,10 @@ def _figures(v: dict) -> dict:
     trends = list(v["published_trends"].values())
     pairs = pair_summary([LayoutPair(**{k: p[k] for k in LayoutPair.__dataclass_fields__}) for p in v["published_pairs"]])
     by = v["published_memory_by_source"]
+    flat = v["published_scale_out"]
     return {"sources": sorted((round(a, 1), round(b, 1), met) for a, b, met in judged),
             "met": (len(t["met"]), len(judged)), "trends": (sum(s["match"] for s in trends), len(trends)), "pairs": pairs,
+            "flatter": (flat["flatter"], len(trends)), "median_excess": round(flat["median_pct_per_doubling"], 2),
             "fit": (sum(s["ran_predicted_to_fit"] for s in by), sum(s["ran"] for s in by)),
             "oom": (sum(s["infeasible_predicted_not_to_fit"] for s in by), sum(s["infeasible"] for s in by))}
 
@@ -63,6 +65,9 @@ def test_the_simulator_docs_at_a_glance_table_is_what_validate_computes(validate
     f = _figures(validated)
     assert _at_a_glance(doc) == f["sources"]
     assert _ints(r"Scaling-trend sign right on (\d+) of (\d+) published series", doc) == f["trends"]
+    m = re.search(r"falls less than the published one in (\d+) of the (\d+) series \(median \+([\d.]+)% a doubling",
+                  " ".join(doc.split()))
+    assert m and ((int(m[1]), int(m[2])), float(m[3])) == (f["flatter"], f["median_excess"])
 
 
 def test_the_readme_s_validation_figures_are_what_validate_computes(validated):
@@ -74,6 +79,8 @@ def test_the_readme_s_validation_figures_are_what_validate_computes(validated):
     assert _ints(r"the run published faster is predicted faster in (\d+) of the (\d+) pairs published more than 5% "
                  r"apart \((\d+) of (\d+) that differ in precision alone, (\d+) of (\d+) in the layout", readme) == (
         p["decided_ordered"], p["decided"], p["precision_ordered"], p["precision"], p["layout_ordered"], p["layout"])
+    assert _ints(r"\((\d+) of (\d+) signs right; the predicted fall is the smaller in (\d+) of the (\d+)\)", readme) == (
+        *f["trends"], *f["flatter"])
     assert _ints(r"must be predicted to fit \((\d+) of (\d+) do;", readme) == f["fit"]
     assert _ints(r"clearly infeasible must not \((\d+) of (\d+):", readme) == f["oom"]
 

@@ -444,6 +444,26 @@ def test_a_weak_scaling_series_compares_samples_per_gpu_second():
     assert t["predicted_sign"] == 0 and t["predicted_change_pct"] == pytest.approx(0.0, abs=1e-9) and not t["match"]
 
 
+def test_scale_out_excess_is_how_much_flatter_the_prediction_falls_per_doubling():
+    """Per series, the predicted minus the published change of log per-GPU rate per doubling of GPUs: a run losing
+    4% per GPU from 8 to 32 GPUs (two doublings) predicted to lose 1% is ln(0.99 / 0.96) / 2 = +1.54% a doubling
+    flatter; a series predicted as published is 0; the count and the median follow."""
+    import math
+
+    from parbench.sim.published import scale_out_excess
+
+    series = {"a": {"gpus": [8, 16, 32], "measured_change_pct": -4.0, "predicted_change_pct": -1.0},
+              "b": {"gpus": [16, 32], "measured_change_pct": 1.0, "predicted_change_pct": 1.0},
+              "c": {"gpus": [64, 128], "measured_change_pct": -1.0, "predicted_change_pct": -3.0}}
+    flat = scale_out_excess(series)
+    a = 100 * math.log(0.99 / 0.96) / 2
+    assert flat["excess_pct_per_doubling"]["a"] == pytest.approx(a) == pytest.approx(1.5386, abs=1e-4)
+    assert flat["excess_pct_per_doubling"]["b"] == pytest.approx(0.0, abs=1e-12)
+    assert flat["excess_pct_per_doubling"]["c"] == pytest.approx(100 * math.log(0.97 / 0.99))
+    assert flat["flatter"] == 1 and flat["median_pct_per_doubling"] == pytest.approx(0.0, abs=1e-12)
+    assert scale_out_excess({}) == {"excess_pct_per_doubling": {}, "flatter": 0, "median_pct_per_doubling": 0.0}
+
+
 def test_per_source_summary_and_trend_signs():
     rows = compare_published()
     sources = per_source(rows)
