@@ -107,7 +107,7 @@ def fit_hopper_efficiencies(grid: list[dict] | None = None) -> tuple[float, floa
     return best["gemm"], best["attention"], best["fp8_share"]
 
 
-def leave_one_source_out(grid: list[dict], baseline: tuple[float, float, float] = (0.61, 0.19, 1.0)) -> list[dict]:
+def leave_one_source_out(grid: list[dict], baseline: tuple[float, float, float] = (0.64, 0.19, 1.0)) -> list[dict]:
     """Cross-validation of ``fit_hopper_efficiencies`` on ``h100_rows_grid``'s output: for each source held out,
     the grid point with the lowest mean |error| over every other source's rows (each row weighing the same), and
     that point's mean and max |error| on the held-out source beside the ``baseline`` point's (default: the pair
@@ -241,3 +241,65 @@ def gemm_overhead_grid(overheads: tuple[float, ...] = (0.0, 5e-6, 10e-6, 15e-6, 
     finally:
         PRESETS.update(saved)
     return out
+
+
+A100_PRESETS = ("a100-80gb", "jean-zay-a100", "a100-40gb")
+"""The presets that carry the A100's fitted GEMM and attention efficiencies."""
+
+SPREAD_HOPPER_GRID = {"gemms": tuple(round(0.63 + 0.01 * i, 2) for i in range(9)), "attentions": (0.17, 0.19, 0.21),
+                      "fp8_shares": (0.85, 0.875, 0.90)}
+"""The part of ``HOPPER_GRID`` (widened to 0.71) that ``rank_spread_errors`` refits the H100 on at each spread."""
+
+
+def refit_efficiencies(grid: dict | None = None) -> dict[str, tuple[float, ...]]:
+    """Refit, in place, every efficiency the presets carry from published rows at the presets' other constants:
+    the A100's GEMM efficiency (``fit_gemm_efficiency``), then its attention efficiency
+    (``fit_foundry_efficiencies``), then the H100's (GEMM, attention, FP8 share) (``fit_hopper_efficiencies`` on
+    ``grid``, default ``SPREAD_HOPPER_GRID``), which the Hopper and Blackwell presets take (Blackwell Ultra's x its
+    ``BLACKWELL_ULTRA_SPEEDUP``). Returns what was fitted."""
+    from parbench.sim.hardware import BLACKWELL_ULTRA_SPEEDUP
+
+    gemm = fit_gemm_efficiency()
+    for n in A100_PRESETS:
+        PRESETS[n] = replace(PRESETS[n], gemm_efficiency=gemm)
+    attention = fit_foundry_efficiencies("a100-80gb", fit_gemm=False)[1]
+    for n in A100_PRESETS:
+        PRESETS[n] = replace(PRESETS[n], attention_efficiency=attention)
+    h_gemm, h_attention, share = fit_hopper_efficiencies(h100_rows_grid(**(grid or SPREAD_HOPPER_GRID)))
+    kernels = {"flash2": h_attention, "flash3": round(h_attention * HOPPER_FLASH3_OVER_FLASH2, 2)}
+    for n in HOPPER_PRESETS:
+        PRESETS[n] = replace(PRESETS[n], gemm_efficiency=h_gemm, attention_efficiency=h_attention, fp8_gemm_share=share,
+                             attention_kernels=kernels)
+    for n, f in BLACKWELL_ULTRA_SPEEDUP.items():
+        PRESETS[n] = replace(PRESETS[n], gemm_efficiency=round(h_gemm * f, 2), attention_efficiency=round(h_attention * f, 2),
+                             fp8_gemm_share=share, attention_kernels={k: round(v * f, 2) for k, v in kernels.items()})
+    return {"a100": (gemm, attention), "h100": (h_gemm, h_attention, share)}
+
+
+RANK_SPREADS = tuple(round(0.002 * i, 3) for i in range(13))
+"""The grid ``fit_rank_spread`` searches: 0 to 2.4% by 0.2%."""
+
+
+def rank_spread_errors(spreads: tuple[float, ...] = RANK_SPREADS, grid: dict | None = None) -> dict[float, dict]:
+    """For each spread of the devices' speed (``Cluster.rank_spread``, set on every GPU preset): the efficiencies
+    refitted at it (``refit_efficiencies``) and the mean |error| of the rows ``overlap_interference_errors`` weighs
+    (every published dense row with a metric but the held-out sources') at the presets' interference. A spread
+    slows every step by its slowest device, more the more devices, so it trades with the efficiencies: it is fitted
+    with them, never at fixed ones. The presets are swapped for the duration and restored."""
+    saved = dict(PRESETS)
+    out = {}
+    try:
+        for spread in spreads:
+            PRESETS.update({n: replace(c, rank_spread=spread) for n, c in saved.items()})
+            fitted = refit_efficiencies(grid)
+            interference = PRESETS["h100-sxm"].overlap_interference
+            out[spread] = {**fitted, "mean_abs_error_pct": overlap_interference_errors((interference,))[interference]}
+    finally:
+        PRESETS.update(saved)
+    return out
+
+
+def fit_rank_spread(spreads: tuple[float, ...] = RANK_SPREADS) -> float:
+    """The GPU presets' ``rank_spread``: the point of ``spreads`` whose ``rank_spread_errors`` is least."""
+    errors = rank_spread_errors(spreads)
+    return min(errors, key=lambda s: errors[s]["mean_abs_error_pct"])

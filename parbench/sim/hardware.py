@@ -135,6 +135,10 @@ class Cluster:
     overlap_interference: float = 0.0
     """Fraction of a collective's hidden seconds it still adds by slowing the compute it overlaps
     (``parbench.sim.overlap.contended_s``; not tensor-parallel overlap)."""
+    rank_spread: float = 0.0
+    """Relative standard deviation of one device's compute speed across the devices of a cluster (same SKU: they
+    differ by manufacture, power management and cooling). A persistent difference, so every synchronous step
+    waits for the slowest of its ranks (``parbench.sim.timing.slowest_of``); 0 = identical devices."""
     cores: int = 0
     """CPU profiles: cores shared by all ranks (compute slows by ranks/cores beyond it); 0 = one device per rank."""
     step_scale: float = 1.0
@@ -311,6 +315,8 @@ class Cluster:
             raise ValueError(f"overlap={self.overlap} must be in [0, 1]")
         if not 0 <= self.overlap_interference <= 1:
             raise ValueError(f"overlap_interference={self.overlap_interference} must be in [0, 1]")
+        if not 0 <= self.rank_spread < 0.2:
+            raise ValueError(f"rank_spread={self.rank_spread} must be in [0, 0.2) (a relative standard deviation)")
         if self.peak_flops <= 0 or self.memory_bandwidth_bytes_per_s <= 0 or self.memory_bytes <= 0:
             raise ValueError("peak_flops, memory_bandwidth_bytes_per_s and memory_bytes must be > 0")
         if min(self.peak_flops_fp8, self.peak_flops_tf32, self.peak_flops_fp32, self.context_bytes, self.comm_buffer_bytes) < 0:
@@ -501,9 +507,9 @@ LATENCY_SOURCE = ("NCCL's tuning model (src/graph/tuning.cc, NCCL 2.2x: baseLat 
 GPU_MEMORY_SOURCES = {
     "overlap_interference": "0.6: over every published dense row (173, each source and device, the held-out Nemotron-4 "
                             "15B and BLOOM rows left out) the best of a 0.05 grid "
-                            "(parbench.sim.efficiency_fits.fit_overlap_interference), with the H100's and the A100's "
-                            "efficiencies fitted at it and they at it (a fixed point): 4.84% mean |error| against 4.84% / "
-                            "4.85% at 0.65 / 0.55 and 4.86% at 0.7; the rows pin it loosely. It was 0.7 until pipeline "
+                            "(parbench.sim.efficiency_fits.fit_overlap_interference), with the device spread, the H100's and "
+                            "the A100's efficiencies fitted at it and it at them (a fixed point): 4.516% mean |error| against "
+                            "4.528% / 4.530% at 0.55 / 0.65 and 4.557% at 0.7; the rows pin it loosely. It was 0.7 until pipeline "
                             "tensors went in tensor-parallel slices (Layout.pp_scatter_gather) and SC21 Table 1 refitted "
                             "the A100's GEMM efficiency from 0.70 to 0.68; 0.65 until Megatron-Core's gradient buckets "
                             "(Layout.megatron_grad_buckets), 0.6 until the optimizer step counted its mixed-precision "
@@ -527,15 +533,25 @@ GPU_MEMORY_SOURCES = {
                      "0.93, 1.22, 2.04 GB; this rule gives 0.58, 2.34, 4.68, a share of all the allocator holds 3.0, 4.4, 6.2",
     "backward_gemm_ratio": "1.0: cuBLAS takes a transposed operand as a layout flag (cublasGemmEx's transa/transb), and "
                            "the fitted gemm_efficiency is a forward + backward figure",
-    "moe_expert_fixed_s": "380 us per expert a rank holds, per MoE block and micro-batch: fitted "
+    "moe_expert_fixed_s": "370 us per expert a rank holds, per MoE block and micro-batch: fitted "
                           "(parbench.sim.efficiency_fits.fit_moe_expert_fixed_s, a 10 us grid) to Megatron-Bridge's "
                           "Qwen3-30B-A3B on 8 B200 (4096 tokens per micro-batch) and on 8 GB200 (16384), FP8, 16 experts "
-                          "a rank: +197% and +45% without it (a cost per micro-batch, not per token, closes most of both), "
-                          "+0.0% and -10.1% with it (the H100's efficiencies as fitted on every H100 source; the same "
-                          "380 us with the earlier pair and before NCCL's latencies). Held out: Qwen3-235B-A22B on 64 "
-                          "B200 +82% -> +1.2%, on 256 GB200 (BF16, 4 experts a rank) +9% -> -7.6%; the Megatron-LM "
-                          "Mixtral row (1 expert a rank) 4.8% -> 6.6%; Qwen3-30B-A3B on 16 H100 (FP8 current scaling) "
-                          "+144% -> +67%, not explained",
+                          "a rank: +199% and +47% without it (a cost per micro-batch, not per token, closes most of both), "
+                          "+0.5% and -9.3% with it (the H100's efficiencies as fitted on every H100 source; 380 us with "
+                          "the earlier pair, before NCCL's latencies and until the step waited for its slowest device). "
+                          "Held out: Qwen3-235B-A22B on 64 B200 +80% -> +0.1%, on 256 GB200 (BF16, 4 experts a rank) "
+                          "+7% -> -8.8%; the Megatron-LM Mixtral row (1 expert a rank) 5.2% -> 7.0%; Qwen3-30B-A3B on 16 "
+                          "H100 (FP8 current scaling) +140% -> +65%, not explained",
+    "rank_spread": "0.016: the spread of one device's speed across a cluster's devices, the best of a 0.002 grid "
+                   "from 0 to 0.024 (parbench.sim.efficiency_fits.fit_rank_spread) over the rows the overlap "
+                   "interference is fitted on (173 dense rows, the held-out sources left out), the A100's and the "
+                   "H100's efficiencies refitted at each point (a spread trades with them): 4.516% mean |error|, "
+                   "4.528% / 4.525% at 0.014 / 0.018, 4.517% at 0.02 and 4.739% at 0; the rows pin it loosely. "
+                   "Persistent: Sinha et al., \"Not All GPUs Are Created Equal\" (SC22, arXiv 2208.11035, abstract) "
+                   "measure an 8% (max 22%) average performance variation between the GPUs of one SKU in one "
+                   "cluster (power management and manufacture), outliers 1.5x slower than the median. A step waits "
+                   "for its slowest rank: 1 + 0.016 x E[max of n normals] (timing.slowest_of), 2.3% at 8 GPUs, 4.9% "
+                   "at 512, 6.2% at 10,240",
     "collective_base_latency_s": LATENCY_SOURCE,
     "multinode_all_reduce_latency_factor": LATENCY_SOURCE,
     "transcendental_s_per_element": "0: GELU, SiLU and softmax kernels are memory-bound on these GPUs (the CUDA cores' "
@@ -544,7 +560,7 @@ GPU_MEMORY_SOURCES = {
 }
 GPU_FIXED = dict(context_bytes=723 * MIB, comm_buffer_bytes=128 * MIB, fragmentation=0.13, overlap_interference=0.6,
                  collective_base_latency_s=RING_BASE_S, multinode_all_reduce_latency_factor=RING_PLATEAU,
-                 moe_expert_fixed_s=380e-6)
+                 moe_expert_fixed_s=370e-6, rank_spread=0.016)
 A100_SOURCES = {
     **GPU_MEMORY_SOURCES,
     "peak_flops": "NVIDIA A100 Tensor Core GPU datasheet (2021): BF16/FP16 312 TFLOP/s dense",
@@ -554,15 +570,16 @@ A100_SOURCES = {
     "intra": "A100 datasheet: NVLink 3 600 GB/s total = 300 GB/s per direction; x0.8 nccl-tests-style busbw (assumed)",
     "inter": "DGX A100 user guide: 8x ConnectX-6 HDR 200 Gb/s per node = 25 GB/s per GPU; x0.9 (assumed)",
     "gpus_per_node": "DGX A100: 8 GPUs per node",
-    "gemm_efficiency": "0.68: fitted (the one constant minimising mean |error|, parbench.sim.efficiency_fits.fit_gemm_efficiency) "
+    "gemm_efficiency": "0.72: fitted (the one constant minimising mean |error|, parbench.sim.efficiency_fits.fit_gemm_efficiency) "
                        "to the 10 rows of Narayanan et al. SC21 Table 1 (Megatron-LM GPT 1.7B-1T on 32-3072 A100, each "
                        "recomputing its layers' whole forward, the embedding and head not, its pipeline tensors sent in "
-                       "tensor-parallel slices, SC21 sec. 4.1); 0.70 while every tensor-parallel rank sent the whole "
+                       "tensor-parallel slices, SC21 sec. 4.1); 0.68 until the step waited for its slowest device (rank_spread: "
+                       "5.6% at 3072 GPUs, 3.2% at 32); 0.70 while every tensor-parallel rank sent the whole "
                        "tensor; 0.69 while the optimizer step "
                        "left out its mixed-precision passes (timing.optimizer_pass_bytes_per_element), 0.70 while the model "
                        "recomputed the head too; SC21 Table 2 and MT-NLG held out (parbench validate --published)",
-    "attention_efficiency": "0.34: fitted (parbench.sim.efficiency_fits.fit_foundry_efficiencies('a100-80gb', fit_gemm=False), "
-                            "the GEMM efficiency kept) to llm-foundry's A100 rows (8, MPT 1B-70B at 2K-65K tokens), which ran "
+    "attention_efficiency": "0.35: fitted (parbench.sim.efficiency_fits.fit_foundry_efficiencies('a100-80gb', fit_gemm=False), "
+                            "the GEMM efficiency kept; 0.34 before rank_spread) to llm-foundry's A100 rows (8, MPT 1B-70B at 2K-65K tokens), which ran "
                             "the Triton FlashAttention kernel, of FlashAttention-1's class: 25-40% of the A100's peak (Dao, "
                             "\"FlashAttention-2\", arXiv 2307.08691, 2023, abstract); torchtitan's A100 rows held out. "
                             "FlashAttention-2 runs take attention_kernels['flash2']",
@@ -582,28 +599,26 @@ H100_SOURCES = {
     "intra": "H100 datasheet: NVLink 4 900 GB/s total = 450 GB/s per direction; x0.8 busbw (assumed)",
     "inter": "DGX H100 user guide: 8x ConnectX-7 NDR 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
     "gpus_per_node": "DGX H100: 8 GPUs per node",
-    "gemm_efficiency": "0.65: fitted with attention_efficiency and fp8_gemm_share, the point of a grid (GEMM 0.58-0.70, "
+    "gemm_efficiency": "0.68: fitted with attention_efficiency and fp8_gemm_share, the point of a grid (GEMM 0.58-0.70, "
                        "attention 0.17-0.23, FP8 share 0.80-1.0) with the lowest mean |error| over the 108 published "
                        "dense rows with a metric on the H100's tensor cores (llm-foundry's 11, torchtitan's 18 H100 and "
                        "2 H200, Megatron-Bridge's 4 H100, NeMo's 12 and 7 long-sequence, the DGX Cloud tables' 54; "
-                       "parbench.sim.efficiency_fits.fit_hopper_efficiencies): 4.67%, against 4.72% at 0.64 and 5.95% "
-                       "at (0.61, 0.19, 1.0), the pair llm-foundry's rows alone give (fit_foundry_efficiencies). It "
-                       "was 0.64 while the collectives' latencies were assumed (4 us an NVLink step, 8 us every step of "
-                       "a ring that left the node) rather than NCCL's and the overlap interference was 0.5; it stayed "
-                       "0.65 as the interference went to 0.65 (the optimizer step's mixed-precision passes), 0.7 "
-                       "(Megatron-Core's gradient buckets) and back to 0.6 (pipeline tensors in tensor-parallel slices), "
-                       "and as Transformer Engine's delayed FP8 scaling stopped paying an amax pass per cast "
-                       "(timing.FP8_CAST_BYTES: 4.76% before). "
+                       "parbench.sim.efficiency_fits.fit_hopper_efficiencies): 4.63%, against 4.66% at 0.69, 4.77% at "
+                       "0.67 and 5.97% at (0.64, 0.19, 1.0), the pair llm-foundry's rows alone give "
+                       "(fit_foundry_efficiencies). It was 0.65 until every step waited for its slowest device "
+                       "(rank_spread, fitted with it: 2.3% slower at 8 GPUs, 4.9% at 512), and 0.64 while the "
+                       "collectives' latencies were assumed rather than NCCL's and the overlap interference was 0.5. "
+                       "One H200 measured the 1.3B GPT's own GEMMs at 0.68 of peak (H200_SOURCES). "
                        "Cross-validated (leave_one_source_out): fitted without each source in turn, the grid lands on "
-                       "(0.62-0.65, 0.19, 0.875-0.925) and predicts the left-out source's rows at 5.14% mean |error| "
-                       "against the llm-foundry pair's 5.95% (per source: DGX Cloud 4.5 / 6.0, Megatron-Bridge 8.3 / "
-                       "9.3, NeMo 2.4 / 2.9, NeMo long-sequence 3.9 / 4.7, torchtitan H100 6.7 / 6.8 better; "
-                       "torchtitan H200 15.0 / 12.9, llm-foundry 6.4 / 5.7 worse; the mean of the seven sources' "
-                       "means 6.75 / 6.91). The Nemotron-4 15B DGX Cloud rows, added later, are held out of every "
+                       "(0.65-0.69, 0.19, 0.875-0.925) and predicts the left-out source's rows at 5.23% mean |error| "
+                       "against the llm-foundry pair's 5.97% (per source: DGX Cloud 5.0 / 6.5, Megatron-Bridge 8.2 / "
+                       "9.2, NeMo 2.6 / 2.8, NeMo long-sequence 0.9 / 1.7, torchtitan H100 6.3 / 6.6 better; "
+                       "torchtitan H200 15.4 / 13.3, llm-foundry 7.2 / 6.0 worse; the mean of the seven sources' "
+                       "means 6.53 / 6.58). The Nemotron-4 15B DGX Cloud rows, added later, are held out of every "
                        "fit. The mixtures of experts (the Megatron-LM Mixtral row, Megatron-Bridge's) "
                        "are held out",
-    "fp8_gemm_share": "0.875: fitted with gemm_efficiency (above; 0.85 and 0.90 give 4.80% and 4.72% at their best GEMM "
-                      "efficiency, 1.0, FP8 GEMMs at the BF16 share of their peak, 5.89% at 0.62; 0.90 before delayed "
+    "fp8_gemm_share": "0.875: fitted with gemm_efficiency (above; 0.85 and 0.90 give 4.70% at their best GEMM "
+                      "efficiency, 1.0, FP8 GEMMs at the BF16 share of their peak, 5.91% at 0.65; 0.90 before delayed "
                       "scaling's casts were counted without their amax pass). Below one as FP8 GEMMs "
                       "run: the same shape's prologue, epilogue and operand traffic weigh twice as much at twice the "
                       "math rate. scripts/gpu_compute_check.py's gemm_fp8 section measures it on the device it runs on",
@@ -637,7 +652,7 @@ H100_96_SOURCES = {
     "peak_flops": "the H100 SXM datasheet's 989 TFLOP/s (torchtitan: the 500 W part's exact peak is unpublished, "
                   "\"between SXM and NVL\", 835 TFLOP/s dense by the H100 NVL datasheet; at their midpoint, 912, "
                   "these 18 rows' mean |error| goes from 6.7% to 7.8% with the H100 fit unmoved, so the SXM figure stays)",
-    "gemm_efficiency": "the H100 SXM's 0.65, FP8 share 0.875 (same tensor cores; these rows are among those they are "
+    "gemm_efficiency": "the H100 SXM's 0.68, FP8 share 0.875 (same tensor cores; these rows are among those they are "
                        "fitted on). Before attention had its own efficiency, fitting them alone gave 0.48 (read then as "
                        "the 500 W power limit); it was the slower attention kernel",
     "attention_efficiency": "the H100 SXM's 0.19",
@@ -657,11 +672,11 @@ def float32_peaks(model: str) -> dict[str, float]:
     return {"peak_flops_tf32": sheet.peak_flops["tf32"], "peak_flops_fp32": sheet.peak_flops["fp32"]}
 
 
-_A100 = dict(gpus_per_node=8, peak_flops=312e12, **float32_peaks("A100"), gemm_efficiency=0.68, attention_efficiency=0.34,
+_A100 = dict(gpus_per_node=8, peak_flops=312e12, **float32_peaks("A100"), gemm_efficiency=0.72, attention_efficiency=0.35,
              attention_kernels={"flash2": 0.50}, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
              memory_bandwidth_bytes_per_s=0.8 * 2039e9, intra=Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 300e9),
              inter=Link(latency_s=NET_STEP_S, bandwidth_bytes_per_s=0.9 * 25e9), overlap=1.0, **GPU_FIXED)
-_H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, **float32_peaks("H100 SXM"), gemm_efficiency=0.65, fp8_gemm_share=0.875, attention_efficiency=0.19,
+_H100 = dict(gpus_per_node=8, peak_flops=989e12, peak_flops_fp8=1979e12, **float32_peaks("H100 SXM"), gemm_efficiency=0.68, fp8_gemm_share=0.875, attention_efficiency=0.19,
              attention_kernels={"flash2": 0.19, "flash3": round(0.19 * HOPPER_FLASH3_OVER_FLASH2, 2)}, gemm_overhead_s=5e-6,
              op_overhead_s=3e-6, memory_bandwidth_bytes_per_s=0.8 * 3350e9,
              intra=Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 450e9),
@@ -675,7 +690,7 @@ H200_SOURCES = {
     "memory_bandwidth_bytes_per_s": "H200 datasheet: 4.8 TB/s; x0.8 achievable (assumed)",
     "intra": "H200 datasheet: NVLink 900 GB/s total = 450 GB/s per direction; x0.8 busbw (assumed)",
     "inter": "DGX H200: 8x ConnectX-7 400 Gb/s per node = 50 GB/s per GPU; x0.9 (assumed)",
-    "gemm_efficiency": "the H100 SXM's fitted 0.65, FP8 share 0.875 and attention 0.19 (same tensor cores). Measured on one H200 "
+    "gemm_efficiency": "the H100 SXM's fitted 0.68, FP8 share 0.875 and attention 0.19 (same tensor cores). Measured on one H200 "
                        "(scripts/gpu_compute_check.py, 2026-11-30): square bf16 GEMMs 0.70-0.81 "
                        "of peak, the 1.3B GPT's own GEMMs 0.68, FlashAttention-2 0.21; kept at the at-scale fit, which "
                        "also carries what one GPU alone does not (NCCL kernels sharing the SMs, a full node's power)",
@@ -684,7 +699,7 @@ A100_40_SOURCES = {
     **A100_SOURCES,
     "memory_bytes": "A100 40GB: 40,960 MiB as nvidia-smi reports the 40 GB part (half the 80 GB part's 81,920 MiB)",
     "memory_bandwidth_bytes_per_s": "A100 datasheet, 40GB column: HBM2 1,555 GB/s; x0.8 achievable (assumed)",
-    "gemm_efficiency": "the A100 80GB's fitted 0.68 and attention 0.34 (same tensor cores and clocks)",
+    "gemm_efficiency": "the A100 80GB's fitted 0.72 and attention 0.35 (same tensor cores and clocks)",
 }
 JEAN_ZAY_RING_BUS_BYTES_PER_S = 4.0e9 * 2 * 31 / 32 / 1.529
 """Bus bandwidth of a 4.0 GB all-reduce over 32 ranks on 4 of Jean Zay's A100 nodes, timed by BigScience in a median
@@ -719,7 +734,7 @@ BLACKWELL_SOURCES = {
                         "@8f2e635) times one layer's twelve GEMMs (forward, input and weight gradients of a 5B model's four "
                         "Linears, 15,872 tokens) on a B300 with pre-quantized operands: 6.812 ms per-tensor FP8 (current "
                         "scaling), 7.161 ms MXFP8, 13.102 ms BF16; 6.812 / 7.161 = 0.951. Measured, not fitted",
-    "gemm_efficiency": "the H100's fitted 0.65, FP8 share 0.875, attention 0.19 and flash3 0.33 (their fits on the H100's rows), not "
+    "gemm_efficiency": "the H100's fitted 0.68, FP8 share 0.875, attention 0.19 and flash3 0.33 (their fits on the H100's rows), not "
                        "refitted: checked on Megatron-Bridge's DGX-B200 and DGX-GB200 rows, held out "
                        "(parbench validate --published). The FP8 share carries over: Transformer Engine's GEMM profiling "
                        "tutorial (above) times one layer's pre-quantized GEMMs 1.92x faster in per-tensor FP8 than in BF16 "
@@ -747,8 +762,8 @@ BLACKWELL_ULTRA_SOURCES = {
     "memory_bytes": "the same table: 270 GB HBM3E (no published nvidia-smi printout found, so the decimal figure)",
     "memory_bandwidth_bytes_per_s": "the same table: 7.7 TB/s; x0.8 achievable (assumed, as every GPU preset's)",
     "inter": "DGX B300: 8x ConnectX-8 800 Gb/s, one per GPU = 100 GB/s; x0.9 (assumed)",
-    "gemm_efficiency": "the Blackwell presets' (the H100's fitted 0.65, FP8 share 0.875, attention 0.19, flash3 0.33), "
-                       "each x1.09 (0.71, 0.21, 0.36): Blackwell Ultra keeps Blackwell's BF16 and FP8 datasheet peaks, "
+    "gemm_efficiency": "the Blackwell presets' (the H100's fitted 0.68, FP8 share 0.875, attention 0.19, flash3 0.33), "
+                       "each x1.09 (0.74, 0.21, 0.36): Blackwell Ultra keeps Blackwell's BF16 and FP8 datasheet peaks, "
                        "yet Megatron-Bridge's tables (26.02, 26.02.01) run the same model, layout and precision 1.04-1.11x "
                        "faster on DGX-B300 than on DGX-B200, mean 1.09 over the four such pairs "
                        "(parbench.sim.efficiency_fits.same_layout_speedup); the board power (1.1 kW against 1.0 kW, the "
@@ -765,7 +780,7 @@ GB300_SOURCES = {
     "memory_bandwidth_bytes_per_s": "the same table: 8 TB/s; x0.8 achievable (assumed)",
     "gpus_per_node": "GB300 NVL72: 72 GPUs in one NVLink domain (the rack), each at 1.8 TB/s",
     "inter": "beyond the rack, one ConnectX-8 800 Gb/s per GPU (72 in the rack) = 100 GB/s; x0.9 (assumed)",
-    "gemm_efficiency": "the Blackwell presets' efficiencies x1.22 (0.79, attention 0.23, flash3 0.40): Megatron-Bridge's "
+    "gemm_efficiency": "the Blackwell presets' efficiencies x1.22 (0.83, attention 0.23, flash3 0.40): Megatron-Bridge's "
                        "tables (25.11, 26.02, 26.02.01) run the same model, layout and precision 1.19-1.23x faster on "
                        "DGX-GB300 than on DGX-GB200 at equal datasheet peaks, mean 1.22 over the five such pairs "
                        "(parbench.sim.efficiency_fits.same_layout_speedup); GB300's 1.4 kW board power against "

@@ -33,7 +33,8 @@ from parbench.sim.overlap import (context_parallel_exposed_s, expert_exchange_ex
                                   pipeline_send_exposed_s, prefetch_exposed_s, tensor_parallel_exposed_s)
 from parbench.sim.stages import Stage, stages
 from parbench.sim.timing import (ZERO_TIME, ChunkTime, chunk_times_s, data_time_s, fp32_grad_pass_s,
-                                 optimizer_pass_bytes_per_element, optimizer_time_s, oversubscription, training_ops)
+                                 optimizer_pass_bytes_per_element, optimizer_time_s, oversubscription, slowest_of,
+                                 training_ops)
 
 
 @dataclass(frozen=True)
@@ -369,7 +370,7 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
             else stages_memory(model, layout, sts, cluster))
     kinds = [mm.as_dict() for mm in mems]
     memory = Memory(**{k: max(d[k] for d in kinds) for k in kinds[0]})
-    slow = oversubscription(cluster, layout.world_size) * cluster.step_scale
+    slow = oversubscription(cluster, layout.world_size) * cluster.step_scale * slowest_of(cluster, layout.world_size)
     ps = layout.strategy is Strategy.PS
     times, timed, chunks = [], {}, {}
     for st in sts:

@@ -752,3 +752,37 @@ def test_accounting_for_the_embedding_and_loss_is_the_405b_recipes_layout(capsys
     assert main(args) == 0 and "chunk-layers=3,4x2,3" in capsys.readouterr().out
     assert main([*args, "--pp", "3", "--gpus", "3"]) == 2
     assert "--account-for-ends: accounting for the embedding and the loss needs blocks + 2 = 16" in capsys.readouterr().err
+
+
+def test_the_expected_slowest_of_n_normal_draws_matches_tippetts_table():
+    """E[max of n standard normals]: 1 / sqrt(pi) for two, 3 / (2 sqrt(pi)) for three (in closed form), and
+    Tippett's tabulated 1.53875, 2.50759 and 3.24144 for 10, 100 and 1000 (Biometrika 17, 1925)."""
+    from parbench.sim.timing import expected_max_normal
+
+    assert expected_max_normal(1) == 0.0
+    assert expected_max_normal(2) == pytest.approx(1 / math.sqrt(math.pi), abs=1e-6)
+    assert expected_max_normal(3) == pytest.approx(3 / (2 * math.sqrt(math.pi)), abs=1e-6)
+    for n, table in ((10, 1.53875), (100, 2.50759), (1000, 3.24144)):
+        assert expected_max_normal(n) == pytest.approx(table, abs=1e-5)
+
+
+def test_a_synchronous_step_computes_at_the_pace_of_its_slowest_device():
+    """Devices of one SKU differ in speed by a spread sigma (Cluster.rank_spread, 1% on the GPU presets): every
+    rank's compute in a step of n ranks takes 1 + sigma x E[max of n normals] of a typical device's, so Llama 3.1
+    8B's compute term at 10 and 100 data-parallel ranks is 1.0153875 and 1.0250759 x what identical devices give
+    (Tippett's table, as above). A spread is a relative standard deviation, never negative."""
+    from dataclasses import replace
+
+    from parbench.sim.model import architecture_spec
+    from parbench.sim.models import MODELS
+
+    model = architecture_spec(MODELS["llama3-8b"].arch, megatron=True)
+    h100 = PRESETS["h100-sxm"]
+    assert h100.rank_spread == 0.01
+    for n, table in ((10, 1.53875), (100, 2.50759)):
+        layout = Layout(strategy=Strategy.DDP, dp=n, global_batch_size=n, zero=1, precision=PRECISIONS["bf16"], attention="flash")
+        spread, same = predict(model, layout, h100), predict(model, layout, replace(h100, rank_spread=0.0))
+        assert spread.terms["time_compute_s"] / same.terms["time_compute_s"] == pytest.approx(1 + 0.01 * table, abs=1e-7)
+        assert spread.tokens_per_s < same.tokens_per_s
+    with pytest.raises(ValueError, match="rank_spread=-0.01 must be in"):
+        replace(h100, rank_spread=-0.01)
