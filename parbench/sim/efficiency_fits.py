@@ -209,7 +209,7 @@ HOPPER_PRESETS = ("h100-sxm", "h100-96gb", "h200-sxm", "b200", "gb200-nvl72")
 """The presets that carry the H100's fitted pair (the Blackwell ones inherit it, nothing refitted)."""
 
 
-HOPPER_NEIGHBOURHOOD = {"gemms": (0.62, 0.63, 0.64, 0.65, 0.66), "attentions": (0.17, 0.19, 0.21),
+HOPPER_NEIGHBOURHOOD = {"gemms": (0.65, 0.66, 0.67, 0.68, 0.69), "attentions": (0.17, 0.19, 0.21),
                         "fp8_shares": (0.85, 0.875, 0.90, 0.95)}
 """The part of ``HOPPER_GRID`` around the presets' point that ``gemm_overhead_grid`` refits on (60 points)."""
 

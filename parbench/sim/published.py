@@ -63,7 +63,7 @@ from parbench.sim.comm import tp_ops
 from parbench.sim.overlap import tensor_parallel_exposed_s
 from parbench.sim.predict import op_time_s, predict
 from parbench.sim.stages import Chunk, Stage
-from parbench.sim.timing import chunk_times_s
+from parbench.sim.timing import chunk_times_s, slowest_of
 
 SEQ, VOCAB = 2048, 51200
 SC21 = "Narayanan et al. SC21"
@@ -298,11 +298,12 @@ def layout_for(p: Published) -> Layout:
 
 def layer_time_s(p: Published, cluster: Cluster | None = None) -> float:
     """Forward + backward seconds of one of the row's transformer layers on one micro-batch, as a step predicts
-    them: its compute (recomputation included) and its tensor-parallel collectives after their overlap rule.
+    them: its compute (recomputation included) at the pace of the run's slowest device and its tensor-parallel
+    collectives after their overlap rule.
     Korthikanti et al. 2022 time one 22B layer so in their Table 4 (``K22_TABLE4``)."""
     c, model, layout = cluster or PRESETS[p.cluster], model_for(p), layout_for(p)
     unit = model.units[1]  # a middle layer: its input needs a gradient
-    chunk = chunk_times_s(c, model, layout, (unit,), first=False, last=False)
+    chunk = chunk_times_s(c, model, layout, (unit,), first=False, last=False).scaled(slowest_of(c, layout.world_size))
     alone = Stage(rank=0, chunks=(Chunk(0, 1, 2, False, False),), modules=((unit,),), holders=())
     tp = sum(op_time_s(c, layout, op) for op in tp_ops(model, layout, alone)) / layout.micro_batches
     return chunk.total + tensor_parallel_exposed_s(tp, chunk.gemm, layout.tp, overlap=layout.tp_comm_overlap,

@@ -232,7 +232,7 @@ CPU_LIKE = replace(A100, name="cpu-like", peak_flops=2e11, peak_flops_tf32=0.0, 
                    gemm_efficiency=1.0, attention_efficiency=0.25, memory_bandwidth_bytes_per_s=1e11,
                    stream_bandwidth_bytes_per_s=2e10, cache_bytes=3 * 2**19, beyond_cache_bandwidth_bytes_per_s=2.8e10,
                    weight_read_bandwidth_bytes_per_s=1.5e10, backward_gemm_ratio=0.7, transcendental_s_per_element=1.7e-9,
-                   cores=2, compute_slowdown={1: 1.0, 2: 1.05, 4: 2.2}, overlap=0.5)
+                   cores=2, compute_slowdown={1: 1.0, 2: 1.05, 4: 2.2}, overlap=0.5, rank_spread=0.0)
 """A calibrated CPU profile's shape (this project's 2-core VM: GEMMs at 190-211 GFLOP/s, an add at 100 GB/s within
 1.5 MiB of operands and 28 GB/s past it, a Linear's weight read at 15-20 GB/s, 2 cores and the compute slowdowns it
 measures), so the invariants also cover the terms and rules only CPU profiles set (half the overlap, so FSDP2's
@@ -401,29 +401,30 @@ def test_korthikantis_times_reproduce_the_utilization_and_speedups_printed_besid
 
 def test_korthikantis_rows_are_held_out_and_meet_the_targets():
     """Nothing in the model was fitted on these rows (the A100's GEMM efficiency comes from SC21 Table 1): mean
-    |error| 4.2% (5.1% before the optimizer step counted its mixed-precision passes, which the 22B's single
+    |error| 3.9% (4.2% before every step waited for its slowest device and the A100's GEMM efficiency was refitted
+    with that from 0.68 to 0.72; 5.1% before the optimizer step counted its mixed-precision passes, which the 22B's single
     micro-batch on 8 GPUs shows most, and the A100's GEMM efficiency and the overlap interference were refitted
     with them, 0.69 to 0.70 and 0.6 to 0.65, then 0.7 with Megatron-Core's gradient buckets; 0.68 and 0.6 since
-    the pipeline tensors go in tensor-parallel slices, SC21 sec. 4.1), max 10.2% (the 1T with sequence
-    parallelism and selective recomputation; 9.2% before), and the 530B's step grows as it goes from one pipeline
+    the pipeline tensors go in tensor-parallel slices, SC21 sec. 4.1), max 9.4% (the 1T with sequence
+    parallelism and selective recomputation; 10.2% before), and the 530B's step grows as it goes from one pipeline
     to eight at eight times the batch, published and predicted."""
     rows = [r for r in compare_published() if r["source"] == KORTHIKANTI]
     errs = [abs(r["error_pct"]) for r in rows]
-    assert len(rows) == 9 and sum(errs) / len(errs) == pytest.approx(4.2, abs=0.05) and max(errs) < 10.5
+    assert len(rows) == 9 and sum(errs) / len(errs) == pytest.approx(3.9, abs=0.05) and max(errs) < 10.5
     (src,) = [s for s in per_source(compare_published()) if s["source"] == KORTHIKANTI]
     assert src["series"]["Korthikanti 530B SP + selective"]["match"]
 
 
 def test_one_layer_alone_is_predicted_within_6pct_of_korthikantis_table_4():
     """Table 4 times one 22B layer (tp 8, micro-batch 4) forward + backward under each recomputation setting:
-    19.6, 19.0, 27.2, 20.9 and 20.3 ms. The prediction (the layer's compute and its exposed tensor-parallel
-    all-reduces, 3.2 ms of them) lies within 6% of each, 2.0% on average (-0.3, +3.0, -2.4, -3.5, -0.5% at the
-    GEMM efficiency of 0.68 that SC21 Table 1 gives; 3.0% at 0.70, before Table 1's pipelines sent their tensors in
-    tensor-parallel slices); without the all-reduces it would be 17% short."""
+    19.6, 19.0, 27.2, 20.9 and 20.3 ms. The prediction (the layer's compute at the pace of the slowest of the
+    run's 8 GPUs and its exposed tensor-parallel all-reduces, 3.2 ms of them) lies within 6% of each, 3.0% on
+    average (-2.2, +1.0, -4.2, -5.2, -2.3% at the GEMM efficiency of 0.72 that SC21 Table 1 gives with the devices'
+    spread; 2.0% at 0.68 without it); without the all-reduces it would be 17% short."""
     layers = compare_layers()
     assert [round(r["measured_ms"], 1) for r in layers] == [19.6, 19.0, 27.2, 20.9, 20.3]
     errs = [abs(r["error_pct"]) for r in layers]
-    assert max(errs) < 6 and sum(errs) / len(errs) == pytest.approx(1.95, abs=0.05)
+    assert max(errs) < 6 and sum(errs) / len(errs) == pytest.approx(3.0, abs=0.05)
     full = next(r for r in layers if r["recompute"] == "full")
     none = next(r for r in layers if r["recompute"] == "none" and not r["sequence_parallel"])
     assert full["predicted_ms"] > none["predicted_ms"] * 1.3  # the layer's forward and its all-reduces run again
@@ -542,17 +543,18 @@ def test_jean_zay_s_rings_cross_nodes_on_one_nic_pair_as_bigscience_measured():
 
 
 def test_the_a100_gemm_efficiency_is_the_sc21_table1_optimum():
-    """The preset's 0.68 minimises the mean |error| over SC21 Table 1 against its neighbours (the full
-    grid scan, ``fit_gemm_efficiency``, is marked slow; 0.69 before the optimizer step counted its
-    mixed-precision passes, 0.70 before the pipelines sent their tensors in tensor-parallel slices)."""
+    """The preset's 0.72 minimises the mean |error| over SC21 Table 1 against its neighbours (the full
+    grid scan, ``fit_gemm_efficiency``, is marked slow; 0.68 before every step waited for its slowest device,
+    which costs Table 1's 32-3072 GPUs 3.3-5.7%; 0.69 before the optimizer step counted its mixed-precision
+    passes, 0.70 before the pipelines sent their tensors in tensor-parallel slices)."""
     from parbench.sim.published import TABLE1
 
     def mae(e):
         rows = compare_published(replace(A100, gemm_efficiency=e), TABLE1)
         return sum(abs(r["error_pct"]) for r in rows) / len(rows)
 
-    assert A100.gemm_efficiency == 0.68
-    assert mae(0.68) <= min(mae(0.67), mae(0.69))
+    assert A100.gemm_efficiency == 0.72
+    assert mae(0.72) <= min(mae(0.71), mae(0.73))
 
 
 @pytest.mark.slow
@@ -567,13 +569,13 @@ def test_the_h100_efficiencies_are_the_best_point_over_every_h100_row():
     on its tensor cores, here on the grid's neighbourhood of it (the full grid: the slow test below)."""
     from parbench.sim.efficiency_fits import fit_hopper_efficiencies, h100_rows_grid
 
-    grid = h100_rows_grid(gemms=(0.64, 0.65, 0.66), attentions=(0.17, 0.19, 0.21), fp8_shares=(0.85, 0.875, 0.90))
+    grid = h100_rows_grid(gemms=(0.67, 0.68, 0.69), attentions=(0.17, 0.19, 0.21), fp8_shares=(0.85, 0.875, 0.90))
     assert sum(grid[0]["rows_by_source"].values()) == 108
     h100 = PRESETS["h100-sxm"]
     assert fit_hopper_efficiencies(grid) == (h100.gemm_efficiency, h100.attention_efficiency, h100.fp8_gemm_share) \
-        == (0.65, 0.19, 0.875)
+        == (0.68, 0.19, 0.875)
     for name in ("h100-96gb", "h200-sxm", "b200", "gb200-nvl72"):
-        assert (PRESETS[name].gemm_efficiency, PRESETS[name].fp8_gemm_share) == (0.65, 0.875)
+        assert (PRESETS[name].gemm_efficiency, PRESETS[name].fp8_gemm_share) == (0.68, 0.875)
 
 
 @pytest.mark.slow
@@ -606,12 +608,12 @@ def test_leave_one_source_out_refits_without_the_held_out_source():
 
 def test_a_fit_to_the_other_sources_predicts_dgx_cloud_better_than_llm_foundrys_pair():
     """Held out, the DGX Cloud tables (54 rows) are predicted better by the points the other H100 sources choose
-    than by the pair llm-foundry's rows alone give (0.61, 0.19, FP8 at the BF16 share): 5.6% against 6.6%, and so is
-    NeMo's 24.07 table (2.6% against 2.9%); torchtitan's two H200 rows the other way round: the sources disagree by
+    than by the pair llm-foundry's rows alone give (0.64, 0.19, FP8 at the BF16 share): 4.6% against 6.5%, and so is
+    NeMo's 24.07 table (2.6% against 2.8%); torchtitan's two H200 rows the other way round: the sources disagree by
     software generation, and the fit to all of them is what cross-validates best per row."""
     from parbench.sim.efficiency_fits import h100_rows_grid, leave_one_source_out
 
-    grid = h100_rows_grid(gemms=(0.61, 0.63, 0.64), attentions=(0.19,), fp8_shares=(0.90, 0.95, 1.0))
+    grid = h100_rows_grid(gemms=(0.64, 0.66, 0.68), attentions=(0.19,), fp8_shares=(0.875, 0.925, 1.0))
     folds = leave_one_source_out(grid)
     assert sum(f["rows"] for f in folds) == 108  # every source once, the two torchtitan tables apart
 
@@ -620,13 +622,13 @@ def test_a_fit_to_the_other_sources_predicts_dgx_cloud_better_than_llm_foundrys_
         return f
 
     dgxc, nemo, h200 = fold("NVIDIA", 54), fold("NeMo", 12), fold("torchtitan", 2)
-    assert dgxc["fitted"] == (0.61, 0.19, 0.95)
-    assert dgxc["held_out_mean_max_pct"][0] < dgxc["baseline_mean_max_pct"][0] - 0.7
-    assert nemo["held_out_mean_max_pct"][0] < nemo["baseline_mean_max_pct"][0] - 0.3
+    assert dgxc["fitted"] == (0.66, 0.19, 0.925)
+    assert dgxc["held_out_mean_max_pct"][0] < dgxc["baseline_mean_max_pct"][0] - 1.5
+    assert nemo["held_out_mean_max_pct"][0] < nemo["baseline_mean_max_pct"][0] - 0.1
     assert h200["held_out_mean_max_pct"][0] > h200["baseline_mean_max_pct"][0]
     per_row = sum(f["held_out_mean_max_pct"][0] * f["rows"] for f in folds) / 108
     baseline = sum(f["baseline_mean_max_pct"][0] * f["rows"] for f in folds) / 108
-    assert per_row < baseline - 0.4  # 5.68% against 6.22% on this grid
+    assert per_row < baseline - 0.8  # 4.99% against 5.97% on this grid
 
 
 def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes(monkeypatch):
@@ -666,7 +668,7 @@ def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes
     assert casts["tensorwise_over_delayed"]["measured"] > 1
     assert all(v["measured_s"] > 0 and v["predicted_s"] > 0 for k, v in passes.items() if k != "elements")
     curve = out["gemm_curve"]  # fitted to the smoke GEMMs, beside the preset it was run for
-    assert (curve["preset_fixed_s"], curve["preset_efficiency"]) == (5e-6, 0.65)
+    assert (curve["preset_fixed_s"], curve["preset_efficiency"]) == (5e-6, 0.68)
     if "error" in curve:  # CPU timings of 64-wide GEMMs are noise: a fit can find no slope, and must say so
         assert re.search("do not take longer with more flops|need >= 2 points", curve["error"]), curve["error"]
     else:
@@ -753,7 +755,7 @@ def test_measured_pairs_order_two_layouts_of_one_job_by_their_repeats():
 
 @pytest.mark.slow
 def test_fit_foundry_efficiencies_give_llm_foundrys_own_pair():
-    """llm-foundry's H100 rows alone give (0.61, 0.19), the baseline ``leave_one_source_out`` compares the fit to
+    """llm-foundry's H100 rows alone give (0.64, 0.19), the baseline ``leave_one_source_out`` compares the fit to
     every H100 source with (``fit_hopper_efficiencies``); the A100's attention efficiency is fitted on
     llm-foundry's A100 rows with the SC21 GEMM efficiency kept, at most half of it."""
     from parbench.sim.efficiency_fits import (
@@ -761,14 +763,14 @@ def test_fit_foundry_efficiencies_give_llm_foundrys_own_pair():
         leave_one_source_out,
     )
 
-    assert fit_foundry_efficiencies() == (0.61, 0.19) == leave_one_source_out.__defaults__[0][:2]
-    assert fit_foundry_efficiencies("a100-80gb", fit_gemm=False) == (0.68, A100.attention_efficiency) == (0.68, 0.34)
+    assert fit_foundry_efficiencies() == (0.64, 0.19) == leave_one_source_out.__defaults__[0][:2]
+    assert fit_foundry_efficiencies("a100-80gb", fit_gemm=False) == (0.72, A100.attention_efficiency) == (0.72, 0.35)
 
 
 @pytest.mark.slow
 def test_fit_overlap_interference_lands_within_the_rows_resolution_of_the_presets():
     """Over every published dense row the interference's best is the presets' 0.6; its neighbours 0.55 and 0.65
-    lie within 0.02 points of mean |error| of it, 0.4 0.19 points above (the rows pin it loosely)."""
+    lie within 0.02 points of mean |error| of it, 0.4 0.15 points above (the rows pin it loosely)."""
     from parbench.sim import efficiency_fits as fits
 
     preset = A100.overlap_interference
@@ -776,6 +778,22 @@ def test_fit_overlap_interference_lands_within_the_rows_resolution_of_the_preset
     errors = fits.overlap_interference_errors((0.4, 0.55, 0.6, 0.65))
     assert fits.fit_overlap_interference() == preset
     assert max(errors[0.55], errors[0.65]) - errors[preset] < 0.02 and errors[0.4] - errors[preset] > 0.1
+
+
+@pytest.mark.slow
+def test_fit_rank_spread_lands_on_the_presets_spread_with_the_efficiencies_refitted_at_each_point():
+    """The devices' spread is the best of its grid over the rows the interference is fitted on, the A100's and the
+    H100's efficiencies refitted at each point (they trade with it): the presets' 1.6% against its neighbours, each
+    with the efficiencies it implies (0.72 / 0.68 at 1.6%, 0.73 / 0.69 at 1.8%), and the presets restored after."""
+    from parbench.sim import efficiency_fits as fits
+
+    before = dict(PRESETS)
+    errors = fits.rank_spread_errors((0.014, 0.016, 0.018))
+    assert PRESETS == before
+    assert min(errors, key=lambda s: errors[s]["mean_abs_error_pct"]) == A100.rank_spread == 0.016
+    assert errors[0.016]["a100"] == (A100.gemm_efficiency, A100.attention_efficiency) == (0.72, 0.35)
+    assert errors[0.016]["h100"] == (0.68, 0.19, 0.875) and errors[0.018]["h100"] == (0.69, 0.19, 0.875)
+    assert errors[0.018]["a100"] == (0.73, 0.35)
 
 
 def _attention_unit():
@@ -979,11 +997,11 @@ def test_fp8_linears_pay_their_casts_and_the_vocabulary_head_stays_bf16():
 
 def test_a_named_flash_kernel_runs_at_its_published_efficiency():
     """FlashAttention-2 on an A100: 50% of peak, the low end of the 50-73% its paper reports (Dao 2023,
-    abstract), not the default kernel's 0.34; a kernel the device has no figure for runs at the default."""
+    abstract), not the default kernel's 0.35; a kernel the device has no figure for runs at the default."""
     from parbench.sim.timing import unit_times_s
 
     u, s, d = _attention_unit(), 8192, 1024
-    for kernel, eff in (("", 0.34), ("flash2", 0.50), ("unknown", 0.34)):
+    for kernel, eff in (("", 0.35), ("flash2", 0.50), ("unknown", 0.35)):
         expected = 2 * (A100.gemm_overhead_s + s * s * d / (312e12 * eff))  # QK^T and AV, causal: s^2 d each
         _, _, attn, _ = unit_times_s(A100, u, mb=1, tp=1, act_bytes=2, flash=True, kernel=kernel)
         assert attn == pytest.approx(expected)
@@ -1092,12 +1110,12 @@ def test_every_gpu_preset_cites_its_figures_and_the_new_ones_match_their_datashe
     datasheets' numbers (dense = half the sparse figure; memory as nvidia-smi prints it, in MiB), at the derating every
     preset uses."""
     need = ("peak_flops", "memory_bytes", "memory_bandwidth_bytes_per_s", "intra", "inter", "gemm_efficiency",
-            "attention_efficiency", "fragmentation", "context_bytes", "gemm_overhead_s")
+            "attention_efficiency", "fragmentation", "context_bytes", "gemm_overhead_s", "rank_spread")
     for name, cluster in PRESETS.items():
         assert not [k for k in need if not cluster.sources.get(k)], name
     a100_40, b200, gb200 = PRESETS["a100-40gb"], PRESETS["b200"], PRESETS["gb200-nvl72"]
     assert a100_40.memory_bytes == 40960 * 2**20 and a100_40.memory_bandwidth_bytes_per_s == 0.8 * 1555e9
-    assert (a100_40.peak_flops, a100_40.gemm_efficiency) == (312e12, 0.68)
+    assert (a100_40.peak_flops, a100_40.gemm_efficiency) == (312e12, 0.72)
     assert (b200.peak_flops, b200.peak_flops_fp8, b200.memory_bytes) == (4.5e15 / 2, 9e15 / 2, 183359 * 2**20)
     assert (gb200.peak_flops, gb200.peak_flops_fp8, gb200.memory_bytes) == (5e15 / 2, 10e15 / 2, 189471 * 2**20)
     assert b200.intra.bandwidth_bytes_per_s == 0.8 * 1.8e12 / 2 and gb200.gpus_per_node == 72
@@ -1212,7 +1230,7 @@ def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
     nemotron = splits["DGXC 25.05 Nemotron-4 340B GB200 BF16"]  # GBS 32-512 over dp 4-16: 8 to 128 micro-batches
     assert nemotron["micro_batches"] == [8, 8, 8, 32, 64, 128] and nemotron["per_micro_batch_error_pct"] < -20
     llama = splits["MLPerf v5.0 Llama 3.1 405B H100"]  # GBS 1120-1536 over dp 4-64: 24 to 288 micro-batches
-    assert llama["micro_batches"] == [24, 56, 64, 72, 288] and abs(llama["per_micro_batch_error_pct"]) < 1
+    assert llama["micro_batches"] == [24, 56, 64, 72, 288] and abs(llama["per_micro_batch_error_pct"]) < 2.5
     mlperf = splits["MLPerf v3.1 GPT-3 175B"]  # 8 to 128 micro-batches: GBS x 32 / GPUs over 6 configurations
     assert mlperf["micro_batches"] == [8, 8, 16, 16, 16, 128]
     assert mlperf["fixed_s_published"] < mlperf["fixed_s_predicted"] - 0.1  # the once-a-step part over-predicted
@@ -1248,22 +1266,22 @@ def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
     before = {n: PRESETS[n] for n in HOPPER_PRESETS}
     (row,) = gemm_overhead_grid((5e-6,))
     assert all(PRESETS[n] is before[n] for n in HOPPER_PRESETS)
-    assert (row["gemm"], row["attention"], row["fp8_share"]) == (0.65, 0.19, 0.875)
+    assert (row["gemm"], row["attention"], row["fp8_share"]) == (0.68, 0.19, 0.875)
     for s in summarize_by_source(_published_rows()):
         if s["metric_mean_abs_error_pct"] is not None:
             assert row["mean_abs_error_pct"][s["source"]] == pytest.approx(s["metric_mean_abs_error_pct"], abs=1e-9)
-    assert row["mean_abs_error_pct"]["Smith et al. 2022 (MT-NLG)"] == pytest.approx(10.2, abs=0.05)
+    assert row["mean_abs_error_pct"]["Smith et al. 2022 (MT-NLG)"] == pytest.approx(9.6, abs=0.05)
 
 
 def test_the_dgx_cloud_rows():
     """NVIDIA's DGX Cloud benchmarking tables (54 rows, 5 models in BF16 and FP8 on 8-2304 H100), among the rows the
     H100's efficiencies are fitted on (``fit_hopper_efficiencies``; held out, ``leave_one_source_out``: 4.7%):
-    mean |error| 3.9%, max 11.6%, every one of their 10 weak-scaling series' trend signs right. The misses are the
-    Llama 3.1 8B rows (TP 1, CP 2): +8.7..+11.6%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
-    (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.75%; the two differ only in the
+    mean |error| 3.9%, max 12.7%, every one of their 10 weak-scaling series' trend signs right. The misses are the
+    Llama 3.1 8B rows (TP 1, CP 2): +8.8..+12.7%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
+    (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.8%; the two differ only in the
     recipes' FP8 parameters gathered as such (DGX Cloud's ``configure.sh`` passes ``fp8_params``; NeMo 24.07's launcher
-    configs set none), 0.2% of a step. The other BF16 rows come out +0.1% on average and their FP8 twins -2.3%
-    (-0.9% with the gather counted in bf16; -1.6% while every FP8 cast paid an amax pass, delayed scaling's too;
+    configs set none), 0.2% of a step. The other BF16 rows come out +0.8% on average and their FP8 twins -1.2%
+    (+0.1% and -2.3% before every step waited for its slowest device; -0.9% with the gather counted in bf16; -1.6% while every FP8 cast paid an amax pass, delayed scaling's too;
     +3.2% and -4.8% at llm-foundry's pair, GEMM 0.63 and FP8 GEMMs at the BF16 share of their peak, before the
     overlap interference went from 0.7 to 0.6)."""
     from parbench.sim.published import trends
@@ -1279,32 +1297,32 @@ def test_the_dgx_cloud_rows():
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (54, 53)
     assert s["metric_mean_abs_error_pct"] == pytest.approx(3.9, abs=0.05)
-    assert s["metric_max_abs_error_pct"] == pytest.approx(11.6, abs=0.05)
+    assert s["metric_max_abs_error_pct"] == pytest.approx(12.7, abs=0.05)
     series = trends(rows)
     assert len(series) == 10 and all(t["match"] and t["measured_sign"] == -1 for t in series.values())
     small = [r for r in rows if r["name"].startswith("Llama 3.1 8B")]
-    assert len(small) == 10 and min(r["metric_error_pct"] for r in small) > 8.6
+    assert len(small) == 10 and min(r["metric_error_pct"] for r in small) > 8.7
     nemo = next(r for r in every if r["source"] == NEMO and r["name"].startswith("llama3-8b 8 H100"))
     mine = next(r for r in small if r["name"].startswith("Llama 3.1 8B FP8 8 H100"))
     layouts = {(r.source, r.name): r.layout for r in runs()}
     nemo_layout, mine_layout = layouts[NEMO, nemo["name"]], layouts[DGXC, mine["name"]]
     assert nemo["step_s_published"] / mine["published"] == pytest.approx(1.126, abs=0.001)
-    assert abs(nemo["metric_error_pct"]) < 0.75 and mine["step_s_predicted"] == pytest.approx(nemo["step_s_predicted"], rel=0.002)
+    assert abs(nemo["metric_error_pct"]) < 0.8 and mine["step_s_predicted"] == pytest.approx(nemo["step_s_predicted"], rel=0.002)
     assert not nemo_layout.fp8_all_gather and mine_layout.fp8_all_gather
     assert replace(nemo_layout, fp8_all_gather=True) == mine_layout
     rest = [r for r in rows if r not in small]
     bias = {p: [r["metric_error_pct"] for r in rest if f" {p} " in r["name"]] for p in ("BF16", "FP8")}
-    assert sum(bias["BF16"]) / 22 == pytest.approx(0.1, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-2.3, abs=0.05)
+    assert sum(bias["BF16"]) / 22 == pytest.approx(0.8, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-1.2, abs=0.05)
 
 
 def test_the_held_out_nemotron_15b_rows_keep_their_step_flat_out_to_dp_512():
     """DGX Cloud's Nemotron-4 15B README (TP 4, MBS 4, GBS 4 per GPU, 16-2048 H100), added after every constant was
     fitted and left out of the fits: the published step stays within 2.7% from 16 to 2048 GPUs (2.812 to 2.887 s in
     BF16), the data-parallel group growing from 4 to 512 ranks. Predicted, the FP8 rows' parameters gathered as such
-    (the recipes' ``fp8_params``): every row within 7% (mean 4.7%), both
-    series' trend signs right. Megatron-Core's gradient buckets carry it: with torch DDP's 25 MiB buckets the
+    (the recipes' ``fp8_params``): every row within 7.5% (mean 5.6%; 4.7% before every step waited for its
+    slowest device), both series' trend signs right. Megatron-Core's gradient buckets carry it: with torch DDP's 25 MiB buckets the
     distributed optimizer's reduce-scatters and gathers at dp 512 pay the ring's latency 147 times each instead of
-    10 times, and the 2048-GPU BF16 row is predicted 25% slow (4% with them)."""
+    10 times, and the 2048-GPU BF16 row is predicted 27% slow (5.7% with them)."""
     from parbench.sim.model import architecture_spec
     from parbench.sim.published import trends
     from parbench.sim.published_memory import (
@@ -1316,14 +1334,14 @@ def test_the_held_out_nemotron_15b_rows_keep_their_step_flat_out_to_dp_512():
     rows = [r for r in _published_rows() if r["source"] == DGXC_HELD_OUT]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (16, 16)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(4.7, abs=0.05) and s["metric_max_abs_error_pct"] < 7
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(5.6, abs=0.05) and s["metric_max_abs_error_pct"] < 7.5
     series = trends(rows)
     assert len(series) == 2 and all(t["match"] for t in series.values())
     (run,) = [r for r in runs() if r.source == DGXC_HELD_OUT and r.name.startswith("Nemotron-4 15B BF16 2048 ")]
     spec = architecture_spec(run.arch, megatron=True)
     steps = {flag: predict(spec, replace(run.layout, megatron_grad_buckets=flag), PRESETS[run.cluster]).step_time_s
              for flag in (True, False)}
-    assert steps[True] / run.value == pytest.approx(1.040, abs=0.005) and steps[False] / run.value > 1.24
+    assert steps[True] / run.value == pytest.approx(1.057, abs=0.005) and steps[False] / run.value > 1.26
 
 
 def _held_out_source(source: str, rows: int, mean_pct: float, max_pct: float) -> list[dict]:
@@ -1344,18 +1362,18 @@ def _held_out_source(source: str, rows: int, mean_pct: float, max_pct: float) ->
     (series,) = trends(mine).values()
     assert series["measured_sign"] == series["predicted_sign"] == -1
     assert source in HELD_OUT_SOURCES
-    (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
+    (point,) = h100_rows_grid(gemms=(0.68,), attentions=(0.19,), fp8_shares=(0.875,))
     assert source not in point["by_source"]
     return mine
 
 
-def test_nemotron4_reports_table2_reproduces_its_mfu_and_its_held_out_rows_come_within_6pct():
+def test_nemotron4_reports_table2_reproduces_its_mfu_and_its_held_out_rows_come_within_7pct():
     """Parmar et al. 2024 (Nemotron-4 15B Technical Report), Table 2: 768, 1536 and 2304 H100 at tp 8, four
     4096-token sequences per data-parallel rank, 0.57, 0.58 and 0.64 s an iteration. The transcription: each row's
     printed MFU follows from its time by the report's own count (6 x (its 12.5B non-embedding parameters + the
     256,000 x 6144 head) + 12 L h s FLOPs per token over 989 TFLOP/s), within what rounding the times to 0.01 s
     and the MFU to 0.1 leaves. The rows were added after every constant was fitted and are left out of every fit;
-    predicted: mean |error| 4.9%, max 5.6%, the per-GPU rate falling from 768 to 2304 GPUs as published."""
+    predicted: mean |error| 5.3%, max 6.8%, the per-GPU rate falling from 768 to 2304 GPUs as published."""
     from parbench.sim.published_memory import NEMOTRON4_REPORT, NEMOTRON4_TABLE2
 
     h, layers, seq = 6144, 32, 4096
@@ -1368,18 +1386,19 @@ def test_nemotron4_reports_table2_reproduces_its_mfu_and_its_held_out_rows_come_
 
     for gpus, batch, secs, mfu in NEMOTRON4_TABLE2:
         assert mfu_at(secs + 0.005, gpus, batch) - 0.05 <= mfu <= mfu_at(secs - 0.005, gpus, batch) + 0.05, (gpus, mfu)
-    _held_out_source(NEMOTRON4_REPORT, 3, 4.9, 6)
+    _held_out_source(NEMOTRON4_REPORT, 3, 5.3, 7)
 
 
-def test_mlperf_gpt3_rows_take_their_configs_batches_and_stay_within_13pct_out_to_10752_gpus():
+def test_mlperf_gpt3_rows_take_their_configs_batches_and_stay_within_15pct_out_to_10752_gpus():
     """NVIDIA's MLPerf Training v3.1 GPT-3 175B runs (TP 4, PP 8, VP 12, FP8 on 768-10,752 H100). The batches come
     from the configs' MINIBS (GBS = MINIBS x DP, DP = GPUs / 32); the logs' step counters, copied here, advance by
-    exactly GBS x 2048 tokens a step. Held out of every fit: mean |error| 6.3%, max 12.3% (the two 8-micro-batch
-    rows, predicted slow), the per-GPU rate falling from 768 to 10,752 GPUs as published."""
+    exactly GBS x 2048 tokens a step. Held out of every fit: mean |error| 7.9%, max 14.0% (the two 8-micro-batch
+    rows, predicted slow; 6.3% and 12.3% before every step waited for its slowest device, 5.6% of a step at
+    10,240 GPUs), the per-GPU rate falling from 768 to 10,752 GPUs as published."""
     from parbench.sim.published_memory import MLPERF_GPT3, MLPERF_GPT3_STEPS
 
     log_tokens_per_step = {96: 6291456, 512: 4194304, 768: 6291456, 1024: 8388608, 1280: 5242880, 1344: 5505024}
-    rows = _held_out_source(MLPERF_GPT3, 6, 6.3, 12.5)
+    rows = _held_out_source(MLPERF_GPT3, 6, 7.9, 14.5)
     assert [(r["gpus"], r["global_batch"] * 2048) for r in rows] == [
         (8 * n, log_tokens_per_step[n]) for n, _, _ in MLPERF_GPT3_STEPS]
 
@@ -1387,11 +1406,11 @@ def test_mlperf_gpt3_rows_take_their_configs_batches_and_stay_within_13pct_out_t
 def test_mlperf_v41_gpt3_rows_show_a_years_software_against_the_v31_ones():
     """MLPerf Training v4.1's GPT-3 runs (NeMo 24.09: TP 4, PP 8, VP 6, MBS 2; 256 and 512 H100 and 64 B200, GBS 2048
     each, as their logs' step counters of 2048 x 2048 tokens confirm; FP8 parameters gathered as such) are predicted
-    7-12% slow, where v3.1's (NeMo 23.09) come within 4.9% at 16 micro-batches or more: per micro-batch the v4.1 H100
-    steps are 14% faster than the model's. Held out of every fit."""
+    7-13% slow, where v3.1's (NeMo 23.09) come within 6.7% at 16 micro-batches or more: per micro-batch the v4.1 H100
+    steps are 15% faster than the model's. Held out of every fit."""
     from parbench.sim.published_memory import MLPERF_GPT3_V41
 
-    rows = _held_out_source(MLPERF_GPT3_V41, 3, 9.7, 12.0)
+    rows = _held_out_source(MLPERF_GPT3_V41, 3, 10.3, 13.0)
     assert [(r["gpus"], r["cluster"], r["global_batch"] * 2048) for r in rows] == [
         (256, "h100-sxm", 4194304), (512, "h100-sxm", 4194304), (64, "b200", 4194304)]
     assert all(r["step_s_predicted"] > r["step_s_published"] for r in rows)
@@ -1402,16 +1421,17 @@ def test_mlperf_v40_gpt3_rows_take_their_logs_batches_and_show_six_micro_batches
     MBS 1 on 10,752 and 11,616. Their GBS are the logs' ``global_batch_size`` (2304, 2688, 2904) and their steps a block's
     time over its steps: the blocks train 25,344, 26,880 and 26,136 sequences (``epoch_count`` / 2048), 11, 10 and 9
     steps. FP8 parameters gathered as such (``FP8_PARAMS=True``, NeMo's ``fp8_params``). Held out of every fit,
-    predicted slow: 7% at 72 micro-batches a pipeline, 11-12% at 6 (21% with the gather counted in bf16)."""
+    predicted slow: 8% at 72 micro-batches a pipeline, 13% at 6 (7% and 11-12% before every step waited for its
+    slowest device)."""
     from parbench.sim.published_memory import MLPERF_GPT3_V40, MLPERF_GPT3_V40_STEPS
 
     block_sequences = {64: 25344, 1344: 26880, 1452: 26136}
-    rows = _held_out_source(MLPERF_GPT3_V40, 3, 9.84, 12.0)
+    rows = _held_out_source(MLPERF_GPT3_V40, 3, 11.35, 13.5)
     for r, (_, _, _, nodes, gbs, pp, _, mbs, _) in zip(rows, MLPERF_GPT3_V40_STEPS):
         assert (r["gpus"], r["global_batch"]) == (8 * nodes, gbs) and block_sequences[nodes] % gbs == 0
         assert r["micro_batches"] == gbs // (8 * nodes // (4 * pp) * mbs)
     assert [r["micro_batches"] for r in rows] == [72, 6, 6]
-    assert [round(r["metric_error_pct"]) for r in rows] == [7, 12, 11]
+    assert [round(r["metric_error_pct"]) for r in rows] == [8, 13, 13]
 
 
 def test_mlperf_v50_llama405b_rows_take_their_logs_batches_and_hold_on_h100_to_two_percent():
@@ -1419,8 +1439,9 @@ def test_mlperf_v50_llama405b_rows_take_their_logs_batches_and_hold_on_h100_to_t
     MBS 1, 8192-token sequences. Each GBS is MINIBS x GPUs / (TP x PP x CP), what each log's sample counter advances by
     a step (1152, 1152, 1216, 1120, 1536 on 64-1024 DGX H100 nodes; 448 and 896 on 64 and 128 GB200 nodes of 4), and a
     pipeline takes MINIBS micro-batches of one, FP8 parameters gathered as such. Held out of every fit: the five H100
-    runs come within 1.5%, their per-GPU rate falling from 512 to 8192 GPUs as published; the two GB200 runs come
-    10-14% fast."""
+    runs come within 2%, their per-GPU rate falling from 512 to 8192 GPUs as published; the two GB200 runs come
+    10-12% fast, their per-GPU rate falling from 256 to 512 GPUs as published (flat before every step waited for
+    its slowest device)."""
     from parbench.sim.efficiency_fits import h100_rows_grid
     from parbench.sim.published import trends
     from parbench.sim.published_memory import (
@@ -1437,14 +1458,15 @@ def test_mlperf_v50_llama405b_rows_take_their_logs_batches_and_hold_on_h100_to_t
         for (_, _, _, nodes, per_node, minibs, _, _), seqs in zip(MLPERF_LLAMA405B_STEPS, log_sequences_per_step)]
     h100 = [r for r in rows if r["cluster"] == "h100-sxm"]
     gb200 = [r for r in rows if r["cluster"] == "gb200-nvl72"]
-    assert len(h100) == 5 and all(abs(r["metric_error_pct"]) < 1.5 for r in h100)
-    assert len(gb200) == 2 and all(-14 < r["metric_error_pct"] < -10 for r in gb200)
+    assert len(h100) == 5 and all(abs(r["metric_error_pct"]) < 2 for r in h100)
+    assert len(gb200) == 2 and all(-12.5 < r["metric_error_pct"] < -9.5 for r in gb200)
+    assert trends(gb200)["MLPerf v5.0 Llama 3.1 405B GB200"]["match"]
     (s,) = summarize_by_source(rows)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(3.70, abs=0.05) and s["ran_predicted_to_fit"] == 7
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(4.27, abs=0.05) and s["ran_predicted_to_fit"] == 7
     series = trends(h100)["MLPerf v5.0 Llama 3.1 405B H100"]
     assert series["measured_sign"] == series["predicted_sign"] == -1
     assert MLPERF_LLAMA405B in HELD_OUT_SOURCES
-    (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
+    (point,) = h100_rows_grid(gemms=(0.68,), attentions=(0.19,), fp8_shares=(0.875,))
     assert MLPERF_LLAMA405B not in point["by_source"]
 
 
@@ -1452,7 +1474,7 @@ def test_cisco_mlperf_v51_llama8b_rows_are_one_micro_batch_a_step_and_held_out()
     """Cisco's MLPerf Training v5.1 Llama 3.1 8B runs: 8 and 16 nodes of 8 H100, TP 1 and 2, MINIBS 1 and MBS 1, so
     GBS = 64 data-parallel ranks x 1 (the logs' sample counter advances by 64 a step) and one micro-batch a step;
     Llama 3.1 8B's own 128,256-token vocabulary; FP8 parameters gathered as such (``FP8_PARAMS``). Held out of every
-    fit: TP 1 predicted 2.2% slow, TP 2 11.6% fast."""
+    fit: TP 1 predicted 3.5% slow, TP 2 10.3% fast."""
     from parbench.sim.efficiency_fits import h100_rows_grid
     from parbench.sim.published_memory import (
         HELD_OUT_SOURCES,
@@ -1465,9 +1487,9 @@ def test_cisco_mlperf_v51_llama8b_rows_are_one_micro_batch_a_step_and_held_out()
              r.arch.vocab, r.arch.seq_len) for r in mine] == [(64, 1, 64, 64, 1, 128256, 8192),
                                                              (128, 2, 64, 64, 1, 128256, 8192)]
     rows = [r for r in _published_rows() if r["source"] == MLPERF_LLAMA8B_CISCO]
-    assert [round(r["metric_error_pct"], 1) for r in rows] == [2.2, -11.6]
+    assert [round(r["metric_error_pct"], 1) for r in rows] == [3.5, -10.3]
     assert MLPERF_LLAMA8B_CISCO in HELD_OUT_SOURCES
-    (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
+    (point,) = h100_rows_grid(gemms=(0.68,), attentions=(0.19,), fp8_shares=(0.875,))
     assert MLPERF_LLAMA8B_CISCO not in point["by_source"]
 
 
@@ -1492,13 +1514,13 @@ def test_mlperf_v60_llama8b_rows_take_their_logs_batches_and_show_a_year_of_soft
                                ("h100-sxm", 128, 2, 64, 64, 1, "delayed", True, 128256, 8192),
                                ("h200-sxm", 16, 1, 16, 32, 2, "tensorwise", True, 128256, 8192)]
     rows = {r["name"]: r for r in _published_rows() if r["source"] in (MLPERF_LLAMA8B_V60, MLPERF_LLAMA8B_CISCO)}
-    assert [round(r["metric_error_pct"], 1) for r in rows.values() if r["source"] == MLPERF_LLAMA8B_V60] == [17.9, 20.2, 12.5]
+    assert [round(r["metric_error_pct"], 1) for r in rows.values() if r["source"] == MLPERF_LLAMA8B_V60] == [19.3, 22.0, 12.9]
     v51, v60 = (rows[f"MLPerf {v} Llama 3.1 8B FP8 128 H100 TP 2 MBS 1 GBS 64 (Cisco{s})"]
                 for v, s in (("v5.1", " hpf_n16"), ("v6.0", "")))
     assert v51["predicted"] == pytest.approx(v60["predicted"], rel=1e-9)
     assert (v51["published"], v60["published"]) == (0.4754, 0.3496)
     assert MLPERF_LLAMA8B_V60 in HELD_OUT_SOURCES
-    (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
+    (point,) = h100_rows_grid(gemms=(0.68,), attentions=(0.19,), fp8_shares=(0.875,))
     assert MLPERF_LLAMA8B_V60 not in point["by_source"]
 
 
@@ -1506,7 +1528,7 @@ def test_dgx_cloud_25_05_rows_hold_on_h100_and_show_gb200_of_early_2025_slower_t
     """NVIDIA's DGX Cloud recipes, release 25.05.04 (NeMo 25.04): the same recipes on H100 and GB200 NVL72. Each
     README's MFU, GBS x its model FLOPs / step / GPUs / peak, gives GB200 / H100 = 0.81-0.86 (peaks 2450 and 989
     TFLOP/s BF16, 4900 and 1979 FP8). By hand from its tables: Llama 3.1 405B BF16, 64 x 2.17e16 / 9.347 / 128 /
-    2.45e15 = 47.4%. Held out of every fit: the six H100 rows within -2.4 to +7.9% (the FP8 ones' parameters gathered
+    2.45e15 = 47.4%. Held out of every fit: the six H100 rows within -1.3 to +7.8% (the FP8 ones' parameters gathered
     as such, as the recipes of this release do), the eighteen GB200 rows 17-26% fast
     (the model's GB200 efficiencies are the H100's, which Megatron-Bridge's 25.11 and later GB200 rows bear out)."""
     from parbench.sim.efficiency_fits import h100_rows_grid
@@ -1529,10 +1551,10 @@ def test_dgx_cloud_25_05_rows_hold_on_h100_and_show_gb200_of_early_2025_slower_t
     rows = [r for r in _published_rows() if r["source"] == DGXC_2505]
     h100 = [r["metric_error_pct"] for r in rows if r["cluster"] == "h100-sxm"]
     gb200 = [r["metric_error_pct"] for r in rows if r["cluster"] == "gb200-nvl72"]
-    assert len(h100) == 6 and -2.5 < min(h100) and max(h100) < 8.0
-    assert len(gb200) == 18 and -26.1 < min(gb200) and max(gb200) < -17
+    assert len(h100) == 6 and -1.5 < min(h100) and max(h100) < 8.0
+    assert len(gb200) == 18 and -25.5 < min(gb200) and max(gb200) < -17
     assert DGXC_2505 in HELD_OUT_SOURCES
-    (point,) = h100_rows_grid(gemms=(0.65,), attentions=(0.19,), fp8_shares=(0.875,))
+    (point,) = h100_rows_grid(gemms=(0.68,), attentions=(0.19,), fp8_shares=(0.875,))
     assert DGXC_2505 not in point["by_source"]
 
 
@@ -1541,7 +1563,7 @@ def test_megatron_lms_readme_gpt3_example_is_its_138_teraflops_and_is_held_out()
     takes around 32 seconds resulting in 138 teraFLOPs per GPU which is 44% of the theoretical peak". By hand: eq. (3)
     (96 B s l h^2 (1 + s/(6h) + V/(16 l h)), s 2048, l 96, h 12288, V 51200) over 138 TFLOP/s x 1024 GPUs is 31.9 s,
     and 138 / 312 is 44%; 8 data-parallel pipelines of 192 micro-batches of one. Held out of every fit, predicted
-    8.9% fast: SC21's 175B rows at TP 8 x PP 12 come out 3.8-4.9% fast."""
+    8.8% fast: SC21's 175B rows at TP 8 x PP 12 come out 3.6-5.3% fast."""
     from parbench.sim.published import MEGATRON_README, README_175B, layout_for
     from parbench.sim.published_memory import HELD_OUT_SOURCES
 
@@ -1554,7 +1576,7 @@ def test_megatron_lms_readme_gpt3_example_is_its_138_teraflops_and_is_held_out()
         8, 8, 16, 192, Recompute.FULL, Schedule.ONE_F_ONE_B)
     assert lay.precision == PRECISIONS["fp16"] and row in PUBLISHED and MEGATRON_README in HELD_OUT_SOURCES
     (r,) = compare_published(rows=README_175B)
-    assert r["error_pct"] == pytest.approx(-8.9, abs=0.05)
+    assert r["error_pct"] == pytest.approx(-8.8, abs=0.05)
 
 
 def test_the_deepseek_v3_gb200_guide_row_is_its_970_teraflops_by_megatron_cores_count_and_is_held_out():
@@ -1563,7 +1585,7 @@ def test_the_deepseek_v3_gb200_guide_row_is_its_970_teraflops_by_megatron_cores_
     (hidden 7168, 128 heads, q_lora 1536, kv_lora 512, qk 128 + rope 64, v 128, 3 dense blocks of 18432 and 58 MoE
     blocks of 8 routed + 1 shared experts of 2048, vocabulary 129280): 6 x (MLPs + 61 x MLA, its core attention
     causal, + logits) = 249.8 GFLOP, so 3883 tokens/s per GPU and an 8.44 s step. Held out of every fit, predicted
-    within 1.5%."""
+    within 3% (2.8% slow; 1.2% before every step waited for its slowest device)."""
     from parbench.sim.published_memory import (
         DSV3_GB200_GUIDE,
         HELD_OUT_SOURCES,
@@ -1586,7 +1608,7 @@ def test_the_deepseek_v3_gb200_guide_row_is_its_970_teraflops_by_megatron_cores_
     assert sum(lay.chunk_layers) == 61 and lay.precision.gemm_dtype == "fp8" and lay.fp8_scaling == "mxfp8"
     assert DSV3_GB200_GUIDE in HELD_OUT_SOURCES
     (r,) = [r for r in _published_rows() if r["source"] == DSV3_GB200_GUIDE]
-    assert abs(r["metric_error_pct"]) < 1.5
+    assert abs(r["metric_error_pct"]) < 3
 
 
 PREQUEL_TFLOPS = (149.75, 146.90, 143.73, 145.01, None, None, 117.91, 136.20, 141.76, 151.71, 128.10, 145.68, 151.18,
@@ -1629,7 +1651,7 @@ def test_bigscience_layout_search_rows_reproduce_their_printed_teraflops_and_sho
     tp8 = [e for n, e in errors.items() if " TP 8 " in n]
     assert len(tp4) == 12 and max(map(abs, tp4)) < 6.6 and sum(abs(e) < 3 for e in tp4) == 10
     assert len(tp8) == 4 and -21 < min(tp8) and max(tp8) < -6
-    assert sum(map(abs, errors.values())) / len(errors) == pytest.approx(5.2, abs=0.05)
+    assert sum(map(abs, errors.values())) / len(errors) == pytest.approx(5.1, abs=0.05)
 
 
 def test_terms_by_configuration_take_medians_over_repeats_and_name_the_largest_gap():
