@@ -123,11 +123,9 @@ def test_validate_published_runs_without_a_local_profile(tmp_path, capsys):
     right = sum(line.rstrip().endswith("  ok") for line in out.splitlines())
     wrong = [line.split()[:6] for line in out.splitlines() if line.rstrip().endswith("  WRONG") and "GPUs" in line]
     assert n >= 6 and right + len(wrong) == n and f"trend sign right on {right} of {n} series" in out
-    # flat where published falls 2.5% (MLPerf) and 1.7% (NeMo 25.04's Llama 3.1 405B on GB200, BF16 and FP8);
-    # falling 1.8% where MLPerf v6.0's Llama 3.1 8B on 64 and 128 H100 runs 0.2% faster a GPU at the larger count
-    llama = ["Llama", "3.1", "405B", "GB200"]
-    assert sorted(wrong) == [["DGXC", "25.05", *llama]] * 2 + [["MLPerf", "v5.0", *llama],
-                                                               ["MLPerf", "v6.0", "Llama", "3.1", "8B", "H100"]]
+    # falling 2.0% where MLPerf v6.0's Llama 3.1 8B on 64 and 128 H100 runs 0.2% faster a GPU at the larger count
+    # (the GB200 series of MLPerf v5.0 and NeMo 25.04 fall as published once every step waits for its slowest device)
+    assert wrong == [["MLPerf", "v6.0", "Llama", "3.1", "8B", "H100"]]
     # the layouts measured at several micro-batch counts, each split into fixed and per-micro-batch parts
     mt = next(line for line in out.splitlines() if line.strip().startswith("MT-NLG 530B") and "160-240" in line)
     cells = mt.split()  # name (2 words), m, per-micro-batch published / predicted, err %, fixed published±spread / predicted, fit
@@ -447,7 +445,8 @@ def test_software_nemo_is_the_recipes_flags_and_gives_the_published_rows_layout(
 def test_reentrant_checkpoint_replays_the_whole_block(capsys):
     """torchtitan's full recomputation skips each block's MLP down projection (torch's non-reentrant checkpoint
     stops early); --reentrant-checkpoint replays it: the recompute term grows by exactly L x m x that GEMM's
-    time, 2 x s x f x d FLOPs at the GEMM efficiency plus its fixed cost (Llama 3 8B: L 32, f 14336, d 4096)."""
+    time, 2 x s x f x d FLOPs at the GEMM efficiency plus its fixed cost (Llama 3 8B: L 32, f 14336, d 4096), at
+    the pace of the slowest of the 8 devices (1 + spread x 1.42360, Tippett's expected largest of 8 normals)."""
     from parbench.sim.hardware import PRESETS
 
     args = ["simulate", "--model", "llama3-8b", "--cluster", "a100-80gb", "--gpus", "8", "--zero", "3",
@@ -464,7 +463,7 @@ def test_reentrant_checkpoint_replays_the_whole_block(capsys):
     assert early["layout"]["micro_batch_size"] == 1
     m = early["layout"]["micro_batches"]
     grown = whole["prediction"]["compute_parts_s"]["recompute"] - early["prediction"]["compute_parts_s"]["recompute"]
-    assert grown == pytest.approx(32 * m * gemm, rel=1e-6)
+    assert grown == pytest.approx(32 * m * gemm * (1 + c.rank_spread * 1.42360), rel=1e-6)
 
 
 def test_search_applies_the_tensor_parallel_overlap_to_every_layout_with_tp(capsys):

@@ -33,11 +33,12 @@ def test_the_measured_h200_step_is_predicted_term_by_term(step):
     assert allocated == pytest.approx(step["allocator_peak_bytes"], rel=0.03)
     # torch's AdamW on CUDA (foreach): 80 bytes per parameter at memory speed, the launches running ahead
     assert p.terms["time_optimizer_s"] == pytest.approx(step["measured_s"]["optimizer"], rel=0.10)
-    # forward + backward on the at-scale GEMM efficiency (0.65, fitted on published H100 rows): this single
-    # GPU runs its large GEMMs at 0.68-0.83 of peak, so batch 4 and 8 are predicted 10-11% slow; batch 1 5.6%
-    # fast, its small GEMMs paying the 22 us launch floor measured here where the preset counts 5 us
+    # forward + backward on the at-scale GEMM efficiency (0.68, fitted on published H100 rows with every step
+    # waiting for its slowest device, which one GPU alone does not): this GPU runs its large GEMMs at 0.68-0.83 of
+    # peak, so batch 4 and 8 are predicted 6% slow; batch 1 8.4% fast, its small GEMMs paying the 22 us launch
+    # floor measured here where the preset counts 5 us
     measured = step["measured_s"]["forward"] + step["measured_s"]["backward"]
-    assert -0.07 <= p.terms["time_compute_s"] / measured - 1 <= 0.12
+    assert -0.09 <= p.terms["time_compute_s"] / measured - 1 <= 0.08
     assert step["params"] == 24 * (12 * 2048**2 + 13 * 2048) + (51200 + 2048 + 51200) * 2048 + 2 * 2048
 
 
@@ -82,14 +83,14 @@ def test_the_runners_gpu_breakdown_agrees_with_cuda_events():
 
 
 def test_validate_predicts_the_measured_h200_runs():
-    """``parbench validate --cluster h200-sxm`` on the two records: bf16 (autocast) within 10%; tf32 within
-    32%, the prediction too fast (fp32 tensors run no flash attention and move twice the bytes)."""
+    """``parbench validate --cluster h200-sxm`` on the two records: bf16 (autocast) within 10% (2.1% slow); tf32
+    within 34%, the prediction too fast (fp32 tensors run no flash attention and move twice the bytes)."""
     from parbench.sim.validate import compare
 
     bf16, tf32 = (compare(_record(p), PRESETS["h200-sxm"]) for p in ("bf16", "tf32"))
     assert bf16["comm_bytes_exact"] and tf32["comm_bytes_exact"]
     assert bf16["step_time_error_pct"] <= 10 and bf16["step_time_predicted_s"] > bf16["step_time_measured_s"]
-    assert tf32["step_time_error_pct"] <= 32 and tf32["step_time_predicted_s"] < tf32["step_time_measured_s"]
+    assert tf32["step_time_error_pct"] <= 34 and tf32["step_time_predicted_s"] < tf32["step_time_measured_s"]
     for row in (bf16, tf32):
         assert row["mem_param_measured"] == row["mem_param_predicted"] == 4 * MEASURED["gpt_step"][0]["params"]
 
