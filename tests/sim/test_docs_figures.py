@@ -65,7 +65,7 @@ def test_the_simulator_docs_at_a_glance_table_is_what_validate_computes(validate
     f = _figures(validated)
     assert _at_a_glance(doc) == f["sources"]
     assert _ints(r"Scaling-trend sign right on (\d+) of (\d+) published series", doc) == f["trends"]
-    m = re.search(r"falls less than the published one in (\d+) of the (\d+) series \(median \+([\d.]+)% a doubling",
+    m = re.search(r"falls less than the published one in (\d+) of the (\d+) series \(median ([+-][\d.]+)% a doubling",
                   " ".join(doc.split()))
     assert m and ((int(m[1]), int(m[2])), float(m[3])) == (f["flatter"], f["median_excess"])
 
