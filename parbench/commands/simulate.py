@@ -555,6 +555,8 @@ def _step_lines(p) -> list[str]:
 def _term_lines(p) -> list[str]:
     """The step as the runner's breakdown terms (seconds and share), compute split and total communication."""
     parts = ", ".join(f"{k} {v:.4g}" for k, v in p.compute_parts_s.items())
+    if p.slowest_device > 1:
+        parts += f"; the slowest of {p.world_size} devices +{p.slowest_device - 1:.1%}"
     lines = []
     for term, v in p.terms.items():
         name = term[len("time_"):-len("_s")].replace("_", " ")

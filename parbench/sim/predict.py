@@ -83,6 +83,9 @@ class Prediction:
     """Hardware FLOPs utilisation: hardware FLOPs / (step time x ranks x peak). Compare it with figures
     that count recomputation (Megatron-LM's achieved teraFLOP/s, MosaicML's HFU); ``mfu`` with PaLM-style
     MFU (torchtitan, Llama 3, MosaicML's MFU)."""
+    slowest_device: float = 1.0
+    """The compute of the step's slowest device over a typical one's (``timing.slowest_of``): the share of
+    ``time_compute_s`` that the spread of the devices' speed adds is 1 - 1 / this."""
 
     def as_dict(self) -> dict:
         d = dict(vars(self))
@@ -370,7 +373,8 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
             else stages_memory(model, layout, sts, cluster))
     kinds = [mm.as_dict() for mm in mems]
     memory = Memory(**{k: max(d[k] for d in kinds) for k in kinds[0]})
-    slow = oversubscription(cluster, layout.world_size) * cluster.step_scale * slowest_of(cluster, layout.world_size)
+    slowest = slowest_of(cluster, layout.world_size)
+    slow = oversubscription(cluster, layout.world_size) * cluster.step_scale * slowest
     ps = layout.strategy is Strategy.PS
     times, timed, chunks = [], {}, {}
     for st in sts:
@@ -409,7 +413,7 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
         comm_latency_s={k: max(t.comm_latency[k] for t in times) + (server_latency if k == "parameter" else 0.0)
                         for k in CATEGORIES},
         link_time_s={k: max(t.link[k] for t in times) for k in ("intra", "inter")},
-        hardware_flops_per_step=hw_flops, hfu=hw_flops / (step * layout.world_size * mfu_peak))
+        hardware_flops_per_step=hw_flops, hfu=hw_flops / (step * layout.world_size * mfu_peak), slowest_device=slowest)
 
 
 def hardware_flops_per_step(model: ModelSpec, layout: Layout) -> int:

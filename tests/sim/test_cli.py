@@ -657,3 +657,18 @@ def test_random_command_lines_predict_or_say_what_is_wrong(seed, capsys):
         assert math.isfinite(p["step_time_s"]) and p["step_time_s"] > 0 and 0 < p["mfu"] < 1, argv
         assert sum(p["terms"].values()) == pytest.approx(p["step_time_s"]), argv
     assert {0, 2, 3} <= set(exits)  # the draw reaches every exit
+
+
+def test_simulate_says_what_the_slowest_device_adds_to_the_compute(capsys):
+    """A step of 100 H100s computes at the pace of the slowest: 1 + 0.016 x 2.50759 (Tippett's expected largest of
+    100 normals) of a typical device's time, which the compute line states and JSON carries; one device waits for
+    no other."""
+    args = ["simulate", "--model", "llama3-8b", "--cluster", "h100-sxm", "--tp", "4", "--global-batch", "100"]
+    assert main([*args, "--gpus", "100"]) == 0
+    compute = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("compute "))
+    assert compute.endswith("; the slowest of 100 devices +4.0%)")
+    assert main([*args, "--gpus", "100", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["prediction"]["slowest_device"] == pytest.approx(1 + 0.016 * 2.50759, abs=1e-6)
+    one = ["simulate", "--layers", "4", "--hidden", "1024", "--heads", "8", "--cluster", "h100-sxm", "--gpus", "1"]
+    assert main([*one, "--global-batch", "4", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["prediction"]["slowest_device"] == 1.0
