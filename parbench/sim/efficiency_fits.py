@@ -8,7 +8,12 @@ from dataclasses import replace
 from itertools import product
 
 from parbench.sim.fit import fit_alpha_beta
-from parbench.sim.hardware import HOPPER_FLASH3_OVER_FLASH2, PRESETS, Cluster
+from parbench.sim.hardware import (
+    BLACKWELL_ULTRA_SPEEDUP,
+    HOPPER_FLASH3_OVER_FLASH2,
+    PRESETS,
+    Cluster,
+)
 from parbench.sim.model import architecture_spec
 from parbench.sim.predict import predict
 from parbench.sim.published import BIGSCIENCE, TABLE1, Published, compare_published
@@ -216,23 +221,21 @@ HOPPER_NEIGHBOURHOOD = {"gemms": (0.65, 0.66, 0.67, 0.68, 0.69), "attentions": (
 
 def gemm_overhead_grid(overheads: tuple[float, ...] = (0.0, 5e-6, 10e-6, 15e-6, 22e-6),
                        grid: dict | None = None) -> list[dict]:
-    """A check, not a fit: for each fixed cost per GEMM on the Hopper presets, the H100's (GEMM, attention, FP8
-    share) refitted over every H100 row (``fit_hopper_efficiencies`` on ``grid``, default
-    ``HOPPER_NEIGHBOURHOOD``) and every source's mean |error| with it. The presets are swapped for the duration
-    of each step and restored."""
+    """A check, not a fit: for each fixed cost per GEMM on the Hopper and Blackwell presets, the H100's (GEMM,
+    attention, FP8 share) refitted over every H100 row (``fit_hopper_efficiencies`` on ``grid``, default
+    ``HOPPER_NEIGHBOURHOOD``; ``set_hopper_efficiencies``) and every source's mean |error| with it. The presets are
+    swapped for the duration of each step and restored."""
     from parbench.sim.published import compare_published, per_source
     from parbench.sim.published_memory import compare_runs, summarize_by_source
 
-    saved = {n: PRESETS[n] for n in HOPPER_PRESETS}
+    saved = dict(PRESETS)
     out = []
     try:
         for overhead in overheads:
-            for n in HOPPER_PRESETS:
+            for n in (*HOPPER_PRESETS, *BLACKWELL_ULTRA_SPEEDUP):
                 PRESETS[n] = replace(saved[n], gemm_overhead_s=overhead)
             gemm, attention, share = fit_hopper_efficiencies(h100_rows_grid(**(grid or HOPPER_NEIGHBOURHOOD)))
-            for n in HOPPER_PRESETS:
-                PRESETS[n] = replace(PRESETS[n], gemm_efficiency=gemm, attention_efficiency=attention, fp8_gemm_share=share,
-                                     attention_kernels={"flash3": round(attention * HOPPER_FLASH3_OVER_FLASH2, 2)})
+            set_hopper_efficiencies(gemm, attention, share)
             means = {s["source"]: s["metric_mean_abs_error_pct"] for s in summarize_by_source(compare_runs())
                      if s["metric_mean_abs_error_pct"] is not None}
             means.update({s["source"]: s["mean_abs_error_pct"] for s in per_source(compare_published())})
@@ -256,24 +259,29 @@ def refit_efficiencies(grid: dict | None = None) -> dict[str, tuple[float, ...]]
     the A100's GEMM efficiency (``fit_gemm_efficiency``), then its attention efficiency
     (``fit_foundry_efficiencies``), then the H100's (GEMM, attention, FP8 share) (``fit_hopper_efficiencies`` on
     ``grid``, default ``SPREAD_HOPPER_GRID``), which the Hopper and Blackwell presets take (Blackwell Ultra's x its
-    ``BLACKWELL_ULTRA_SPEEDUP``). Returns what was fitted."""
-    from parbench.sim.hardware import BLACKWELL_ULTRA_SPEEDUP
-
+    ``BLACKWELL_ULTRA_SPEEDUP``; ``set_hopper_efficiencies``). Returns what was fitted."""
     gemm = fit_gemm_efficiency()
     for n in A100_PRESETS:
         PRESETS[n] = replace(PRESETS[n], gemm_efficiency=gemm)
     attention = fit_foundry_efficiencies("a100-80gb", fit_gemm=False)[1]
     for n in A100_PRESETS:
         PRESETS[n] = replace(PRESETS[n], attention_efficiency=attention)
-    h_gemm, h_attention, share = fit_hopper_efficiencies(h100_rows_grid(**(grid or SPREAD_HOPPER_GRID)))
-    kernels = {"flash2": h_attention, "flash3": round(h_attention * HOPPER_FLASH3_OVER_FLASH2, 2)}
+    h100 = fit_hopper_efficiencies(h100_rows_grid(**(grid or SPREAD_HOPPER_GRID)))
+    set_hopper_efficiencies(*h100)
+    return {"a100": (gemm, attention), "h100": h100}
+
+
+def set_hopper_efficiencies(gemm: float, attention: float, share: float) -> None:
+    """Give the Hopper and Blackwell presets (``HOPPER_PRESETS``) the H100's (GEMM, attention, FP8 share), in
+    place, FlashAttention-2 at the attention figure and the Hopper kernel at ``HOPPER_FLASH3_OVER_FLASH2`` x it,
+    as the presets derive them; Blackwell Ultra's take them x its ``BLACKWELL_ULTRA_SPEEDUP``."""
+    kernels = {"flash2": attention, "flash3": round(attention * HOPPER_FLASH3_OVER_FLASH2, 2)}
     for n in HOPPER_PRESETS:
-        PRESETS[n] = replace(PRESETS[n], gemm_efficiency=h_gemm, attention_efficiency=h_attention, fp8_gemm_share=share,
+        PRESETS[n] = replace(PRESETS[n], gemm_efficiency=gemm, attention_efficiency=attention, fp8_gemm_share=share,
                              attention_kernels=kernels)
     for n, f in BLACKWELL_ULTRA_SPEEDUP.items():
-        PRESETS[n] = replace(PRESETS[n], gemm_efficiency=round(h_gemm * f, 2), attention_efficiency=round(h_attention * f, 2),
+        PRESETS[n] = replace(PRESETS[n], gemm_efficiency=round(gemm * f, 2), attention_efficiency=round(attention * f, 2),
                              fp8_gemm_share=share, attention_kernels={k: round(v * f, 2) for k, v in kernels.items()})
-    return {"a100": (gemm, attention), "h100": (h_gemm, h_attention, share)}
 
 
 RANK_SPREADS = tuple(round(0.002 * i, 3) for i in range(13))
