@@ -67,6 +67,9 @@ def add_parser(sub) -> None:
     c = p.add_argument_group("cluster and layout (under --search, any layout flag given fixes that choice)")
     c.add_argument("--cluster", default="h100-sxm", help=f"{', '.join(PRESETS)}, local, or a .toml/.json file")
     c.add_argument("--results-dir", default="results", help="where `local` looks for the calibrated profile")
+    c.add_argument("--rank-spread", type=float, metavar="SIGMA",
+                   help="the spread of the devices' speed (a relative standard deviation; every step waits for the "
+                        "slowest rank): 0 for devices screened to one speed (default: the cluster's, 0.016 on GPUs)")
     c.add_argument("--gpus", type=int, default=8, help="devices in the cluster (dp x tp x pp)")
     c.add_argument("--dp", type=int, help="default: gpus / (tp x pp x cp)")
     c.add_argument("--tp", type=int, help="tensor-parallel degree (default: 1; --search: every divisor)")
@@ -444,10 +447,13 @@ def handle(a: argparse.Namespace) -> int:
 def _cluster(a: argparse.Namespace):
     from parbench.sim.hardware import load_cluster
 
+    from dataclasses import replace
+
     try:
-        return load_cluster(a.cluster, results_dir=a.results_dir)
+        cluster = load_cluster(a.cluster, results_dir=a.results_dir)
+        return cluster if a.rank_spread is None else replace(cluster, rank_spread=a.rank_spread)
     except (FileNotFoundError, ValueError) as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(f"--rank-spread: {exc}" if "rank_spread" in str(exc) else str(exc)) from None
 
 
 def _predict(a: argparse.Namespace, model, cluster):

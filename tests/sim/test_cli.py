@@ -662,13 +662,23 @@ def test_random_command_lines_predict_or_say_what_is_wrong(seed, capsys):
 def test_simulate_says_what_the_slowest_device_adds_to_the_compute(capsys):
     """A step of 100 H100s computes at the pace of the slowest: 1 + 0.016 x 2.50759 (Tippett's expected largest of
     100 normals) of a typical device's time, which the compute line states and JSON carries; one device waits for
-    no other."""
+    no other. --rank-spread 0 (devices screened to one speed) takes exactly that factor off the compute; a negative
+    spread is refused before anything is predicted."""
     args = ["simulate", "--model", "llama3-8b", "--cluster", "h100-sxm", "--tp", "4", "--global-batch", "100"]
     assert main([*args, "--gpus", "100"]) == 0
     compute = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("compute "))
     assert compute.endswith("; the slowest of 100 devices +4.0%)")
     assert main([*args, "--gpus", "100", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["prediction"]["slowest_device"] == pytest.approx(1 + 0.016 * 2.50759, abs=1e-6)
+    with_spread = json.loads(capsys.readouterr().out)["prediction"]
+    assert with_spread["slowest_device"] == pytest.approx(1 + 0.016 * 2.50759, abs=1e-6)
+    assert main([*args, "--gpus", "100", "--rank-spread", "0", "--format", "json"]) == 0
+    screened = json.loads(capsys.readouterr().out)["prediction"]
+    assert screened["slowest_device"] == 1.0
+    assert with_spread["terms"]["time_compute_s"] == pytest.approx(
+        screened["terms"]["time_compute_s"] * (1 + 0.016 * 2.50759), rel=1e-6)
+    assert main([*args, "--gpus", "100", "--rank-spread", "-0.01"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--rank-spread: rank_spread=-0.01 must be in [0, 0.2)" in err
     one = ["simulate", "--layers", "4", "--hidden", "1024", "--heads", "8", "--cluster", "h100-sxm", "--gpus", "1"]
     assert main([*one, "--global-batch", "4", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["prediction"]["slowest_device"] == 1.0
