@@ -4,6 +4,7 @@ no calibration), then predicted vs measured for the runs shown, which needs ``pa
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -49,7 +50,11 @@ def render(ctx: "ViewContext") -> None:
         st.plotly_chart(whatif.time_figure(prediction), key="sim-whatif-time")
         if not prediction.feasible:
             st.warning("Does not fit: " + "; ".join(prediction.reasons))
-        command = command_line(what, st.session_state["sim-cluster"], ctx.results_dir, what.command_args())
+        if prediction.slowest_device > 1:
+            st.caption(f"The compute goes at the pace of the slowest of the {prediction.world_size} devices: "
+                       f"+{prediction.slowest_device - 1:.1%} over a typical one's.")
+        screened = ["--rank-spread", "0"] if st.session_state.get("sim-screened") and not cluster.rank_spread else []
+        command = command_line(what, st.session_state["sim-cluster"], ctx.results_dir, [*what.command_args(), *screened])
         if command:
             st.caption("The same prediction on the command line, with its memory and time term by term:")
             st.code(command, language="bash")
@@ -185,6 +190,10 @@ def whatif_inputs(results_dir: str):
                   f"vocabulary {preset.vocab_size} ({preset.source})")
     clusters = list(PRESETS) + (["local"] if _has_profile(results_dir) else [])
     cluster = load_cluster(a.selectbox("cluster", clusters, key="sim-cluster"), results_dir=results_dir)
+    if a.checkbox("devices screened to one speed", key="sim-screened", disabled=not cluster.rank_spread,
+                  help="`parbench simulate --rank-spread 0`: GPUs of one kind differ in speed (1.6% on the GPU "
+                       "presets) and every step waits for its slowest; checked, they do not"):
+        cluster = replace(cluster, rank_spread=0.0)
     software = a.selectbox("training software", list(SOFTWARE), key="sim-software",
                            help="`parbench simulate --software`: the framework's kernels, overlaps and flags")
     schedules = [s.value for s in Schedule]

@@ -563,3 +563,32 @@ def test_the_what_if_takes_an_fp8_scaling_recipe_under_fp8_only(monkeypatch):
     assert not at.exception and not at.error
     layout, p = predict_for(replace(what, fp8_scaling="mxfp8").command_args(), what.model(), PRESETS["b200"])
     assert figure(at, "sim-whatif-time")["layout"]["title"]["text"].startswith(f"Step time {p.step_time_s * 1e3:,.1f} ms")
+
+
+def test_simulator_what_if_predicts_devices_screened_to_one_speed(monkeypatch, capsys):
+    """GPUs of one kind differ in speed and every step waits for the slowest: the panel says by how much (Llama 3
+    8B under ZeRO 3 on 8 H100s: 1 + 0.016 x 1.42360, Tippett's expected largest of 8 normals), and "devices screened
+    to one speed" predicts a shorter step, the one its command line (``--rank-spread 0``) prints."""
+    import shlex
+
+    from parbench.cli import main
+
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    at.selectbox(key="sim-model").set_value("llama3-8b").run()
+    at.selectbox(key="sim-cluster").set_value("h100-sxm").run()
+    at.selectbox(key="sim-zero").set_value(3).run()
+    assert not at.exception and not at.error
+    assert any(f"slowest of the 8 devices: +{0.016 * 1.42360:.1%} over" in c.value for c in at.caption)
+    [command] = [c.value for c in at.code if c.value.startswith("parbench simulate")]
+    assert "--rank-spread" not in command
+    assert main([*shlex.split(command)[1:], "--format", "json"]) == 0
+    spread = json.loads(capsys.readouterr().out)["prediction"]
+    at.checkbox(key="sim-screened").check().run()
+    assert not at.exception and not any("slowest of the" in c.value for c in at.caption)
+    [command] = [c.value for c in at.code if c.value.startswith("parbench simulate")]
+    assert command.endswith("--rank-spread 0")
+    assert main([*shlex.split(command)[1:], "--format", "json"]) == 0
+    screened = json.loads(capsys.readouterr().out)["prediction"]
+    assert screened["step_time_s"] < spread["step_time_s"] and screened["slowest_device"] == 1.0
+    title = figure(at, "sim-whatif-time")["layout"]["title"]["text"]
+    assert f"Step time {screened['step_time_s'] * 1e3:,.1f} ms" in title, title
