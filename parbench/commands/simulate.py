@@ -445,9 +445,10 @@ def handle(a: argparse.Namespace) -> int:
 
 
 def _cluster(a: argparse.Namespace):
-    from parbench.sim.hardware import load_cluster
-
+    """The --cluster preset, host profile or file, with --rank-spread in place of its own spread where given."""
     from dataclasses import replace
+
+    from parbench.sim.hardware import load_cluster
 
     try:
         cluster = load_cluster(a.cluster, results_dir=a.results_dir)
