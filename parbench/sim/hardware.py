@@ -505,17 +505,19 @@ LATENCY_SOURCE = ("NCCL's tuning model (src/graph/tuning.cc, NCCL 2.2x: baseLat 
                   "these; the simulator runs every collective as a Simple-protocol ring, as large buffers go")
 # Fixed memory terms shared by every GPU preset (physical, not per model):
 GPU_MEMORY_SOURCES = {
-    "overlap_interference": "0.6: over every published dense row (173, each source and device, the held-out Nemotron-4 "
+    "overlap_interference": "0.65: over every published dense row (173, each source and device, the held-out Nemotron-4 "
                             "15B and BLOOM rows left out) the best of a 0.05 grid "
                             "(parbench.sim.efficiency_fits.fit_overlap_interference), with the device spread, the H100's and "
-                            "the A100's efficiencies fitted at it and it at them (a fixed point): 4.516% mean |error| against "
-                            "4.528% / 4.530% at 0.55 / 0.65 and 4.557% at 0.7; the rows pin it loosely. It was 0.7 until pipeline "
+                            "the A100's efficiencies fitted at it and it at them (a fixed point): 4.560% mean |error| against "
+                            "4.576% / 4.580% at 0.6 / 0.7 and 4.903% at 0.4; the rows pin it loosely. It was 0.6 until "
+                            "Megatron-Core's interleaved schedule synced each model chunk's gradients and parameters on its "
+                            "own (overlap.chunked_gradient_exposed_s), which hides more of that traffic; 0.7 until pipeline "
                             "tensors went in tensor-parallel slices (Layout.pp_scatter_gather) and SC21 Table 1 refitted "
                             "the A100's GEMM efficiency from 0.70 to 0.68; 0.65 until Megatron-Core's gradient buckets "
                             "(Layout.megatron_grad_buckets), 0.6 until the optimizer step counted its mixed-precision "
                             "passes (timing.optimizer_pass_bytes_per_element); 0.5, fitted to llm-foundry's "
                             "19 FSDP rows with the H100's earlier pair, while the collectives' latencies were assumed. "
-                            "Held out, Korthikanti et al.'s rows read 4.2% at 0.6, torchtitan's A100 rows 2.0%. "
+                            "Held out, Korthikanti et al.'s rows read 4.0% at 0.65, torchtitan's A100 rows 1.7% (1.5% at 0.6). "
                             "Contention as the limiter of overlap: arXiv 2512.10236, abstract",
     "memory_bytes": "usable device memory as nvidia-smi/NVML reports it: A100 80GB 81,920 MiB, H100 80GB 81,559 MiB, "
                     "H200 143,771 MiB (thundergolfer.com/blog/nvidia-gpu-memory-capacity, table)",
@@ -542,11 +544,14 @@ GPU_MEMORY_SOURCES = {
                           "Held out: Qwen3-235B-A22B on 64 B200 +80% -> +0.1%, on 256 GB200 (BF16, 4 experts a rank) "
                           "+7% -> -8.8%; the Megatron-LM Mixtral row (1 expert a rank) 5.2% -> 7.0%; Qwen3-30B-A3B on 16 "
                           "H100 (FP8 current scaling) +140% -> +65%, not explained",
-    "rank_spread": "0.016: the spread of one device's speed across a cluster's devices, the best of a 0.002 grid "
-                   "from 0 to 0.024 (parbench.sim.efficiency_fits.fit_rank_spread) over the rows the overlap "
+    "rank_spread": "0.016: the spread of one device's speed across a cluster's devices, fitted on a 0.002 grid "
+                   "from 0 to 0.024 (parbench.sim.efficiency_fits.rank_spread_errors) over the rows the overlap "
                    "interference is fitted on (173 dense rows, the held-out sources left out), the A100's and the "
-                   "H100's efficiencies refitted at each point (a spread trades with them): 4.516% mean |error|, "
-                   "4.528% / 4.525% at 0.014 / 0.018, 4.517% at 0.02 and 4.739% at 0; the rows pin it loosely. "
+                   "H100's efficiencies refitted at each point (a spread trades with them): 4.560% mean |error|, "
+                   "4.577% / 4.566% at 0.014 / 0.018, 4.820% at 0. The rows pin it loosely: 0.02 reads 4.559%, "
+                   "0.001 points lower (fit_rank_spread's pick by that much; 1.6% was lower by as much before "
+                   "Megatron-Core's chunks synced one by one), which would move the efficiencies to 0.73 / 0.69 for "
+                   "nothing the rows resolve, so the spread stays. "
                    "Persistent: Sinha et al., \"Not All GPUs Are Created Equal\" (SC22, arXiv 2208.11035, abstract) "
                    "measure an 8% (max 22%) average performance variation between the GPUs of one SKU in one "
                    "cluster (power management and manufacture), outliers 1.5x slower than the median. A step waits "
@@ -558,7 +563,7 @@ GPU_MEMORY_SOURCES = {
                                     "float32 rate, 19.5-67 TFLOP/s by datasheet, leaves 50-100 FLOPs per element at "
                                     "the rate HBM delivers 2-byte elements read and written; one such function takes 10-30)",
 }
-GPU_FIXED = dict(context_bytes=723 * MIB, comm_buffer_bytes=128 * MIB, fragmentation=0.13, overlap_interference=0.6,
+GPU_FIXED = dict(context_bytes=723 * MIB, comm_buffer_bytes=128 * MIB, fragmentation=0.13, overlap_interference=0.65,
                  collective_base_latency_s=RING_BASE_S, multinode_all_reduce_latency_factor=RING_PLATEAU,
                  moe_expert_fixed_s=370e-6, rank_spread=0.016)
 A100_SOURCES = {
@@ -603,22 +608,23 @@ H100_SOURCES = {
                        "attention 0.17-0.23, FP8 share 0.80-1.0) with the lowest mean |error| over the 108 published "
                        "dense rows with a metric on the H100's tensor cores (llm-foundry's 11, torchtitan's 18 H100 and "
                        "2 H200, Megatron-Bridge's 4 H100, NeMo's 12 and 7 long-sequence, the DGX Cloud tables' 54; "
-                       "parbench.sim.efficiency_fits.fit_hopper_efficiencies): 4.63%, against 4.66% at 0.69, 4.77% at "
-                       "0.67 and 5.97% at (0.64, 0.19, 1.0), the pair llm-foundry's rows alone give "
-                       "(fit_foundry_efficiencies). It was 0.65 until every step waited for its slowest device "
+                       "parbench.sim.efficiency_fits.fit_hopper_efficiencies): 4.71%, against 4.76% at 0.69, 4.84% at "
+                       "0.67 and 5.96% at (0.65, 0.19, 1.0), the pair llm-foundry's rows alone give "
+                       "(fit_foundry_efficiencies). With the interference at 0.6 and a Megatron-Core interleaved "
+                       "pipeline's gradients synced all at once it was the same point at 4.63%. It was 0.65 until every step waited for its slowest device "
                        "(rank_spread, fitted with it: 2.3% slower at 8 GPUs, 4.9% at 512), and 0.64 while the "
                        "collectives' latencies were assumed rather than NCCL's and the overlap interference was 0.5. "
                        "One H200 measured the 1.3B GPT's own GEMMs at 0.68 of peak (H200_SOURCES). "
                        "Cross-validated (leave_one_source_out): fitted without each source in turn, the grid lands on "
-                       "(0.65-0.69, 0.19, 0.875-0.925) and predicts the left-out source's rows at 5.23% mean |error| "
-                       "against the llm-foundry pair's 5.97% (per source: DGX Cloud 5.0 / 6.5, Megatron-Bridge 8.2 / "
-                       "9.2, NeMo 2.6 / 2.8, NeMo long-sequence 0.9 / 1.7, torchtitan H100 6.3 / 6.6 better; "
-                       "torchtitan H200 15.4 / 13.3, llm-foundry 7.2 / 6.0 worse; the mean of the seven sources' "
-                       "means 6.53 / 6.58). The Nemotron-4 15B DGX Cloud rows, added later, are held out of every "
+                       "(0.66-0.68, 0.19, 0.875-0.925) and predicts the left-out source's rows at 5.04% mean |error| "
+                       "against the llm-foundry pair's 5.96% (per source: DGX Cloud 4.7 / 6.4, Megatron-Bridge 8.4 / "
+                       "9.6, NeMo 2.8 / 3.3, NeMo long-sequence 0.9 / 1.9, torchtitan H100 6.3 / 6.5 better; "
+                       "torchtitan H200 15.7 / 13.0, llm-foundry 6.4 / 5.9 worse; the mean of the seven sources' "
+                       "means 6.47 / 6.65). The Nemotron-4 15B DGX Cloud rows, added later, are held out of every "
                        "fit. The mixtures of experts (the Megatron-LM Mixtral row, Megatron-Bridge's) "
                        "are held out",
-    "fp8_gemm_share": "0.875: fitted with gemm_efficiency (above; 0.85 and 0.90 give 4.70% at their best GEMM "
-                      "efficiency, 1.0, FP8 GEMMs at the BF16 share of their peak, 5.91% at 0.65; 0.90 before delayed "
+    "fp8_gemm_share": "0.875: fitted with gemm_efficiency (above; 0.85 and 0.90 give 4.77% and 4.80% at their best GEMM "
+                      "efficiency, 1.0, FP8 GEMMs at the BF16 share of their peak, 5.96% at 0.65; 0.90 before delayed "
                       "scaling's casts were counted without their amax pass). Below one as FP8 GEMMs "
                       "run: the same shape's prologue, epilogue and operand traffic weigh twice as much at twice the "
                       "math rate. scripts/gpu_compute_check.py's gemm_fp8 section measures it on the device it runs on",

@@ -49,7 +49,14 @@ Sources, per rule:
   compute is exposed;
 - the distributed optimizer's parameter all-gathers under ``--overlap-param-gather`` (Megatron-Core:
   "overlap parameter all-gather with fprop"): dispatched bucket by bucket as the next forward reaches
-  each bucket's layers, so they follow the prefetch rule under the first micro-batch's forward.
+  each bucket's layers, so they follow the prefetch rule under the first micro-batch's forward;
+- both under Megatron-Core's interleaved schedule, chunk by chunk: it wraps each model chunk in a DDP of its
+  own and hands the schedule one gradient and one parameter sync function per chunk (``grad_sync_func``,
+  ``param_sync_func``, ``megatron/core/pipeline_parallel/schedules.py``,
+  ``forward_backward_pipelining_with_interleaving``). A chunk's reduce-scatter starts as soon as its last
+  micro-batch's backward ends, while the chunks below it still run theirs; the next chunk's gather starts
+  with this chunk's first forward, min(pp, m) micro-batches before that chunk needs it. The chunks' traffic
+  queues on the one data-parallel link (``chunked_gradient_exposed_s``, ``chunked_gather_exposed_s``).
 """
 
 from __future__ import annotations
@@ -80,6 +87,44 @@ def prefetch_exposed_s(total_s: float, compute_s: float, units: int, *, hide: fl
     units = max(units, 1)
     exposed = min(total_s, max(total_s - hide * compute_s * (units - 1) / units, total_s / units))
     return contended_s(exposed, total_s, interference)
+
+
+def chunked_gradient_exposed_s(total_s: float, shares: tuple[float, ...], backward_s: float, group: int,
+                               first_buckets: int, *, hide: float, interference: float = 0.0) -> float:
+    """The gradient reduce-scatters of v model chunks under Megatron-Core's interleaved schedule. ``shares``: each
+    chunk's part of ``total_s``, in its order on the rank; ``backward_s``: one chunk's backward (and recompute) of
+    one micro-batch; ``group``: the micro-batches the schedule runs a chunk for in a row (min(pp, m)). The backward
+    finishes the chunks last first: chunk j's last micro-batch ends j x group chunk-backwards before the rank's last
+    backward, and its reduce-scatter queues on the link from then. What the queue still holds when the backward
+    ends is exposed, plus the first chunk's own reduce-scatter, whose buckets (``first_buckets``) only overlap its
+    last backward (``gradient_exposed_s``)."""
+    if total_s <= 0:
+        return 0.0
+    v, step = len(shares), hide * group * backward_s
+    free = float("-inf")  # when the link has sent what was queued
+    for j in range(v - 1, 0, -1):
+        free = max((v - 1 - j) * step, free) + total_s * shares[j]
+    backlog = max(free - (v - 1) * step, 0.0)
+    first = gradient_exposed_s(total_s * shares[0], backward_s, first_buckets, hide=hide)
+    return contended_s(min(total_s, backlog + first), total_s, interference)
+
+
+def chunked_gather_exposed_s(total_s: float, shares: tuple[float, ...], forward_s: float, group: int,
+                             first_buckets: int, *, hide: float, interference: float = 0.0) -> float:
+    """The distributed optimizer's parameter all-gathers of v model chunks under Megatron-Core's interleaved schedule
+    (``chunked_gradient_exposed_s``'s arguments, ``forward_s`` one chunk's forward of one micro-batch). The first
+    chunk's gather runs bucket by bucket under its first forward (``prefetch_exposed_s``); chunk k's starts with
+    chunk k - 1's first forward and must end before chunk k's, group chunk-forwards later, on one link: each wait is
+    exposed."""
+    if total_s <= 0:
+        return 0.0
+    step = hide * group * forward_s
+    start = prefetch_exposed_s(total_s * shares[0], forward_s, first_buckets, hide=hide)  # chunk 0's first forward
+    free = total_s * shares[0]
+    for share in shares[1:]:
+        free = max(start, free) + total_s * share
+        start = max(start + step, free)
+    return contended_s(min(total_s, start - (len(shares) - 1) * step), total_s, interference)
 
 
 def tensor_parallel_exposed_s(total_s: float, gemm_s: float, tp: int, *, overlap: bool, hide: float) -> float:

@@ -29,8 +29,9 @@ from parbench.sim.hardware import Cluster, collective_cost_s, collective_time_s
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.memory import Memory, ps_memory, stages_memory, state_numels
 from parbench.sim.model import ModelSpec, expert_local
-from parbench.sim.overlap import (context_parallel_exposed_s, expert_exchange_exposed_s, gradient_exposed_s,
-                                  pipeline_send_exposed_s, prefetch_exposed_s, tensor_parallel_exposed_s)
+from parbench.sim.overlap import (chunked_gather_exposed_s, chunked_gradient_exposed_s, context_parallel_exposed_s,
+                                  expert_exchange_exposed_s, gradient_exposed_s, pipeline_send_exposed_s,
+                                  prefetch_exposed_s, tensor_parallel_exposed_s)
 from parbench.sim.stages import Stage, stages
 from parbench.sim.timing import (ZERO_TIME, ChunkTime, chunk_times_s, data_time_s, fp32_grad_pass_s,
                                  optimizer_pass_bytes_per_element, optimizer_time_s, oversubscription, slowest_of,
@@ -225,9 +226,19 @@ def _micro_batch_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chun
             + context_parallel_exposed_s(cp, chunk.attention, layout.cp, hide=hide))
 
 
+def chunk_shares(layout: Layout, st: Stage) -> tuple[float, ...]:
+    """Each model chunk's share of a stage rank's parameters, in its order on the rank, where Megatron-Core's
+    interleaved schedule syncs the chunks one by one (``overlap.chunked_gradient_exposed_s``); else ()."""
+    if not layout.megatron_grad_buckets or layout.v <= 1:
+        return ()
+    numels = [sum(n) for n in st.chunk_local_numels(layout.tp)]
+    return tuple(n / sum(numels) for n in numels) if len(numels) == layout.v and sum(numels) else ()
+
+
 def _parameter_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chunk: ChunkTime,
-                       costs: dict[CommOp, tuple[float, float]], *, ps: bool) -> float:
-    """Data-parallel gradient (and FSDP gather) traffic after overlap with the compute it may hide under."""
+                       costs: dict[CommOp, tuple[float, float]], *, ps: bool, shares: tuple[float, ...] = ()) -> float:
+    """Data-parallel gradient (and FSDP gather) traffic after overlap with the compute it may hide under.
+    ``shares``: ``chunk_shares``."""
     grad = [op for op in ops if op.phase == "grad"]
     gather = [op for op in ops if op.phase == "gather"]
     g_s = _seconds(costs, grad, lambda op: True)
@@ -248,6 +259,10 @@ def _parameter_exposed(c: Cluster, layout: Layout, ops: Sequence[CommOp], chunk:
         window = min(layout.micro_batches, max(gathers, scatters)) * chunk.total
         return prefetch_exposed_s(a_s + g_s, window, units, hide=c.overlap, interference=c.overlap_interference)
     buckets = 0 if (layout.flat_grad_allreduce or ps) else sum(op.count for op in grad)
+    if shares and buckets:  # the first chunk's buckets, every other chunk one (``comm.ddp_bucket_counts``)
+        return chunked_gradient_exposed_s(g_s, shares, (chunk.backward + chunk.recompute) / layout.v,
+                                          min(layout.pp, layout.micro_batches), buckets - len(shares) + 1,
+                                          hide=c.overlap, interference=c.overlap_interference)
     return gradient_exposed_s(g_s, chunk.backward + chunk.recompute, buckets, hide=c.overlap,
                               interference=c.overlap_interference)
 
@@ -271,11 +286,17 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Se
         chunk = chunk + ChunkTime(0.0, fp32_grad_pass_s(c, params) * slow, 0.0, 0.0, 0.0)
     costs = _op_costs(c, layout, ops)
     tail = dict.fromkeys(CATEGORIES, 0.0)
-    tail["parameter"] = _parameter_exposed(c, layout, ops, chunk, costs, ps=ps)
+    shares = chunk_shares(layout, st)
+    tail["parameter"] = _parameter_exposed(c, layout, ops, chunk, costs, ps=ps, shares=shares)
     # a gradient reduction that follows the rank's last backward (FSDP's gathers run under its forwards too)
     drainable = 0.0 if any(op.phase == "gather" for op in ops) else tail["parameter"]
     gathers = [op for op in ops if op.phase == "next_forward"]  # under the next step's first forward
-    if gathers:
+    if gathers and shares:
+        tail["parameter"] += chunked_gather_exposed_s(_seconds(costs, gathers, lambda op: True), shares,
+                                                      chunk.forward / layout.v, min(layout.pp, layout.micro_batches),
+                                                      sum(op.count for op in gathers) - len(shares) + 1,
+                                                      hide=c.overlap, interference=c.overlap_interference)
+    elif gathers:
         tail["parameter"] += prefetch_exposed_s(_seconds(costs, gathers, lambda op: True), chunk.forward,
                                                 sum(op.count for op in gathers), hide=c.overlap,
                                                 interference=c.overlap_interference)

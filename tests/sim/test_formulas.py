@@ -444,6 +444,33 @@ def test_a_later_pipeline_stage_reduces_its_gradients_while_the_earlier_stages_d
     assert got.terms["time_comm_exposed_parameter_s"] == pytest.approx(stage1_exposed, rel=1e-6)
 
 
+def test_megatron_interleaved_pipeline_exposes_only_its_first_chunks_gradients_and_gathers():
+    """Megatron-Core's interleaved schedule syncs each model chunk on its own: a chunk's reduce-scatter runs under
+    the backward of the chunks after it, the next chunk's gather under this chunk's forwards. 8 layers of
+    12h^2 + 13h parameters over pp 2 x v 2 (chunks of two layers), the distributed optimizer with its gathers
+    overlapped, 8192-token sequences (compute far longer than the traffic, no interference, identical devices):
+    only the first chunk of rank 0 exposes its traffic, the embedding (vocab x h, learned positions seq x h) and
+    two layers of the rank's embedding and four layers, its share of the rank's reduce-scatter and gather
+    seconds. Counted as one sync of every chunk after the last backward, the buckets would leave half exposed."""
+    from parbench.sim.predict import op_time_s
+
+    h, vocab, seq = 1024, 512, 8192
+    model = model_spec(WorkloadConfig(name="transformer", layers=8, hidden=h, heads=8, seq_len=seq, vocab_size=vocab),
+                       megatron=True)
+    layout = Layout(strategy=Strategy.HYBRID, dp=2, pp=2, virtual_stages=2, micro_batches=4, global_batch_size=8,
+                    schedule=Schedule.INTERLEAVED_1F1B, zero=1, overlap_param_gather=True, megatron_grad_buckets=True,
+                    precision=PRECISIONS["bf16"], attention="flash")
+    c = replace(PRESETS["h100-sxm"], rank_spread=0.0, overlap_interference=0.0)
+    layer, embedding = 12 * h * h + 13 * h, vocab * h + seq * h
+    share = (2 * layer + embedding) / (4 * layer + embedding)
+    ops = rank_ops(model, layout)["stage0"]
+    traffic = sum(op_time_s(c, layout, op) for op in ops if op.phase in ("grad", "next_forward"))
+    assert sum(op.count for op in ops if op.phase == "grad") == 2  # one bucket a chunk
+    got = predict(model, layout, c).terms["time_comm_exposed_parameter_s"]
+    assert got == pytest.approx(share * traffic, rel=1e-9)
+    assert share > 0.55  # not the half all-at-once buckets would leave
+
+
 def test_overlapped_parameter_gathers_leave_one_bucket_exposed():
     """Megatron's --overlap-param-gather: the distributed optimizer's all-gathers run under the next forward,
     bucket by bucket; with a forward far longer than the gathers only the first of k buckets stays exposed,

@@ -394,7 +394,8 @@ def test_combined_1f1b_hides_each_micro_batchs_all_to_alls_under_its_partners_co
 def test_the_h100_qwen3_235b_rows_run_their_recipes_whole_experts_and_combined_1f1b():
     """Megatron-Bridge's Qwen3-235B-A22B on 256 DGX H100 (25.11 at GBS 2048, 1,575 tokens/s per GPU; 26.02 at 8192,
     1,633): TP 2, PP 8, VP 4, EP 32, which only whole experts allow (EP 32 does not divide DP 16), and the recipe's
-    combined 1F1B. Predicted 15.9% and 17.7% too slow; 28.4% and 30.2% without the combined 1F1B."""
+    combined 1F1B. Predicted 17.8% and 19.5% too slow (15.9% and 17.7% at the overlap interference of 0.6, which its
+    hidden all-to-alls pay); 28.4% and 30.2% without the combined 1F1B."""
     from dataclasses import replace as dc_replace
 
     from parbench.sim.published_memory import _metric, runs
@@ -405,7 +406,7 @@ def test_the_h100_qwen3_235b_rows_run_their_recipes_whole_experts_and_combined_1
     def error(r, layout):
         return (_metric(predict(architecture_spec(r.arch, megatron=True), layout, PRESETS[r.cluster]), r) / r.value - 1) * 100
 
-    for r, with_, without in zip(sorted(rows, key=lambda r: r.value), (-15.9, -17.7), (-28.4, -30.2)):
+    for r, with_, without in zip(sorted(rows, key=lambda r: r.value), (-17.8, -19.5), (-28.4, -30.2)):
         assert r.layout.whole_experts and r.layout.moe_a2a_overlap and (r.layout.tp, r.layout.dp, r.layout.ep) == (2, 16, 32)
         assert error(r, r.layout) == pytest.approx(with_, abs=0.05)
         assert error(r, dc_replace(r.layout, moe_a2a_overlap=False)) == pytest.approx(without, abs=0.05)

@@ -24,6 +24,8 @@ from parbench.sim.comm import rank_ops
 from parbench.sim.hardware import collective_time_s
 from parbench.sim.layout import Framework, layout_from_run
 from parbench.sim.overlap import (
+    chunked_gather_exposed_s,
+    chunked_gradient_exposed_s,
     context_parallel_exposed_s,
     gradient_exposed_s,
     pipeline_send_exposed_s,
@@ -70,6 +72,38 @@ def test_ddp_buckets_hide_under_backward_but_the_last_bucket_stays_exposed():
 def test_fsdp_prefetch_hides_all_but_one_unit():
     assert prefetch_exposed_s(6.0, 100.0, 3, hide=1.0) == 2.0
     assert prefetch_exposed_s(6.0, 3.0, 3, hide=1.0) == 4.0  # 6 - 3 x 2/3
+
+
+def test_megatron_interleaved_chunks_reduce_their_gradients_under_the_chunks_below_them():
+    """Four chunks of one second of backward a micro-batch, run two micro-batches in a row (min(pp, m) = 2): the
+    backward finishes chunk 3 at t = 0, chunk 2 at 2, chunk 1 at 4 and chunk 0 at 6, the end. Each chunk's
+    reduce-scatter starts when its chunk is done and queues on one link. 1 s each: chunks 3-1 end by t = 5,
+    under the backward, and chunk 0's one bucket (1 s) is all that is exposed. 3 s each: the queue ends at 3, 6
+    and 9, 3 s past the backward, then chunk 0's 3 s: 6 s, where the four buckets under one micro-batch's backward
+    (4 s) would expose 12 - 4 x 3/4 = 9. Chunk 0 in three buckets hides two thirds of its last second: 3 + 3 - 2/3.
+    Interference 0.5 adds half of what is hidden."""
+    quarter = (0.25,) * 4
+    assert chunked_gradient_exposed_s(4.0, quarter, 1.0, 2, 1, hide=1.0) == 1.0
+    assert chunked_gradient_exposed_s(12.0, quarter, 1.0, 2, 1, hide=1.0) == 6.0
+    assert gradient_exposed_s(12.0, 4.0, 4, hide=1.0) == 9.0
+    assert chunked_gradient_exposed_s(12.0, quarter, 1.0, 2, 3, hide=1.0) == pytest.approx(3.0 + 3.0 - 2 / 3)
+    assert chunked_gradient_exposed_s(12.0, quarter, 1.0, 2, 1, hide=1.0, interference=0.5) == 6.0 + 0.5 * 6.0
+    assert chunked_gradient_exposed_s(12.0, quarter, 1.0, 2, 1, hide=0.0) == 12.0  # nothing overlaps
+    assert chunked_gradient_exposed_s(0.0, quarter, 1.0, 2, 1, hide=1.0) == 0.0
+
+
+def test_megatron_interleaved_chunks_gather_their_parameters_a_chunk_ahead():
+    """The same four chunks forward, one second a micro-batch, two in a row: chunk k first runs at 2k without
+    waits, and its gather starts with chunk k - 1's first forward. 1 s each: chunk 0's gather (one bucket) delays
+    the start by 1 s, and every later gather ends a second before its chunk needs it: 1 s exposed. 3 s each, one
+    after another on the link: they end at 3, 6, 9 and 12, so the chunks start at 3, 6, 9, 12 against 0, 2, 4, 6:
+    6 s exposed, against 12 - 4 x 3/4 = 9 for four buckets under one micro-batch's forward (4 s)."""
+    quarter = (0.25,) * 4
+    assert chunked_gather_exposed_s(4.0, quarter, 1.0, 2, 1, hide=1.0) == 1.0
+    assert chunked_gather_exposed_s(12.0, quarter, 1.0, 2, 1, hide=1.0) == 6.0
+    assert prefetch_exposed_s(12.0, 4.0, 4, hide=1.0) == 9.0
+    assert chunked_gather_exposed_s(12.0, quarter, 1.0, 2, 1, hide=1.0, interference=0.5) == 6.0 + 0.5 * 6.0
+    assert chunked_gather_exposed_s(12.0, quarter, 1.0, 2, 1, hide=0.0) == 12.0
 
 
 def test_hidden_collectives_still_cost_their_interference():
@@ -401,7 +435,8 @@ def test_korthikantis_times_reproduce_the_utilization_and_speedups_printed_besid
 
 def test_korthikantis_rows_are_held_out_and_meet_the_targets():
     """Nothing in the model was fitted on these rows (the A100's GEMM efficiency comes from SC21 Table 1): mean
-    |error| 3.9% (4.2% before every step waited for its slowest device and the A100's GEMM efficiency was refitted
+    |error| 4.0% (3.9% before the overlap interference went from 0.6 to 0.65 with Megatron-Core's chunks synced one
+    by one; 4.2% before every step waited for its slowest device and the A100's GEMM efficiency was refitted
     with that from 0.68 to 0.72; 5.1% before the optimizer step counted its mixed-precision passes, which the 22B's single
     micro-batch on 8 GPUs shows most, and the A100's GEMM efficiency and the overlap interference were refitted
     with them, 0.69 to 0.70 and 0.6 to 0.65, then 0.7 with Megatron-Core's gradient buckets; 0.68 and 0.6 since
@@ -410,7 +445,7 @@ def test_korthikantis_rows_are_held_out_and_meet_the_targets():
     to eight at eight times the batch, published and predicted."""
     rows = [r for r in compare_published() if r["source"] == KORTHIKANTI]
     errs = [abs(r["error_pct"]) for r in rows]
-    assert len(rows) == 9 and sum(errs) / len(errs) == pytest.approx(3.9, abs=0.05) and max(errs) < 10.5
+    assert len(rows) == 9 and sum(errs) / len(errs) == pytest.approx(3.96, abs=0.05) and max(errs) < 10.5
     (src,) = [s for s in per_source(compare_published()) if s["source"] == KORTHIKANTI]
     assert src["series"]["Korthikanti 530B SP + selective"]["match"]
 
@@ -608,12 +643,12 @@ def test_leave_one_source_out_refits_without_the_held_out_source():
 
 def test_a_fit_to_the_other_sources_predicts_dgx_cloud_better_than_llm_foundrys_pair():
     """Held out, the DGX Cloud tables (54 rows) are predicted better by the points the other H100 sources choose
-    than by the pair llm-foundry's rows alone give (0.64, 0.19, FP8 at the BF16 share): 4.6% against 6.5%, and so is
-    NeMo's 24.07 table (2.6% against 2.8%); torchtitan's two H200 rows the other way round: the sources disagree by
+    than by the pair llm-foundry's rows alone give (0.65, 0.19, FP8 at the BF16 share): 4.7% against 6.4%, and so is
+    NeMo's 24.07 table (2.8% against 3.3%); torchtitan's two H200 rows the other way round: the sources disagree by
     software generation, and the fit to all of them is what cross-validates best per row."""
     from parbench.sim.efficiency_fits import h100_rows_grid, leave_one_source_out
 
-    grid = h100_rows_grid(gemms=(0.64, 0.66, 0.68), attentions=(0.19,), fp8_shares=(0.875, 0.925, 1.0))
+    grid = h100_rows_grid(gemms=(0.65, 0.66, 0.68), attentions=(0.19,), fp8_shares=(0.875, 0.925, 1.0))
     folds = leave_one_source_out(grid)
     assert sum(f["rows"] for f in folds) == 108  # every source once, the two torchtitan tables apart
 
@@ -628,7 +663,7 @@ def test_a_fit_to_the_other_sources_predicts_dgx_cloud_better_than_llm_foundrys_
     assert h200["held_out_mean_max_pct"][0] > h200["baseline_mean_max_pct"][0]
     per_row = sum(f["held_out_mean_max_pct"][0] * f["rows"] for f in folds) / 108
     baseline = sum(f["baseline_mean_max_pct"][0] * f["rows"] for f in folds) / 108
-    assert per_row < baseline - 0.8  # 4.99% against 5.97% on this grid
+    assert per_row < baseline - 0.8  # 5.04% against 5.96% on this grid
 
 
 def test_gpu_compute_check_script_refuses_without_cuda_and_runs_its_smoke_shapes(monkeypatch):
@@ -755,7 +790,7 @@ def test_measured_pairs_order_two_layouts_of_one_job_by_their_repeats():
 
 @pytest.mark.slow
 def test_fit_foundry_efficiencies_give_llm_foundrys_own_pair():
-    """llm-foundry's H100 rows alone give (0.64, 0.19), the baseline ``leave_one_source_out`` compares the fit to
+    """llm-foundry's H100 rows alone give (0.65, 0.19), the baseline ``leave_one_source_out`` compares the fit to
     every H100 source with (``fit_hopper_efficiencies``); the A100's attention efficiency is fitted on
     llm-foundry's A100 rows with the SC21 GEMM efficiency kept, at most half of it."""
     from parbench.sim.efficiency_fits import (
@@ -763,21 +798,21 @@ def test_fit_foundry_efficiencies_give_llm_foundrys_own_pair():
         leave_one_source_out,
     )
 
-    assert fit_foundry_efficiencies() == (0.64, 0.19) == leave_one_source_out.__defaults__[0][:2]
+    assert fit_foundry_efficiencies() == (0.65, 0.19) == leave_one_source_out.__defaults__[0][:2]
     assert fit_foundry_efficiencies("a100-80gb", fit_gemm=False) == (0.72, A100.attention_efficiency) == (0.72, 0.35)
 
 
 @pytest.mark.slow
 def test_fit_overlap_interference_lands_within_the_rows_resolution_of_the_presets():
-    """Over every published dense row the interference's best is the presets' 0.6; its neighbours 0.55 and 0.65
-    lie within 0.02 points of mean |error| of it, 0.4 0.15 points above (the rows pin it loosely)."""
+    """Over every published dense row the interference's best is the presets' 0.65; its neighbours 0.6 and 0.7
+    lie within 0.02 points of mean |error| of it, 0.4 0.34 points above (the rows pin it loosely)."""
     from parbench.sim import efficiency_fits as fits
 
     preset = A100.overlap_interference
-    assert preset == PRESETS["h100-sxm"].overlap_interference == 0.6
-    errors = fits.overlap_interference_errors((0.4, 0.55, 0.6, 0.65))
+    assert preset == PRESETS["h100-sxm"].overlap_interference == 0.65
+    errors = fits.overlap_interference_errors((0.4, 0.6, 0.65, 0.7))
     assert fits.fit_overlap_interference() == preset
-    assert max(errors[0.55], errors[0.65]) - errors[preset] < 0.02 and errors[0.4] - errors[preset] > 0.1
+    assert max(errors[0.6], errors[0.7]) - errors[preset] < 0.02 and errors[0.4] - errors[preset] > 0.3
 
 
 @pytest.mark.slow
@@ -1233,7 +1268,8 @@ def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
     assert llama["micro_batches"] == [24, 56, 64, 72, 288] and abs(llama["per_micro_batch_error_pct"]) < 2.5
     mlperf = splits["MLPerf v3.1 GPT-3 175B"]  # 8 to 128 micro-batches: GBS x 32 / GPUs over 6 configurations
     assert mlperf["micro_batches"] == [8, 8, 16, 16, 16, 128]
-    assert mlperf["fixed_s_published"] < mlperf["fixed_s_predicted"] - 0.1  # the once-a-step part over-predicted
+    # the once-a-step part: 0.30 s predicted against 0.25 published, 0.37 before each chunk synced on its own
+    assert 0 < mlperf["fixed_s_predicted"] - mlperf["fixed_s_published"] < 0.06
     bloom = splits["BLOOM 176B on 384 A100"]
     assert bloom["micro_batches"] == [1, 128]
     assert bloom["per_micro_batch_s_published"] == pytest.approx((104.70 - 15.23) / 127, rel=1e-6)
@@ -1276,12 +1312,13 @@ def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
 def test_the_dgx_cloud_rows():
     """NVIDIA's DGX Cloud benchmarking tables (54 rows, 5 models in BF16 and FP8 on 8-2304 H100), among the rows the
     H100's efficiencies are fitted on (``fit_hopper_efficiencies``; held out, ``leave_one_source_out``: 4.7%):
-    mean |error| 3.9%, max 12.7%, every one of their 10 weak-scaling series' trend signs right. The misses are the
-    Llama 3.1 8B rows (TP 1, CP 2): +8.8..+12.7%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
+    mean |error| 4.1%, max 12.9%, every one of their 10 weak-scaling series' trend signs right. The misses are the
+    Llama 3.1 8B rows (TP 1, CP 2): +8.8..+12.9%, where NeMo 24.07's table ran the same layout in FP8 12.6% slower
     (10.89 s a step) than these 24.09 rows (9.67 s) and is predicted within 0.8%; the two differ only in the
     recipes' FP8 parameters gathered as such (DGX Cloud's ``configure.sh`` passes ``fp8_params``; NeMo 24.07's launcher
-    configs set none), 0.2% of a step. The other BF16 rows come out +0.8% on average and their FP8 twins -1.2%
-    (+0.1% and -2.3% before every step waited for its slowest device; -0.9% with the gather counted in bf16; -1.6% while every FP8 cast paid an amax pass, delayed scaling's too;
+    configs set none), 0.2% of a step. The other BF16 rows come out +0.5% on average and their FP8 twins -1.6%
+    (+0.8% and -1.2% while every interleaved chunk's gradients and gathers went as one, at the overlap interference
+    of 0.6; +0.1% and -2.3% before every step waited for its slowest device; -0.9% with the gather counted in bf16; -1.6% while every FP8 cast paid an amax pass, delayed scaling's too;
     +3.2% and -4.8% at llm-foundry's pair, GEMM 0.63 and FP8 GEMMs at the BF16 share of their peak, before the
     overlap interference went from 0.7 to 0.6)."""
     from parbench.sim.published import trends
@@ -1296,8 +1333,8 @@ def test_the_dgx_cloud_rows():
     rows = [r for r in every if r["source"] == DGXC]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (54, 53)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(3.9, abs=0.05)
-    assert s["metric_max_abs_error_pct"] == pytest.approx(12.7, abs=0.05)
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(4.09, abs=0.05)
+    assert s["metric_max_abs_error_pct"] == pytest.approx(12.87, abs=0.05)
     series = trends(rows)
     assert len(series) == 10 and all(t["match"] and t["measured_sign"] == -1 for t in series.values())
     small = [r for r in rows if r["name"].startswith("Llama 3.1 8B")]
@@ -1312,17 +1349,17 @@ def test_the_dgx_cloud_rows():
     assert replace(nemo_layout, fp8_all_gather=True) == mine_layout
     rest = [r for r in rows if r not in small]
     bias = {p: [r["metric_error_pct"] for r in rest if f" {p} " in r["name"]] for p in ("BF16", "FP8")}
-    assert sum(bias["BF16"]) / 22 == pytest.approx(0.8, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-1.2, abs=0.05)
+    assert sum(bias["BF16"]) / 22 == pytest.approx(0.54, abs=0.05) and sum(bias["FP8"]) / 22 == pytest.approx(-1.59, abs=0.05)
 
 
 def test_the_held_out_nemotron_15b_rows_keep_their_step_flat_out_to_dp_512():
     """DGX Cloud's Nemotron-4 15B README (TP 4, MBS 4, GBS 4 per GPU, 16-2048 H100), added after every constant was
     fitted and left out of the fits: the published step stays within 2.7% from 16 to 2048 GPUs (2.812 to 2.887 s in
     BF16), the data-parallel group growing from 4 to 512 ranks. Predicted, the FP8 rows' parameters gathered as such
-    (the recipes' ``fp8_params``): every row within 7.5% (mean 5.6%; 4.7% before every step waited for its
-    slowest device), both series' trend signs right. Megatron-Core's gradient buckets carry it: with torch DDP's 25 MiB buckets the
+    (the recipes' ``fp8_params``): every row within 7.6% (mean 5.9%; 5.6% at the overlap interference of 0.6, 4.7%
+    before every step waited for its slowest device), both series' trend signs right. Megatron-Core's gradient buckets carry it: with torch DDP's 25 MiB buckets the
     distributed optimizer's reduce-scatters and gathers at dp 512 pay the ring's latency 147 times each instead of
-    10 times, and the 2048-GPU BF16 row is predicted 27% slow (5.7% with them)."""
+    10 times, and the 2048-GPU BF16 row is predicted 28% slow (6.1% with them)."""
     from parbench.sim.model import architecture_spec
     from parbench.sim.published import trends
     from parbench.sim.published_memory import (
@@ -1334,14 +1371,14 @@ def test_the_held_out_nemotron_15b_rows_keep_their_step_flat_out_to_dp_512():
     rows = [r for r in _published_rows() if r["source"] == DGXC_HELD_OUT]
     (s,) = summarize_by_source(rows)
     assert (s["rows"], s["ran_predicted_to_fit"]) == (16, 16)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(5.6, abs=0.05) and s["metric_max_abs_error_pct"] < 7.5
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(5.91, abs=0.05) and s["metric_max_abs_error_pct"] < 7.6
     series = trends(rows)
     assert len(series) == 2 and all(t["match"] for t in series.values())
     (run,) = [r for r in runs() if r.source == DGXC_HELD_OUT and r.name.startswith("Nemotron-4 15B BF16 2048 ")]
     spec = architecture_spec(run.arch, megatron=True)
     steps = {flag: predict(spec, replace(run.layout, megatron_grad_buckets=flag), PRESETS[run.cluster]).step_time_s
              for flag in (True, False)}
-    assert steps[True] / run.value == pytest.approx(1.057, abs=0.005) and steps[False] / run.value > 1.26
+    assert steps[True] / run.value == pytest.approx(1.061, abs=0.005) and steps[False] / run.value > 1.26
 
 
 def _held_out_source(source: str, rows: int, mean_pct: float, max_pct: float) -> list[dict]:
@@ -1373,7 +1410,8 @@ def test_nemotron4_reports_table2_reproduces_its_mfu_and_its_held_out_rows_come_
     printed MFU follows from its time by the report's own count (6 x (its 12.5B non-embedding parameters + the
     256,000 x 6144 head) + 12 L h s FLOPs per token over 989 TFLOP/s), within what rounding the times to 0.01 s
     and the MFU to 0.1 leaves. The rows were added after every constant was fitted and are left out of every fit;
-    predicted: mean |error| 5.3%, max 6.8%, the per-GPU rate falling from 768 to 2304 GPUs as published."""
+    predicted: mean |error| 5.6%, max 7.7% (5.3% and 6.8% at the overlap interference of 0.6), the per-GPU rate
+    falling from 768 to 2304 GPUs as published."""
     from parbench.sim.published_memory import NEMOTRON4_REPORT, NEMOTRON4_TABLE2
 
     h, layers, seq = 6144, 32, 4096
@@ -1386,19 +1424,20 @@ def test_nemotron4_reports_table2_reproduces_its_mfu_and_its_held_out_rows_come_
 
     for gpus, batch, secs, mfu in NEMOTRON4_TABLE2:
         assert mfu_at(secs + 0.005, gpus, batch) - 0.05 <= mfu <= mfu_at(secs - 0.005, gpus, batch) + 0.05, (gpus, mfu)
-    _held_out_source(NEMOTRON4_REPORT, 3, 5.3, 7)
+    _held_out_source(NEMOTRON4_REPORT, 3, 5.65, 8)
 
 
 def test_mlperf_gpt3_rows_take_their_configs_batches_and_stay_within_15pct_out_to_10752_gpus():
     """NVIDIA's MLPerf Training v3.1 GPT-3 175B runs (TP 4, PP 8, VP 12, FP8 on 768-10,752 H100). The batches come
     from the configs' MINIBS (GBS = MINIBS x DP, DP = GPUs / 32); the logs' step counters, copied here, advance by
-    exactly GBS x 2048 tokens a step. Held out of every fit: mean |error| 7.9%, max 14.0% (the two 8-micro-batch
-    rows, predicted slow; 6.3% and 12.3% before every step waited for its slowest device, 5.6% of a step at
-    10,240 GPUs), the per-GPU rate falling from 768 to 10,752 GPUs as published."""
+    exactly GBS x 2048 tokens a step. Held out of every fit: mean |error| 3.6%, max 6.5% (the two 8-micro-batch
+    rows, predicted slow), since Megatron-Core's interleaved schedule syncs each model chunk on its own (7.9% and
+    14.0% while every chunk's gradients and gathers went as one; 6.3% and 12.3% before every step waited for its
+    slowest device, 5.6% of a step at 10,240 GPUs), the per-GPU rate falling from 768 to 10,752 GPUs as published."""
     from parbench.sim.published_memory import MLPERF_GPT3, MLPERF_GPT3_STEPS
 
     log_tokens_per_step = {96: 6291456, 512: 4194304, 768: 6291456, 1024: 8388608, 1280: 5242880, 1344: 5505024}
-    rows = _held_out_source(MLPERF_GPT3, 6, 7.9, 14.5)
+    rows = _held_out_source(MLPERF_GPT3, 6, 3.59, 7)
     assert [(r["gpus"], r["global_batch"] * 2048) for r in rows] == [
         (8 * n, log_tokens_per_step[n]) for n, _, _ in MLPERF_GPT3_STEPS]
 
@@ -1410,7 +1449,7 @@ def test_mlperf_v41_gpt3_rows_show_a_years_software_against_the_v31_ones():
     steps are 15% faster than the model's. Held out of every fit."""
     from parbench.sim.published_memory import MLPERF_GPT3_V41
 
-    rows = _held_out_source(MLPERF_GPT3_V41, 3, 10.3, 13.0)
+    rows = _held_out_source(MLPERF_GPT3_V41, 3, 10.58, 13.0)
     assert [(r["gpus"], r["cluster"], r["global_batch"] * 2048) for r in rows] == [
         (256, "h100-sxm", 4194304), (512, "h100-sxm", 4194304), (64, "b200", 4194304)]
     assert all(r["step_s_predicted"] > r["step_s_published"] for r in rows)
@@ -1421,17 +1460,17 @@ def test_mlperf_v40_gpt3_rows_take_their_logs_batches_and_show_six_micro_batches
     MBS 1 on 10,752 and 11,616. Their GBS are the logs' ``global_batch_size`` (2304, 2688, 2904) and their steps a block's
     time over its steps: the blocks train 25,344, 26,880 and 26,136 sequences (``epoch_count`` / 2048), 11, 10 and 9
     steps. FP8 parameters gathered as such (``FP8_PARAMS=True``, NeMo's ``fp8_params``). Held out of every fit,
-    predicted slow: 8% at 72 micro-batches a pipeline, 13% at 6 (7% and 11-12% before every step waited for its
-    slowest device)."""
+    predicted slow: 8% at 72 micro-batches a pipeline, 6% at 6 (13% while every chunk's gradients and gathers went
+    as one; 7% and 11-12% before every step waited for its slowest device)."""
     from parbench.sim.published_memory import MLPERF_GPT3_V40, MLPERF_GPT3_V40_STEPS
 
     block_sequences = {64: 25344, 1344: 26880, 1452: 26136}
-    rows = _held_out_source(MLPERF_GPT3_V40, 3, 11.35, 13.5)
+    rows = _held_out_source(MLPERF_GPT3_V40, 3, 6.87, 8)
     for r, (_, _, _, nodes, gbs, pp, _, mbs, _) in zip(rows, MLPERF_GPT3_V40_STEPS):
         assert (r["gpus"], r["global_batch"]) == (8 * nodes, gbs) and block_sequences[nodes] % gbs == 0
         assert r["micro_batches"] == gbs // (8 * nodes // (4 * pp) * mbs)
     assert [r["micro_batches"] for r in rows] == [72, 6, 6]
-    assert [round(r["metric_error_pct"]) for r in rows] == [8, 13, 13]
+    assert [round(r["metric_error_pct"]) for r in rows] == [8, 7, 6]
 
 
 def test_mlperf_v50_llama405b_rows_take_their_logs_batches_and_hold_on_h100_to_two_percent():
@@ -1462,7 +1501,7 @@ def test_mlperf_v50_llama405b_rows_take_their_logs_batches_and_hold_on_h100_to_t
     assert len(gb200) == 2 and all(-12.5 < r["metric_error_pct"] < -9.5 for r in gb200)
     assert trends(gb200)["MLPerf v5.0 Llama 3.1 405B GB200"]["match"]
     (s,) = summarize_by_source(rows)
-    assert s["metric_mean_abs_error_pct"] == pytest.approx(4.27, abs=0.05) and s["ran_predicted_to_fit"] == 7
+    assert s["metric_mean_abs_error_pct"] == pytest.approx(4.09, abs=0.05) and s["ran_predicted_to_fit"] == 7
     series = trends(h100)["MLPerf v5.0 Llama 3.1 405B H100"]
     assert series["measured_sign"] == series["predicted_sign"] == -1
     assert MLPERF_LLAMA405B in HELD_OUT_SOURCES
@@ -1474,7 +1513,7 @@ def test_cisco_mlperf_v51_llama8b_rows_are_one_micro_batch_a_step_and_held_out()
     """Cisco's MLPerf Training v5.1 Llama 3.1 8B runs: 8 and 16 nodes of 8 H100, TP 1 and 2, MINIBS 1 and MBS 1, so
     GBS = 64 data-parallel ranks x 1 (the logs' sample counter advances by 64 a step) and one micro-batch a step;
     Llama 3.1 8B's own 128,256-token vocabulary; FP8 parameters gathered as such (``FP8_PARAMS``). Held out of every
-    fit: TP 1 predicted 3.5% slow, TP 2 10.3% fast."""
+    fit: TP 1 predicted 4.2% slow, TP 2 9.2% fast."""
     from parbench.sim.efficiency_fits import h100_rows_grid
     from parbench.sim.published_memory import (
         HELD_OUT_SOURCES,
@@ -1487,7 +1526,7 @@ def test_cisco_mlperf_v51_llama8b_rows_are_one_micro_batch_a_step_and_held_out()
              r.arch.vocab, r.arch.seq_len) for r in mine] == [(64, 1, 64, 64, 1, 128256, 8192),
                                                              (128, 2, 64, 64, 1, 128256, 8192)]
     rows = [r for r in _published_rows() if r["source"] == MLPERF_LLAMA8B_CISCO]
-    assert [round(r["metric_error_pct"], 1) for r in rows] == [3.5, -10.3]
+    assert [round(r["metric_error_pct"], 1) for r in rows] == [4.2, -9.2]
     assert MLPERF_LLAMA8B_CISCO in HELD_OUT_SOURCES
     (point,) = h100_rows_grid(gemms=(0.68,), attentions=(0.19,), fp8_shares=(0.875,))
     assert MLPERF_LLAMA8B_CISCO not in point["by_source"]
@@ -1514,7 +1553,7 @@ def test_mlperf_v60_llama8b_rows_take_their_logs_batches_and_show_a_year_of_soft
                                ("h100-sxm", 128, 2, 64, 64, 1, "delayed", True, 128256, 8192),
                                ("h200-sxm", 16, 1, 16, 32, 2, "tensorwise", True, 128256, 8192)]
     rows = {r["name"]: r for r in _published_rows() if r["source"] in (MLPERF_LLAMA8B_V60, MLPERF_LLAMA8B_CISCO)}
-    assert [round(r["metric_error_pct"], 1) for r in rows.values() if r["source"] == MLPERF_LLAMA8B_V60] == [19.3, 22.0, 12.9]
+    assert [round(r["metric_error_pct"], 1) for r in rows.values() if r["source"] == MLPERF_LLAMA8B_V60] == [20.6, 23.5, 13.3]
     v51, v60 = (rows[f"MLPerf {v} Llama 3.1 8B FP8 128 H100 TP 2 MBS 1 GBS 64 (Cisco{s})"]
                 for v, s in (("v5.1", " hpf_n16"), ("v6.0", "")))
     assert v51["predicted"] == pytest.approx(v60["predicted"], rel=1e-9)
@@ -1528,7 +1567,7 @@ def test_dgx_cloud_25_05_rows_hold_on_h100_and_show_gb200_of_early_2025_slower_t
     """NVIDIA's DGX Cloud recipes, release 25.05.04 (NeMo 25.04): the same recipes on H100 and GB200 NVL72. Each
     README's MFU, GBS x its model FLOPs / step / GPUs / peak, gives GB200 / H100 = 0.81-0.86 (peaks 2450 and 989
     TFLOP/s BF16, 4900 and 1979 FP8). By hand from its tables: Llama 3.1 405B BF16, 64 x 2.17e16 / 9.347 / 128 /
-    2.45e15 = 47.4%. Held out of every fit: the six H100 rows within -1.3 to +7.8% (the FP8 ones' parameters gathered
+    2.45e15 = 47.4%. Held out of every fit: the six H100 rows within -1.6 to +8.1% (the FP8 ones' parameters gathered
     as such, as the recipes of this release do), the eighteen GB200 rows 17-26% fast
     (the model's GB200 efficiencies are the H100's, which Megatron-Bridge's 25.11 and later GB200 rows bear out)."""
     from parbench.sim.efficiency_fits import h100_rows_grid
@@ -1551,7 +1590,7 @@ def test_dgx_cloud_25_05_rows_hold_on_h100_and_show_gb200_of_early_2025_slower_t
     rows = [r for r in _published_rows() if r["source"] == DGXC_2505]
     h100 = [r["metric_error_pct"] for r in rows if r["cluster"] == "h100-sxm"]
     gb200 = [r["metric_error_pct"] for r in rows if r["cluster"] == "gb200-nvl72"]
-    assert len(h100) == 6 and -1.5 < min(h100) and max(h100) < 8.0
+    assert len(h100) == 6 and -1.7 < min(h100) and max(h100) < 8.2
     assert len(gb200) == 18 and -25.5 < min(gb200) and max(gb200) < -17
     assert DGXC_2505 in HELD_OUT_SOURCES
     (point,) = h100_rows_grid(gemms=(0.68,), attentions=(0.19,), fp8_shares=(0.875,))
