@@ -95,18 +95,20 @@ def chunked_gradient_exposed_s(total_s: float, shares: tuple[float, ...], backwa
     chunk's part of ``total_s``, in its order on the rank; ``backward_s``: one chunk's backward (and recompute) of
     one micro-batch; ``group``: the micro-batches the schedule runs a chunk for in a row (min(pp, m)). The backward
     finishes the chunks last first: chunk j's last micro-batch ends j x group chunk-backwards before the rank's last
-    backward, and its reduce-scatter queues on the link from then. What the queue still holds when the backward
-    ends is exposed, plus the first chunk's own reduce-scatter, whose buckets (``first_buckets``) only overlap its
-    last backward (``gradient_exposed_s``)."""
+    backward, and its reduce-scatter queues on the link from then. The first chunk's ``first_buckets`` become ready
+    one by one through its last backward (``gradient_exposed_s``'s buckets) and join the queue; what the queue
+    still holds when the backward ends is exposed."""
     if total_s <= 0:
         return 0.0
     v, step = len(shares), hide * group * backward_s
+    end = (v - 1) * step  # the rank's last backward ends; chunk j's at (v - 1 - j) x step
     free = float("-inf")  # when the link has sent what was queued
     for j in range(v - 1, 0, -1):
         free = max((v - 1 - j) * step, free) + total_s * shares[j]
-    backlog = max(free - (v - 1) * step, 0.0)
-    first = gradient_exposed_s(total_s * shares[0], backward_s, first_buckets, hide=hide)
-    return contended_s(min(total_s, backlog + first), total_s, interference)
+    buckets, last = max(first_buckets, 1), hide * backward_s
+    for k in range(1, buckets + 1):
+        free = max(end - last + last * k / buckets, free) + total_s * shares[0] / buckets
+    return contended_s(min(total_s, max(free - end, 0.0)), total_s, interference)
 
 
 def chunked_gather_exposed_s(total_s: float, shares: tuple[float, ...], forward_s: float, group: int,

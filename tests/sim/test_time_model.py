@@ -80,13 +80,16 @@ def test_megatron_interleaved_chunks_reduce_their_gradients_under_the_chunks_bel
     reduce-scatter starts when its chunk is done and queues on one link. 1 s each: chunks 3-1 end by t = 5,
     under the backward, and chunk 0's one bucket (1 s) is all that is exposed. 3 s each: the queue ends at 3, 6
     and 9, 3 s past the backward, then chunk 0's 3 s: 6 s, where the four buckets under one micro-batch's backward
-    (4 s) would expose 12 - 4 x 3/4 = 9. Chunk 0 in three buckets hides two thirds of its last second: 3 + 3 - 2/3.
-    Interference 0.5 adds half of what is hidden."""
+    (4 s) would expose 12 - 4 x 3/4 = 9. Chunk 0 in three buckets, ready at 5 1/3, 5 2/3 and 6: with the link free
+    at 5 only the last (1/3 s) is exposed; with the queue 3 s behind, none can start before it is through: 6 s
+    still. Interference 0.5 adds half of what is hidden."""
     quarter = (0.25,) * 4
     assert chunked_gradient_exposed_s(4.0, quarter, 1.0, 2, 1, hide=1.0) == 1.0
     assert chunked_gradient_exposed_s(12.0, quarter, 1.0, 2, 1, hide=1.0) == 6.0
     assert gradient_exposed_s(12.0, 4.0, 4, hide=1.0) == 9.0
-    assert chunked_gradient_exposed_s(12.0, quarter, 1.0, 2, 3, hide=1.0) == pytest.approx(3.0 + 3.0 - 2 / 3)
+    assert chunked_gradient_exposed_s(4.0, quarter, 1.0, 2, 3, hide=1.0) == pytest.approx(1 / 3)
+    assert chunked_gradient_exposed_s(12.0, quarter, 1.0, 2, 3, hide=1.0) == pytest.approx(6.0)
+    assert gradient_exposed_s(3.0, 1.0, 3, hide=1.0) == pytest.approx(3.0 - 2 / 3)  # chunk 0 alone, link free
     assert chunked_gradient_exposed_s(12.0, quarter, 1.0, 2, 1, hide=1.0, interference=0.5) == 6.0 + 0.5 * 6.0
     assert chunked_gradient_exposed_s(12.0, quarter, 1.0, 2, 1, hide=0.0) == 12.0  # nothing overlaps
     assert chunked_gradient_exposed_s(0.0, quarter, 1.0, 2, 1, hide=1.0) == 0.0
