@@ -308,6 +308,8 @@ def rank_spread_errors(spreads: tuple[float, ...] = RANK_SPREADS, grid: dict | N
 
 
 def fit_rank_spread(spreads: tuple[float, ...] = RANK_SPREADS) -> float:
-    """The GPU presets' ``rank_spread``: the point of ``spreads`` whose ``rank_spread_errors`` is least."""
+    """The point of ``spreads`` whose ``rank_spread_errors`` is least. The GPU presets' ``rank_spread`` is read off
+    these errors; where two points lie within what the rows resolve (0.001 points), the presets keep theirs (the
+    source the presets cite for it says which and why)."""
     errors = rank_spread_errors(spreads)
     return min(errors, key=lambda s: errors[s]["mean_abs_error_pct"])
