@@ -297,7 +297,10 @@ def _random_case(rng: random.Random):
     if cluster.peak_flops_fp8 and rng.random() < 0.25:
         recipes = ("tensorwise", "delayed") + (("mxfp8",) if cluster.mxfp8_gemm_share else ())
         layout = replace(layout, precision=PRECISIONS["fp8"], fp8_scaling=rng.choice(recipes))
-    return model_spec(w, megatron=rng.random() < 0.5), layout, cluster
+    model = model_spec(w, megatron=rng.random() < 0.5)
+    if rng.random() < 0.5:  # Megatron-Core's DDP: its buckets and, interleaved, each chunk synced on its own
+        layout = replace(layout, megatron_grad_buckets=True, overlap_param_gather=layout.zero == 1)
+    return model, layout, cluster
 
 
 def _random_moe_case(rng: random.Random):
