@@ -56,7 +56,10 @@ Sources, per rule:
   ``forward_backward_pipelining_with_interleaving``). A chunk's reduce-scatter starts as soon as its last
   micro-batch's backward ends, while the chunks below it still run theirs; the next chunk's gather starts
   with this chunk's first forward, min(pp, m) micro-batches before that chunk needs it. The chunks' traffic
-  queues on the one data-parallel link (``chunked_gradient_exposed_s``, ``chunked_gather_exposed_s``).
+  queues on the one data-parallel link (``chunked_gradient_exposed_s``, ``chunked_gather_exposed_s``). NeMo's
+  documentation says the same of its recipes: with pipeline parallelism "the granularity of DP communication
+  becomes the Transformer layers per virtual pipeline stage", and the overlap "exposes only one DP communication
+  chunk" (``docs/source/features/optimizations/communication_overlap.rst``).
 """
 
 from __future__ import annotations
