@@ -59,7 +59,11 @@ Sources, per rule:
   queues on the one data-parallel link (``chunked_gradient_exposed_s``, ``chunked_gather_exposed_s``). NeMo's
   documentation says the same of its recipes: with pipeline parallelism "the granularity of DP communication
   becomes the Transformer layers per virtual pipeline stage", and the overlap "exposes only one DP communication
-  chunk" (``docs/source/features/optimizations/communication_overlap.rst``).
+  chunk" (``docs/source/features/optimizations/communication_overlap.rst``). torch's pipeline schedules reduce
+  each stage module's gradients in its last backward too, but FSDP2 ends that backward by making the compute
+  stream wait for the module's reduce-scatters (``FSDPParamGroup.finalize_backward``, called from
+  ``_root_post_backward_final_callback`` on the last backward): they cannot run under the next chunk's backward,
+  so torch's layouts keep the rule of one micro-batch.
 """
 
 from __future__ import annotations
