@@ -660,7 +660,8 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
                           "published_nearest_to_best": [{**vars(r), "error_pct": r.error_pct} for r in nearby],
                           "within_margin_of_best": close,
                           "pareto": [row(c) for c in front], "rejected": rejected,
-                          "rejected_examples": [{"layout": describe(c.layout) if c.layout else None, "reason": c.reason}
+                          "rejected_examples": [{"layout": describe(c.layout) if c.layout else None, "reason": c.reason,
+                                                 "peak_memory_bytes": c.peak_memory_bytes or None}
                                                 for c in cands if not c.feasible][:20]}))
         return 0 if feasible else EXIT_INFEASIBLE
     from parbench.sim.predict import format_bytes
@@ -668,9 +669,10 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
     print(f"{len(cands)} layouts, {len(feasible)} fit in {format_bytes(cluster.memory_bytes)} per device")
     for reason, n in sorted(rejected.items(), key=lambda kv: -kv[1]):
         print(f"  rejected {n:>5}: {reason}")
-    example = next((c for c in cands if c.reason.startswith("needs")), None)
-    if example:
-        print(f"  e.g. {describe(example.layout)}: {example.reason}")
+    nearest = next((c for c in cands if c.reason.startswith("needs")), None)  # the search puts it first
+    if nearest:
+        over = format_bytes(nearest.peak_memory_bytes - cluster.memory_bytes)
+        print(f"  nearest to fitting ({over} over): {describe(nearest.layout)}: {nearest.reason}")
     _table(f"top {a.top} by throughput", feasible[:a.top])
     if feasible:
         print(f"\nthe best layout, {describe(feasible[0].layout)}: where its step goes")

@@ -56,8 +56,9 @@ class Memory:
     """Reserved but unusable by the caching allocator (block rounding, split segments)."""
 
     @property
-    def total_bytes(self) -> int:
-        return sum(getattr(self, f.name) for f in fields(self))
+    def total_bytes(self) -> int:  # every field, spelled out: a search sums tens of thousands
+        return (self.param_bytes + self.grad_bytes + self.optim_bytes + self.activation_bytes + self.unsharded_bytes
+                + self.loss_bytes + self.buffer_bytes + self.context_bytes + self.fragmentation_bytes)
 
     @property
     def churn_bytes(self) -> int:
@@ -347,8 +348,10 @@ def held_grad_bytes(layout: Layout) -> int:
     return layout.grad_elem_bytes + extra
 
 
-def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluster | None = None) -> Memory:
-    """The worst rank of a pipeline stage."""
+def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluster | None = None, *,
+                 redo_bytes: float | None = None) -> Memory:
+    """The worst rank of a pipeline stage. ``redo_bytes``: ``recompute_bytes(model, layout)``, where the caller
+    has it (the same for every stage)."""
     pr = layout.precision
     params, grads, optim, tensors = state_numels(model, layout, stage)
     if model.optimizer == "adamw":
@@ -360,7 +363,8 @@ def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluste
     acts = kept_activation_bytes(model, layout, stage) + weight_cast_bytes(layout, stage.tensors)
     # backward runs the loss first and frees its buffers before any layer's recomputation starts, so the
     # recomputed layer adds to the peak only by what it holds beyond them
-    acts += max(0.0, recompute_bytes(model, layout) - loss) if layers else 0.0
+    redo = recompute_bytes(model, layout) if redo_bytes is None else redo_bytes
+    acts += max(0.0, redo - loss) if layers else 0.0
     buckets = 2 * DDP_BUCKET_BYTES if layout.zero in (1, 2) and layout.shard_group > 1 and not layout.fsdp2 else 0
     mem = Memory(param_bytes=params * pr.param_bytes, grad_bytes=grads * held_grad_bytes(layout), optim_bytes=int(optim_bytes),
                  activation_bytes=int(acts), unsharded_bytes=unsharded_bytes(model, layout, stage),
@@ -371,11 +375,11 @@ def stage_memory(model: ModelSpec, layout: Layout, stage: Stage, cluster: Cluste
 def stages_memory(model: ModelSpec, layout: Layout, sts: tuple[Stage, ...], cluster: Cluster | None = None) -> list[Memory]:
     """``stage_memory`` of every stage; stages of equal shapes (``Stage.shape_key``) that hold as many micro-batches
     in flight hold the same, and are computed once."""
-    out, done = [], {}
+    out, done, redo = [], {}, recompute_bytes(model, layout)
     for st in sts:
         key = (st.shape_key, in_flight_micro_batches(layout, st.rank))
         if key not in done:
-            done[key] = stage_memory(model, layout, st, cluster)
+            done[key] = stage_memory(model, layout, st, cluster, redo_bytes=redo)
         out.append(done[key])
     return out
 

@@ -382,16 +382,34 @@ def comm_totals(times: list[StageTime], extra_parameter_s: float = 0.0) -> dict[
     return {k: max(t.comm_total[k] for t in times) + (extra_parameter_s if k == "parameter" else 0.0) for k in CATEGORIES}
 
 
-def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
-    """Predict one layout; infeasible (memory) layouts are still predicted, with ``reasons``."""
+def ranks_memory(model: ModelSpec, layout: Layout, cluster: Cluster) -> list[Memory]:
+    """What each rank of a distinct kind holds at its peak (every pipeline stage; a parameter server's worker
+    and server), ``model`` whole as given: each MoE layer's experts/ep a rank."""
+    model = expert_local(model, layout.ep, layout.whole_experts)
+    if layout.strategy is Strategy.PS:
+        return ps_memory(model, layout)
+    return stages_memory(model, layout, stages(model, layout.pp, layout.split), cluster)
+
+
+def memory_shortfall(mems: Sequence[Memory], cluster: Cluster) -> str:
+    """Why the busiest rank does not fit on the device (its peak and what makes it up), or '' where it fits."""
+    worst = max(mems, key=lambda mm: mm.total_bytes)
+    if worst.total_bytes <= cluster.memory_bytes:
+        return ""
+    return (f"needs {format_bytes(worst.total_bytes)} per rank > {format_bytes(cluster.memory_bytes)} ("
+            + ", ".join(f"{k.removesuffix('_bytes')} {format_bytes(v)}" for k, v in worst.as_dict().items() if v) + ")")
+
+
+def predict(model: ModelSpec, layout: Layout, cluster: Cluster, *, memory: Sequence[Memory] = ()) -> Prediction:
+    """Predict one layout; infeasible (memory) layouts are still predicted, with ``reasons``. ``memory``: the
+    layout's ``ranks_memory``, where the caller has it already (a search checks the fit first)."""
+    mems = list(memory) or ranks_memory(model, layout, cluster)
     model = expert_local(model, layout.ep, layout.whole_experts)  # experts/ep of each MoE layer a rank
     ops = rank_ops(model, layout)
     cats = {name: bytes_by_category(o) for name, o in ops.items()}
     comm_bytes = {k: max(c[k] for c in cats.values()) for k in CATEGORIES}
     busiest = max(ops, key=lambda name: sum(cats[name].values()))
     sts = stages(model, layout.pp, layout.split)
-    mems = (ps_memory(model, layout) if layout.strategy is Strategy.PS
-            else stages_memory(model, layout, sts, cluster))
     kinds = [mm.as_dict() for mm in mems]
     memory = Memory(**{k: max(d[k] for d in kinds) for k in kinds[0]})
     slowest = slowest_of(cluster, layout.world_size)
@@ -412,11 +430,8 @@ def predict(model: ModelSpec, layout: Layout, cluster: Cluster) -> Prediction:
     hw_flops = hardware_flops_per_step(model, layout)
     worst = max(mems, key=lambda mm: mm.total_bytes)
     peak = worst.total_bytes
-    reasons = ()
-    if peak > cluster.memory_bytes:
-        reasons = (f"needs {format_bytes(peak)} per rank > {format_bytes(cluster.memory_bytes)} ("
-                   + ", ".join(f"{k.removesuffix('_bytes')} {format_bytes(v)}" for k, v in worst.as_dict().items() if v)
-                   + ")",)
+    shortfall = memory_shortfall(mems, cluster)
+    reasons = (shortfall,) if shortfall else ()
     beat = max(times, key=lambda t: t.beat)
     m = layout.micro_batches
     parts = {"forward": m * beat.chunk.forward, "backward": m * beat.chunk.backward, "recompute": m * beat.chunk.recompute}

@@ -315,3 +315,15 @@ def test_heads_of_their_own_width_keep_q_and_the_attention_output_at_that_width(
     with pytest.raises(ValueError, match="heads=3 does not divide hidden=256"):
         replace(ARCH, heads=3, kv_heads=1)
     assert replace(ARCH, heads=3, kv_heads=1, head_size=64).q_width == 192
+
+
+def test_a_rank_s_total_is_every_kind_it_holds():
+    """``Memory.total_bytes`` spells its fields out for speed: each kind, given its own power of two, must count
+    once (a field added to the record and left out of the sum fails here)."""
+    from dataclasses import fields
+
+    from parbench.sim.memory import Memory
+
+    kinds = [f.name for f in fields(Memory)]
+    mem = Memory(**{name: 1 << i for i, name in enumerate(kinds)})
+    assert mem.total_bytes == (1 << len(kinds)) - 1 == sum(mem.as_dict().values())

@@ -21,6 +21,32 @@ def test_a_model_that_cannot_fit_is_rejected_with_the_memory_reason():
     assert any(c.reason.startswith("needs") and "GiB per rank > 80.00 GiB" in c.reason for c in cands)
 
 
+def test_checking_memory_first_keeps_every_verdict_and_prediction_of_predicting_each_layout_whole():
+    """The search times only the layouts that fit. Against ``predict`` run on every layout: the same layouts fit,
+    each with the same prediction, each rejection gives the same reason; those that do not fit come nearest to
+    fitting first, then the layouts that are not layouts."""
+    from parbench.sim.predict import predict
+    from parbench.sim.search import SearchOptions, layouts
+
+    shape = WorkloadConfig(name="transformer", layers=8, hidden=1024, heads=16, seq_len=2048, vocab_size=32000)
+    model, gpu = model_spec(shape, megatron=True), replace(PRESETS["h100-sxm"], memory_bytes=3 * 2**30)
+    cands = search(model, gpu, gpus=8, global_batch=32, precision=PRECISIONS["bf16"])
+    whole = {}
+    for layout, reason in layouts(model, gpu, gpus=8, global_batch=32, options=SearchOptions(precision=PRECISIONS["bf16"])):
+        if layout is not None:
+            whole[layout] = predict(model, layout, gpu)
+    fit = {c.layout: c.prediction for c in cands if c.feasible}
+    assert fit and len(fit) < len(whole) / 2  # most do not fit: the case exercises the shortcut
+    assert fit == {layout: p for layout, p in whole.items() if p.feasible}
+    assert all(c.prediction is None and c.reason == whole[c.layout].reasons[0]
+               and c.peak_memory_bytes == whole[c.layout].peak_memory_bytes
+               for c in cands if c.layout is not None and not c.feasible)
+    rejected = [c for c in cands if not c.feasible]
+    peaks = [c.peak_memory_bytes for c in rejected if c.layout is not None]
+    assert peaks == sorted(peaks) and peaks[0] > gpu.memory_bytes
+    assert all(c.layout is None for c in rejected[len(peaks):])
+
+
 def test_rule_breaking_layouts_are_rejected_with_the_rule():
     small = WorkloadConfig(name="transformer", layers=2, hidden=256, heads=4, seq_len=128, vocab_size=256)
     cands = search(model_spec(small, megatron=True), PRESETS["h100-sxm"], gpus=8, global_batch=8,
