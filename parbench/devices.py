@@ -40,6 +40,9 @@ class Datasheet:
 _A100 = "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100), SXM and PCIe columns"
 _H100 = "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100), {} column, sparse figures halved"
 _H200 = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200), {} column, sparse figures halved"
+_EXPORT = ("the {} is the {} die and clocks with NVLink cut to 400 GB/s (TechPowerUp, 'NVIDIA Prepares H800 "
+           "Adaptation of H100 GPU for the Chinese Market', 2023; DeepSeek-AI, ISCA 2025, arXiv 2505.09343), so its "
+           "tensor-core peaks are that datasheet's: ")
 _L40S = "NVIDIA L40S datasheet (nvidia.com/en-us/data-center/l40s), sparse figures halved"
 _BLACKWELL = ("NVIDIA GB200 NVL72 / HGX B200 specifications (nvidia.com/en-us/data-center/gb200-nvl72), 'Individual "
               "Blackwell GPU Specifications', {} column, sparse figures halved")
@@ -68,6 +71,11 @@ DATASHEETS: tuple[tuple[str, Datasheet], ...] = (
                          peak_flops={"fp32": 80e12, "tf32": 1250e12, "bf16": 2500e12, "fp8": 5000e12})),
     (r"B200", Datasheet(model="B200 (HGX)", memory_bytes=180 * 10**9, source=_BLACKWELL.format("HGX B200"),
                         peak_flops={"fp32": 75e12, "tf32": 1100e12, "bf16": 2250e12, "fp8": 4500e12})),
+    (r"H800(?!.*PCIe)", Datasheet(model="H800 SXM", memory_bytes=80 * 10**9,
+                                  source=_EXPORT.format("H800 SXM5", "H100 SXM5") + _H100.format("H100 SXM"),
+                                  peak_flops={"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12, "fp8": 1979e12})),
+    (r"A800", Datasheet(model="A800", memory_bytes=80 * 10**9, source=_EXPORT.format("A800", "A100") + _A100,
+                        peak_flops={"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12})),
     (r"A100", Datasheet(model="A100", memory_bytes=80 * 10**9, source=_A100,
                         peak_flops={"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12})),
     (r"L40S", Datasheet(model="L40S", memory_bytes=48 * 10**9, source=_L40S,

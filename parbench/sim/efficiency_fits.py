@@ -210,7 +210,7 @@ def fit_gemm_curve(rows: list[dict], peak_flops: float) -> dict:
             "left_out_launch_bound": len(timed) - len(kept), "max_error_pct": worst * 100}
 
 
-HOPPER_PRESETS = ("h100-sxm", "h100-96gb", "h200-sxm", "b200", "gb200-nvl72")
+HOPPER_PRESETS = ("h100-sxm", "h100-96gb", "h200-sxm", "h800-sxm", "b200", "gb200-nvl72")
 """The presets that carry the H100's fitted pair (the Blackwell ones inherit it, nothing refitted)."""
 
 
@@ -246,7 +246,7 @@ def gemm_overhead_grid(overheads: tuple[float, ...] = (0.0, 5e-6, 10e-6, 15e-6, 
     return out
 
 
-A100_PRESETS = ("a100-80gb", "jean-zay-a100", "a100-40gb")
+A100_PRESETS = ("a100-80gb", "jean-zay-a100", "a100-40gb", "a800-80gb")
 """The presets that carry the A100's fitted GEMM and attention efficiencies."""
 
 SPREAD_HOPPER_GRID = {"gemms": tuple(round(0.63 + 0.01 * i, 2) for i in range(9)), "attentions": (0.17, 0.19, 0.21),

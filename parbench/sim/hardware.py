@@ -707,6 +707,29 @@ A100_40_SOURCES = {
     "memory_bandwidth_bytes_per_s": "A100 datasheet, 40GB column: HBM2 1,555 GB/s; x0.8 achievable (assumed)",
     "gemm_efficiency": "the A100 80GB's fitted 0.72 and attention 0.35 (same tensor cores and clocks)",
 }
+EXPORT_NVLINK_SOURCE = ("TechPowerUp, 'NVIDIA Prepares H800 Adaptation of H100 GPU for the Chinese Market' (2023-03-21, "
+                        "after Reuters): the A800 is the A100 with its chip-to-chip bandwidth cut from 600 GB/s to 400 GB/s")
+A800_SOURCES = {
+    **A100_SOURCES,
+    "intra": f"{EXPORT_NVLINK_SOURCE}: NVLink 400 GB/s total = 200 GB/s per direction; x0.8 busbw (assumed, as the A100's)",
+    "gemm_efficiency": "the A100 80GB's fitted 0.72 and attention 0.35 (the A100's die, memory and clocks; only NVLink differs)",
+}
+H800_SOURCES = {
+    **H100_SOURCES,
+    "peak_flops": "the H100 SXM's 989 TFLOP/s BF16 dense (the H800 SXM5 is the H100 SXM5's die and clocks; its export "
+                  "limits cut NVLink and FP64, neither a training GEMM)",
+    "peak_flops_fp8": "the H100 SXM's 1,979 TFLOP/s FP8 dense (same tensor cores)",
+    "intra": "NVLink 400 GB/s total = 200 GB/s per direction (DeepSeek-AI, 'Insights into DeepSeek-V3: Scaling Challenges "
+             "and Reflections on Hardware for AI Architectures', ISCA 2025, arXiv 2505.09343: the H800's NVLink cut from "
+             "the H100's 900 GB/s to 400 GB/s, eight 400 Gb/s InfiniBand NICs a node to make up for it); x0.8 busbw "
+             "(assumed, as every preset's): 160 GB/s, the figure DeepSeek-V3's report gives for the NVLink its all-to-all "
+             "kernels reached ('NVLink offers a bandwidth of 160 GB/s, roughly 3.2 times that of IB (50 GB/s)', "
+             "arXiv 2412.19437, sec. 3.2.2)",
+    "inter": "8x 400 Gb/s InfiniBand per node (the same two papers) = 50 GB/s per GPU; x0.9 (assumed)",
+    "memory_bytes": "80 GB HBM3 as the H100 SXM's (the same stacks): 81,559 MiB as NVML reports the H100 (assumed the same)",
+    "gemm_efficiency": "the H100 SXM's fitted 0.68, FP8 share 0.875, attention 0.19 (same tensor cores and clocks); no "
+                       "published H800 row checks them",
+}
 JEAN_ZAY_RING_BUS_BYTES_PER_S = 4.0e9 * 2 * 31 / 32 / 1.529
 """Bus bandwidth of a 4.0 GB all-reduce over 32 ranks on 4 of Jean Zay's A100 nodes, timed by BigScience in a median
 1.529 s (``JEAN_ZAY_SOURCES["inter"]``): 5.07 GB/s."""
@@ -832,6 +855,10 @@ PRESETS: dict[str, Cluster] = {
                                          **float32_peaks("GB300"), "memory_bandwidth_bytes_per_s": 0.8 * 8000e9,
                                          "gpus_per_node": 72, "inter": Link(latency_s=NET_STEP_S, bandwidth_bytes_per_s=0.9 * 100e9)},
                                         BLACKWELL_ULTRA_SPEEDUP["gb300-nvl72"])),
+    "h800-sxm": Cluster(name="h800-sxm", memory_bytes=81559 * MIB, sources=H800_SOURCES,
+                        **{**_H100, "intra": Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 200e9)}),
+    "a800-80gb": Cluster(name="a800-80gb", memory_bytes=81920 * MIB, sources=A800_SOURCES,
+                         **{**_A100, "intra": Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 200e9)}),
     "h100-96gb": Cluster(name="h100-96gb", memory_bytes=96 * GIB - (81920 - 81559) * MIB, sources=H100_96_SOURCES,
                          **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 2400e9}),
 }

@@ -1147,6 +1147,26 @@ def test_runs_at_other_precisions_or_configurations_are_not_repeats():
     assert noise_floor(keyless)["configs_repeated"] == 0  # the fallback identity includes the precision
 
 
+def test_the_export_parts_are_their_parents_with_nvlink_cut_to_400_gb_s():
+    """The H800 and A800 differ from the H100 SXM and A100 80GB in NVLink alone (400 GB/s in both directions, at the
+    derating every preset takes): a tensor-parallel layout inside a node computes as fast on either and spends
+    900/400 (H800) of the H100's time on its NVLink collectives' bandwidth term, its latency unchanged."""
+    from parbench.sim.model import architecture_spec
+    from parbench.sim.models import MODELS
+
+    for child, parent in (("h800-sxm", "h100-sxm"), ("a800-80gb", "a100-80gb")):
+        c, p = PRESETS[child], PRESETS[parent]
+        assert c.intra.bandwidth_bytes_per_s == 0.8 * 400e9 / 2 and c.intra.latency_s == p.intra.latency_s
+        assert replace(c, name=p.name, sources=p.sources, intra=p.intra) == p
+    model = architecture_spec(MODELS["llama3-8b"].arch, megatron=True)
+    layout = Layout(strategy=Strategy.HYBRID, dp=1, tp=8, global_batch_size=8, micro_batches=8,
+                    precision=PRECISIONS["bf16"], sequence_parallel=True)
+    h100, h800 = (predict(model, layout, PRESETS[n]) for n in ("h100-sxm", "h800-sxm"))
+    assert h800.compute_time_s == h100.compute_time_s and h800.step_time_s > h100.step_time_s
+    bandwidth = [q.comm_total_s["intermediate"] - q.comm_latency_s["intermediate"] for q in (h100, h800)]
+    assert bandwidth[1] / bandwidth[0] == pytest.approx(900 / 400)
+
+
 def test_every_gpu_preset_cites_its_figures_and_the_new_ones_match_their_datasheets():
     """Each preset names a source for every physical figure; the A100 40GB and Blackwell presets carry the
     datasheets' numbers (dense = half the sparse figure; memory as nvidia-smi prints it, in MiB), at the derating every

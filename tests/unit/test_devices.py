@@ -24,6 +24,8 @@ from parbench.distributed import local_device
     ("NVIDIA GB200", "GB200", 5e15 / 2),  # contains "B200": the superchip's own figure comes first
     ("NVIDIA B300 SXM6 AC", "B300 (HGX)", 2.25e15),  # DGX B300: 72 PFLOPS sparse FP8 for 8 GPUs, BF16 half of FP8
     ("NVIDIA GB300", "GB300", 2.5e15),  # contains "B300": the rack's 360 PFLOPS dense FP8 / 72 GPUs, BF16 half
+    ("NVIDIA H800 80GB HBM3", "H800 SXM", 989.5e12),  # the H100 SXM's tensor cores, NVLink cut to 400 GB/s
+    ("NVIDIA A800-SXM4-80GB", "A800", 312e12),
 ])
 def test_datasheet_matches_the_variant_not_the_family(name, model, bf16):
     sheet = devices.datasheet(name)
@@ -37,6 +39,7 @@ def test_peak_basis_names_dtype_value_and_source():
     unknown = devices.peak_basis("NVIDIA GeForce GTX 1080", "bf16")
     assert unknown.peak_flops is None and "GTX 1080" in unknown.source
     assert devices.peak_basis("NVIDIA A100-SXM4-40GB", "fp8").peak_flops is None  # Ampere has no FP8
+    assert devices.peak_basis("NVIDIA H800 PCIe", "bf16").peak_flops is None  # not the SXM part's figures
 
 
 def test_nvidia_smi_line():
