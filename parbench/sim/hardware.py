@@ -707,7 +707,7 @@ A100_40_SOURCES = {
     "memory_bandwidth_bytes_per_s": "A100 datasheet, 40GB column: HBM2 1,555 GB/s; x0.8 achievable (assumed)",
     "gemm_efficiency": "the A100 80GB's fitted 0.72 and attention 0.35 (same tensor cores and clocks)",
 }
-EXPORT_NVLINK_SOURCE = ("TechPowerUp, 'NVIDIA Prepares H800 Adaptation of H100 GPU for the Chinese Market' (2023-03-21, "
+EXPORT_NVLINK_SOURCE = ("TechPowerUp, 'NVIDIA Prepares H800 Adaptation of H100 GPU for the Chinese Market' (2023, "
                         "after Reuters): the A800 is the A100 with its chip-to-chip bandwidth cut from 600 GB/s to 400 GB/s")
 A800_SOURCES = {
     **A100_SOURCES,
