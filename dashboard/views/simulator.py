@@ -108,7 +108,7 @@ def search_section(what: whatif.WhatIf, cluster, results_dir: str) -> None:
     A search runs when asked (a large one takes tens of seconds); the latest stays until its inputs change."""
     from parbench.sim.accuracy import PAIR_MARGIN_PCT
     from parbench.sim.predict import format_bytes
-    from parbench.sim.search import rejected_counts, search, within_margin
+    from parbench.sim.search import describe, rejected_counts, search, within_margin
 
     with st.form("sim-search-form"):
         a, b = st.columns(2)
@@ -145,8 +145,11 @@ def search_section(what: whatif.WhatIf, cluster, results_dir: str) -> None:
         st.code(command, language="bash")
     feasible = [c for c in cands if c.feasible]
     rejected = "; ".join(f"{n} {reason}" for reason, n in sorted(rejected_counts(cands).items(), key=lambda kv: -kv[1]))
+    nearest = next((c for c in cands if c.reason.startswith("needs")), None)  # the search puts it first
     st.caption(f"{len(cands)} layouts, {len(feasible)} fit in {format_bytes(cluster.memory_bytes)} a device"
-               + (f" (rejected: {rejected})" if rejected else "") + ".")
+               + (f" (rejected: {rejected})" if rejected else "") + "."
+               + (f" Nearest to fitting, {format_bytes(nearest.peak_memory_bytes - cluster.memory_bytes)} over: "
+                  f"{describe(nearest.layout)}." if nearest else ""))
     if not feasible:
         st.warning("No layout fits: more GPUs, a device with more memory, or a smaller batch.")
         return

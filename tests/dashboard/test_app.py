@@ -412,7 +412,9 @@ def test_simulator_search_ranks_every_layout_as_the_command_line_does(monkeypatc
     [table] = [d.value for d in at.dataframe if "GiB per rank" in d.value.columns]
     assert list(table["layout"]) == [r["layout"] for r in cli["top"]]
     assert list(table["samples/s"]) == [round(r["throughput_samples_per_s"], 3) for r in cli["top"]]
-    assert any(c.value.startswith(f"{cli['evaluated']} layouts, {cli['feasible']} fit") for c in at.caption)
+    [counts] = [c.value for c in at.caption if c.value.startswith(f"{cli['evaluated']} layouts, {cli['feasible']} fit")]
+    nearest = cli["rejected_examples"][0]  # the command's nearest to fitting, as the panel names it
+    assert nearest["peak_memory_bytes"] > 81559 * 2**20 and f"over: {nearest['layout']}." in counts
     names = trace_names(at, "sim-search-chart")
     assert {"Pareto front", "best"} <= names and "dp only" in names
     at.number_input(key="sim-dp").set_value(4).run()
