@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from parbench.config import WORKLOAD_NAMES, ConfigError, Schedule, Strategy, WorkloadConfig
@@ -177,6 +178,8 @@ def add_parser(sub) -> None:
     c.add_argument("--attention", choices=ATTENTION_KINDS, help="default: flash on GPU clusters, eager on CPU profiles")
     p.add_argument("--search", action="store_true", help="enumerate every layout for --gpus and --global-batch")
     p.add_argument("--top", type=int, default=10, help="--search: layouts to show")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="--search: processes that check layouts in parallel (0: one per CPU; the same ranking)")
     p.add_argument("--format", choices=("table", "json"), default="table", help="output: a readable table or JSON")
     p.set_defaults(handler=handle)
 
@@ -277,6 +280,8 @@ def _check_ranges(a: argparse.Namespace) -> None:
         raise ConfigError(f"--gpus={a.gpus} must be >= 1")
     if a.top < 1:
         raise ConfigError(f"--top={a.top} must be >= 1")
+    if a.jobs < 0:
+        raise ConfigError(f"--jobs={a.jobs} must be >= 0 (0: one per CPU)")
     for k in ("dp", "tp", "pp", "cp", "replicate", "micro_batch", "global_batch", "virtual_stages", "recompute_every", "ep"):
         v = getattr(a, k)
         if v is not None and v < 1:
@@ -647,7 +652,8 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
 
     gb = a.global_batch or a.gpus
     progress = _progress if sys.stderr.isatty() and a.format == "table" else None
-    cands = search(model, cluster, gpus=a.gpus, global_batch=gb, options=search_options(a, cluster), progress=progress)
+    cands = search(model, cluster, gpus=a.gpus, global_batch=gb, options=search_options(a, cluster), progress=progress,
+                   jobs=a.jobs or _usable_cpus())
     feasible = [c for c in cands if c.feasible]
     front = pareto_front(cands)
     rejected = rejected_counts(cands)
@@ -681,6 +687,11 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
         print(_margin_line(close))
     _table("throughput-memory Pareto front", front)
     return 0 if feasible else EXIT_INFEASIBLE
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _margin_line(close: int) -> str:

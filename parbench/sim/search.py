@@ -4,6 +4,8 @@ by predicted throughput, and extract the throughput-vs-memory Pareto front."""
 
 from __future__ import annotations
 
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from itertools import groupby
 from collections.abc import Callable, Iterator
@@ -278,30 +280,79 @@ def virtual_stage_options(layers: int, pp: int) -> list[int]:
     return sorted(set(VIRTUAL_STAGES) | even)
 
 
+def check(model: ModelSpec, cluster: Cluster, layout: Layout) -> Candidate:
+    """One layout of a search: its memory first, and its step only where it fits."""
+    mems = ranks_memory(model, layout, cluster)
+    peak = max(mm.total_bytes for mm in mems)
+    shortfall = memory_shortfall(mems, cluster)
+    p = None if shortfall else predict(model, layout, cluster, memory=mems)
+    return Candidate(layout, p, "; ".join(p.reasons) if p else shortfall, peak_memory_bytes=peak)
+
+
+_FORKED: tuple[ModelSpec, Cluster] | None = None
+"""The model and cluster a parallel search's worker processes inherit when they fork (nothing to pickle)."""
+
+
+def _check_all(chunk: list[Layout]) -> list[Candidate]:
+    model, cluster = _FORKED  # type: ignore[misc]
+    return [check(model, cluster, layout) for layout in chunk]
+
+
+def _checked_in_parallel(model: ModelSpec, cluster: Cluster, todo: list[Layout], jobs: int,
+                         progress: Callable[[int], None]) -> list[Candidate]:
+    """``check`` of every layout in ``jobs`` forked processes, in ``todo``'s order: each takes a chunk of about
+    1% of them, so the progress moves as they finish."""
+    global _FORKED
+    size = max(1, len(todo) // 100)
+    chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
+    _FORKED = (model, cluster)
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            out: list[Candidate] = []
+            for done in pool.map(_check_all, chunks):
+                out += done
+                progress(len(done))
+            return out
+    finally:
+        _FORKED = None
+
+
 def search(model: ModelSpec, cluster: Cluster, *, gpus: int, global_batch: int, precision: Precision | None = None,
-           options: SearchOptions | None = None, progress: Callable[[int, int], None] | None = None) -> list[Candidate]:
+           options: SearchOptions | None = None, progress: Callable[[int, int], None] | None = None,
+           jobs: int = 1) -> list[Candidate]:
     """Every candidate, feasible ones first by descending throughput, then those that do not fit, nearest to
     fitting first, then those that are not layouts. A layout's memory is checked first: one that does not fit
     is not timed (two thirds of a large search; timing is three quarters of a prediction's cost).
-    ``progress(done, total)`` is called as layouts are checked (about every 1%)."""
+    ``progress(done, total)`` is called as layouts are checked (about every 1%). ``jobs`` > 1 checks them in as
+    many forked processes (where the platform forks; the same candidates in the same order)."""
     if gpus < 1 or global_batch < 1:
         raise ValueError(f"gpus={gpus} and global_batch={global_batch} must be >= 1")
+    if jobs < 1:
+        raise ValueError(f"jobs={jobs} must be >= 1")
     options = options or SearchOptions(precision=precision or PRECISIONS["bf16"])
     combos = list(layouts(model, cluster, gpus=gpus, global_batch=global_batch, options=options))
-    out, step = [], max(1, len(combos) // 100)
-    for i, (layout, reason) in enumerate(combos, start=1):
-        if layout is None:
-            out.append(Candidate(layout=None, prediction=None, reason=reason))  # type: ignore[arg-type]
-        else:
-            mems = ranks_memory(model, layout, cluster)
-            peak = max(mm.total_bytes for mm in mems)
-            shortfall = memory_shortfall(mems, cluster)
-            p = None if shortfall else predict(model, layout, cluster, memory=mems)
-            out.append(Candidate(layout, p, "; ".join(p.reasons) if p else shortfall, peak_memory_bytes=peak))
-        if progress and (i % step == 0 or i == len(combos)):
-            progress(i, len(combos))
-    return sorted(out, key=lambda c: (not c.feasible, c.layout is None,
-                                      -c.prediction.throughput_samples_per_s if c.prediction else c.peak_memory_bytes))
+    todo = [layout for layout, _ in combos if layout is not None]
+    done, step = 0, max(1, len(combos) // 100)
+
+    def advance(n: int) -> None:
+        nonlocal done
+        before, done = done, done + n
+        if progress and (done // step > before // step or done == len(combos)):
+            progress(done, len(combos))
+
+    rules = [Candidate(layout=None, prediction=None, reason=reason)  # type: ignore[arg-type]
+             for layout, reason in combos if layout is None]
+    advance(len(rules))
+    if jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
+        checked = _checked_in_parallel(model, cluster, todo, jobs, advance)
+    else:
+        checked = []
+        for layout in todo:
+            checked.append(check(model, cluster, layout))
+            advance(1)
+    return sorted(checked + rules, key=lambda c: (not c.feasible, c.layout is None,
+                                                  -c.prediction.throughput_samples_per_s if c.prediction
+                                                  else c.peak_memory_bytes))
 
 
 def rejected_counts(candidates: list[Candidate]) -> dict[str, int]:

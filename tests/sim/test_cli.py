@@ -97,6 +97,16 @@ def test_user_cluster_file(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["cluster"] == "mine"
 
 
+def test_a_search_on_every_cpu_prints_what_one_process_prints(capsys):
+    """``--jobs 0`` (one process per usable CPU) changes how long a search takes, not what it prints."""
+    argv = ["simulate", "--layers", "8", "--hidden", "1024", "--heads", "16", "--seq", "1024", "--gpus", "16",
+            "--global-batch", "64", "--cluster", "a100-80gb", "--search", "--format", "json"]
+    assert main([*argv, "--jobs", "1"]) == 0
+    one = capsys.readouterr().out
+    assert main([*argv, "--jobs", "0"]) == 0
+    assert capsys.readouterr().out == one and json.loads(one)["evaluated"] > 100
+
+
 def test_search_prints_ranking_rejections_and_front(capsys):
     assert main(["simulate", "--layers", "8", "--hidden", "1024", "--heads", "16", "--seq", "1024",
                  "--gpus", "16", "--global-batch", "64", "--cluster", "a100-80gb", "--search", "--top", "3"]) == 0
@@ -173,6 +183,7 @@ def test_no_model_flag_names_the_toy_default_and_model(capsys):
     (["--search", "--gpus", "0"], "--gpus=0 must be >= 1"),
     (["--search", "--gpus", "-4"], "--gpus=-4 must be >= 1"),
     (["--search", "--top", "-1"], "--top=-1 must be >= 1"),
+    (["--search", "--jobs", "-1"], "--jobs=-1 must be >= 0 (0: one per CPU)"),
     (["--search", "--gpus", "8", "--tp", "8", "--pp", "16"], "tp x pp x cp = 8 x 16 x 1 does not divide gpus=8"),
     (["--search", "--gpus", "64", "--tp", "2", "--pp", "16", "--cp", "4"],
      "tp x pp x cp = 2 x 16 x 4 does not divide gpus=64"),

@@ -47,6 +47,20 @@ def test_checking_memory_first_keeps_every_verdict_and_prediction_of_predicting_
     assert all(c.layout is None for c in rejected[len(peaks):])
 
 
+def test_a_search_in_two_processes_gives_every_candidate_of_one_in_the_same_order():
+    """``jobs=2`` checks the layouts in forked processes: the same candidates (layout, prediction, reason, peak) in
+    the same order as one process gives, and the progress still reaches every layout, rule-breakers included."""
+    shape = WorkloadConfig(name="transformer", layers=8, hidden=1024, heads=16, seq_len=2048, vocab_size=32000)
+    model, gpu = model_spec(shape, megatron=True), replace(PRESETS["h100-sxm"], memory_bytes=3 * 2**30)
+    one = search(model, gpu, gpus=16, global_batch=32, precision=PRECISIONS["bf16"])
+    seen: list[tuple[int, int]] = []
+    two = search(model, gpu, gpus=16, global_batch=32, precision=PRECISIONS["bf16"], jobs=2,
+                 progress=lambda done, total: seen.append((done, total)))
+    assert any(c.feasible for c in one) and any(c.layout is None for c in one)
+    assert two == one
+    assert seen[-1] == (len(one), len(one)) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
 def test_rule_breaking_layouts_are_rejected_with_the_rule():
     small = WorkloadConfig(name="transformer", layers=2, hidden=256, heads=4, seq_len=128, vocab_size=256)
     cands = search(model_spec(small, megatron=True), PRESETS["h100-sxm"], gpus=8, global_batch=8,
