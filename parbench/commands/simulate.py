@@ -661,7 +661,8 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
     nearby = nearest_published(model, feasible[0].layout, cluster, build_row=command_layout) if feasible else []
     close = within_margin(feasible)
     if a.format == "json":
-        row = lambda c: {"layout": describe(c.layout), **c.prediction.as_dict()}  # noqa: E731
+        row = lambda c: {"layout": describe(c.layout), "command": layout_command(a, model, cluster, c.layout),  # noqa: E731
+                         **c.prediction.as_dict()}
         print(json.dumps({"evaluated": len(cands), "feasible": len(feasible), "top": [row(c) for c in feasible[:a.top]],
                           "published_nearest_to_best": [{**vars(r), "error_pct": r.error_pct} for r in nearby],
                           "within_margin_of_best": close,
@@ -683,10 +684,46 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
     if feasible:
         print(f"\nthe best layout, {describe(feasible[0].layout)}: where its step goes")
         print("\n".join([*_step_lines(feasible[0].prediction), *_memory_lines(cluster, feasible[0].prediction)]))
+        command = layout_command(a, model, cluster, feasible[0].layout)
+        print(f"  alone, with its collectives: {command}" if command else
+              "  (no parbench simulate command line states this layout alone)")
         print("\n".join(nearest_lines(nearby, cluster)))
         print(_margin_line(close))
     _table("throughput-memory Pareto front", front)
     return 0 if feasible else EXIT_INFEASIBLE
+
+
+def layout_command(a: argparse.Namespace, model, cluster, layout) -> str:
+    """The ``parbench simulate`` line that predicts one searched ``layout`` alone (the search's model, cluster and
+    software; ``reproduce.command_args`` checks it builds that layout), '' where no command line states it."""
+    import contextlib
+    import io
+    import shlex
+
+    from parbench.sim.architecture import read_hf_config
+    from parbench.sim.model import runner_architecture
+    from parbench.sim.models import preset
+    from parbench.sim.reproduce import command_args, shape_args
+
+    arch = model.arch
+    if arch is None:
+        return ""
+    if a.model:  # the user's own form: the preset, a Hugging Face config or a workload, then the flags that change it
+        base, given = preset(a.model).arch, ["--model", a.model]
+    elif a.hf_config:
+        base, given = read_hf_config(a.hf_config), [f"--hf-config={a.hf_config}"]
+    else:  # a runner workload's shape, every size written out
+        sizes = {"layers": arch.layers, "hidden": arch.hidden, "heads": arch.heads, "seq_len": arch.seq_len,
+                 "vocab_size": arch.vocab}
+        base = runner_architecture(WorkloadConfig(name=a.workload or "transformer", **sizes))
+        given = [f"--workload={a.workload or 'transformer'}", *(f"--{k.split('_')[0]}={v}" for k, v in sizes.items())]
+    changes = shape_args(arch, base)
+    extra = ([f"--rank-spread={a.rank_spread}"] if a.rank_spread is not None else []) + \
+        ([f"--results-dir={a.results_dir}"] if a.cluster == "local" else [])
+    with contextlib.redirect_stderr(io.StringIO()):  # the model's notes were printed once, for the search
+        argv = command_args(arch, layout, command_layout, cluster=a.cluster, cluster_name=cluster.name,
+                            models=() if changes is None else ([*given, *changes],), extra=tuple(extra))
+    return shlex.join(["parbench", "simulate", *argv]) if argv else ""
 
 
 def _usable_cpus() -> int:

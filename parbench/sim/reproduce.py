@@ -34,18 +34,23 @@ BOOL_FLAGS = {"gated_mlp": "gated-mlp", "tie_embeddings": "tie-embeddings", "dro
 def arch_args(arch: Architecture) -> list[str] | None:
     """``--model PRESET`` and the shape flags that turn the preset into ``arch`` (the preset needing the fewest);
     None where every preset differs in a field no flag sets (norm, positions, biases, dropout, windows, ...)."""
-    best, arch = None, _canonical(arch)
+    best = None
     for name, preset in MODELS.items():
-        canonical = _canonical(preset.arch)
-        differ = [f.name for f in fields(Architecture) if f.name != "name"
-                  and getattr(canonical, f.name) != getattr(arch, f.name)]
-        if any(k not in SHAPE_FLAGS and k not in BOOL_FLAGS for k in differ):
-            continue
-        flags = [f"{SHAPE_FLAGS[k]}={getattr(arch, k)}" if k in SHAPE_FLAGS
-                 else f"--{'' if getattr(arch, k) else 'no-'}{BOOL_FLAGS[k]}" for k in differ]
-        if best is None or len(flags) < len(best) - 2:
+        flags = shape_args(arch, preset.arch)
+        if flags is not None and (best is None or len(flags) < len(best) - 2):
             best = ["--model", name, *flags]
     return best
+
+
+def shape_args(arch: Architecture, base: Architecture) -> list[str] | None:
+    """The shape flags that turn ``base`` (a preset's or a Hugging Face config's architecture) into ``arch``; None
+    where the two differ in a field no flag sets."""
+    arch, base = _canonical(arch), _canonical(base)
+    differ = [f.name for f in fields(Architecture) if f.name != "name" and getattr(base, f.name) != getattr(arch, f.name)]
+    if any(k not in SHAPE_FLAGS and k not in BOOL_FLAGS for k in differ):
+        return None
+    return [f"{SHAPE_FLAGS[k]}={getattr(arch, k)}" if k in SHAPE_FLAGS
+            else f"--{'' if getattr(arch, k) else 'no-'}{BOOL_FLAGS[k]}" for k in differ]
 
 
 def _canonical(arch: Architecture) -> Architecture:
@@ -100,24 +105,35 @@ def layout_args(layout: Layout, moe: bool, mtp: int = 0) -> list[str] | None:
 
 def simulate_args(run: Run, build_row: Callable[[list[str]], tuple]) -> list[str] | None:
     """The ``parbench simulate`` arguments that reproduce ``run`` exactly (its architecture, cluster and layout, so
-    its prediction), or None where the command cannot state it. ``build_row(argv)``: (cluster, model, layout, ...)
-    as ``parbench simulate ARGV`` builds them (``parbench.commands.simulate.command_layout``, which stops before the
-    prediction, or ``command_prediction``)."""
-    model = arch_args(run.arch)
-    layout = layout_args(run.layout, moe=bool(run.arch.experts), mtp=run.arch.mtp_layers)
-    if model is None or layout is None:
+    its prediction), or None where the command cannot state it (``command_args``)."""
+    return command_args(run.arch, run.layout, build_row, cluster=run.cluster)
+
+
+def command_args(arch: Architecture, layout: Layout, build_row: Callable[[list[str]], tuple], *, cluster: str,
+                 cluster_name: str = "", models: tuple[list[str], ...] = (), extra: tuple[str, ...] = ()) -> list[str] | None:
+    """The ``parbench simulate`` arguments that build exactly ``arch`` and ``layout`` on ``--cluster=cluster`` (whose
+    preset or file is named ``cluster_name``, by default ``cluster``), or None where no command line states them.
+    ``build_row(argv)``: (cluster, model, layout, ...) as ``parbench simulate ARGV`` builds them
+    (``parbench.commands.simulate.command_layout``, which stops before the prediction, or ``command_prediction``).
+    The model's flags are each of ``models`` (the user's own form: a preset, a Hugging Face config, a runner
+    workload, with the shape flags that change it), then ``arch_args``'s; ``extra`` flags
+    pass as given (``--rank-spread``, ``--results-dir``). A line is returned only once the command, run, has built
+    the same architecture, cluster and layout: the precision it takes from trying each."""
+    flags = layout_args(layout, moe=bool(arch.experts), mtp=arch.mtp_layers)
+    if flags is None:
         return None
-    for precision in PRECISIONS:
-        argv = [*model, f"--cluster={run.cluster}", *layout, f"--precision={precision}"]
-        try:
-            cluster, spec, built = build_row(argv)[:3]
-        except ConfigError:
-            continue
-        if not run.arch.experts:  # how a MoE block weights its experts: no field of a dense model's step
-            built = replace(built, moe_saved_outputs=run.layout.moe_saved_outputs)
-        same_model = _canonical(replace(spec.arch, name=run.arch.name)) == _canonical(run.arch)
-        if cluster.name == run.cluster and same_model and built == run.layout:
-            return argv
+    for model in (m for m in (*models, arch_args(arch)) if m is not None):
+        for precision in PRECISIONS:
+            argv = [*model, f"--cluster={cluster}", *extra, *flags, f"--precision={precision}"]
+            try:
+                built_cluster, spec, built = build_row(argv)[:3]
+            except ConfigError:
+                continue
+            if not arch.experts:  # how a MoE block weights its experts: no field of a dense model's step
+                built = replace(built, moe_saved_outputs=layout.moe_saved_outputs)
+            same_model = spec.arch is not None and _canonical(replace(spec.arch, name=arch.name)) == _canonical(arch)
+            if built_cluster.name == (cluster_name or cluster) and same_model and built == layout:
+                return argv
     return None
 
 

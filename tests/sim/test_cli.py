@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
@@ -117,6 +118,52 @@ def test_search_prints_ranking_rejections_and_front(capsys):
     assert best[0].endswith(": where its step goes") and best[1].startswith("  step time")
     assert [line.split()[0] for line in best[2:9]] == ["compute", "comm", "comm", "comm", "bubble", "optimizer", "other"]
     assert best[9].startswith("  memory per rank")
+
+
+def _alone(capsys, command: str) -> dict:
+    """The prediction ``command`` (a ``parbench simulate`` line as the search prints it) makes, run alone."""
+    words = shlex.split(command)
+    assert words[:2] == ["parbench", "simulate"] and "--search" not in words
+    assert main([*words[1:], "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)["prediction"]
+
+
+def test_each_searched_layouts_command_predicts_that_layout_alone(capsys):
+    """--search names each ranked layout's own command line, in the form the search was given (a preset with its
+    shape flags, the cluster's spread): run alone, it predicts that layout's step, terms, memory and bytes exactly."""
+    argv = ["--model", "llama3-8b", "--layers", "16", "--seq", "2048", "--rank-spread", "0.01", "--gpus", "8",
+            "--global-batch", "16", "--search", "--top", "4", "--format", "json"]
+    assert main(["simulate", *argv]) == 0
+    found = json.loads(capsys.readouterr().out)
+    top = found["top"]
+    assert len(top) == 4 and len({r["command"] for r in top}) == 4
+    for row in [*top, found["pareto"][0]]:
+        assert row["command"].startswith("parbench simulate --model llama3-8b --layers=16 --seq=2048 --cluster=h100-sxm "
+                                         "--rank-spread=0.01 --gpus=8 ")
+        assert _alone(capsys, row["command"]) == {k: v for k, v in row.items() if k not in ("layout", "command")}
+
+
+def test_a_searched_hugging_face_or_workload_shape_keeps_its_own_form_in_the_command(tmp_path, capsys):
+    """A Qwen2-style config (biased q/k/v: no preset has them) comes back as --hf-config with the flags that change
+    it; a runner workload's transformer as --workload with its sizes written out. Each line, run, predicts what the
+    table printed for the best layout."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 1024, "intermediate_size": 2816,
+        "num_attention_heads": 16, "num_key_value_heads": 2, "num_hidden_layers": 12, "vocab_size": 32000,
+        "max_position_embeddings": 8192, "tie_word_embeddings": True, "rms_norm_eps": 1e-6}))
+    searches = (["--hf-config", str(config), "--seq", "2048"],
+                ["--layers", "4", "--hidden", "512", "--heads", "8", "--seq", "256", "--cluster", "a100-80gb"])
+    forms = (f"parbench simulate --hf-config={config} --seq=2048 --cluster=h100-sxm ",
+             ("parbench simulate --workload=transformer --layers=4 --hidden=512 --heads=8 --seq=256 --vocab=51200 "
+              "--cluster=a100-80gb "))
+    for given, form in zip(searches, forms):
+        assert main(["simulate", *given, "--gpus", "4", "--global-batch", "8", "--search", "--top", "1"]) == 0
+        out = capsys.readouterr().out
+        command = out.split("alone, with its collectives: ")[1].split("\n")[0]
+        assert command.startswith(form), command
+        step = float(out.split("where its step goes\n  step time")[1].split()[0])
+        assert _alone(capsys, command)["step_time_s"] == pytest.approx(step, rel=1e-3)
 
 
 def test_validate_published_runs_without_a_local_profile(tmp_path, capsys):
