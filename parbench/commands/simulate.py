@@ -180,8 +180,22 @@ def add_parser(sub) -> None:
     p.add_argument("--top", type=int, default=10, help="--search: layouts to show")
     p.add_argument("--jobs", type=int, default=1,
                    help="--search: processes that check layouts in parallel (0: one per CPU; the same ranking)")
+    p.add_argument("--train-tokens", type=_tokens, metavar="TOKENS",
+                   help="a training run's length (15.6T, 300B, 2e12): its steps, days and GPU-hours at the predicted "
+                        "step (under --search, for every layout shown), with no failures, restarts, evaluation, "
+                        "checkpoints or batch ramp-up")
     p.add_argument("--format", choices=("table", "json"), default="table", help="output: a readable table or JSON")
     p.set_defaults(handler=handle)
+
+
+def _tokens(text: str) -> int:
+    """``--train-tokens``: argparse reports the ValueError's message as the flag's error."""
+    from parbench.sim.run_cost import parse_tokens
+
+    try:
+        return parse_tokens(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _architecture(a: argparse.Namespace):
@@ -433,11 +447,14 @@ def handle(a: argparse.Namespace) -> int:
     layout, p = _predict(a, model, cluster)
     nearby = nearest_published(model, layout, cluster, build_row=command_layout)
     if a.format == "json":
+        run = _training_run(a, model, layout, p)
         print(json.dumps({"cluster": cluster.name, "model": _model_dict(model), "layout": _layout_dict(layout),
-                          "prediction": p.as_dict(),
+                          "prediction": p.as_dict(), **({"training_run": run.as_dict()} if run else {}),
                           "published_nearest": [{**vars(r), "error_pct": r.error_pct} for r in nearby]}))
     else:
         _print_prediction(cluster, layout, p)
+        if p.feasible and a.train_tokens:
+            print(_run_line(_training_run(a, model, layout, p), p.world_size))
         if model.arch is not None and model.arch.experts:
             print(f"  mixture of experts: FLOPs and MFU count the active parameters (router + top-{model.arch.top_k} "
                   f"of {model.arch.experts} experts per token); all-to-all bytes assume balanced routing"
@@ -661,8 +678,11 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
     nearby = nearest_published(model, feasible[0].layout, cluster, build_row=command_layout) if feasible else []
     close = within_margin(feasible)
     if a.format == "json":
-        row = lambda c: {"layout": describe(c.layout), "command": layout_command(a, model, cluster, c.layout),  # noqa: E731
-                         **c.prediction.as_dict()}
+        def row(c) -> dict:
+            run = _training_run(a, model, c.layout, c.prediction)
+            return {"layout": describe(c.layout), "command": layout_command(a, model, cluster, c.layout),
+                    **c.prediction.as_dict(), **({"training_run": run.as_dict()} if run else {})}
+
         print(json.dumps({"evaluated": len(cands), "feasible": len(feasible), "top": [row(c) for c in feasible[:a.top]],
                           "published_nearest_to_best": [{**vars(r), "error_pct": r.error_pct} for r in nearby],
                           "within_margin_of_best": close,
@@ -680,16 +700,19 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
     if nearest:
         over = format_bytes(nearest.peak_memory_bytes - cluster.memory_bytes)
         print(f"  nearest to fitting ({over} over): {describe(nearest.layout)}: {nearest.reason}")
-    _table(f"top {a.top} by throughput", feasible[:a.top])
+    runs = (lambda c: _training_run(a, model, c.layout, c.prediction)) if a.train_tokens else None
+    _table(f"top {a.top} by throughput", feasible[:a.top], runs)
     if feasible:
         print(f"\nthe best layout, {describe(feasible[0].layout)}: where its step goes")
         print("\n".join([*_step_lines(feasible[0].prediction), *_memory_lines(cluster, feasible[0].prediction)]))
+        if runs:
+            print(_run_line(runs(feasible[0]), a.gpus))
         command = layout_command(a, model, cluster, feasible[0].layout)
         print(f"  alone, with its collectives: {command}" if command else
               "  (no parbench simulate command line states this layout alone)")
         print("\n".join(nearest_lines(nearby, cluster)))
         print(_margin_line(close))
-    _table("throughput-memory Pareto front", front)
+    _table("throughput-memory Pareto front", front, runs)
     return 0 if feasible else EXIT_INFEASIBLE
 
 
@@ -726,6 +749,24 @@ def layout_command(a: argparse.Namespace, model, cluster, layout) -> str:
     return shlex.join(["parbench", "simulate", *argv]) if argv else ""
 
 
+def _training_run(a: argparse.Namespace, model, layout, p):
+    """``--train-tokens``'s run at this layout's predicted step (None without the flag, or for a layout that does
+    not fit: it has no step)."""
+    from parbench.sim.run_cost import training_run
+
+    if not a.train_tokens or not p.feasible:
+        return None
+    return training_run(a.train_tokens, tokens_per_step=layout.global_batch_size * model.tokens_per_sample,
+                        step_time_s=p.step_time_s, gpus=p.world_size)
+
+
+def _run_line(run, gpus: int) -> str:
+    from parbench.sim.run_cost import LEFT_OUT, format_count
+
+    return (f"  a run of {format_count(run.tokens)} tokens  {run.steps:,} steps, {run.days:.4g} days on {gpus} GPUs, "
+            f"{format_count(run.gpu_hours)} GPU-hours ({LEFT_OUT})")
+
+
 def _usable_cpus() -> int:
     """The CPUs this process may run on (its affinity mask where the platform has one)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -745,10 +786,14 @@ def _margin_line(close: int) -> str:
             f"closer than the order the model was checked on: {checked}")
 
 
-def _table(title: str, cands) -> None:
+def _table(title: str, cands, runs=None) -> None:
+    """One line a layout: throughput, MFU, memory, and with ``runs`` (a candidate's training run) its days and
+    GPU-hours."""
+    from parbench.sim.run_cost import format_count
     from parbench.sim.search import describe
 
-    print(f"\n{title}:\n{'samples/s':>11}{'MFU':>7}{'GiB':>8}  layout")
+    print(f"\n{title}:\n{'samples/s':>11}{'MFU':>7}{'GiB':>8}" + (f"{'days':>9}{'GPU-h':>9}" if runs else "") + "  layout")
     for c in cands:
         p = c.prediction
-        print(f"{p.throughput_samples_per_s:>11.4g}{p.mfu:>7.1%}{p.peak_memory_bytes / 2**30:>8.2f}  {describe(c.layout)}")
+        cost = f"{runs(c).days:>9.4g}{format_count(runs(c).gpu_hours):>9}" if runs else ""
+        print(f"{p.throughput_samples_per_s:>11.4g}{p.mfu:>7.1%}{p.peak_memory_bytes / 2**30:>8.2f}{cost}  {describe(c.layout)}")

@@ -740,3 +740,59 @@ def test_simulate_says_what_the_slowest_device_adds_to_the_compute(capsys):
     one = ["simulate", "--layers", "4", "--hidden", "1024", "--heads", "8", "--cluster", "h100-sxm", "--gpus", "1"]
     assert main([*one, "--global-batch", "4", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["prediction"]["slowest_device"] == 1.0
+
+
+# --- what a training run costs -----------------------------------------------------------------------
+
+
+def test_a_training_run_is_whole_steps_at_the_step_and_gpu_hours_are_its_seconds_on_every_gpu():
+    """10^12 tokens at 64 x 8192 a step: 10^12 / 524,288 = 1,907,348.6, so 1,907,349 steps (the last one whole);
+    at 4 s that is 7,629,396 s (88.30 days), on 16 GPUs 7,629,396 x 16 / 3600 = 33,908.43 GPU-hours."""
+    from parbench.sim.run_cost import format_count, training_run
+
+    run = training_run(10**12, tokens_per_step=64 * 8192, step_time_s=4.0, gpus=16)
+    assert (run.steps, run.seconds) == (1_907_349, 7_629_396.0)
+    assert run.days == pytest.approx(88.3032, abs=1e-4) and run.gpu_hours == pytest.approx(33_908.4267, abs=1e-4)
+    assert training_run(2 * 524_288, tokens_per_step=524_288, step_time_s=1.0, gpus=1).steps == 2  # exact: no extra
+    assert (format_count(33_908.43), format_count(2.134e7), format_count(15.6e12), format_count(512)) == \
+        ("33.91K", "21.34M", "15.6T", "512")
+
+
+@pytest.mark.parametrize("text,tokens", [("15.6T", 15_600_000_000_000), ("300b", 300_000_000_000),
+                                         ("2e12", 2_000_000_000_000), ("1500000", 1_500_000), ("7K", 7000)])
+def test_train_tokens_read_as_written(text, tokens):
+    from parbench.sim.run_cost import parse_tokens
+
+    assert parse_tokens(text) == tokens
+
+
+@pytest.mark.parametrize("text,message", [("0", "must be at least one token"), ("-3T", "must be at least one token"),
+                                          ("lots", "is not a token count"), ("inf", "must be at least one token"),
+                                          ("1.5X", "is not a token count")])
+def test_a_bad_token_count_is_refused_before_any_prediction(capsys, text, message):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--model", "llama3-8b", f"--train-tokens={text}"])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_train_tokens_price_the_layout_and_every_searched_one(capsys):
+    """The run's steps come from the layout's global batch x the model's sequence, its days from the predicted
+    step, its GPU-hours from the GPUs: checked here from the JSON's own step time, for one layout and for each layout
+    a search ranks; a layout that does not fit has no step, so no run."""
+    one = ["simulate", "--model", "llama3-8b", "--gpus", "16", "--global-batch", "64", "--zero", "3",
+           "--train-tokens", "1T", "--format", "json"]
+    assert main(one) == 0
+    out = json.loads(capsys.readouterr().out)
+    run, step = out["training_run"], out["prediction"]["step_time_s"]
+    assert run["steps"] == -(-10**12 // (64 * 8192)) and run["tokens"] == 10**12
+    assert run["seconds"] == pytest.approx(run["steps"] * step) and run["days"] == pytest.approx(run["seconds"] / 86400)
+    assert run["gpu_hours"] == pytest.approx(run["seconds"] * 16 / 3600)
+    assert main([*one[:-2], "--format", "table"]) == 0
+    assert f"a run of 1T tokens  {run['steps']:,} steps, {run['days']:.4g} days on 16 GPUs" in capsys.readouterr().out
+    assert main(["simulate", "--model", "llama3-70b", "--gpus", "8", "--train-tokens", "1T", "--format", "json"]) == 3
+    assert "training_run" not in json.loads(capsys.readouterr().out)
+    assert main(["simulate", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--seq", "2048",
+                 "--search", "--top", "3", "--train-tokens", "300B", "--format", "json"]) == 0
+    for row in json.loads(capsys.readouterr().out)["top"]:
+        assert row["training_run"]["steps"] == -(-300 * 10**9 // (16 * 2048))
+        assert row["training_run"]["gpu_hours"] == pytest.approx(row["training_run"]["steps"] * row["step_time_s"] * 8 / 3600)
