@@ -54,7 +54,9 @@ def render(ctx: "ViewContext") -> None:
             st.caption(f"The compute goes at the pace of the slowest of the {prediction.world_size} devices: "
                        f"+{prediction.slowest_device - 1:.1%} over a typical one's.")
         screened = ["--rank-spread", "0"] if st.session_state.get("sim-screened") and not cluster.rank_spread else []
-        command = command_line(what, st.session_state["sim-cluster"], ctx.results_dir, [*what.command_args(), *screened])
+        tokens = training_run_section(what, layout, prediction)
+        command = command_line(what, st.session_state["sim-cluster"], ctx.results_dir,
+                               [*what.command_args(), *screened, *(["--train-tokens", tokens] if tokens else [])])
         if command:
             st.caption("The same prediction on the command line, with its memory and time term by term:")
             st.code(command, language="bash")
@@ -79,6 +81,29 @@ def command_line(what: whatif.WhatIf, cluster_choice: str, results_dir: str, fla
         return None
     cluster = ["--cluster", cluster_choice, *(["--results-dir", results_dir] if cluster_choice == "local" else [])]
     return shlex.join(["parbench", "simulate", "--model", arch.name, *cluster, *flags])
+
+
+def training_run_section(what: whatif.WhatIf, layout, prediction) -> str:
+    """What a training run of the tokens typed costs at this layout's predicted step (``parbench simulate
+    --train-tokens``): its steps, days and GPU-hours. Returns the tokens as typed where they are valid, else ''."""
+    from parbench.sim.run_cost import LEFT_OUT, format_count, parse_tokens, training_run
+
+    text = st.text_input("a training run of (tokens: 15.6T, 300B, 2e12)", key="sim-train-tokens").strip()
+    if not text:
+        return ""
+    try:
+        tokens = parse_tokens(text)
+    except ValueError as exc:
+        st.error(f"Training run: {exc}")
+        return ""
+    if not prediction.feasible:
+        st.caption("A layout that does not fit has no step, so no training run.")
+        return text
+    run = training_run(tokens, tokens_per_step=layout.global_batch_size * what.model().tokens_per_sample,
+                       step_time_s=prediction.step_time_s, gpus=prediction.world_size)
+    st.caption(f"A run of {format_count(run.tokens)} tokens: {run.steps:,} steps, {run.days:.4g} days on "
+               f"{prediction.world_size} GPUs, {format_count(run.gpu_hours)} GPU-hours ({LEFT_OUT}).")
+    return text
 
 
 def nearest_section(model, layout, cluster) -> None:

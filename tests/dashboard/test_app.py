@@ -594,3 +594,26 @@ def test_simulator_what_if_predicts_devices_screened_to_one_speed(monkeypatch, c
     assert screened["step_time_s"] < spread["step_time_s"] and screened["slowest_device"] == 1.0
     title = figure(at, "sim-whatif-time")["layout"]["title"]["text"]
     assert f"Step time {screened['step_time_s'] * 1e3:,.1f} ms" in title, title
+
+
+def test_simulator_what_if_prices_a_training_run_as_the_command_line_does(monkeypatch, capsys):
+    """A token count typed under the what-if adds the run's steps, days and GPU-hours at the predicted step, and
+    ``--train-tokens`` to the command line shown, which prints the same figures; a count that is none is named."""
+    import shlex
+
+    from parbench.cli import main
+
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    at.selectbox(key="sim-model").set_value("llama3-8b").run()
+    at.selectbox(key="sim-cluster").set_value("h100-sxm").run()
+    at.selectbox(key="sim-zero").set_value(3).run()
+    at.text_input(key="sim-train-tokens").set_value("1T").run()
+    assert not at.exception and not at.error
+    [command] = [c.value for c in at.code if c.value.startswith("parbench simulate")]
+    assert command.endswith("--train-tokens 1T")
+    assert main([*shlex.split(command)[1:], "--format", "json"]) == 0
+    run = json.loads(capsys.readouterr().out)["training_run"]
+    assert any(f"A run of 1T tokens: {run['steps']:,} steps, {run['days']:.4g} days on 8 GPUs" in c.value
+               for c in at.caption)
+    at.text_input(key="sim-train-tokens").set_value("lots").run()
+    assert not at.exception and any("'lots' is not a token count" in e.value for e in at.error)
