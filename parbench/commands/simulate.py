@@ -71,7 +71,9 @@ def add_parser(sub) -> None:
     c.add_argument("--rank-spread", type=float, metavar="SIGMA",
                    help="the spread of the devices' speed (a relative standard deviation; every step waits for the "
                         "slowest rank): 0 for devices screened to one speed (default: the cluster's, 0.016 on GPUs)")
-    c.add_argument("--gpus", type=int, default=8, help="devices in the cluster (dp x tp x pp)")
+    c.add_argument("--gpus", action=_GpuCounts, default=8,
+                   help="devices in the cluster (dp x tp x pp); under --search, several counts (512,1024,2048): each "
+                        "searched, their best layouts compared")
     c.add_argument("--dp", type=int, help="default: gpus / (tp x pp x cp)")
     c.add_argument("--tp", type=int, help="tensor-parallel degree (default: 1; --search: every divisor)")
     c.add_argument("--pp", type=int, help="pipeline degree (default: 1; --search: every divisor)")
@@ -185,7 +187,18 @@ def add_parser(sub) -> None:
                         "step (under --search, for every layout shown), with no failures, restarts, evaluation, "
                         "checkpoints or batch ramp-up")
     p.add_argument("--format", choices=("table", "json"), default="table", help="output: a readable table or JSON")
-    p.set_defaults(handler=handle)
+    p.set_defaults(handler=handle, gpu_counts=None)
+
+
+class _GpuCounts(argparse.Action):
+    """``--gpus N``, or ``N,M,...``: ``gpus`` the first, ``gpu_counts`` all of them (None where --gpus is not given)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        try:
+            counts = tuple(int(v) for v in values.split(","))
+        except ValueError:
+            parser.error(f"argument --gpus: {values!r} is not a GPU count or a comma-separated list of counts")
+        namespace.gpus, namespace.gpu_counts = counts[0], counts
 
 
 def _tokens(text: str) -> int:
@@ -290,8 +303,15 @@ def _modules(text: str) -> tuple[str, ...]:
 
 
 def _check_ranges(a: argparse.Namespace) -> None:
-    if a.gpus < 1:
-        raise ConfigError(f"--gpus={a.gpus} must be >= 1")
+    for gpus in a.gpu_counts or (a.gpus,):
+        if gpus < 1:
+            raise ConfigError(f"--gpus={gpus} must be >= 1")
+    counts = a.gpu_counts or ()
+    if len(counts) > 1 and not a.search:
+        raise ConfigError(f"--gpus={','.join(map(str, counts))} lists several counts: --search compares their best "
+                          "layouts; one layout takes one count")
+    if len(set(counts)) < len(counts):
+        raise ConfigError(f"--gpus={','.join(map(str, counts))} repeats a count")
     if a.top < 1:
         raise ConfigError(f"--top={a.top} must be >= 1")
     if a.jobs < 0:
@@ -440,8 +460,10 @@ def handle(a: argparse.Namespace) -> int:
         if a.pipeline_layout:
             raise ConfigError("--pipeline-layout names one layout's chunks; give it with --pp and --virtual-stages, "
                               "without --search")
-        _check_mesh(a)
-        return _search(a, model, cluster)
+        counts = a.gpu_counts or (a.gpus,)
+        for gpus in counts:
+            _check_mesh(_at(a, gpus))
+        return _search(a, model, cluster) if len(counts) == 1 else _compare_counts(a, model, cluster)
     from parbench.sim.accuracy import nearest_lines, nearest_published
 
     layout, p = _predict(a, model, cluster)
@@ -679,9 +701,7 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
     close = within_margin(feasible)
     if a.format == "json":
         def row(c) -> dict:
-            run = _training_run(a, model, c.layout, c.prediction)
-            return {"layout": describe(c.layout), "command": layout_command(a, model, cluster, c.layout),
-                    **c.prediction.as_dict(), **({"training_run": run.as_dict()} if run else {})}
+            return _candidate_row(a, model, cluster, c)
 
         print(json.dumps({"evaluated": len(cands), "feasible": len(feasible), "top": [row(c) for c in feasible[:a.top]],
                           "published_nearest_to_best": [{**vars(r), "error_pct": r.error_pct} for r in nearby],
@@ -714,6 +734,58 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
         print(_margin_line(close))
     _table("throughput-memory Pareto front", front, runs)
     return 0 if feasible else EXIT_INFEASIBLE
+
+
+def _at(a: argparse.Namespace, gpus: int) -> argparse.Namespace:
+    """The command line with one GPU count: what ``--gpus N`` alone would have given."""
+    return argparse.Namespace(**{**vars(a), "gpus": gpus, "gpu_counts": None})
+
+
+def _candidate_row(a: argparse.Namespace, model, cluster, c) -> dict:
+    """A searched layout as JSON: its description, its own command line, its prediction and any training run."""
+    from parbench.sim.search import describe
+
+    run = _training_run(a, model, c.layout, c.prediction)
+    return {"layout": describe(c.layout), "command": layout_command(a, model, cluster, c.layout),
+            **c.prediction.as_dict(), **({"training_run": run.as_dict()} if run else {})}
+
+
+def _compare_counts(a: argparse.Namespace, model, cluster) -> int:
+    """``--search`` at each of several GPU counts (the same model, batch, software and flags): each count's best
+    layout, its rate per GPU against the first count's, and with ``--train-tokens`` what the run costs there."""
+    from parbench.sim.run_cost import format_count
+    from parbench.sim.search import describe, search
+
+    progress = _progress if sys.stderr.isatty() and a.format == "table" else None
+    best = []
+    for gpus in a.gpu_counts:
+        one = _at(a, gpus)
+        cands = search(model, cluster, gpus=gpus, global_batch=one.global_batch or gpus,
+                       options=search_options(one, cluster), progress=progress, jobs=a.jobs or _usable_cpus())
+        fits = [c for c in cands if c.feasible]
+        best.append((one, len(cands), len(fits), fits[0] if fits else None))
+    if a.format == "json":
+        print(json.dumps({"by_gpus": [{"gpus": one.gpus, "evaluated": n, "feasible": k,
+                                       "best": _candidate_row(one, model, cluster, c) if c else None}
+                                      for one, n, k, c in best]}))
+        return 0 if all(c for *_, c in best) else EXIT_INFEASIBLE
+    batch = f"global batch {a.global_batch}" if a.global_batch else "global batch = GPUs"
+    print(f"the best layout at each GPU count ({batch}; a count's whole search: --gpus N --search)")
+    print(f"{'GPUs':>7}{'layouts':>9}{'fit':>7}{'samples/s':>11}{'per GPU':>9}{'MFU':>7}{'GiB':>8}"
+          + (f"{'days':>9}{'GPU-h':>9}" if a.train_tokens else "") + "  layout")
+    first = next(((one.gpus, c) for one, _, _, c in best if c), None)
+    for one, n, k, c in best:
+        if c is None:
+            print(f"{one.gpus:>7}{n:>9}{k:>7}  no layout fits")
+            continue
+        p = c.prediction
+        rate = p.throughput_samples_per_s / one.gpus / (first[1].prediction.throughput_samples_per_s / first[0])
+        run = _training_run(one, model, c.layout, p)
+        cost = f"{run.days:>9.4g}{format_count(run.gpu_hours):>9}" if run else ""
+        print(f"{one.gpus:>7}{n:>9}{k:>7}{p.throughput_samples_per_s:>11.4g}{rate:>8.1%} {p.mfu:>7.1%}"
+              f"{p.peak_memory_bytes / 2**30:>8.2f}{cost}  {describe(c.layout)}")
+    print(f"  per GPU: each count's samples/s a GPU against the {first[0]}-GPU best's" if first else "")
+    return 0 if all(c for *_, c in best) else EXIT_INFEASIBLE
 
 
 def layout_command(a: argparse.Namespace, model, cluster, layout) -> str:

@@ -796,3 +796,41 @@ def test_train_tokens_price_the_layout_and_every_searched_one(capsys):
     for row in json.loads(capsys.readouterr().out)["top"]:
         assert row["training_run"]["steps"] == -(-300 * 10**9 // (16 * 2048))
         assert row["training_run"]["gpu_hours"] == pytest.approx(row["training_run"]["steps"] * row["step_time_s"] * 8 / 3600)
+
+
+def test_several_gpu_counts_compare_each_counts_best_layout(capsys):
+    """--search --gpus 8,16: each count searched as --gpus N alone would be (its best layout, step and command the
+    same), and the table's per-GPU column is each best's samples/s a GPU over the first count's."""
+    base = ["simulate", "--model", "llama3-8b", "--layers", "16", "--seq", "2048", "--global-batch", "32", "--search",
+            "--train-tokens", "1B"]
+    assert main([*base, "--gpus", "8,16", "--format", "json"]) == 0
+    by_gpus = json.loads(capsys.readouterr().out)["by_gpus"]
+    assert [b["gpus"] for b in by_gpus] == [8, 16]
+    for b in by_gpus:
+        assert main([*base, "--gpus", str(b["gpus"]), "--format", "json"]) == 0
+        alone = json.loads(capsys.readouterr().out)
+        assert (b["evaluated"], b["feasible"]) == (alone["evaluated"], alone["feasible"])
+        assert b["best"] == alone["top"][0] and b["best"]["training_run"]["steps"] == -(-10**9 // (32 * 2048))
+    assert main([*base, "--gpus", "8,16"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {int(line.split()[0]): line.split() for line in lines[2:4]}
+    first, second = (b["best"]["throughput_samples_per_s"] / b["gpus"] for b in by_gpus)
+    assert rows[8][4] == "100.0%" and rows[16][4] == f"{second / first:.1%}"
+    assert rows[16][-1].endswith(by_gpus[1]["best"]["layout"].split()[-1])
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--gpus", "8,16"], "--gpus=8,16 lists several counts: --search compares their best layouts"),
+    (["--gpus", "8,8", "--search"], "--gpus=8,8 repeats a count"),
+    (["--gpus", "8,0", "--search"], "--gpus=0 must be >= 1"),
+    (["--gpus", "8,16", "--tp", "16", "--search"], "tp x pp x cp = 16 x 1 x 1 does not divide gpus=8"),
+])
+def test_a_bad_list_of_gpu_counts_is_named(capsys, argv, message):
+    assert main(["simulate", "--model", "llama3-8b", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_gpu_count_that_is_no_number_is_an_argument_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--gpus", "8,x", "--search"])
+    assert exc.value.code == 2 and "'8,x' is not a GPU count" in capsys.readouterr().err
