@@ -164,9 +164,12 @@ def search_section(what: whatif.WhatIf, cluster, results_dir: str) -> None:
                    "micro-batch, schedule, ZeRO and HSDP, recomputation) by predicted throughput, as `parbench simulate "
                    "--search` does. Set the GPUs and the global batch, then search.")
         return
-    command = command_line(what, st.session_state["sim-cluster"], results_dir, flags)
+    run = searched_run(what, st.session_state.get("sim-train-tokens", ""))
+    tokens = [f"--train-tokens={st.session_state['sim-train-tokens'].strip()}"] if run else []
+    command = command_line(what, st.session_state["sim-cluster"], results_dir, [*flags, *tokens])
     if command:
-        st.caption("The same search on the command line:")
+        st.caption("The same search on the command line" + (" (days and GPU-hours for the what-if's training run)"
+                                                             if run else "") + ":")
         st.code(command, language="bash")
     feasible = [c for c in cands if c.feasible]
     rejected = "; ".join(f"{n} {reason}" for reason, n in sorted(rejected_counts(cands).items(), key=lambda kv: -kv[1]))
@@ -182,7 +185,7 @@ def search_section(what: whatif.WhatIf, cluster, results_dir: str) -> None:
     st.caption(f"{close} other layouts are predicted within {PAIR_MARGIN_PCT:.0f}% of the best: the model does not "
                f"claim an order inside {PAIR_MARGIN_PCT:.0f}% (`parbench validate --published` checks its order of "
                "published layout pairs).")
-    rows = whatif.search_rows(cands, 10)
+    rows = whatif.search_rows(cands, 10, run=run)
     st.dataframe(pd.DataFrame(rows), key="sim-search-top", hide_index=True,
                  column_config={"layout": st.column_config.TextColumn(width="large")})
     a, b = st.columns([4, 1])
@@ -190,6 +193,21 @@ def search_section(what: whatif.WhatIf, cluster, results_dir: str) -> None:
                        format_func=lambda i: f"{i + 1}: {rows[i]['layout']}")
     b.button("Open", key="sim-search-open", on_click=open_in_whatif, args=(feasible[pick].layout,))
     st.plotly_chart(whatif.search_figure(cands, cluster), key="sim-search-chart")
+
+
+def searched_run(what: whatif.WhatIf, text: str):
+    """A searched layout's training run for the what-if's token count (None where none, or none valid, is typed)."""
+    from parbench.sim.run_cost import parse_tokens, training_run
+
+    try:
+        tokens = parse_tokens(text) if text.strip() else 0
+    except ValueError:
+        return None
+    if not tokens:
+        return None
+    per_sample = what.model().tokens_per_sample
+    return lambda c: training_run(tokens, tokens_per_step=c.layout.global_batch_size * per_sample,
+                                  step_time_s=c.prediction.step_time_s, gpus=c.prediction.world_size)
 
 
 def open_in_whatif(layout) -> None:

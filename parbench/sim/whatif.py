@@ -178,9 +178,10 @@ def mesh_family(layout: Layout) -> str:
     return " x ".join(parts) or "dp only"
 
 
-def search_rows(candidates: list, top: int) -> list[dict]:
+def search_rows(candidates: list, top: int, run=None) -> list[dict]:
     """The ``top`` fastest feasible layouts of a search (``parbench.sim.search.search``'s order) as table rows:
-    throughput, MFU, memory, the step and where it goes, and the layout as ``parbench simulate`` prints it."""
+    throughput, MFU, memory, the step and where it goes, and the layout as ``parbench simulate`` prints it; with
+    ``run`` (a candidate's ``run_cost.TrainingRun``), what a training run costs on it, as ``--train-tokens`` prints."""
     from parbench.sim.search import describe
 
     rows = []
@@ -188,8 +189,9 @@ def search_rows(candidates: list, top: int) -> list[dict]:
         if rank > top:
             break
         p = c.prediction
+        cost = {"days": round(run(c).days, 2), "GPU-hours": round(run(c).gpu_hours)} if run else {}
         rows.append({"rank": rank, "layout": describe(c.layout), "samples/s": round(p.throughput_samples_per_s, 3),
-                     "MFU %": round(p.mfu * 100, 1), "GiB per rank": round(p.peak_memory_bytes / GIB, 2),
+                     "MFU %": round(p.mfu * 100, 1), "GiB per rank": round(p.peak_memory_bytes / GIB, 2), **cost,
                      "step s": round(p.step_time_s, 3), **{f"{k} s": round(v, 3) for k, v in time_parts(p).items()}})
     return rows
 

@@ -419,6 +419,15 @@ def test_simulator_search_ranks_every_layout_as_the_command_line_does(monkeypatc
     assert {"Pareto front", "best"} <= names and "dp only" in names
     at.number_input(key="sim-dp").set_value(4).run()
     assert [d for d in at.dataframe if "GiB per rank" in d.value.columns]
+    # a training run typed in the what-if prices every ranked layout, as the command's --train-tokens does
+    at.text_input(key="sim-train-tokens").set_value("1T").run()
+    [command] = [c.value for c in at.code if "--search" in c.value]
+    assert command.endswith("--search --train-tokens=1T")
+    main([*shlex.split(command)[1:], "--format", "json"])
+    cli = json.loads(capsys.readouterr().out)
+    [table] = [d.value for d in at.dataframe if "GiB per rank" in d.value.columns]
+    assert list(table["days"]) == [round(r["training_run"]["days"], 2) for r in cli["top"]]
+    assert list(table["GPU-hours"]) == [round(r["training_run"]["gpu_hours"]) for r in cli["top"]]
 
 
 def test_a_searched_layout_opens_in_the_what_if_panel(monkeypatch, capsys):
