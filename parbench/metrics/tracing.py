@@ -66,8 +66,8 @@ def traced_steps(*, step: Callable[[int], Any], meter, device: torch.device, sta
     events = [Event(e.name(), (e.start_ns() - base) / 1e9, (e.end_ns() - base) / 1e9, e.start_thread_id(),
                     e.is_user_annotation(), _activity(e), e.correlation_id(), e.linked_correlation_id())
               for e in raw]
-    shift = _clock_shift(events, windows)
-    steps = [(_device_step_events if gpu else _step_events)(events, w, shift) for w in windows]
+    shift, slack = _clock_shift(events, windows)
+    steps = [(_device_step_events if gpu else _step_events)(events, w, shift, slack) for w in windows]
     return {"host": socket.gethostname(), "steps": steps}
 
 
@@ -102,25 +102,34 @@ def _one(step: Callable[[int], Any], i: int, meter, device: torch.device, world_
     with meter.timing() as timer:
         t0 = time.perf_counter()
         with record_function(MARK):
-            step(i)
+            marked = time.perf_counter()  # the mark began between t0 and here, and ends between `last` and `returned`:
+            step(i)                       # two brackets that map the profiler's clock onto this one (_clock_shift)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)  # kernels are asynchronous: wait for them
+            last = time.perf_counter()
         returned = time.perf_counter()
     end = returned
     if world_size > 1:
         dist.barrier()  # the step ends with the slowest rank, as in the timed loop
         end = time.perf_counter()
-    return {"start_s": t0, "returned_s": returned, "end_s": end, "comm": timer.events, "waits": timer.waits}
+    return {"start_s": t0, "returned_s": returned, "end_s": end, "comm": timer.events, "waits": timer.waits,
+            "mark_brackets": ((t0, marked), (last, returned))}
 
 
-def _clock_shift(events: list[tuple], windows: list[dict[str, Any]]) -> float:
-    """Seconds to add to a profiler time to get ``time.perf_counter``: the first mark starts when
-    the first window does (a few microseconds apart)."""
-    first_mark = min(e.start for e in events if e.name == MARK)
-    return windows[0]["start_s"] - first_mark
+def _clock_shift(events: list[Event], windows: list[dict[str, Any]]) -> tuple[float, float]:
+    """(seconds to add to a profiler time to get ``time.perf_counter``, how far off that can be). Each step's mark
+    starts between two readings of ``time.perf_counter`` and ends between two more (``_one``), a few microseconds
+    apart, unless the rank was descheduled between them (milliseconds on a loaded 2-core machine, enough to map a
+    wait before its own issue): the narrowest of the steps' brackets gives the shift, its midpoint, and the slack,
+    half its width."""
+    marks = sorted((e for e in events if e.name == MARK), key=lambda e: e.start)
+    brackets = [(lo - at, hi - at) for mark, w in zip(marks, windows)
+                for (lo, hi), at in zip(w["mark_brackets"], (mark.start, mark.end))]
+    lo, hi = min(brackets, key=lambda b: b[1] - b[0])
+    return (lo + hi) / 2, (hi - lo) / 2
 
 
-def _step_events(events: list[Event], window: dict[str, Any], shift: float) -> dict[str, Any]:
+def _step_events(events: list[Event], window: dict[str, Any], shift: float, slack: float = 0.0) -> dict[str, Any]:
     """Merged compute and optimizer intervals of the main thread (the one that ran the mark) in the window.
 
     An operator's interval holds whatever runs inside it, waits included: DTensor's functional all-reduce
@@ -144,26 +153,27 @@ def _step_events(events: list[Event], window: dict[str, Any], shift: float) -> d
                 functional_waits.append((a, b))
         elif not e.annotation and not e.name.startswith(NOT_COMPUTE):
             compute.append((max(a, lo), min(b, hi)))
-    rest = {k: v for k, v in window.items() if k != "waits"}
-    return {**rest, "comm": complete_functional(window["comm"], merge(functional_waits)),
+    rest = {k: v for k, v in window.items() if k not in ("waits", "mark_brackets")}
+    return {**rest, "comm": complete_functional(window["comm"], merge(functional_waits), slack=slack),
             "compute": [list(x) for x in subtract(merge(compute), merge(waiting))],
             "optimizer": [list(x) for x in merge(optimizer)]}
 
 
-def complete_functional(comm: list[dict[str, Any]], waits: list[tuple[float, float]]) -> list[dict[str, Any]]:
+def complete_functional(comm: list[dict[str, Any]], waits: list[tuple[float, float]],
+                        slack: float = 0.0) -> list[dict[str, Any]]:
     """``comm`` with each functional collective complete by the end of the ``wait_tensor`` that torch.profiler
     saw wait on it (``waits``: the main thread's, nested ones merged), matched in issue order: the n-th
     functional collective to the first unmatched wait that ends after its issue. Under autograd DTensor's
     all-reduce is waited where the comm meter's dispatch mode does not see it (``_wrap_tensor_autograd``'s
     result), so the mode alone left it in flight to the step's end. The earliest completion seen stands.
-    A wait's end, not its start: the profiler's clock is mapped onto ``time.perf_counter`` to within the
-    microseconds between a step's first reading and its mark (``_clock_shift``), and a wait that begins right
-    after its issue can map to before it, while the thread, waiting, cannot issue: a wait ending after an
-    issue began after it."""
+    A wait's end, not its start: the profiler's clock is mapped onto ``time.perf_counter`` to within a few
+    microseconds (``_clock_shift``; ``slack`` says how far), and a wait that begins right after its issue can map
+    to before it, while the thread, waiting, cannot issue: a wait ending after an issue (less the slack) began
+    after it."""
     out, free = [], list(waits)
     for op in sorted(comm, key=lambda o: o["issue_s"]):
         if op.get("functional"):
-            match = next((w for w in free if w[1] >= op["issue_s"]), None)
+            match = next((w for w in free if w[1] + slack >= op["issue_s"]), None)
             if match is not None:
                 free.remove(match)
                 done = op["done_s"]
@@ -172,11 +182,12 @@ def complete_functional(comm: list[dict[str, Any]], waits: list[tuple[float, flo
     return out
 
 
-def _device_step_events(events: list[Event], window: dict[str, Any], shift: float) -> dict[str, Any]:
+def _device_step_events(events: list[Event], window: dict[str, Any], shift: float,
+                        slack: float = 0.0) -> dict[str, Any]:
     """A GPU rank's step: compute is the device's kernels, copies and memsets (NCCL's kernels aside);
     optimizer the device work launched inside an optimizer annotation, plus the annotations' stretches
     where the device is idle (see the module docstring)."""
-    host = _step_events(events, window, shift)
+    host = _step_events(events, window, shift, slack)
     main = next(e.thread for e in events if e.name == MARK)
     in_optimizer = host["optimizer"]
     launched_in_optimizer = {e.correlation for e in events

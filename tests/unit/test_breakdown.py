@@ -220,3 +220,36 @@ def test_a_functional_collective_completes_at_the_wait_that_ends_after_its_issue
     waits = [(1.000008, 1.000200), (1.000498, 1.000700)]  # each mapped 2 us before its op's issue
     first, second = complete_functional(comm, waits)
     assert first["done_s"] == 1.000200 and second["done_s"] == 1.000600
+
+
+def test_the_clocks_map_through_the_narrowest_bracket_of_any_marks_start_or_end():
+    """Each traced step's mark starts between two readings of ``time.perf_counter`` and ends between two more. A
+    rank descheduled between the first two (here 2 ms) would map every profiler time 2 ms early, enough to put a
+    wait before its own issue and leave that collective in flight to the step's end; the narrowest bracket of all
+    (here the first step's end, 4 us) gives the shift, its midpoint, and the slack, half its width."""
+    from parbench.metrics.tracing import MARK, Event, _clock_shift, complete_functional
+
+    # profiler times (its own zero) of two marks; perf_counter is the profiler's clock + 100 s
+    marks = [Event(MARK, 1.0, 2.0, 1, True), Event(MARK, 3.0, 4.0, 1, True)]
+    windows = [{"mark_brackets": ((100.998, 101.000010), (101.999998, 102.000002))},   # start: descheduled 2 ms
+               {"mark_brackets": ((102.999990, 103.000010), (103.999985, 104.000015))}]
+    shift, slack = _clock_shift(marks, windows)
+    assert shift == pytest.approx(100.0, abs=1e-9) and slack == pytest.approx(2e-6, abs=1e-12)
+    # the wait the profiler saw end 1 us after the issue: matched at this shift; mapped 2 ms early, it is not
+    comm = [{"op": "all_reduce", "issue_s": 101.0005, "done_s": None, "functional": True}]
+    assert complete_functional(comm, [(1.0004 + shift, 1.0005 + 1e-6 + shift)], slack=slack)[0]["done_s"] is not None
+    assert complete_functional(comm, [(1.0004 + 100.998 - 1.0, 1.000501 + 100.998 - 1.0)])[0]["done_s"] is None
+
+
+def test_a_wait_mapped_early_by_a_descheduled_clock_reading_still_completes_its_collective():
+    """The profiler's clock maps onto ``time.perf_counter`` through the step's first reading and its mark, a few
+    microseconds apart, unless the rank is descheduled between them (milliseconds on a loaded 2-core machine): every
+    profiler time then maps that much early, a wait can end before its own issue, and without the slack (the two
+    readings' distance) the collective stayed in flight to the step's end, the idle after it booked as exposed
+    communication."""
+    from parbench.metrics.tracing import complete_functional
+
+    comm = [{"op": "all_reduce", "issue_s": 1.0050, "done_s": None, "functional": True}]
+    waits = [(1.0040, 1.0042)]  # truly 1.0050-1.0052, mapped 1 ms early
+    assert complete_functional(comm, waits)[0]["done_s"] is None
+    assert complete_functional(comm, waits, slack=0.0012)[0]["done_s"] == 1.0042
