@@ -6,6 +6,7 @@ import argparse
 import importlib
 import os
 import select
+import shlex
 import sys
 
 from parbench.commands import COMMAND_MODULES
@@ -46,10 +47,22 @@ def tidy(parser: argparse.ArgumentParser) -> None:
                 tidy(sub)
 
 
+class Parser(argparse.ArgumentParser):
+    """``parbench @FILE``: FILE's words in its place, as a shell splits them (several to a line, ``#`` comments, a
+    leading ``parbench`` dropped), so a command line kept in a file (``parbench simulate --search`` prints the best
+    layout's) runs with overrides after it: ``parbench @layout.args --gpus 1024``."""
+
+    def convert_arg_line_to_args(self, arg_line: str) -> list[str]:
+        words = shlex.split(arg_line, comments=True)
+        return words[1:] if words[:1] == ["parbench"] else words
+
+
 def build_parser() -> argparse.ArgumentParser:
     import parbench
 
-    parser = argparse.ArgumentParser(prog="parbench", description=parbench.__doc__)
+    parser = Parser(prog="parbench", description=parbench.__doc__, fromfile_prefix_chars="@",
+                    epilog="parbench @FILE [more arguments]: the words of FILE in its place (a command line kept in a "
+                           "file, # comments allowed); arguments after it override the file's")
     __version__ = parbench.__version__
 
     parser.add_argument("--version", action="version", version=f"parbench {__version__}")

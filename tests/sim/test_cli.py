@@ -834,3 +834,19 @@ def test_a_gpu_count_that_is_no_number_is_an_argument_error(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["simulate", "--gpus", "8,x", "--search"])
     assert exc.value.code == 2 and "'8,x' is not a GPU count" in capsys.readouterr().err
+
+
+def test_a_command_line_kept_in_a_file_runs_with_overrides_after_it(tmp_path, capsys):
+    """``parbench @FILE``: the search's printed line, saved under a comment, predicts what the line typed out does,
+    and a flag after it overrides the file's (here the global batch: 16 in the file, 32 after it)."""
+    assert main(["simulate", "--model", "llama3-8b", "--layers", "16", "--seq", "2048", "--gpus", "8",
+                 "--global-batch", "16", "--search", "--top", "1", "--format", "json"]) == 0
+    command = json.loads(capsys.readouterr().out)["top"][0]["command"]
+    saved = tmp_path / "best.args"
+    saved.write_text(f"# the best layout of the search\n{command}\n")
+    for extra, batch in (([], 16), (["--global-batch", "32"], 32)):
+        assert main([f"@{saved}", *extra, "--format", "json"]) == 0
+        from_file = json.loads(capsys.readouterr().out)
+        assert main([*shlex.split(command)[1:], *extra, "--format", "json"]) == 0
+        typed = json.loads(capsys.readouterr().out)
+        assert from_file == typed and from_file["layout"]["global_batch_size"] == batch
