@@ -68,6 +68,9 @@ def add_parser(sub) -> None:
     c = p.add_argument_group("cluster and layout (under --search, any layout flag given fixes that choice)")
     c.add_argument("--cluster", default="h100-sxm", help=f"{', '.join(PRESETS)}, local, or a .toml/.json file")
     c.add_argument("--results-dir", default="results", help="where `local` looks for the calibrated profile")
+    c.add_argument("--print-cluster", action="store_true",
+                   help="print the --cluster's fields as JSON and stop: a file --cluster FILE reads back, to copy a "
+                        "preset and change its peaks, memory or links")
     c.add_argument("--rank-spread", type=float, metavar="SIGMA",
                    help="the spread of the devices' speed (a relative standard deviation; every step waits for the "
                         "slowest rank): 0 for devices screened to one speed (default: the cluster's, 0.016 on GPUs)")
@@ -453,6 +456,11 @@ def handle(a: argparse.Namespace) -> int:
 
     _check_ranges(a)
     cluster = _cluster(a)
+    if a.print_cluster:
+        from parbench.sim.hardware import cluster_to_dict
+
+        print(json.dumps(cluster_to_dict(cluster), indent=1))
+        return 0
     model = _model(a)
     if _no_model_given(a):
         print(TOY_NOTE.format(models=", ".join(MODELS)), file=sys.stderr)

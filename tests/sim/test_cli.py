@@ -850,3 +850,23 @@ def test_a_command_line_kept_in_a_file_runs_with_overrides_after_it(tmp_path, ca
         assert main([*shlex.split(command)[1:], *extra, "--format", "json"]) == 0
         typed = json.loads(capsys.readouterr().out)
         assert from_file == typed and from_file["layout"]["global_batch_size"] == batch
+
+
+def test_a_printed_preset_reads_back_as_a_cluster_file_and_its_edits_take_effect(tmp_path, capsys):
+    """--print-cluster writes the preset's fields as JSON; as --cluster FILE it predicts exactly what the preset
+    does, and an edit (NVLink at half its bandwidth) slows a tp 8 layout's step and nothing else of its input."""
+    assert main(["simulate", "--cluster", "h100-sxm", "--print-cluster"]) == 0
+    fields = json.loads(capsys.readouterr().out)
+    saved = tmp_path / "mine.json"
+    saved.write_text(json.dumps(fields))
+    layout = ["--model", "llama3-8b", "--gpus", "8", "--tp", "8", "--global-batch", "8", "--format", "json"]
+    assert main(["simulate", "--cluster", "h100-sxm", *layout]) == 0
+    preset = json.loads(capsys.readouterr().out)["prediction"]
+    assert main(["simulate", "--cluster", str(saved), *layout]) == 0
+    assert json.loads(capsys.readouterr().out)["prediction"] == preset
+    fields["name"], fields["intra"]["bandwidth_bytes_per_s"] = "h100-half-nvlink", fields["intra"]["bandwidth_bytes_per_s"] / 2
+    saved.write_text(json.dumps(fields))
+    assert main(["simulate", "--cluster", str(saved), *layout]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cluster"] == "h100-half-nvlink" and out["prediction"]["step_time_s"] > preset["step_time_s"]
+    assert out["prediction"]["comm_bytes"] == preset["comm_bytes"]
