@@ -771,20 +771,21 @@ def _compare_counts(a: argparse.Namespace, model, cluster) -> int:
         cands = search(model, cluster, gpus=gpus, global_batch=one.global_batch or gpus,
                        options=search_options(one, cluster), progress=progress, jobs=a.jobs or _usable_cpus())
         fits = [c for c in cands if c.feasible]
-        best.append((one, len(cands), len(fits), fits[0] if fits else None))
+        best.append((one, len(cands), len(fits), fits[0] if fits else _why_none(cands, cluster)))
     if a.format == "json":
         print(json.dumps({"by_gpus": [{"gpus": one.gpus, "evaluated": n, "feasible": k,
-                                       "best": _candidate_row(one, model, cluster, c) if c else None}
+                                       **({"best": None, "none_because": c} if isinstance(c, str) else
+                                          {"best": _candidate_row(one, model, cluster, c)})}
                                       for one, n, k, c in best]}))
-        return 0 if all(c for *_, c in best) else EXIT_INFEASIBLE
+        return 0 if all(not isinstance(c, str) for *_, c in best) else EXIT_INFEASIBLE
     batch = f"global batch {a.global_batch}" if a.global_batch else "global batch = GPUs"
     print(f"the best layout at each GPU count ({batch}; a count's whole search: --gpus N --search)")
     print(f"{'GPUs':>7}{'layouts':>9}{'fit':>7}{'samples/s':>11}{'per GPU':>9}{'MFU':>7}{'GiB':>8}"
           + (f"{'days':>9}{'GPU-h':>9}" if a.train_tokens else "") + "  layout")
-    first = next(((one.gpus, c) for one, _, _, c in best if c), None)
+    first = next(((one.gpus, c) for one, _, _, c in best if not isinstance(c, str)), None)
     for one, n, k, c in best:
-        if c is None:
-            print(f"{one.gpus:>7}{n:>9}{k:>7}  no layout fits")
+        if isinstance(c, str):
+            print(f"{one.gpus:>7}{n:>9}{k:>7}  no layout fits: {c}")
             continue
         p = c.prediction
         rate = p.throughput_samples_per_s / one.gpus / (first[1].prediction.throughput_samples_per_s / first[0])
@@ -793,7 +794,21 @@ def _compare_counts(a: argparse.Namespace, model, cluster) -> int:
         print(f"{one.gpus:>7}{n:>9}{k:>7}{p.throughput_samples_per_s:>11.4g}{rate:>8.1%} {p.mfu:>7.1%}"
               f"{p.peak_memory_bytes / 2**30:>8.2f}{cost}  {describe(c.layout)}")
     print(f"  per GPU: each count's samples/s a GPU against the {first[0]}-GPU best's" if first else "")
-    return 0 if all(c for *_, c in best) else EXIT_INFEASIBLE
+    return 0 if all(not isinstance(c, str) for *_, c in best) else EXIT_INFEASIBLE
+
+
+def _why_none(cands, cluster) -> str:
+    """Why a search found no layout that fits: the one nearest to fitting and how far over, else the commonest rule
+    broken (``search.rejected_counts``)."""
+    from parbench.sim.predict import format_bytes
+    from parbench.sim.search import describe, rejected_counts
+
+    nearest = next((c for c in cands if c.reason.startswith("needs")), None)  # the search puts it first
+    if nearest:
+        return (f"the nearest, {describe(nearest.layout)}, is {format_bytes(nearest.peak_memory_bytes - cluster.memory_bytes)} "
+                "over")
+    counts = rejected_counts(cands)
+    return max(counts, key=counts.get) if counts else "no layout to try"
 
 
 def layout_command(a: argparse.Namespace, model, cluster, layout) -> str:

@@ -819,6 +819,20 @@ def test_several_gpu_counts_compare_each_counts_best_layout(capsys):
     assert rows[16][-1].endswith(by_gpus[1]["best"]["layout"].split()[-1])
 
 
+def test_a_gpu_count_where_nothing_fits_says_how_near_the_nearest_came(capsys):
+    """Llama 3 8B's 16 layers on one A100 40GB do not fit in any layout (parameters, gradients and Adam's state alone
+    are about 16 bytes a parameter): that count's line names the layout nearest to fitting and how far over it is,
+    the next count ranks as usual, and the command exits 3 (a count with no layout)."""
+    argv = ["simulate", "--model", "llama3-8b", "--layers", "16", "--seq", "2048", "--cluster", "a100-40gb",
+            "--global-batch", "16", "--gpus", "1,8", "--search"]
+    assert main([*argv, "--format", "json"]) == 3
+    one, eight = json.loads(capsys.readouterr().out)["by_gpus"]
+    assert one["best"] is None and one["feasible"] == 0 and eight["best"] is not None
+    assert one["none_because"].startswith("the nearest, dp=1 tp=1 pp=1") and one["none_because"].endswith(" over")
+    assert main(argv) == 3
+    assert f"      1       {one['evaluated']}      0  no layout fits: {one['none_because']}" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--gpus", "8,16"], "--gpus=8,16 lists several counts: --search compares their best layouts"),
     (["--gpus", "8,8", "--search"], "--gpus=8,8 repeats a count"),
