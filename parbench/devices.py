@@ -32,7 +32,7 @@ class Datasheet:
 
     model: str
     peak_flops: dict[str, float]
-    """dtype -> dense FLOP/s (fp32: CUDA cores; tf32/bf16/fp8: tensor cores, no sparsity)."""
+    """dtype -> dense FLOP/s (fp32: CUDA cores; tf32/bf16/fp16/fp8: tensor cores, no sparsity)."""
     memory_bytes: int
     source: str
 
@@ -43,6 +43,8 @@ _H200 = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h20
 _EXPORT = ("the {} is the {} die and clocks with NVLink cut to 400 GB/s (TechPowerUp, 'NVIDIA Prepares H800 "
            "Adaptation of H100 GPU for the Chinese Market', 2023; DeepSeek-AI, ISCA 2025, arXiv 2505.09343), so its "
            "tensor-core peaks are that datasheet's: ")
+_V100 = ("NVIDIA Tesla V100 GPU datasheet (nvidia.com/en-us/data-center/v100), {} column: tensor-core FP16 and CUDA-core "
+         "FP32 (Volta has neither BF16 nor TF32 tensor cores, nor sparsity)")
 _L40S = "NVIDIA L40S datasheet (nvidia.com/en-us/data-center/l40s), sparse figures halved"
 _BLACKWELL = ("NVIDIA GB200 NVL72 / HGX B200 specifications (nvidia.com/en-us/data-center/gb200-nvl72), 'Individual "
               "Blackwell GPU Specifications', {} column, sparse figures halved")
@@ -78,6 +80,12 @@ DATASHEETS: tuple[tuple[str, Datasheet], ...] = (
                         peak_flops={"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12})),
     (r"A100", Datasheet(model="A100", memory_bytes=80 * 10**9, source=_A100,
                         peak_flops={"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12})),
+    (r"V100S", Datasheet(model="V100S PCIe", memory_bytes=32 * 10**9, source=_V100.format("V100S PCIe"),
+                         peak_flops={"fp32": 16.4e12, "fp16": 130e12})),
+    (r"V100.*PCIE", Datasheet(model="V100 PCIe", memory_bytes=32 * 10**9, source=_V100.format("V100 PCIe"),
+                              peak_flops={"fp32": 14e12, "fp16": 112e12})),
+    (r"V100", Datasheet(model="V100 SXM2", memory_bytes=32 * 10**9, source=_V100.format("V100 SXM2"),
+                        peak_flops={"fp32": 15.7e12, "fp16": 125e12})),
     (r"L40S", Datasheet(model="L40S", memory_bytes=48 * 10**9, source=_L40S,
                         peak_flops={"fp32": 91.6e12, "tf32": 183e12, "bf16": 362e12, "fp8": 733e12})),
 )

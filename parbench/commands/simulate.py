@@ -169,7 +169,9 @@ def add_parser(sub) -> None:
                    help="--recompute full replays each block to its end (torch's use_reentrant=True checkpoint, "
                         "torch < 2.1, Megatron-LM, DeepSpeed); default for torch, torchtitan and llm-foundry: the "
                         "non-reentrant checkpoint's early stop, which skips a dense block's last GEMM")
-    c.add_argument("--precision", default="bf16", choices=tuple(PRECISIONS), help="bytes per element of weights, gradients, optimizer state, activations")
+    c.add_argument("--precision", choices=tuple(PRECISIONS),
+                   help="bytes per element of weights, gradients, optimizer state, activations (default: bf16; fp16 "
+                        "on a cluster without bf16 tensor cores)")
     c.add_argument("--fp8-all-gather", action=argparse.BooleanOptionalAction,
                    help="with --precision fp8 and --zero 1-3: gather FP8 weights (FSDP's float8 all-gather; Megatron's "
                         "--fp8-param-gather under --zero 1); default: as the software does (--software nemo: on "
@@ -377,9 +379,18 @@ def _layout(a: argparse.Namespace, cluster):
     return layout
 
 
+def _default_precision(a: argparse.Namespace, cluster) -> None:
+    """--precision where given, else bf16, or fp16 on a cluster without bf16 tensor cores (Volta)."""
+    a.precision = a.precision or ("bf16" if cluster.bf16 else "fp16")
+
+
 def _precision(a: argparse.Namespace, cluster):
-    """The precision, with bf16 gradient reduction where --grad-reduce-in-bf16 asks for it; FP8 only on a cluster
-    with FP8 tensor cores."""
+    """The precision (default bf16, fp16 on a cluster without bf16 tensor cores), with bf16 gradient reduction where
+    --grad-reduce-in-bf16 asks for it; FP8 only on a cluster with FP8 tensor cores, bf16 on one with bf16's."""
+    _default_precision(a, cluster)
+    if a.precision in ("bf16", "amp") and not cluster.bf16:
+        raise ConfigError(f"--precision {a.precision}: cluster {cluster.name} has no bf16 tensor cores (bf16 = false); "
+                          f"give --precision fp16 (its default) or fp32")
     if a.precision == "fp8" and not cluster.peak_flops_fp8:
         raise ConfigError(f"--precision fp8: cluster {cluster.name} has no FP8 peak (peak_flops_fp8 = 0)")
     from dataclasses import replace
@@ -407,6 +418,7 @@ def _framework(a: argparse.Namespace, cluster):
     if a.attention_kernel and a.attention_kernel not in cluster.attention_kernels:
         known = ", ".join(sorted(cluster.attention_kernels)) or "none"
         raise ConfigError(f"--attention-kernel {a.attention_kernel!r}: cluster {cluster.name} knows {known}")
+    _default_precision(a, cluster)
     if a.te_fp8 and a.precision != "fp8":
         raise ConfigError(f"--te-fp8 needs --precision fp8 (got {a.precision})")
     if a.fp8_scaling and a.precision != "fp8":
@@ -443,7 +455,10 @@ KERNEL_FALLBACK = {"flash3": ("flash3", "flash2"), "flash2": ("flash2",)}
 
 
 def _attention(a: argparse.Namespace, cluster) -> str:
-    """--attention, else the cluster's default (``Cluster.default_attention``)."""
+    """--attention, else the cluster's default (``Cluster.default_attention``); flash only where the devices run it."""
+    if a.attention == "flash" and not cluster.flash_attention:
+        raise ConfigError(f"--attention flash: cluster {cluster.name} runs no flash attention kernel (flash_attention = "
+                          f"false); its layouts run --attention eager")
     return a.attention or cluster.default_attention
 
 

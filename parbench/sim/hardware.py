@@ -49,6 +49,12 @@ class Cluster:
     """Dense FLOP/s of float32 matmuls on TF32 tensor cores (0: ``peak_flops``, as a CPU profile's one figure)."""
     peak_flops_fp32: float = 0.0
     """Dense FLOP/s of float32 matmuls on CUDA cores (0: ``peak_flops``)."""
+    bf16: bool = True
+    """Whether the tensor cores take bfloat16 (False: Volta, whose tensor cores take fp16 alone; ``--precision bf16``
+    and ``amp`` are refused and the default precision is fp16)."""
+    flash_attention: bool = True
+    """Whether a fused (flash) attention kernel with a published rate runs on this device. False on Volta
+    (FlashAttention needs Ampere or later): layouts default to eager attention and ``--attention flash`` is refused."""
     gemm_efficiency: float
     """Fraction of peak a large GEMM reaches; small GEMMs pay ``gemm_overhead_s`` on top."""
     fp8_gemm_share: float = 1.0
@@ -262,9 +268,9 @@ class Cluster:
 
     @property
     def default_attention(self) -> str:
-        """The attention a layout on this cluster runs unless told: flash on GPU clusters (one device per rank),
-        eager on calibrated CPU profiles (the runner's own transformer)."""
-        return "eager" if self.cores else "flash"
+        """The attention a layout on this cluster runs unless told: flash on GPU clusters (one device per rank) that
+        have a flash kernel, eager on Volta and on calibrated CPU profiles (the runner's own transformer)."""
+        return "eager" if self.cores or not self.flash_attention else "flash"
 
     @property
     def stream_bandwidth(self) -> float:
@@ -707,6 +713,39 @@ A100_40_SOURCES = {
     "memory_bandwidth_bytes_per_s": "A100 datasheet, 40GB column: HBM2 1,555 GB/s; x0.8 achievable (assumed)",
     "gemm_efficiency": "the A100 80GB's fitted 0.72 and attention 0.35 (same tensor cores and clocks)",
 }
+V100_DGX2H_SOURCES = {
+    **GPU_MEMORY_SOURCES,
+    "peak_flops": "130 TFLOP/s FP16 tensor-core dense: NVIDIA DGX-2H datasheet, 2.1 petaFLOPS for its 16 Tesla V100 "
+                  "SXM3 32GB at the DGX-2H's clocks (131 each; the V100 SXM2 datasheet: 125); Shoeybi et al., "
+                  "'Megatron-LM', arXiv 1909.08053, sec. 5.1.1: 39 TFLOP/s is '30% of the theoretical peak FLOPS for a "
+                  "single GPU as configured in a DGX-2H server', and NVIDIA ADLR's 'MegatronLM's Supercharged V1.0' "
+                  "(nv-adlr.github.io/MegatronLMV1): 62.4 TFLOP/s is 48% of it: 130",
+    "peak_flops_tf32": "Volta has no TF32 tensor cores: float32 matmuls run on the CUDA cores, the V100 SXM2 datasheet's "
+                       "15.7 TFLOP/s at the DGX-2H's clocks (x 130/125): 16.3 (parbench.devices.DATASHEETS)",
+    "bf16": "Volta's tensor cores take fp16 alone (V100 datasheet: no BF16 figure)",
+    "flash_attention": "FlashAttention needs Ampere or later (Dao, 'FlashAttention-2', arXiv 2307.08691; the flash-attn "
+                       "package's requirements), so no flash kernel's rate is known here: eager attention by default",
+    "memory_bytes": "V100 datasheet: 32 GB HBM2; 32,768 MiB as nvidia-smi's memory.total reports a Tesla V100-SXM3-32GB",
+    "memory_bandwidth_bytes_per_s": "V100 datasheet: HBM2 900 GB/s; x0.8 achievable (assumed, as every preset's)",
+    "intra": "Shoeybi et al. 2019, sec. 5: '300 GB/sec bandwidth between GPUs inside a server via NVSwitch' (six NVLink 2 "
+             "links a GPU, 150 GB/s per direction; DGX-2 datasheet: NVSwitch, every GPU to every other at that rate); "
+             "x0.8 busbw (assumed, as every preset's)",
+    "inter": "the same section: '100 GB/sec of interconnect bandwidth between servers using 8 InfiniBand adapters per "
+             "server' (8 x 100 Gb/s EDR) = 6.25 GB/s per GPU of 16; x0.9 (assumed, as every preset's)",
+    "gpus_per_node": "DGX-2H: 16 V100 per server (the datasheet; Shoeybi et al. 2019: 32 servers, 512 GPUs)",
+    "multinode_all_reduce_latency_factor": "1.9: NCCL's ring plateau factor before Ampere (ncclTopoGetAlgoTime in "
+                                           "src/graph/tuning.cc; 1.4 from Ampere on)",
+    "gemm_efficiency": "0.72, the A100's fitted figure (A100_SOURCES), not fitted on any V100 row: both are "
+                       "Megatron-LM's GEMMs through cuBLAS on tensor cores of the same design lineage. Held out: "
+                       "'MegatronLM's Supercharged V1.0' Table 1, 1.2B on 1 V100 and 4.2B on 4 (parbench validate "
+                       "--published): +7.1% and -2.9% at 0.72. Fitted on those two rows alone (fit_gemm_efficiency) it "
+                       "would be 0.80 (+0.6%, -8.3%: mean |error| 4.5% against 5.0%), two rows of opposite sign that "
+                       "do not pin it",
+    "attention_efficiency": "none: no flash kernel on Volta (flash_attention); eager attention is GEMMs at "
+                            "gemm_efficiency and its scores through memory",
+    "latency": LATENCY_SOURCE,
+    "gemm_overhead_s": "assumed 6 us per GEMM, as the A100's",
+}
 EXPORT_NVLINK_SOURCE = ("TechPowerUp, 'NVIDIA Prepares H800 Adaptation of H100 GPU for the Chinese Market' (2023, "
                         "after Reuters): the A800 is the A100 with its chip-to-chip bandwidth cut from 600 GB/s to 400 GB/s")
 A800_SOURCES = {
@@ -833,6 +872,12 @@ the figure and its source: ``BLACKWELL_SOURCES``)."""
 _BLACKWELL = {**_H100, "peak_flops": 2250e12, "peak_flops_fp8": 4500e12, **float32_peaks("B200 (HGX)"),
               "mxfp8_gemm_share": MXFP8_OVER_TENSORWISE,
               "memory_bandwidth_bytes_per_s": 0.8 * 7700e9, "intra": Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 900e9)}
+_V100_DGX2H = dict(gpus_per_node=16, peak_flops=130e12, peak_flops_tf32=16.3e12, peak_flops_fp32=16.3e12, bf16=False,
+                   flash_attention=False, gemm_efficiency=0.72, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
+                   memory_bandwidth_bytes_per_s=0.8 * 900e9,
+                   intra=Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 150e9),
+                   inter=Link(latency_s=NET_STEP_S, bandwidth_bytes_per_s=0.9 * 100e9 / 16), overlap=1.0,
+                   **{**GPU_FIXED, "multinode_all_reduce_latency_factor": 1.9})
 PRESETS: dict[str, Cluster] = {
     "a100-80gb": Cluster(name="a100-80gb", memory_bytes=81920 * MIB, sources=A100_SOURCES, **_A100),
     "jean-zay-a100": Cluster(name="jean-zay-a100", memory_bytes=81920 * MIB, sources=JEAN_ZAY_SOURCES,
@@ -840,6 +885,7 @@ PRESETS: dict[str, Cluster] = {
                                 "multi_rail_rings": False}),
     "a100-40gb": Cluster(name="a100-40gb", memory_bytes=40960 * MIB, sources=A100_40_SOURCES,
                          **{**_A100, "memory_bandwidth_bytes_per_s": 0.8 * 1555e9}),
+    "v100-dgx2h": Cluster(name="v100-dgx2h", memory_bytes=32768 * MIB, sources=V100_DGX2H_SOURCES, **_V100_DGX2H),
     "h100-sxm": Cluster(name="h100-sxm", memory_bytes=81559 * MIB, sources=H100_SOURCES, **_H100),
     "h200-sxm": Cluster(name="h200-sxm", memory_bytes=143771 * MIB, sources=H200_SOURCES,
                         **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 4800e9}),

@@ -235,7 +235,32 @@ README_175B = (_tflops_row("GPT-3 175B on 1024 GPUs", "GPT-3 Example", 96, 12288
 """The README's "GPT-3 Example": 175B on 1024 A100s at TP 8 x PP 16, global batch 1536, "each iteration takes
 around 32 seconds resulting in 138 teraFLOPs per GPU which is 44% of the theoretical peak FLOPs" (eq. (3) gives
 31.9 s from the 138). Added after every constant was fitted; held out of every fit."""
-PUBLISHED: tuple[Published, ...] = TABLE1 + TABLE2 + MT_NLG + K22 + BLOOM + README_175B
+MEGATRON_V1 = "ADLR (NVIDIA), 'MegatronLM's Supercharged V1.0' (held out)"
+V1_ASSUMED = ("the shapes of Shoeybi et al. 2019 Table 1 for its 1.2B and 4.2B (the post names the sizes alone; "
+              "hidden 96 per head), its sequence of 1024 and vocabulary of 51,200, fp16, activation checkpointing after "
+              "every layer (sec. 4.2) and GPT-2's tied embedding; Megatron-LM's attention unfused into flash (eager)")
+
+
+def gpt2_megatron_2019(params: str, layers: int, hidden: int, heads: int) -> Architecture:
+    """A GPT-2 of Shoeybi et al. 2019 (arXiv 1909.08053, sec. 5.1 and Table 1): learned positions over 1024 tokens,
+    the vocabulary padded to 51,200, LayerNorm and biases, GELU MLP of 4 x hidden, the embedding tied to the head,
+    dropout 0.1 (a position table as long as the sequence: ``Architecture.max_positions`` left at 0)."""
+    return Architecture(name=f"GPT-2 {params}", layers=layers, hidden=hidden, heads=heads, seq_len=1024, vocab=51200,
+                        tie_embeddings=True, dropout=True)
+
+
+V1_WEAK_SCALING = tuple(
+    Published(name=f"GPT-2 {params} on {tp} V100", source=MEGATRON_V1, table="Table 1 (weak model parallel scaling)",
+              layers=layers, hidden=hidden, heads=heads, tp=tp, pp=1, gpus=tp, global_batch=8, micro_batch=8,
+              measured_s=ms / 1000, printed=f"{ms} ms per iteration", cluster="v100-dgx2h", precision="fp16",
+              arch=gpt2_megatron_2019(params, layers, hidden, heads), attention="eager", assumed=V1_ASSUMED)
+    for params, layers, hidden, heads, tp, ms in (("1.2B", 40, 1536, 16, 1, 1288), ("4.2B", 64, 2304, 24, 4, 1357)))
+"""Megatron-LM v1.0 on DGX-2H V100s (nv-adlr.github.io/MegatronLMV1, Table 1): batch 8 at every size, tensor
+parallelism growing with the model; iteration times 1288 ms (1.2B, 1 GPU) and 1357 ms (4.2B, 4 GPUs). Its 2.0B and
+8.7B rows are left out: no published shape gives those sizes. The paper's own runs (Shoeybi et al. 2019, Table 2:
+days per epoch of 68,507 iterations) ran software the post reports 1.6x slower on the same 1.2B baseline
+(39 against 62.4 TFLOP/s), so they are not a row of this software. Added after every constant was fitted."""
+PUBLISHED: tuple[Published, ...] = TABLE1 + TABLE2 + MT_NLG + K22 + BLOOM + README_175B + V1_WEAK_SCALING
 
 
 def megatron_moe_flops(b: int, arch: Architecture) -> float:

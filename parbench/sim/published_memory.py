@@ -50,7 +50,7 @@ from parbench.sim.layout import PRECISIONS, SOFTWARE, Layout, Recompute
 from parbench.sim.model import architecture_spec
 from parbench.sim.models import MODELS
 from parbench.sim.predict import Prediction, predict
-from parbench.sim.published import MEGATRON_README
+from parbench.sim.published import MEGATRON_README, MEGATRON_V1
 from parbench.sim.stages import account_for_ends, megatron_pipeline_layout
 
 TT_H100 = "torchtitan docs/performance.md @eaea6f6"
@@ -733,6 +733,7 @@ MLPERF_LLAMA8B_V60 = ("MLPerf Training v6.0, Cisco's FP8 Llama 3.1 8B on H100 an
 DGXC_2505 = ("NVIDIA dgxc-benchmarking v25.05.04 @1f6d9f4 (NeMo 25.04, GB200 NVL72 and H100, BF16 and FP8; "
              "held out)")
 HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3, MLPERF_GPT3_V40, MLPERF_GPT3_V41, MEGATRON_README,
+                    MEGATRON_V1,
                     BIGSCIENCE_PREQUEL, DSV3_GB200_GUIDE, MLPERF_LLAMA405B, MLPERF_LLAMA8B_CISCO, DGXC_2505,
                     MLPERF_LLAMA8B_V60)
 """Every source added after the constants were fitted; ``efficiency_fits`` leaves them all out."""

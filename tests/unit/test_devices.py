@@ -42,6 +42,23 @@ def test_peak_basis_names_dtype_value_and_source():
     assert devices.peak_basis("NVIDIA H800 PCIe", "bf16").peak_flops is None  # not the SXM part's figures
 
 
+@pytest.mark.parametrize("name,model,fp32,fp16", [
+    ("Tesla V100-SXM2-32GB", "V100 SXM2", 15.7e12, 125e12),
+    ("Tesla V100-SXM3-32GB", "V100 SXM2", 15.7e12, 125e12),  # the DGX-2's part: the SXM2 datasheet's figures
+    ("Tesla V100-PCIE-16GB", "V100 PCIe", 14e12, 112e12),
+    ("Tesla V100S-PCIE-32GB", "V100S PCIe", 16.4e12, 130e12),  # contains "V100": its own figures come first
+])
+def test_a_volta_gpu_has_fp32_and_fp16_peaks_and_no_bf16_or_tf32_one(name, model, fp32, fp16):
+    """The V100 datasheet's columns; Volta's tensor cores take fp16 alone, so a bf16 or tf32 run's MFU has no
+    denominator and says why rather than borrowing the fp16 figure."""
+    sheet = devices.datasheet(name)
+    assert sheet.model == model and sheet.peak_flops == {"fp32": fp32, "fp16": fp16}
+    for dtype in ("bf16", "tf32"):
+        basis = devices.peak_basis(name, dtype)
+        assert basis.peak_flops is None and basis.source == f"{model} has no {dtype} peak"
+    assert devices.peak_basis(name, "fp32").peak_flops == fp32
+
+
 def test_nvidia_smi_line():
     gpu = devices.parse_gpu_line("3, NVIDIA H100 80GB HBM3, 81559")
     assert (gpu.index, gpu.name, gpu.memory_bytes) == (3, "NVIDIA H100 80GB HBM3", 81559 * 2**20)
