@@ -24,7 +24,8 @@ def add_parser(sub) -> None:
     p.add_argument("--rows", metavar="FILE",
                    help="compare only the runs in a rows file (TOML, or CSV with a header line): each row a parbench "
                         "simulate command line, "
-                        "a metric (s_per_iteration, tps_per_gpu, mfu, tflops_per_gpu) and its measured value "
+                        "a metric (s_per_iteration, tps_per_gpu, mfu, tflops_per_gpu, tokens_per_s, samples_per_s, hfu, "
+                        "hw_tflops_per_gpu) and its measured value "
                         "(format: parbench/sim/rows.py)")
     p.set_defaults(handler=handle)
 

@@ -362,11 +362,17 @@ def compare_published(cluster: Cluster | None = None, rows: tuple[Published, ...
     return out
 
 
+WHOLE_RUN_METRICS = ("tokens_per_s", "samples_per_s")
+"""Rates of every GPU together (``published_memory.METRICS``): a scaling series compares them per GPU."""
+
+
 def per_gpu_rate(metric: str, value: float, gpus: int, batch: int = 1) -> float:
-    """What a scaling series compares: work per GPU per second (MFU and tokens/s per GPU already are;
-    an iteration time of ``batch`` samples becomes batch / (seconds x GPUs): a weak-scaling series grows its
-    batch with its GPUs)."""
-    return batch / (value * gpus) if metric == "s_per_iteration" else value
+    """What a scaling series compares: work per GPU per second (MFU and tokens/s per GPU already are; a whole run's
+    tokens/s or samples/s is divided by its GPUs; an iteration time of ``batch`` samples becomes batch / (seconds x
+    GPUs): a weak-scaling series grows its batch with its GPUs)."""
+    if metric == "s_per_iteration":
+        return batch / (value * gpus)
+    return value / gpus if metric in WHOLE_RUN_METRICS else value
 
 
 def trends(rows: list[dict]) -> dict[str, dict]:

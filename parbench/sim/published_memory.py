@@ -80,8 +80,8 @@ class Run:
     memory_gib: float | None = None
     """Published peak memory per GPU in GiB (torch's max reserved), where given."""
     metric: str = ""
-    """``mfu`` (fraction), ``tps_per_gpu``, ``tflops_per_gpu`` (model FLOPs as Megatron counts them: every GEMM,
-    the attention scores as if not causal) or ``s_per_iteration``; '' when none is published."""
+    """A key of ``METRICS``: ``mfu`` (fraction), ``tps_per_gpu``, ``tflops_per_gpu`` (model FLOPs as Megatron counts
+    them: every GEMM, the attention scores as if not causal), ``s_per_iteration``, ...; '' when none is published."""
     value: float = 0.0
     series: str = ""
     """Rows of one scaling series (same model and per-GPU work, GPU count varied) share a name."""
@@ -1168,21 +1168,24 @@ def runs() -> list[Run]:
 
 METRICS = {"s_per_iteration": "seconds per training step", "tps_per_gpu": "tokens/s per GPU",
            "mfu": "model FLOPs utilisation, a fraction of the peak (PaLM's count)",
-           "tflops_per_gpu": "model TFLOP/s per GPU (PaLM's count: attention scores whole, no recomputation)"}
-"""What a published or measured run may print, each compared with the same quantity of its prediction."""
+           "tflops_per_gpu": "model TFLOP/s per GPU (PaLM's count: attention scores whole, no recomputation)",
+           "tokens_per_s": "tokens/s of the whole run (every GPU together)",
+           "samples_per_s": "samples (sequences)/s of the whole run",
+           "hfu": "hardware FLOPs utilisation, a fraction of the peak: recomputation counted (MosaicML's HFU)",
+           "hw_tflops_per_gpu": "hardware TFLOP/s per GPU, recomputation counted: Megatron-LM's 'achieved teraFLOP/s' "
+                                "(Narayanan et al. 2021, eq. 3), BLOOM's logged TFLOPs"}
+"""What a published or measured run may print, each compared with the same quantity of its prediction. Every one
+but ``s_per_iteration`` is a rate, inversely proportional to the step time of a fixed layout."""
 
 
 def metric_of(p: Prediction, metric: str, world_size: int) -> float | None:
     """The prediction's value of ``metric`` (``METRICS``) on ``world_size`` GPUs; None for ''."""
-    if metric == "mfu":
-        return p.mfu
-    if metric == "tps_per_gpu":
-        return p.tokens_per_s / world_size
-    if metric == "tflops_per_gpu":
-        return p.model_flops_per_step / p.step_time_s / world_size / 1e12
-    if metric == "s_per_iteration":
-        return p.step_time_s
-    return None
+    values = {"mfu": lambda: p.mfu, "hfu": lambda: p.hfu, "s_per_iteration": lambda: p.step_time_s,
+              "tps_per_gpu": lambda: p.tokens_per_s / world_size, "tokens_per_s": lambda: p.tokens_per_s,
+              "samples_per_s": lambda: p.throughput_samples_per_s,
+              "tflops_per_gpu": lambda: p.model_flops_per_step / p.step_time_s / world_size / 1e12,
+              "hw_tflops_per_gpu": lambda: p.hardware_flops_per_step / p.step_time_s / world_size / 1e12}
+    return values[metric]() if metric in values else None
 
 
 def _metric(p: Prediction, run: Run) -> float | None:

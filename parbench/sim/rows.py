@@ -8,7 +8,8 @@ describes it and the one figure it measured::
     source = "our cluster, NeMo 24.07, 2026-11-02"  # rows are summarised per source
     table = "run 1137"                               # optional: where in the source
     simulate = "--model llama3-70b --cluster h100-sxm --gpus 64 --tp 4 --pp 8 --global-batch 128"
-    metric = "s_per_iteration"                       # or tps_per_gpu, mfu, tflops_per_gpu
+    metric = "s_per_iteration"                       # or tps_per_gpu, mfu, tflops_per_gpu, tokens_per_s,
+                                                     # samples_per_s, hfu, hw_tflops_per_gpu (METRICS)
     value = 14.2
     series = "Llama 3 70B weak scaling"              # optional: rows of a scaling series share it
     memory_gib = 61.5                                # optional: peak memory per GPU the allocator reserved

@@ -42,6 +42,52 @@ def test_the_example_file_predicts_what_the_published_tables_predict():
         assert r["allocator_gib_predicted"] == pytest.approx(b["allocator_gib_predicted"], rel=1e-12), r["name"]
 
 
+SC21_1_7B = ("--model gpt3-175b --layers=24 --hidden=2304 --heads=24 --vocab=51200 --ffn-hidden=9216 --no-tie-embeddings "
+             "--dropout --cluster=a100-80gb --gpus=32 --global-batch=512 --recompute=full --attention=eager "
+             "--software megatron-lm-2021 --precision=fp16")
+"""SC21 Table 1's GPT 1.7B (24 layers of 2304, s = 2048, V = 51200, batch 512 on 32 A100) as it ran: 137 TFLOP/s."""
+
+
+def test_a_run_printed_as_hardware_tflops_or_as_a_whole_runs_rate_compares_as_its_iteration_time(tmp_path):
+    """One published figure in five forms: SC21's 137 "achieved teraFLOP/s" per GPU (eq. 3: 96 B s l h^2 (1 + s/6h
+    + V/16lh), recomputation counted), the iteration time eq. 3 makes of it, and that time as samples/s, tokens/s
+    of the whole run and tokens/s per GPU. Each is the same published step, so the same prediction beside it."""
+    b, s, l, h, v, gpus = 512, 2048, 24, 2304, 51200, 32
+    step = 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h)) / (137e12 * gpus)
+    forms = {"hw_tflops_per_gpu": 137, "s_per_iteration": step, "samples_per_s": b / step,
+             "tokens_per_s": b * s / step, "tps_per_gpu": b * s / step / gpus}
+    path = _rows_file(tmp_path, *(_row(name=k, simulate=SC21_1_7B, metric=k, value=repr(x)) for k, x in forms.items()))
+    rows = compare_rows(load_rows(path), command_prediction)
+    assert [r["metric"] for r in rows] == list(forms)
+    predicted = rows[0]["step_s_predicted"]
+    for r in rows:
+        assert r["step_s_published"] == pytest.approx(step, rel=1e-9), r["metric"]
+        assert r["step_s_predicted"] == predicted
+        rate_error = (step / predicted - 1) * 100  # a rate's error, an iteration time's is (predicted / step - 1)
+        expected = (predicted / step - 1) * 100 if r["metric"] == "s_per_iteration" else rate_error
+        assert r["metric_error_pct"] == pytest.approx(expected, abs=1e-9), r["metric"]
+
+
+def test_a_scaling_series_compares_a_whole_runs_rate_per_gpu():
+    from parbench.sim.published import per_gpu_rate
+
+    assert per_gpu_rate("tokens_per_s", 80_000, 8) == per_gpu_rate("tps_per_gpu", 10_000, 8) == 10_000
+    assert per_gpu_rate("samples_per_s", 64, 16) == 4 and per_gpu_rate("hfu", 0.5, 16) == 0.5
+    assert per_gpu_rate("s_per_iteration", 2.0, 16, batch=64) == 2
+
+
+def test_a_row_with_hfu_compares_its_hardware_flops_utilisation(tmp_path):
+    """HFU counts the recomputed forward: under full recomputation its FLOPs are eq. 3's, 96 B s l h^2 (1 + s/6h +
+    V/16lh), against the model FLOPs' 72 B s l h^2 (1 + s/6h + V/12lh) (Narayanan et al. 2021, sec. 5.1 and app.),
+    so an HFU row predicts that ratio times the MFU row's figure for the same step."""
+    s, l, h, v = 2048, 24, 2304, 51200
+    ratio = 96 * (1 + s / (6 * h) + v / (16 * l * h)) / (72 * (1 + s / (6 * h) + v / (12 * l * h)))
+    path = _rows_file(tmp_path, _row("m", SC21_1_7B, "mfu", "0.34"), _row("h", SC21_1_7B, "hfu", "0.45"))
+    m, hfu = compare_rows(load_rows(path), command_prediction)
+    assert hfu["predicted"] == pytest.approx(ratio * m["predicted"], rel=1e-9)
+    assert hfu["step_s_predicted"] == m["step_s_predicted"]
+
+
 def test_the_layout_builder_is_the_prediction_s_without_the_prediction():
     """``command_layout`` builds and checks what ``command_prediction`` predicts (cluster, model, layout), and refuses
     what it refuses, with the same message, before any prediction."""
