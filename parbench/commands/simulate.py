@@ -37,7 +37,9 @@ def add_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("model (a preset, a Hugging Face config, or a shape; shape flags override the first two)")
     w.add_argument("--model", choices=sorted(MODELS), help="a published model (sources in parbench/sim/models.py)")
-    w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gpt2, gpt_neox, bloom, opt, nemotron; mixtral, qwen3_moe, gpt_oss and deepseek_v3 with their experts; sliding windows from sliding_window)")
+    w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gemma, gemma2, phi3, olmo2, "
+                        "starcoder2, falcon, gpt2, gpt_neox, bloom, opt, nemotron; mixtral, qwen2_moe, qwen3_moe, "
+                        "gpt_oss, deepseek_v2 and deepseek_v3 with their experts; sliding windows from sliding_window)")
     w.add_argument("--workload", choices=WORKLOAD_NAMES, help="a runner workload's shape (default transformer)")
     w.add_argument("--layers", type=int, help="decoder blocks (default: the preset's)")
     w.add_argument("--hidden", type=int, help="model width d_model (default: the preset's)")

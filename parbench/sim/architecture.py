@@ -229,7 +229,17 @@ HF_FAMILIES = {
     "bloom": ("layernorm", "alibi", "all", True),
     "opt": ("layernorm", "learned", "all", True),
     "nemotron": ("layernorm", "rotary", "none", False),  # NemotronConfig: LayerNorm1P, squared ReLU, no biases
+    "deepseek_v2": ("rmsnorm", "rotary", "none", False),  # DeepSeek-V3's structure without its MTP layers
+    "qwen2_moe": ("rmsnorm", "rotary", "qkv", False),
+    "gemma": ("rmsnorm", "rotary", "none", True),  # GeGLU MLP, head_dim 256, embedding tied
+    "gemma2": ("rmsnorm", "rotary", "none", True),  # and every other block a sliding window, from the first
+    "phi3": ("rmsnorm", "rotary", "none", False),
+    "olmo2": ("rmsnorm", "rotary", "none", False),  # norms after attention and MLP; its q and k norms left out
+    "starcoder2": ("layernorm", "rotary", "all", True),
+    "falcon": ("layernorm", "rotary", "none", True),  # parallel attention and MLP; multi-query before Falcon-40B
 }
+GATED_FAMILIES = ("gpt_oss", "gemma", "gemma2")
+"""Families whose MLP is gated whatever ``hidden_act`` names (Gemma's GeGLU: ``gelu_pytorch_tanh``)."""
 
 
 def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -242,7 +252,7 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
     if kind == "gpt_oss":
         return {"experts": data["num_local_experts"], "top_k": data["num_experts_per_tok"],
                 "expert_ffn": data["intermediate_size"]}
-    if kind == "deepseek_v3":
+    if kind in ("deepseek_v3", "deepseek_v2"):
         if data.get("moe_layer_freq", 1) != 1:
             raise ValueError(f"config.json moe_layer_freq={data['moe_layer_freq']}: only every block after "
                              f"first_k_dense_replace carrying experts is modelled")
@@ -252,12 +262,19 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
                 "q_lora_rank": data.get("q_lora_rank") or 0, "rope_head_dim": data["qk_rope_head_dim"],
                 "v_head_dim": data["v_head_dim"], "head_size": data["qk_nope_head_dim"],
                 "mtp_layers": data.get("num_nextn_predict_layers") or 0}
-    if kind == "qwen3_moe":
+    if kind == "qwen2_moe":
+        shared, width = data.get("shared_expert_intermediate_size") or 0, data["moe_intermediate_size"]
+        if not isinstance(shared, int) or not isinstance(width, int) or width <= 0 or shared % width:
+            raise ValueError(f"config.json shared_expert_intermediate_size={shared!r}: modelled as whole experts of "
+                             f"moe_intermediate_size={width!r}, so it must be a multiple of it")
+    if kind in ("qwen3_moe", "qwen2_moe"):
         if data.get("mlp_only_layers"):
             raise ValueError(f"config.json mlp_only_layers={data['mlp_only_layers']}: dense blocks at chosen indices "
                              f"are not modelled (experts every decoder_sparse_step-th block only)")
+        shared = (data.get("shared_expert_intermediate_size") or 0) // data["moe_intermediate_size"]
         return {"experts": data["num_experts"], "top_k": data["num_experts_per_tok"],
-                "expert_ffn": data["moe_intermediate_size"], "moe_every": data.get("decoder_sparse_step") or 1}
+                "expert_ffn": data["moe_intermediate_size"], "moe_every": data.get("decoder_sparse_step") or 1,
+                **({"shared_experts": shared} if shared else {})}
     return {}
 
 
@@ -271,6 +288,8 @@ def _hf_window(data: dict[str, Any]) -> dict[str, Any]:
     types = data.get("layer_types")
     if types is not None and (not isinstance(types, list) or not all(isinstance(t, str) for t in types)):
         raise ValueError(f"config.json layer_types={types!r}: expected a list of block kinds (strings)")
+    if window and types is None and data.get("model_type") == "gemma2":  # its config.json predates layer_types
+        return {"window": window, "window_every": 2}
     if not window or not types:
         return {"window": window}
     sliding = [i for i, kind in enumerate(types) if kind == "sliding_attention"]
@@ -286,9 +305,15 @@ def _hf_window(data: dict[str, Any]) -> dict[str, Any]:
 def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     """An Architecture from a Hugging Face ``config.json`` (Llama, Mistral, Qwen2, Qwen3, GPT-2, GPT-NeoX, BLOOM
     (ALiBi, no position table), OPT (learned positions; OPT-350M's projected embedding refused), Nemotron
-    (squared-ReLU MLP, not gated; its partial rotary embedding costs no GEMM FLOPs), and
-    the mixtures of experts Mixtral, Qwen3-MoE, GPT-OSS and DeepSeek-V3: its multi-head latent attention, shared
-    experts, first dense blocks and multi-token-prediction layers, ``num_nextn_predict_layers``).
+    (squared-ReLU MLP, not gated; its partial rotary embedding costs no GEMM FLOPs), Gemma and Gemma 2 (GeGLU, their
+    own head width, the embedding tied; Gemma 2's sliding window on every other block from the first, its extra
+    post-norms and logit soft-capping left out), Phi-3, OLMo 2 (its q and k norms left out), StarCoder2 (biases
+    unless ``use_bias`` is false), Falcon (``multi_query``: one key/value head; ``new_decoder_architecture``:
+    ``num_kv_heads``; the parallel attention and MLP's one shared norm counted as two), and
+    the mixtures of experts Mixtral, Qwen3-MoE, Qwen2-MoE (its shared expert as ``shared_expert_intermediate_size``
+    / ``moe_intermediate_size`` whole experts; its sigmoid gate left out), GPT-OSS, DeepSeek-V2 and DeepSeek-V3:
+    their multi-head latent attention, shared experts, first dense blocks and V3's multi-token-prediction layers,
+    ``num_nextn_predict_layers``).
 
     Fields read (transformers' names): layers ``num_hidden_layers``/``n_layer``, width
     ``hidden_size``/``n_embd``/``n_embed``, heads ``num_attention_heads``/``n_head``, ``num_key_value_heads``,
@@ -306,6 +331,10 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     heads = _first(data, "num_attention_heads", "n_head")
     act = str(_first(data, "hidden_act", "activation_function", default="gelu"))
     if kind == "llama" and (data.get("attention_bias") or data.get("mlp_bias")):
+        bias = "all"
+    if kind == "starcoder2" and data.get("use_bias") is False:
+        bias = "none"
+    if kind == "falcon" and data.get("bias"):
         bias = "all"
     max_pos = _first(data, "max_position_embeddings", "n_positions", default=0)
     if kind == "opt" and data.get("word_embed_proj_dim", hidden) != hidden:
@@ -328,12 +357,21 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     head_size = experts.pop("head_size", head_dim if head_dim * heads != hidden else 0)
     return Architecture(
         layers=_first(data, "num_hidden_layers", "n_layer"), hidden=hidden, heads=heads,
-        kv_heads=_first(data, "num_key_value_heads", default=heads), vocab=data["vocab_size"],
-        head_size=head_size,
-        ffn_hidden=_first(data, "intermediate_size", "n_inner", "ffn_dim", default=0) or 0,
-        gated_mlp=act in GATED_ACTIVATIONS or kind == "gpt_oss", tie_embeddings=bool(data.get("tie_word_embeddings", tie_default)),
-        norm=norm, positions=positions, bias=bias, max_positions=max_pos if positions == "learned" else 0,
+        kv_heads=_falcon_kv_heads(data, heads) if kind == "falcon" else _first(data, "num_key_value_heads", default=heads),
+        vocab=data["vocab_size"], head_size=head_size,
+        ffn_hidden=_first(data, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=0) or 0,
+        gated_mlp=act in GATED_ACTIVATIONS or kind in GATED_FAMILIES,
+        tie_embeddings=bool(data.get("tie_word_embeddings", tie_default)), norm=norm, positions=positions, bias=bias,
+        max_positions=max_pos if positions == "learned" else 0, norms_last=kind == "olmo2",
         seq_len=seq_len or max_pos or _first(data, "seq_length", default=2048), name=str(data.get("_name_or_path") or kind), **experts, **_hf_window(data))
+
+
+def _falcon_kv_heads(data: dict[str, Any], heads: int) -> Any:
+    """Falcon's key/value heads: ``num_kv_heads`` in its new decoder architecture (Falcon-40B, -180B), else one
+    where ``multi_query`` (Falcon-7B; transformers' default) and every head where not."""
+    if data.get("new_decoder_architecture"):
+        return _first(data, "num_kv_heads", default=heads)
+    return 1 if data.get("multi_query", True) else heads
 
 
 def read_hf_config(path: str | Path, *, seq_len: int = 0) -> Architecture:

@@ -377,6 +377,75 @@ def test_hf_mixtures_of_experts_read_their_experts_and_head_width():
         from_hf_config({k: v for k, v in qwen.items() if k != "num_experts"})
 
 
+HF_MORE = {
+    "gemma": {"model_type": "gemma", "num_hidden_layers": 28, "hidden_size": 3072, "num_attention_heads": 16,
+              "num_key_value_heads": 16, "head_dim": 256, "intermediate_size": 24576, "vocab_size": 256000,
+              "max_position_embeddings": 8192, "hidden_act": "gelu"},
+    "gemma2": {"model_type": "gemma2", "num_hidden_layers": 42, "hidden_size": 3584, "num_attention_heads": 16,
+               "num_key_value_heads": 8, "head_dim": 256, "intermediate_size": 14336, "vocab_size": 256000,
+               "max_position_embeddings": 8192, "hidden_activation": "gelu_pytorch_tanh", "sliding_window": 4096},
+    "phi3": {"model_type": "phi3", "num_hidden_layers": 32, "hidden_size": 3072, "num_attention_heads": 32,
+             "num_key_value_heads": 32, "intermediate_size": 8192, "vocab_size": 32064, "max_position_embeddings": 4096,
+             "hidden_act": "silu", "sliding_window": 2047, "tie_word_embeddings": False},
+    "qwen2_moe": {"model_type": "qwen2_moe", "num_hidden_layers": 24, "hidden_size": 2048, "num_attention_heads": 16,
+                  "num_key_value_heads": 16, "intermediate_size": 5632, "moe_intermediate_size": 1408,
+                  "shared_expert_intermediate_size": 5632, "num_experts": 60, "num_experts_per_tok": 4,
+                  "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 151936,
+                  "max_position_embeddings": 8192, "hidden_act": "silu", "tie_word_embeddings": False},
+    "deepseek_v2": {"model_type": "deepseek_v2", "num_hidden_layers": 27, "hidden_size": 2048, "num_attention_heads": 16,
+                    "num_key_value_heads": 16, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+                    "n_routed_experts": 64, "num_experts_per_tok": 6, "n_shared_experts": 2, "first_k_dense_replace": 1,
+                    "moe_layer_freq": 1, "kv_lora_rank": 512, "q_lora_rank": None, "qk_rope_head_dim": 64,
+                    "v_head_dim": 128, "qk_nope_head_dim": 128, "vocab_size": 102400, "max_position_embeddings": 163840,
+                    "hidden_act": "silu", "tie_word_embeddings": False},
+}
+"""config.json fields of Gemma 7B, Gemma 2 9B, Phi-3-mini-4k, Qwen1.5-MoE-A2.7B and DeepSeek-V2-Lite."""
+
+
+@pytest.mark.parametrize("kind, published, unit", [
+    ("gemma", 8.54e9, 1e7),  # Gemma report: 7B, 8.54B with its embedding
+    ("gemma2", 9.24e9, 1e7),  # Gemma 2 report: 9B, 917.5M of it the embedding
+    ("phi3", 3.8e9, 1e8),  # Phi-3 report: phi-3-mini, 3.8 billion
+    ("qwen2_moe", 14.3e9, 1e8),  # Qwen1.5-MoE-A2.7B: 14.3B in all
+    ("deepseek_v2", 15.7e9, 1e8),  # DeepSeek-V2 report: DeepSeek-V2-Lite, 15.7B in all
+])
+def test_more_hf_families_count_their_published_parameters(kind, published, unit):
+    """Each count within half a unit of the published figure's last digit."""
+    arch = from_hf_config(HF_MORE[kind])
+    assert architecture_spec(arch).param_numel == pytest.approx(published, abs=unit / 2)
+
+
+def test_more_hf_families_read_their_own_fields():
+    """Gemma: GeGLU whatever its activation's name, 256-wide heads, the embedding tied, counted by hand; Gemma 2: a
+    4096-token window on every other block from the first (its config.json has no layer_types); Qwen2-MoE: its shared
+    expert as whole experts; Falcon: one key/value head unless its new decoder architecture names them; StarCoder2's
+    biases; OLMo 2's norms after their sublayers."""
+    gemma = from_hf_config(HF_MORE["gemma"])
+    d, f, v, hd = 3072, 24576, 256000, 256
+    assert (gemma.gated_mlp, gemma.tie_embeddings, gemma.q_width, gemma.bias) == (True, True, 16 * hd, "none")
+    assert architecture_spec(gemma).param_numel == 28 * (4 * d * 16 * hd + 3 * d * f + 2 * d) + v * d + d
+    gemma2 = from_hf_config(HF_MORE["gemma2"])
+    assert (gemma2.window, gemma2.window_every, gemma2.attention_keys(0), gemma2.attention_keys(1)) == (4096, 2, 4096, 8192)
+    qwen = from_hf_config(HF_MORE["qwen2_moe"])
+    assert (qwen.experts, qwen.top_k, qwen.expert_ffn, qwen.shared_experts, qwen.bias) == (60, 4, 1408, 4, "qkv")
+    with pytest.raises(ValueError, match="shared_expert_intermediate_size=2000: modelled as whole experts"):
+        from_hf_config({**HF_MORE["qwen2_moe"], "shared_expert_intermediate_size": 2000})
+    falcon = {"model_type": "falcon", "num_hidden_layers": 32, "hidden_size": 4544, "num_attention_heads": 71,
+              "vocab_size": 65024, "parallel_attn": True, "bias": False, "alibi": False}
+    assert from_hf_config(falcon).n_kv_heads == 1 and from_hf_config(falcon).ffn == 4 * 4544
+    assert from_hf_config({**falcon, "multi_query": False}).n_kv_heads == 71
+    forty = {**falcon, "num_hidden_layers": 60, "hidden_size": 8192, "num_attention_heads": 128}  # Falcon-40B
+    assert from_hf_config({**forty, "new_decoder_architecture": True, "num_kv_heads": 8}).n_kv_heads == 8
+    assert from_hf_config({**falcon, "bias": True}).bias == "all" and from_hf_config(falcon).bias == "none"
+    coder = {"model_type": "starcoder2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "intermediate_size": 256, "vocab_size": 100, "hidden_act": "gelu_pytorch_tanh"}
+    assert (from_hf_config(coder).bias, from_hf_config({**coder, "use_bias": False}).bias) == ("all", "none")
+    assert not from_hf_config(coder).gated_mlp and from_hf_config(coder).norm == "layernorm"
+    olmo = {"model_type": "olmo2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+            "intermediate_size": 128, "vocab_size": 100, "hidden_act": "silu"}
+    assert from_hf_config(olmo).norms_last and from_hf_config(olmo).gated_mlp
+
+
 @pytest.mark.parametrize("edit, message", [
     ({"num_hidden_layers": "32"}, "config.json num_hidden_layers='32': expected integers"),
     ({"num_attention_heads": True}, "config.json num_attention_heads=True: expected integers"),
