@@ -12,7 +12,7 @@ import os
 import torch
 import torch.distributed as dist
 
-from parbench import strategies, workloads
+from parbench import devices, strategies, workloads
 from parbench.config import RunConfig
 from parbench.names import ConfigError
 
@@ -22,6 +22,27 @@ def check(cfg: RunConfig, *, ranks_here: int | None = None) -> None:
     check_environment(cfg, ranks_here=ranks_here)
     check_host_capacity(cfg.world_size if ranks_here is None else ranks_here, cfg.device)
     check_implemented(cfg)
+
+
+def visible_gpus(gpus: list[devices.Gpu]) -> list[devices.Gpu]:
+    """The GPUs the ranks see, in their order: nvidia-smi lists every GPU, ``CUDA_VISIBLE_DEVICES`` (as indices)
+    picks and orders those CUDA numbers 0, 1, ...; unset, or given as UUIDs, every GPU as listed."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or not all(v.strip().isdigit() for v in visible.split(",") if v.strip()):
+        return gpus
+    by_index = {g.index: g for g in gpus}
+    return [by_index[int(v)] for v in visible.split(",") if v.strip() and int(v) in by_index]
+
+
+def check_tensor_cores(precision: str, gpus: list[devices.Gpu]) -> None:
+    """A bf16 or tf32 run on GPUs whose tensor cores take that type: a GPU whose datasheet has no such peak (Volta:
+    fp16 and fp32 alone) would run bf16 emulated and tf32 as plain fp32, under a label and an MFU that are not what
+    ran, so it is refused before any rank starts. GPUs without a datasheet entry are not judged."""
+    for gpu in gpus:
+        sheet = devices.datasheet(gpu.name)
+        if sheet is not None and precision not in sheet.peak_flops:
+            raise ConfigError(f"precision={precision}: GPU {gpu.index} ({gpu.name}) has no {precision} tensor cores "
+                              f"(the {sheet.model} datasheet gives {', '.join(sheet.peak_flops)}); use fp32")
 
 
 def check_implemented(cfg: RunConfig) -> None:
@@ -79,4 +100,6 @@ def check_environment(c: RunConfig, *, ranks_here: int | None = None) -> None:
         raise ConfigError(f"backend={c.backend.value} is not built into this torch ({torch.__version__}); available: {have}")
     if c.backend.value == "nccl" and c.device != "cuda":
         raise ConfigError("backend=nccl needs device=cuda")
+    if c.device == "cuda" and c.precision in ("bf16", "tf32"):
+        check_tensor_cores(c.precision, visible_gpus(devices.list_gpus())[:ranks_here])
     workloads.check(c)  # plugin imports, batch fits model, tp plan / pipeline units for the strategy

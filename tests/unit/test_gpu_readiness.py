@@ -68,6 +68,34 @@ def test_multinode_checks_the_environment_per_node(two_gpus, tmp_path):
     assert not any(tmp_path.iterdir())  # refused before any agent started: nothing written
 
 
+def test_bf16_and_tf32_on_gpus_without_their_tensor_cores_are_refused_before_spawning(two_gpus, monkeypatch):
+    """Volta's tensor cores take fp16 alone: a bf16 or tf32 run on V100s is refused, naming the GPU and what its
+    datasheet gives; fp32 runs there, and bf16 on A100s or on a GPU without a datasheet entry is not judged. Only the
+    device query (nvidia-smi's list) is mocked."""
+    from parbench import devices
+
+    def gpus(*names):
+        monkeypatch.setattr(devices, "list_gpus", lambda: [devices.Gpu(index=i, name=n, memory_bytes=2**35)
+                                                           for i, n in enumerate(names)])
+
+    gpus("Tesla V100-SXM2-32GB", "Tesla V100-SXM2-32GB")
+    for precision in ("bf16", "tf32"):
+        with pytest.raises(ConfigError, match=f"precision={precision}: GPU 0 \\(Tesla V100-SXM2-32GB\\) has no "
+                                              f"{precision} tensor cores \\(the V100 SXM2 datasheet gives fp32, fp16\\)"):
+            check_environment(RunConfig(strategy="ddp", world_size=2, device="cuda", precision=precision))
+    check_environment(RunConfig(strategy="ddp", world_size=2, device="cuda", precision="fp32"))
+    gpus("NVIDIA A100-SXM4-80GB", "Tesla V100-SXM2-32GB")  # one node of mixed GPUs: its second rank is refused
+    with pytest.raises(ConfigError, match="GPU 1 \\(Tesla V100-SXM2-32GB\\)"):
+        check_environment(RunConfig(strategy="ddp", world_size=2, device="cuda", precision="bf16"))
+    check_environment(RunConfig(strategy="ddp", world_size=1, device="cuda", precision="bf16"))  # GPU 0 alone
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")  # CUDA's device 0, rank 0's, is the V100
+    with pytest.raises(ConfigError, match="GPU 1 \\(Tesla V100-SXM2-32GB\\)"):
+        check_environment(RunConfig(strategy="ddp", world_size=1, device="cuda", precision="bf16"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    gpus("Some Future GPU", "Some Future GPU")
+    check_environment(RunConfig(strategy="ddp", world_size=2, device="cuda", precision="bf16"))
+
+
 def test_nccl_without_cuda_is_refused():
     with pytest.raises(ConfigError, match="backend=nccl"):
         check_environment(RunConfig(strategy="ddp", world_size=2, backend="nccl"))
