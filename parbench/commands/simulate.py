@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("model (a preset, a Hugging Face config, or a shape; shape flags override the first two)")
     w.add_argument("--model", choices=sorted(MODELS), help="a published model (sources in parbench/sim/models.py)")
-    w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gemma, gemma2, phi3, olmo2, "
+    w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, "
                         "starcoder2, falcon, gpt2, gpt_neox, bloom, opt, nemotron; mixtral, qwen2_moe, qwen3_moe, "
                         "gpt_oss, deepseek_v2 and deepseek_v3 with their experts; sliding windows from sliding_window)")
     w.add_argument("--workload", choices=WORKLOAD_NAMES, help="a runner workload's shape (default transformer)")

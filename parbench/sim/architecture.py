@@ -73,6 +73,9 @@ class Architecture:
     window_every: int = 1
     """Which blocks slide their window: blocks 0, window_every, 2 window_every, ... (1: all, Mistral 7B; 2: every
     other one, alternating with full attention from the first, GPT-OSS)."""
+    full_every: int = 0
+    """The other way to mix sliding and full attention (Gemma 3): every full_every-th block (blocks full_every-1,
+    2 full_every-1, ...) attends to the whole sequence and the rest slide the window; 0: ``window_every``'s pattern."""
     dense_first: int = 0
     """The first ``dense_first`` blocks keep the dense MLP (DeepSeek's ``first_k_dense_replace``)."""
     shared_experts: int = 0
@@ -101,8 +104,12 @@ class Architecture:
             value = getattr(self, f.name)
             if isinstance(value, bool) is not (f.type == "bool") or not isinstance(value, kinds):
                 raise ValueError(f"{f.name}={value!r} must be {what}")
-        if self.window < 0 or self.window_every < 1:
-            raise ValueError(f"window={self.window} >= 0 and window_every={self.window_every} >= 1 needed")
+        if self.window < 0 or self.window_every < 1 or self.full_every < 0:
+            raise ValueError(f"window={self.window} >= 0, window_every={self.window_every} >= 1 and "
+                             f"full_every={self.full_every} >= 0 needed")
+        if self.full_every and self.window_every != 1:
+            raise ValueError(f"full_every={self.full_every} and window_every={self.window_every}: one pattern of "
+                             f"sliding blocks, not both")
         for k in ("dense_first", "shared_experts", "kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim",
                   "mtp_layers"):
             if getattr(self, k) < 0:
@@ -146,9 +153,10 @@ class Architecture:
         return self.experts > 0 and index >= self.dense_first and (index + 1) % self.moe_every == 0
 
     def attention_keys(self, index: int) -> int:
-        """Keys the last token of block ``index`` attends to: the window where that block slides one shorter
-        than the sequence, else the sequence."""
-        if self.window and index % self.window_every == 0:
+        """Keys the last token of block ``index`` attends to: the window where that block slides (``window_every``,
+        ``full_every``) one shorter than the sequence, else the sequence."""
+        slides = (index + 1) % self.full_every != 0 if self.full_every else index % self.window_every == 0
+        if self.window and slides:
             return min(self.window, self.seq_len)
         return self.seq_len
 
@@ -237,8 +245,16 @@ HF_FAMILIES = {
     "olmo2": ("rmsnorm", "rotary", "none", False),  # norms after attention and MLP; its q and k norms left out
     "starcoder2": ("layernorm", "rotary", "all", True),
     "falcon": ("layernorm", "rotary", "none", True),  # parallel attention and MLP; multi-query before Falcon-40B
+    "gemma3_text": ("rmsnorm", "rotary", "none", True),  # every 6th block full, the rest a sliding window
 }
-GATED_FAMILIES = ("gpt_oss", "gemma", "gemma2")
+GATED_FAMILIES = ("gpt_oss", "gemma", "gemma2", "gemma3_text")
+HF_DEFAULTS = {
+    "gemma3_text": {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                    "max_position_embeddings": 131072, "sliding_window": 4096, "sliding_window_pattern": 6},
+}
+"""The fields a family's config.json may leave out, at transformers' defaults (``Gemma3TextConfig``: Gemma 3's
+multimodal configs list in their ``text_config`` only what differs from them)."""
 """Families whose MLP is gated whatever ``hidden_act`` names (Gemma's GeGLU: ``gelu_pytorch_tanh``)."""
 
 
@@ -290,16 +306,22 @@ def _hf_window(data: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"config.json layer_types={types!r}: expected a list of block kinds (strings)")
     if window and types is None and data.get("model_type") == "gemma2":  # its config.json predates layer_types
         return {"window": window, "window_every": 2}
+    pattern = data.get("sliding_window_pattern")  # Gemma 3's configs before layer_types: every n-th block full
+    if window and types is None and isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 1:
+        return {"window": window, "full_every": pattern}
     if not window or not types:
         return {"window": window}
     sliding = [i for i, kind in enumerate(types) if kind == "sliding_attention"]
     if not sliding:
         return {"window": 0}
     every = sliding[1] - sliding[0] if len(sliding) > 1 else len(types)
-    if sliding != list(range(0, len(types), every)):
-        raise ValueError(f"config.json layer_types: sliding-window blocks at {sliding[:8]}...; only every n-th "
-                         f"block from the first is modelled")
-    return {"window": window, "window_every": every}
+    if sliding == list(range(0, len(types), every)):
+        return {"window": window, "window_every": every}
+    full = [i for i, kind in enumerate(types) if kind != "sliding_attention"]
+    if full == list(range(full[0], len(types), full[0] + 1)):
+        return {"window": window, "full_every": full[0] + 1}
+    raise ValueError(f"config.json layer_types: sliding-window blocks at {sliding[:8]}...; only every n-th block "
+                     f"sliding from the first, or every n-th attending fully from the n-th, is modelled")
 
 
 def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
@@ -307,7 +329,9 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     (ALiBi, no position table), OPT (learned positions; OPT-350M's projected embedding refused), Nemotron
     (squared-ReLU MLP, not gated; its partial rotary embedding costs no GEMM FLOPs), Gemma and Gemma 2 (GeGLU, their
     own head width, the embedding tied; Gemma 2's sliding window on every other block from the first, its extra
-    post-norms and logit soft-capping left out), Phi-3, OLMo 2 (its q and k norms left out), StarCoder2 (biases
+    post-norms and logit soft-capping left out), Gemma 3 (its language model: ``gemma3_text``, or a multimodal
+    ``gemma3`` config's ``text_config`` at transformers' defaults, the vision tower left out; every sixth block
+    attending fully, the rest a sliding window), Phi-3, OLMo 2 (its q and k norms left out), StarCoder2 (biases
     unless ``use_bias`` is false), Falcon (``multi_query``: one key/value head; ``new_decoder_architecture``:
     ``num_kv_heads``; the parallel attention and MLP's one shared norm counted as two), and
     the mixtures of experts Mixtral, Qwen3-MoE, Qwen2-MoE (its shared expert as ``shared_expert_intermediate_size``
@@ -323,7 +347,11 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     the sliding window (``_hf_window``; GPT-OSS: every Linear with a bias, SwiGLU experts).
     Qwen3's per-head q and k norms (2 x head_dim weights a block) are left out. ``seq_len`` 0 trains at the
     model's maximum positions."""
+    if data.get("model_type") == "gemma3" and isinstance(data.get("text_config"), dict):  # the vision tower left out
+        data = {**data["text_config"], "model_type": "gemma3_text"}
     kind = data.get("model_type")
+    if isinstance(kind, str) and kind in HF_DEFAULTS:
+        data = {**HF_DEFAULTS[kind], **{k: v for k, v in data.items() if v is not None}}
     if not isinstance(kind, str) or kind not in HF_FAMILIES:
         raise ValueError(f"config.json model_type={kind!r} is not supported; valid: {', '.join(HF_FAMILIES)}")
     norm, positions, bias, tie_default = HF_FAMILIES[kind]

@@ -446,6 +446,44 @@ def test_more_hf_families_read_their_own_fields():
     assert from_hf_config(olmo).norms_last and from_hf_config(olmo).gated_mlp
 
 
+def test_gemma3_reads_its_text_config_at_transformers_defaults_and_its_five_to_one_window():
+    """Gemma 3's multimodal config.json lists in ``text_config`` only what differs from transformers' defaults
+    (heads 8 and key/value heads 4 for the 4B, head width 256, vocabulary 262,208, window pattern 6); the 12B and 27B
+    count their non-embedding parameters as the Gemma 3 report's Table 1 gives them (10,759M and 25,600M; the
+    report's two more norms a block and the q and k norms, 0.4M and 0.7M, left out here). Every sixth block, from
+    the sixth, attends to the whole sequence; ``layer_types`` says the same."""
+    def non_embedding(config: dict) -> float:
+        arch = from_hf_config(config)
+        return (architecture_spec(arch).param_numel - arch.vocab * arch.hidden - arch.hidden) / 1e6
+
+    g12 = {"model_type": "gemma3", "vision_config": {"hidden_size": 1152},
+           "text_config": {"model_type": "gemma3_text", "hidden_size": 3840, "intermediate_size": 15360,
+                           "num_attention_heads": 16, "num_hidden_layers": 48, "num_key_value_heads": 8,
+                           "sliding_window": 1024}}
+    g27 = {"model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "hidden_size": 5376,
+                                                   "intermediate_size": 21504, "num_hidden_layers": 62,
+                                                   "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+                                                   "sliding_window": 1024}}
+    assert non_embedding(g12) == pytest.approx(10759, abs=1) and non_embedding(g27) == pytest.approx(25600, abs=1)
+    g4 = from_hf_config({"model_type": "gemma3", "text_config": {"hidden_size": 2560, "intermediate_size": 10240,
+                                                               "model_type": "gemma3_text", "num_hidden_layers": 34,
+                                                               "sliding_window": 1024}})
+    assert (g4.heads, g4.n_kv_heads, g4.q_width, g4.vocab, g4.gated_mlp, g4.tie_embeddings) == (
+        8, 4, 8 * 256, 262208, True, True)
+    assert [g4.attention_keys(i) for i in range(13)] == [1024] * 5 + [131072] + [1024] * 5 + [131072, 1024]
+    types = ["sliding_attention"] * 5 + ["full_attention"]
+    one_b = {"model_type": "gemma3_text", "hidden_size": 1152, "intermediate_size": 6912, "num_hidden_layers": 26,
+             "num_attention_heads": 4, "num_key_value_heads": 1, "sliding_window": 512, "max_position_embeddings": 32768,
+             "layer_types": (types * 5)[:26], "sliding_window_pattern": None}
+    arch = from_hf_config(one_b)
+    assert (arch.full_every, arch.window_every) == (6, 1)
+    assert [arch.attention_keys(i) for i in range(26)] == [512 if t.startswith("sliding") else 32768 for t in (types * 5)[:26]]
+    with pytest.raises(ValueError, match="every n-th attending fully from the n-th"):
+        from_hf_config({**one_b, "layer_types": ["full_attention"] + ["sliding_attention"] * 25})
+    with pytest.raises(ValueError, match="one pattern of sliding blocks, not both"):
+        Architecture(name="x", layers=4, hidden=64, heads=4, vocab=10, seq_len=64, window=8, window_every=2, full_every=3)
+
+
 @pytest.mark.parametrize("edit, message", [
     ({"num_hidden_layers": "32"}, "config.json num_hidden_layers='32': expected integers"),
     ({"num_attention_heads": True}, "config.json num_attention_heads=True: expected integers"),
