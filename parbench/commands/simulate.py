@@ -39,7 +39,8 @@ def add_parser(sub) -> None:
     w.add_argument("--model", choices=sorted(MODELS), help="a published model (sources in parbench/sim/models.py)")
     w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, "
                         "starcoder2, falcon, gpt2, gpt_neox, bloom, opt, nemotron; mixtral, qwen2_moe, qwen3_moe, "
-                        "gpt_oss, deepseek_v2 and deepseek_v3 with their experts; sliding windows from sliding_window)")
+                        "gpt_oss, llama4, deepseek_v2 and deepseek_v3 with their experts; sliding windows from "
+                        "sliding_window)")
     w.add_argument("--workload", choices=WORKLOAD_NAMES, help="a runner workload's shape (default transformer)")
     w.add_argument("--layers", type=int, help="decoder blocks (default: the preset's)")
     w.add_argument("--hidden", type=int, help="model width d_model (default: the preset's)")
@@ -235,7 +236,7 @@ def _architecture(a: argparse.Namespace):
         arch = preset(a.model).arch
     elif a.hf_config:
         try:
-            arch = read_hf_config(a.hf_config)
+            arch = read_hf_config(a.hf_config, seq_len=a.seq or 0)
         except (FileNotFoundError, ValueError) as exc:
             raise ConfigError(str(exc)) from None
         if a.seq is None:
@@ -846,7 +847,8 @@ def layout_command(a: argparse.Namespace, model, cluster, layout) -> str:
     if a.model:  # the user's own form: the preset, a Hugging Face config or a workload, then the flags that change it
         base, given = preset(a.model).arch, ["--model", a.model]
     elif a.hf_config:
-        base, given = read_hf_config(a.hf_config), [f"--hf-config={a.hf_config}"]
+        base = read_hf_config(a.hf_config, seq_len=a.seq or 0)  # a config may hold only some lengths (Llama 4)
+        given = [f"--hf-config={a.hf_config}", *([f"--seq={a.seq}"] if a.seq else [])]
     else:  # a runner workload's shape, every size written out
         sizes = {"layers": arch.layers, "hidden": arch.hidden, "heads": arch.heads, "seq_len": arch.seq_len,
                  "vocab_size": arch.vocab}

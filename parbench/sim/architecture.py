@@ -246,7 +246,10 @@ HF_FAMILIES = {
     "starcoder2": ("layernorm", "rotary", "all", True),
     "falcon": ("layernorm", "rotary", "none", True),  # parallel attention and MLP; multi-query before Falcon-40B
     "gemma3_text": ("rmsnorm", "rotary", "none", True),  # every 6th block full, the rest a sliding window
+    "llama4_text": ("rmsnorm", "rotary", "none", False),  # MoE on every interleave_moe_layer_step-th block, a shared expert
 }
+MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+"""Multimodal configs whose ``text_config`` is the language model this reads (the vision tower left out)."""
 GATED_FAMILIES = ("gpt_oss", "gemma", "gemma2", "gemma3_text")
 HF_DEFAULTS = {
     "gemma3_text": {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
@@ -283,6 +286,10 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
         if not isinstance(shared, int) or not isinstance(width, int) or width <= 0 or shared % width:
             raise ValueError(f"config.json shared_expert_intermediate_size={shared!r}: modelled as whole experts of "
                              f"moe_intermediate_size={width!r}, so it must be a multiple of it")
+    if kind == "llama4_text":  # Llama 4: top-k routed experts plus one shared expert of the same width
+        return {"experts": data["num_local_experts"], "top_k": data["num_experts_per_tok"],
+                "expert_ffn": data["intermediate_size"], "moe_every": data.get("interleave_moe_layer_step") or 1,
+                "shared_experts": 1}
     if kind in ("qwen3_moe", "qwen2_moe"):
         if data.get("mlp_only_layers"):
             raise ValueError(f"config.json mlp_only_layers={data['mlp_only_layers']}: dense blocks at chosen indices "
@@ -331,7 +338,9 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     own head width, the embedding tied; Gemma 2's sliding window on every other block from the first, its extra
     post-norms and logit soft-capping left out), Gemma 3 (its language model: ``gemma3_text``, or a multimodal
     ``gemma3`` config's ``text_config`` at transformers' defaults, the vision tower left out; every sixth block
-    attending fully, the rest a sliding window), Phi-3, OLMo 2 (its q and k norms left out), StarCoder2 (biases
+    attending fully, the rest a sliding window), Llama 4 (its ``text_config``: routed experts on every
+    ``interleave_moe_layer_step``-th block with one shared expert, the dense blocks at ``intermediate_size_mlp``;
+    sequences up to ``attention_chunk_size``, within which its chunked attention is causal attention), Phi-3, OLMo 2 (its q and k norms left out), StarCoder2 (biases
     unless ``use_bias`` is false), Falcon (``multi_query``: one key/value head; ``new_decoder_architecture``:
     ``num_kv_heads``; the parallel attention and MLP's one shared norm counted as two), and
     the mixtures of experts Mixtral, Qwen3-MoE, Qwen2-MoE (its shared expert as ``shared_expert_intermediate_size``
@@ -347,8 +356,9 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     the sliding window (``_hf_window``; GPT-OSS: every Linear with a bias, SwiGLU experts).
     Qwen3's per-head q and k norms (2 x head_dim weights a block) are left out. ``seq_len`` 0 trains at the
     model's maximum positions."""
-    if data.get("model_type") == "gemma3" and isinstance(data.get("text_config"), dict):  # the vision tower left out
-        data = {**data["text_config"], "model_type": "gemma3_text"}
+    if isinstance(data.get("model_type"), str) and data["model_type"] in MULTIMODAL and isinstance(data.get("text_config"), dict):
+        # the vision tower left out
+        data = {**data["text_config"], "model_type": MULTIMODAL[data["model_type"]]}
     kind = data.get("model_type")
     if isinstance(kind, str) and kind in HF_DEFAULTS:
         data = {**HF_DEFAULTS[kind], **{k: v for k, v in data.items() if v is not None}}
@@ -383,15 +393,21 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     except KeyError as exc:
         raise ValueError(f"config.json of a {kind} model lacks {exc.args[0]}") from None
     head_size = experts.pop("head_size", head_dim if head_dim * heads != hidden else 0)
+    seq = seq_len or max_pos or _first(data, "seq_length", default=2048)
+    chunk = data.get("attention_chunk_size") or 0
+    if kind == "llama4_text" and chunk and seq > chunk:
+        raise ValueError(f"config.json attention_chunk_size={chunk}: Llama 4's chunked attention (each token sees its "
+                         f"own chunk) is modelled within one chunk only; train at --seq {chunk} or less (got {seq})")
     return Architecture(
         layers=_first(data, "num_hidden_layers", "n_layer"), hidden=hidden, heads=heads,
         kv_heads=_falcon_kv_heads(data, heads) if kind == "falcon" else _first(data, "num_key_value_heads", default=heads),
         vocab=data["vocab_size"], head_size=head_size,
-        ffn_hidden=_first(data, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=0) or 0,
+        ffn_hidden=_first(data, *(("intermediate_size_mlp",) if kind == "llama4_text" else ()), "intermediate_size",
+                          "n_inner", "ffn_dim", "ffn_hidden_size", default=0) or 0,
         gated_mlp=act in GATED_ACTIVATIONS or kind in GATED_FAMILIES,
         tie_embeddings=bool(data.get("tie_word_embeddings", tie_default)), norm=norm, positions=positions, bias=bias,
         max_positions=max_pos if positions == "learned" else 0, norms_last=kind == "olmo2",
-        seq_len=seq_len or max_pos or _first(data, "seq_length", default=2048), name=str(data.get("_name_or_path") or kind), **experts, **_hf_window(data))
+        seq_len=seq, name=str(data.get("_name_or_path") or kind), **experts, **_hf_window(data))
 
 
 def _falcon_kv_heads(data: dict[str, Any], heads: int) -> Any:

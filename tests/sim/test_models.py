@@ -484,6 +484,30 @@ def test_gemma3_reads_its_text_config_at_transformers_defaults_and_its_five_to_o
         Architecture(name="x", layers=4, hidden=64, heads=4, vocab=10, seq_len=64, window=8, window_every=2, full_every=3)
 
 
+def test_llama4_reads_its_interleaved_experts_shared_expert_and_chunk():
+    """Llama 4 Maverick's text_config: 128 experts of 8192, one routed a token plus a shared one, on every other
+    block from the second (``interleave_moe_layer_step`` 2), the dense blocks at 16,384. The model card's "17B
+    active, 400B total" (within 1%: its vision encoder is left out), counted by hand: the active count is the total
+    less the 127 unrouted experts of each of the 24 MoE blocks. Its chunked attention is causal attention within
+    one chunk, so a longer sequence is refused."""
+    text = {"model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+            "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+            "num_local_experts": 128, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2, "vocab_size": 202048,
+            "tie_word_embeddings": False, "attention_chunk_size": 8192, "max_position_embeddings": 1048576,
+            "hidden_act": "silu"}
+    arch = from_hf_config({"model_type": "llama4", "text_config": text, "vision_config": {}}, seq_len=8192)
+    d, expert = 5120, 3 * 5120 * 8192
+    assert (arch.moe_layers, arch.ffn, arch.expert_width, arch.shared_experts) == (24, 16384, 8192, 1)
+    assert [arch.is_moe_layer(i) for i in range(4)] == [False, True, False, True]
+    total = architecture_spec(arch).param_numel
+    attention = 2 * d * 40 * 128 + 2 * d * 8 * 128
+    by_hand = 48 * (attention + 2 * d) + 24 * 3 * d * 16384 + 24 * (129 * expert + d * 128) + 2 * 202048 * d + d
+    assert total == by_hand and total == pytest.approx(400e9, rel=0.01)
+    assert total - 24 * 127 * expert == pytest.approx(17e9, abs=0.5e9)
+    with pytest.raises(ValueError, match="attention_chunk_size=8192: .*train at --seq 8192 or less \\(got 1048576\\)"):
+        from_hf_config(text)
+
+
 @pytest.mark.parametrize("edit, message", [
     ({"num_hidden_layers": "32"}, "config.json num_hidden_layers='32': expected integers"),
     ({"num_attention_heads": True}, "config.json num_attention_heads=True: expected integers"),
