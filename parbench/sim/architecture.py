@@ -251,6 +251,7 @@ HF_FAMILIES = {
 MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 """Multimodal configs whose ``text_config`` is the language model this reads (the vision tower left out)."""
 GATED_FAMILIES = ("gpt_oss", "gemma", "gemma2", "gemma3_text")
+"""Families whose MLP is gated whatever ``hidden_act`` names (Gemma's GeGLU: ``gelu_pytorch_tanh``)."""
 HF_DEFAULTS = {
     "gemma3_text": {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
                     "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
@@ -258,7 +259,6 @@ HF_DEFAULTS = {
 }
 """The fields a family's config.json may leave out, at transformers' defaults (``Gemma3TextConfig``: Gemma 3's
 multimodal configs list in their ``text_config`` only what differs from them)."""
-"""Families whose MLP is gated whatever ``hidden_act`` names (Gemma's GeGLU: ``gelu_pytorch_tanh``)."""
 
 
 def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -281,11 +281,13 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
                 "q_lora_rank": data.get("q_lora_rank") or 0, "rope_head_dim": data["qk_rope_head_dim"],
                 "v_head_dim": data["v_head_dim"], "head_size": data["qk_nope_head_dim"],
                 "mtp_layers": data.get("num_nextn_predict_layers") or 0}
-    if kind == "qwen2_moe":
-        shared, width = data.get("shared_expert_intermediate_size") or 0, data["moe_intermediate_size"]
-        if not isinstance(shared, int) or not isinstance(width, int) or width <= 0 or shared % width:
-            raise ValueError(f"config.json shared_expert_intermediate_size={shared!r}: modelled as whole experts of "
-                             f"moe_intermediate_size={width!r}, so it must be a multiple of it")
+    shared = 0
+    if kind == "qwen2_moe":  # one shared expert of its own width, modelled as that many whole experts
+        width, shared_width = data["moe_intermediate_size"], data.get("shared_expert_intermediate_size") or 0
+        if not isinstance(shared_width, int) or not isinstance(width, int) or width <= 0 or shared_width % width:
+            raise ValueError(f"config.json shared_expert_intermediate_size={shared_width!r}: modelled as whole "
+                             f"experts of moe_intermediate_size={width!r}, so it must be a multiple of it")
+        shared = shared_width // width
     if kind == "llama4_text":  # Llama 4: top-k routed experts plus one shared expert of the same width
         return {"experts": data["num_local_experts"], "top_k": data["num_experts_per_tok"],
                 "expert_ffn": data["intermediate_size"], "moe_every": data.get("interleave_moe_layer_step") or 1,
@@ -294,7 +296,6 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
         if data.get("mlp_only_layers"):
             raise ValueError(f"config.json mlp_only_layers={data['mlp_only_layers']}: dense blocks at chosen indices "
                              f"are not modelled (experts every decoder_sparse_step-th block only)")
-        shared = (data.get("shared_expert_intermediate_size") or 0) // data["moe_intermediate_size"]
         return {"experts": data["num_experts"], "top_k": data["num_experts_per_tok"],
                 "expert_ffn": data["moe_intermediate_size"], "moe_every": data.get("decoder_sparse_step") or 1,
                 **({"shared_experts": shared} if shared else {})}
@@ -340,8 +341,8 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     ``gemma3`` config's ``text_config`` at transformers' defaults, the vision tower left out; every sixth block
     attending fully, the rest a sliding window), Llama 4 (its ``text_config``: routed experts on every
     ``interleave_moe_layer_step``-th block with one shared expert, the dense blocks at ``intermediate_size_mlp``;
-    sequences up to ``attention_chunk_size``, within which its chunked attention is causal attention), Phi-3, OLMo 2 (its q and k norms left out), StarCoder2 (biases
-    unless ``use_bias`` is false), Falcon (``multi_query``: one key/value head; ``new_decoder_architecture``:
+    sequences up to ``attention_chunk_size``, within which its chunked attention is causal attention), Phi-3,
+    OLMo 2 (its q and k norms left out), StarCoder2 (biases unless ``use_bias`` is false), Falcon (``multi_query``: one key/value head; ``new_decoder_architecture``:
     ``num_kv_heads``; the parallel attention and MLP's one shared norm counted as two), and
     the mixtures of experts Mixtral, Qwen3-MoE, Qwen2-MoE (its shared expert as ``shared_expert_intermediate_size``
     / ``moe_intermediate_size`` whole experts; its sigmoid gate left out), GPT-OSS, DeepSeek-V2 and DeepSeek-V3:
