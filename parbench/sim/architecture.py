@@ -359,7 +359,8 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     model's maximum positions."""
     if isinstance(data.get("model_type"), str) and data["model_type"] in MULTIMODAL and isinstance(data.get("text_config"), dict):
         # the vision tower left out
-        data = {**data["text_config"], "model_type": MULTIMODAL[data["model_type"]]}
+        data = {"_name_or_path": data.get("_name_or_path"), **data["text_config"],
+                "model_type": MULTIMODAL[data["model_type"]]}
     kind = data.get("model_type")
     if isinstance(kind, str) and kind in HF_DEFAULTS:
         data = {**HF_DEFAULTS[kind], **{k: v for k, v in data.items() if v is not None}}
@@ -433,7 +434,8 @@ def read_hf_config(path: str | Path, *, seq_len: int = 0) -> Architecture:
     if not isinstance(data, dict):
         raise ValueError(f"{p} holds {type(data).__name__}, not a JSON object")
     arch = from_hf_config(data, seq_len=seq_len)
-    return arch if arch.name != data.get("model_type") else _named(arch, p)
+    kind = data.get("model_type")
+    return arch if arch.name not in (kind, MULTIMODAL.get(kind) if isinstance(kind, str) else None) else _named(arch, p)
 
 
 def _named(arch: Architecture, p: Path) -> Architecture:

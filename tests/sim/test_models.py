@@ -446,7 +446,7 @@ def test_more_hf_families_read_their_own_fields():
     assert from_hf_config(olmo).norms_last and from_hf_config(olmo).gated_mlp
 
 
-def test_gemma3_reads_its_text_config_at_transformers_defaults_and_its_five_to_one_window():
+def test_gemma3_reads_its_text_config_at_transformers_defaults_and_its_five_to_one_window(tmp_path):
     """Gemma 3's multimodal config.json lists in ``text_config`` only what differs from transformers' defaults
     (heads 8 and key/value heads 4 for the 4B, head width 256, vocabulary 262,208, window pattern 6); the 12B and 27B
     count their non-embedding parameters as the Gemma 3 report's Table 1 gives them (10,759M and 25,600M; the
@@ -480,6 +480,10 @@ def test_gemma3_reads_its_text_config_at_transformers_defaults_and_its_five_to_o
     assert [arch.attention_keys(i) for i in range(26)] == [512 if t.startswith("sliding") else 32768 for t in (types * 5)[:26]]
     with pytest.raises(ValueError, match="every n-th attending fully from the n-th"):
         from_hf_config({**one_b, "layer_types": ["full_attention"] + ["sliding_attention"] * 25})
+    folder = tmp_path / "gemma-3-12b-pt"  # a config without _name_or_path is named after its folder
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(g12))
+    assert read_hf_config(folder).name == "gemma-3-12b-pt"
     with pytest.raises(ValueError, match="one pattern of sliding blocks, not both"):
         Architecture(name="x", layers=4, hidden=64, heads=4, vocab=10, seq_len=64, window=8, window_every=2, full_every=3)
 
