@@ -626,3 +626,27 @@ def test_simulator_what_if_prices_a_training_run_as_the_command_line_does(monkey
                for c in at.caption)
     at.text_input(key="sim-train-tokens").set_value("lots").run()
     assert not at.exception and any("'lots' is not a token count" in e.value for e in at.error)
+
+
+def test_simulator_what_if_on_volta_predicts_fp16_and_names_bf16_as_not_there(monkeypatch, capsys):
+    """The V100 preset in the panel: picked after the panel opened at bf16, the prediction is refused with the
+    command line's reason (no bf16 tensor cores); at fp16 it predicts what its command line prints, beside the
+    Megatron-LM v1.0 rows measured on that machine."""
+    import shlex
+
+    from parbench.cli import main
+
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    at.selectbox(key="sim-model").set_value("llama2-7b").run()
+    at.selectbox(key="sim-cluster").set_value("v100-dgx2h").run()
+    assert not at.exception
+    assert any("--precision bf16: cluster v100-dgx2h has no bf16 tensor cores" in e.value for e in at.error)
+    at.selectbox(key="sim-precision").set_value("fp16").run()
+    assert not at.exception and not at.error
+    [command] = [c.value for c in at.code if c.value.startswith("parbench simulate")]
+    assert "--cluster v100-dgx2h" in command and "--precision=fp16" in command
+    assert main([*shlex.split(command)[1:], "--format", "json"]) in (0, 3)  # 3: predicted, but over 32 GiB a GPU
+    step = json.loads(capsys.readouterr().out)["prediction"]["step_time_s"]
+    assert figure(at, "sim-whatif-time")["layout"]["title"]["text"].startswith(f"Step time {step * 1e3:,.1f} ms")
+    [table] = [d.value for d in at.dataframe if "published run" in d.value.columns]
+    assert len(table) == 2 and all("V100" in name for name in table["published run"])
