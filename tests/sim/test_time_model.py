@@ -293,7 +293,10 @@ def _random_case(rng: random.Random):
                     tp_comm_overlap=tp > 1 and rng.random() < 0.3, flat_grad_allreduce=rng.random() < 0.2,
                     precision=rng.choice((PRECISIONS["bf16"], PRECISIONS["fp32"])),
                     attention=rng.choice(("eager", "flash")))
-    cluster = rng.choice((A100, PRESETS["h100-sxm"], CPU_LIKE))
+    cluster = rng.choice((A100, PRESETS["h100-sxm"], CPU_LIKE, PRESETS["v100-dgx2h"]))
+    if not cluster.bf16:  # Volta: fp16 with its loss scaling in place of bf16, eager attention (no flash kernel)
+        layout = replace(layout, attention="eager",
+                         precision=PRECISIONS["fp16"] if layout.precision is PRECISIONS["bf16"] else layout.precision)
     if cluster.peak_flops_fp8 and rng.random() < 0.25:
         recipes = ("tensorwise", "delayed") + (("mxfp8",) if cluster.mxfp8_gemm_share else ())
         layout = replace(layout, precision=PRECISIONS["fp8"], fp8_scaling=rng.choice(recipes))
