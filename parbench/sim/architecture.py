@@ -73,6 +73,10 @@ class Architecture:
     window_every: int = 1
     """Which blocks slide their window: blocks 0, window_every, 2 window_every, ... (1: all, Mistral 7B; 2: every
     other one, alternating with full attention from the first, GPT-OSS)."""
+    window_chunked: bool = False
+    """The window is a chunk (Llama 4's chunked attention, ``attention_chunk_size``): the sequence splits into chunks of
+    ``window`` tokens and a token attends to the earlier tokens of its own chunk alone, t w / 2 scores a head against a
+    sliding window's t w - w^2 / 2."""
     full_every: int = 0
     """The other way to mix sliding and full attention (Gemma 3): every full_every-th block (blocks full_every-1,
     2 full_every-1, ...) attends to the whole sequence and the rest slide the window; 0: ``window_every``'s pattern."""
@@ -107,6 +111,8 @@ class Architecture:
         if self.window < 0 or self.window_every < 1 or self.full_every < 0:
             raise ValueError(f"window={self.window} >= 0, window_every={self.window_every} >= 1 and "
                              f"full_every={self.full_every} >= 0 needed")
+        if self.window_chunked and not self.window:
+            raise ValueError("window_chunked: chunked attention needs its chunk, window > 0")
         if self.full_every and self.window_every != 1:
             raise ValueError(f"full_every={self.full_every} and window_every={self.window_every}: one pattern of "
                              f"sliding blocks, not both")
@@ -289,9 +295,11 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
                              f"experts of moe_intermediate_size={width!r}, so it must be a multiple of it")
         shared = shared_width // width
     if kind == "llama4_text":  # Llama 4: top-k routed experts plus one shared expert of the same width
+        chunk = data.get("attention_chunk_size") or 0
         return {"experts": data["num_local_experts"], "top_k": data["num_experts_per_tok"],
                 "expert_ffn": data["intermediate_size"], "moe_every": data.get("interleave_moe_layer_step") or 1,
-                "shared_experts": 1}
+                "shared_experts": 1, **({"window": chunk, "window_chunked": True, "full_every": _llama4_full_every(data)}
+                                        if chunk else {})}
     if kind in ("qwen3_moe", "qwen2_moe"):
         if data.get("mlp_only_layers"):
             raise ValueError(f"config.json mlp_only_layers={data['mlp_only_layers']}: dense blocks at chosen indices "
@@ -300,6 +308,20 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
                 "expert_ffn": data["moe_intermediate_size"], "moe_every": data.get("decoder_sparse_step") or 1,
                 **({"shared_experts": shared} if shared else {})}
     return {}
+
+
+def _llama4_full_every(data: dict[str, Any]) -> int:
+    """Llama 4's blocks without rotary positions, which attend to the whole sequence (the others chunk it): every
+    ``no_rope_layer_interval``-th (default 4), as ``no_rope_layers`` marks them with 0 where the config lists it."""
+    every = data.get("no_rope_layer_interval") or 4
+    flags = data.get("no_rope_layers")
+    if isinstance(flags, list) and flags:
+        full = [i for i, f in enumerate(flags) if not f]
+        every = full[0] + 1 if full else len(flags) + 1
+        if full != list(range(every - 1, len(flags), every)):
+            raise ValueError(f"config.json no_rope_layers: full-attention blocks at {full[:8]}...; only every n-th "
+                             f"from the n-th is modelled")
+    return every
 
 
 def _hf_window(data: dict[str, Any]) -> dict[str, Any]:
@@ -341,7 +363,8 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     ``gemma3`` config's ``text_config`` at transformers' defaults, the vision tower left out; every sixth block
     attending fully, the rest a sliding window), Llama 4 (its ``text_config``: routed experts on every
     ``interleave_moe_layer_step``-th block with one shared expert, the dense blocks at ``intermediate_size_mlp``;
-    sequences up to ``attention_chunk_size``, within which its chunked attention is causal attention), Phi-3,
+    chunked attention over ``attention_chunk_size`` tokens on all but every ``no_rope_layer_interval``-th block),
+    Phi-3,
     OLMo 2 (its q and k norms left out), StarCoder2 (biases unless ``use_bias`` is false), Falcon (``multi_query``: one key/value head; ``new_decoder_architecture``:
     ``num_kv_heads``; the parallel attention and MLP's one shared norm counted as two), and
     the mixtures of experts Mixtral, Qwen3-MoE, Qwen2-MoE (its shared expert as ``shared_expert_intermediate_size``
@@ -396,10 +419,7 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
         raise ValueError(f"config.json of a {kind} model lacks {exc.args[0]}") from None
     head_size = experts.pop("head_size", head_dim if head_dim * heads != hidden else 0)
     seq = seq_len or max_pos or _first(data, "seq_length", default=2048)
-    chunk = data.get("attention_chunk_size") or 0
-    if kind == "llama4_text" and chunk and seq > chunk:
-        raise ValueError(f"config.json attention_chunk_size={chunk}: Llama 4's chunked attention (each token sees its "
-                         f"own chunk) is modelled within one chunk only; train at --seq {chunk} or less (got {seq})")
+    window = {} if "window" in experts else _hf_window(data)
     return Architecture(
         layers=_first(data, "num_hidden_layers", "n_layer"), hidden=hidden, heads=heads,
         kv_heads=_falcon_kv_heads(data, heads) if kind == "falcon" else _first(data, "num_key_value_heads", default=heads),
@@ -409,7 +429,7 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
         gated_mlp=act in GATED_ACTIVATIONS or kind in GATED_FAMILIES,
         tie_embeddings=bool(data.get("tie_word_embeddings", tie_default)), norm=norm, positions=positions, bias=bias,
         max_positions=max_pos if positions == "learned" else 0, norms_last=kind == "olmo2",
-        seq_len=seq, name=str(data.get("_name_or_path") or kind), **experts, **_hf_window(data))
+        seq_len=seq, name=str(data.get("_name_or_path") or kind), **experts, **window)
 
 
 def _falcon_kv_heads(data: dict[str, Any], heads: int) -> Any:

@@ -61,6 +61,9 @@ class Gemm:
     keys: int = 0
     """Attention core of a sliding window: the keys a query sees at most (``Architecture.window``), which this
     product's n (QK^T) or k (AV) already counts; 0 = causal over all m tokens."""
+    chunked: bool = False
+    """With ``keys``: the window is a chunk (``Architecture.window_chunked``), each query seeing the earlier keys of its
+    own chunk, half the m x keys the product counts, not a band of m keys - keys^2 / 2."""
     head: bool = False
     """An output head (hidden -> vocabulary), which FP8 recipes keep in bf16: torchtitan's float8 converter skips
     the module named "output", Megatron-Core's output layer is not a Transformer Engine layer."""
@@ -288,8 +291,9 @@ def _attention(i: int, arch: Architecture) -> tuple[tuple[Tensor, ...], tuple[Ge
     qkv_bias, other_bias = arch.bias in ("all", "qkv"), arch.bias == "all"
     w = arch.attention_keys(i)
     keys = w if w < t else 0
-    core = (Gemm(m=t, k=arch.qk_head_dim, n=w, batched=heads, keys=keys),
-            Gemm(m=t, k=w, n=arch.v_dim, batched=heads, keys=keys))  # QK^T, AV
+    chunked = bool(keys) and arch.window_chunked
+    core = (Gemm(m=t, k=arch.qk_head_dim, n=w, batched=heads, keys=keys, chunked=chunked),
+            Gemm(m=t, k=w, n=arch.v_dim, batched=heads, keys=keys, chunked=chunked))  # QK^T, AV
     proj = _linear(f"{p}.attn.proj", arch.out_width, d, bias=other_bias, split="cols")
     if not arch.mla:
         q, kv = arch.q_width, arch.kv_width

@@ -156,8 +156,10 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
             # Dao, "FlashAttention-2", 2023, sec. 3.1; ``causal_fraction``) and keeps the s x s scores on
             # chip: QK^T reads Q and K, AV reads V and writes O; neither touches the largest (s x s) operand
             sizes = (g.m * g.k, g.k * g.n, g.m * g.n)
-            # a sliding window of w keys over m queries computes m w - w^2 / 2 of the m x w this product counts
-            flops = flops * (1 - g.keys / (2 * g.m) if g.keys else causal_fraction(c, g.m))
+            # a sliding window of w keys over m queries computes m w - w^2 / 2 of the m x w this product counts;
+            # chunks of w tokens, each causal within itself, m w / 2
+            band = 0.5 if g.chunked else 1 - g.keys / (2 * g.m)
+            flops = flops * (band if g.keys else causal_fraction(c, g.m))
             moved = mb * g.batched * (sum(sizes) - max(sizes)) * act_bytes / share
             eff = c.attention_efficiency_for(kernel)
         if dtype == "fp8":  # forward casts the input and the weight, backward the output's gradient

@@ -492,8 +492,12 @@ def test_llama4_reads_its_interleaved_experts_shared_expert_and_chunk():
     """Llama 4 Maverick's text_config: 128 experts of 8192, one routed a token plus a shared one, on every other
     block from the second (``interleave_moe_layer_step`` 2), the dense blocks at 16,384. The model card's "17B
     active, 400B total" (within 1%: its vision encoder is left out), counted by hand: the active count is the total
-    less the 127 unrouted experts of each of the 24 MoE blocks. Its chunked attention is causal attention within
-    one chunk, so a longer sequence is refused."""
+    less the 127 unrouted experts of each of the 24 MoE blocks. Chunked attention on three blocks of four: each
+    token sees the earlier tokens of its own 8192-token chunk, t w / 2 scores a head (timed at the attention
+    efficiency on a device with no launch cost and unbounded memory bandwidth), every fourth block all t (t + 1) / 2."""
+    from parbench.sim.model import block_unit
+    from parbench.sim.timing import unit_times_s
+
     text = {"model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
             "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
             "num_local_experts": 128, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2, "vocab_size": 202048,
@@ -508,8 +512,19 @@ def test_llama4_reads_its_interleaved_experts_shared_expert_and_chunk():
     by_hand = 48 * (attention + 2 * d) + 24 * 3 * d * 16384 + 24 * (129 * expert + d * 128) + 2 * 202048 * d + d
     assert total == by_hand and total == pytest.approx(400e9, rel=0.01)
     assert total - 24 * 127 * expert == pytest.approx(17e9, abs=0.5e9)
-    with pytest.raises(ValueError, match="attention_chunk_size=8192: .*train at --seq 8192 or less \\(got 1048576\\)"):
-        from_hf_config(text)
+    t, w = 32768, 8192
+    long = from_hf_config(text, seq_len=t)
+    assert (long.window, long.window_chunked, long.full_every) == (w, True, 4)
+    assert [long.attention_keys(i) for i in range(8)] == [w, w, w, t] * 2
+    c = replace(PRESETS["h100-sxm"], gemm_overhead_s=0.0, memory_bandwidth_bytes_per_s=1e30)
+    rate, hd = c.peak_flops * c.attention_efficiency, 128
+    chunked, full = (unit_times_s(c, block_unit(i, long), mb=1, tp=1, act_bytes=2, flash=True)[2] for i in (0, 3))
+    assert chunked == pytest.approx(4 * hd * 40 * t * w / 2 / rate, rel=1e-3)
+    assert full == pytest.approx(4 * hd * 40 * t * t / 2 / rate, rel=1e-3)
+    assert arch.attention_keys(0) == 8192 and block_unit(0, arch).gemms[-3].keys == 0  # one chunk: plain causal
+    assert from_hf_config({**text, "no_rope_layers": [1, 1, 0] * 16}, seq_len=t).full_every == 3
+    with pytest.raises(ValueError, match="no_rope_layers: full-attention blocks at \\[3, 10\\]"):
+        from_hf_config({**text, "no_rope_layers": [0 if i in (3, 10) else 1 for i in range(48)]}, seq_len=t)
 
 
 @pytest.mark.parametrize("edit, message", [
