@@ -164,6 +164,51 @@ MODELS: dict[str, ModelPreset] = {
                "18432, vocab 129280, untied, num_nextn_predict_layers 1: one multi-token-prediction layer, an MoE block and a "
                "2 x 7168 -> 7168 projection beside the shared embedding and head; the model card's \"685B\" is the "
                "671B and 14B of MTP weights that include their own copies of the embedding and head)"),
+    "deepseek-v2": ModelPreset(
+        arch=Architecture(name="deepseek-v2", layers=60, hidden=5120, heads=128, kv_heads=128, head_size=128, ffn_hidden=12288,
+                          vocab=102400, seq_len=4096, gated_mlp=True, norm="rmsnorm", positions="rotary", bias="none",
+                          experts=160, top_k=6, expert_ffn=1536, shared_experts=2, dense_first=1, kv_lora_rank=512,
+                          q_lora_rank=1536, rope_head_dim=64, v_head_dim=128),
+        published_params=236e9,
+        source="DeepSeek-AI, 'DeepSeek-V2: A Strong, Economical, and Efficient Mixture-of-Experts Language Model', arXiv "
+               "2405.04434, 2024, abstract (\"236B total parameters, of which 21B are activated for each token\") and "
+               "sec. 3.1 (60 layers, hidden 5120, 128 heads of 128, MLA with KV compression 512, query compression 1536, "
+               "decoupled rotary 64; every layer but the first MoE: 2 shared and 160 routed experts of 1536, 6 per "
+               "token; pre-trained at 4K tokens); huggingface.co/deepseek-ai/DeepSeek-V2 config.json (the first layer's "
+               "FFN 12288, vocab 102400, untied)"),
+    "qwen2.5-72b": ModelPreset(
+        arch=replace(_llama("qwen2.5-72b", 80, 8192, 64, 8, 29568, 152064, 4096), bias="qkv"),
+        published_params=72.7e9,
+        source="Qwen Team, 'Qwen2.5 Technical Report', arXiv 2412.15115, 2024, Table 1 (80 layers, 64 query and 8 "
+               "key/value heads, untied) and sec. 3 (pre-training at 4,096 tokens, then 32,768); "
+               "huggingface.co/Qwen/Qwen2.5-72B config.json (hidden 8192, intermediate 29568, vocab 152064, SwiGLU, "
+               "RMSNorm, biases on q, k and v) and its model card's 72.7B parameters"),
+    "gemma3-27b": ModelPreset(
+        arch=Architecture(name="gemma3-27b", layers=62, hidden=5376, heads=32, kv_heads=16, head_size=128, ffn_hidden=21504,
+                          vocab=262208, seq_len=32768, gated_mlp=True, tie_embeddings=True, norm="rmsnorm",
+                          positions="rotary", bias="none", window=1024, full_every=6),
+        published_params=27.016e9,
+        source="Gemma Team, 'Gemma 3 Technical Report', arXiv 2503.19786, 2025, Table 1 (27B: 1,416M embedding and "
+               "25,600M non-embedding parameters, the 417M vision encoder apart; 262,208 x 5376 is 1,409.6M, the rest "
+               "about the 1152 x 5376 image projection, 6.2M, not counted here) and sec. 2 (five local layers of a "
+               "1024-token sliding "
+               "window to each global one; pre-trained at 32K tokens before the 128K extension); "
+               "huggingface.co/google/gemma-3-27b-pt config.json text_config (hidden 5376, intermediate 21504, 62 layers, "
+               "32 heads of 128, 16 key/value heads; GeGLU, tied embedding, vocab 262208 by transformers' default); "
+               "its extra post-norms and q/k norms, 0.7M, left out"),
+    "llama4-maverick": ModelPreset(
+        arch=Architecture(name="llama4-maverick", layers=48, hidden=5120, heads=40, kv_heads=8, head_size=128,
+                          ffn_hidden=16384, vocab=202048, seq_len=8192, gated_mlp=True, norm="rmsnorm", positions="rotary",
+                          bias="none", experts=128, top_k=1, expert_ffn=8192, moe_every=2, shared_experts=1, window=8192,
+                          window_chunked=True, full_every=4),
+        published_params=400e9,
+        source="Meta, Llama 4 model card (github.com/meta-llama/llama-models, models/llama4/MODEL_CARD.md: Maverick, "
+               "17B activated and 400B total parameters, 128 experts); huggingface.co/meta-llama/"
+               "Llama-4-Maverick-17B-128E config.json text_config (48 layers, hidden 5120, 40 heads of 128, 8 key/value "
+               "heads, experts of 8192 on every other layer from the second with one shared expert, one routed a token, "
+               "dense layers of 16384, vocab 202048, untied, chunked attention over 8192 tokens on three layers of four); "
+               "trained here at one chunk, 8192 tokens (the pre-training length is not published); the vision encoder "
+               "left out"),
 }
 
 

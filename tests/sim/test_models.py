@@ -32,6 +32,16 @@ def test_each_preset_has_its_published_parameter_count(name):
     assert p.source
 
 
+@pytest.mark.parametrize("name, active", [("deepseek-v2", 21e9), ("llama4-maverick", 17e9)])
+def test_mixture_presets_activate_their_published_parameters(name, active):
+    """The publishers' activated counts (DeepSeek-V2: 21B, Llama 4 Maverick: 17B), within half a billion: the total
+    less the routed experts a token does not use, in every MoE block."""
+    arch = replace(MODELS[name].arch, mtp_layers=0)
+    expert = 3 * arch.hidden * arch.expert_width
+    unused = arch.moe_layers * (arch.experts - arch.top_k) * expert
+    assert architecture_spec(arch).param_numel - unused == pytest.approx(active, abs=0.5e9)
+
+
 def test_llama2_7b_parameter_count_by_hand():
     """4 d^2 (q, k, v, o) + 3 d f (gate, up, down) + 2 d (norms) per layer, 2 V d untied embeddings, final norm."""
     d, f, L, V = 4096, 11008, 32, 32000
