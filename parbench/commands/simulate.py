@@ -37,6 +37,8 @@ def add_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("model (a preset, a Hugging Face config, or a shape; shape flags override the first two)")
     w.add_argument("--model", choices=sorted(MODELS), help="a published model (sources in parbench/sim/models.py)")
+    w.add_argument("--list-models", action="store_true",
+                   help="list the --model presets (shape, parameters, context, source) and stop")
     w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, "
                         "starcoder2, falcon, gpt2, gpt_neox, bloom, opt, nemotron; mixtral, qwen2_moe, qwen3_moe, "
                         "gpt_oss, llama4, deepseek_v2 and deepseek_v3 with their experts; sliding windows from "
@@ -71,6 +73,8 @@ def add_parser(sub) -> None:
     c = p.add_argument_group("cluster and layout (under --search, any layout flag given fixes that choice)")
     c.add_argument("--cluster", default="h100-sxm", help=f"{', '.join(PRESETS)}, local, or a .toml/.json file")
     c.add_argument("--results-dir", default="results", help="where `local` looks for the calibrated profile")
+    c.add_argument("--list-clusters", action="store_true",
+                   help="list the --cluster presets (GPUs a node, peaks, memory, links, efficiencies) and stop")
     c.add_argument("--print-cluster", action="store_true",
                    help="print the --cluster's fields as JSON and stop: a file --cluster FILE reads back, to copy a "
                         "preset and change its peaks, memory or links")
@@ -472,6 +476,9 @@ def _no_model_given(a: argparse.Namespace) -> bool:
 def handle(a: argparse.Namespace) -> int:
     from parbench.sim.models import MODELS
 
+    if a.list_models or a.list_clusters:
+        print("\n".join(model_lines() if a.list_models else cluster_lines()))
+        return 0
     _check_ranges(a)
     cluster = _cluster(a)
     if a.print_cluster:
@@ -512,6 +519,40 @@ def handle(a: argparse.Namespace) -> int:
                   f"a 2d -> d projection and a pass through the shared head with its own loss; their FLOPs count in MFU")
         print("\n".join(nearest_lines(nearby, cluster)))
     return 0 if p.feasible else EXIT_INFEASIBLE
+
+
+def model_lines() -> list[str]:
+    """``--list-models``: each preset's shape (heads as query/key-value), its parameters as counted here beside the
+    publisher's (the main model's: DeepSeek-V3's multi-token-prediction layer apart), its context and its experts."""
+    from dataclasses import replace
+
+    from parbench.sim.model import architecture_spec
+    from parbench.sim.models import MODELS
+
+    lines = [f"{'model':18} {'layers':>6} {'hidden':>6} {'heads':>9} {'params':>8} {'published':>9} {'seq':>6}  experts"]
+    for name, p in MODELS.items():
+        a = p.arch
+        counted = architecture_spec(replace(a, mtp_layers=0)).param_numel
+        lines.append(f"{name:18} {a.layers:>6} {a.hidden:>6} {f'{a.heads}/{a.n_kv_heads}':>9} {counted / 1e9:>7.1f}B "
+                     f"{p.published_params / 1e9:>8.1f}B {a.seq_len:>6}  {f'{a.top_k} of {a.experts}' if a.experts else '-'}")
+    return [*lines, "each with its source in parbench/sim/models.py; --hf-config reads a Hugging Face config.json"]
+
+
+def cluster_lines() -> list[str]:
+    """``--list-clusters``: each preset's node, dense peaks, memory, links (per GPU and direction, as derated) and
+    efficiencies; every figure's source is in ``parbench.sim.hardware`` (``--print-cluster`` writes one as a file)."""
+    from parbench.sim.hardware import PRESETS
+
+    lines = [(f"{'cluster':14} {'GPUs/node':>9} {'TFLOP/s':>8} {'FP8':>6} {'GiB':>6} {'HBM GB/s':>8} {'intra GB/s':>10} "
+              f"{'inter GB/s':>10} {'GEMM eff':>8}  notes")]
+    for name, c in PRESETS.items():
+        notes = ", ".join(n for n, on in (("no bf16", not c.bf16), ("no flash attention", not c.flash_attention)) if on)
+        lines.append(f"{name:14} {c.gpus_per_node:>9} {c.peak_flops / 1e12:>8.0f} "
+                     f"{c.peak_flops_fp8 / 1e12 if c.peak_flops_fp8 else 0:>6.0f} {c.memory_bytes / 2**30:>6.1f} "
+                     f"{c.memory_bandwidth_bytes_per_s / 1e9:>8.0f} {c.intra.bandwidth_bytes_per_s / 1e9:>10.0f} "
+                     f"{c.inter.bandwidth_bytes_per_s / 1e9:>10.2f} {c.gemm_efficiency:>8.2f}  {notes}".rstrip())
+    return [*lines, ("links per GPU and direction as derated; every figure's source: --print-cluster, "
+                     "parbench/sim/hardware.py")]
 
 
 def _cluster(a: argparse.Namespace):

@@ -73,3 +73,25 @@ def test_the_megatron_v1_rows_are_the_posts_iteration_times_and_predicted_within
     assert all(abs(r["error_pct"]) < 8 for r in rows), [(r["name"], r["error_pct"]) for r in rows]
     # the 1.2B has no tensor parallelism, the 4.2B's two all-reduces a layer each way are exposed on the NVSwitch
     assert rows[0]["pred_time_comm_exposed_intermediate_s"] == 0 < rows[1]["pred_time_comm_exposed_intermediate_s"]
+
+
+def test_the_listings_name_every_preset_with_its_figures(capsys):
+    """``--list-models``: every preset with its shape and both counts (the same as the preset test's); ``--list-
+    clusters``: every cluster preset with its peak, memory and derated links, the V100's missing bf16 and flash named."""
+    from parbench.sim.models import MODELS
+
+    assert main(["simulate", "--list-models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {ln.split()[0]: ln.split() for ln in lines[1:-1]}
+    assert list(rows) == list(MODELS)
+    for name, cols in rows.items():
+        counted, published = (float(c.rstrip("B")) for c in cols[4:6])
+        assert published == round(MODELS[name].published_params / 1e9, 1)
+        assert abs(counted - published) <= 0.005 * published + 0.1, name  # 0.5%, and a tenth of rounding each
+    assert rows["llama4-maverick"][-3:] == ["1", "of", "128"] and rows["deepseek-v3"][4] == "671.0B"
+    assert main(["simulate", "--list-clusters"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {ln.split()[0]: ln for ln in lines[1:-1]}
+    assert list(rows) == list(PRESETS)
+    assert rows["v100-dgx2h"].split()[1:8] == ["16", "130", "0", "32.0", "720", "120", "5.62"]
+    assert rows["v100-dgx2h"].endswith("no bf16, no flash attention") and "no bf16" not in rows["h100-sxm"]
