@@ -15,7 +15,7 @@ from parbench.config import Schedule
 from parbench.sim import charts as sim_charts
 from parbench.sim import whatif
 from parbench.sim.accuracy import nearest_lines, nearest_published
-from parbench.sim.hardware import PRESETS, load_cluster
+from parbench.sim.hardware import PRESETS, cluster_summary, load_cluster
 from parbench.sim.layout import FP8_SCALINGS, PRECISIONS, SOFTWARE, Recompute
 from parbench.sim.validate import (
     single_process_ratios,
@@ -236,6 +236,7 @@ def whatif_inputs(results_dir: str):
                   f"vocabulary {preset.vocab_size} ({preset.source})")
     clusters = list(PRESETS) + (["local"] if _has_profile(results_dir) else [])
     cluster = load_cluster(a.selectbox("cluster", clusters, key="sim-cluster"), results_dir=results_dir)
+    a.caption(cluster_summary(cluster))
     if a.checkbox("devices screened to one speed", key="sim-screened", disabled=not cluster.rank_spread,
                   help="`parbench simulate --rank-spread 0`: GPUs of one kind differ in speed (1.6% on the GPU "
                        "presets) and every step waits for its slowest; checked, they do not"):

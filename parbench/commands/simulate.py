@@ -541,16 +541,15 @@ def model_lines() -> list[str]:
 def cluster_lines() -> list[str]:
     """``--list-clusters``: each preset's node, dense peaks, memory, links (per GPU and direction, as derated) and
     efficiencies; every figure's source is in ``parbench.sim.hardware`` (``--print-cluster`` writes one as a file)."""
-    from parbench.sim.hardware import PRESETS
+    from parbench.sim.hardware import PRESETS, cluster_figures
 
     lines = [(f"{'cluster':14} {'GPUs/node':>9} {'TFLOP/s':>8} {'FP8':>6} {'GiB':>6} {'HBM GB/s':>8} {'intra GB/s':>10} "
               f"{'inter GB/s':>10} {'GEMM eff':>8}  notes")]
     for name, c in PRESETS.items():
-        notes = ", ".join(n for n, on in (("no bf16", not c.bf16), ("no flash attention", not c.flash_attention)) if on)
-        lines.append(f"{name:14} {c.gpus_per_node:>9} {c.peak_flops / 1e12:>8.0f} "
-                     f"{c.peak_flops_fp8 / 1e12 if c.peak_flops_fp8 else 0:>6.0f} {c.memory_bytes / 2**30:>6.1f} "
-                     f"{c.memory_bandwidth_bytes_per_s / 1e9:>8.0f} {c.intra.bandwidth_bytes_per_s / 1e9:>10.0f} "
-                     f"{c.inter.bandwidth_bytes_per_s / 1e9:>10.2f} {c.gemm_efficiency:>8.2f}  {notes}".rstrip())
+        f = cluster_figures(c)
+        lines.append(f"{name:14} {f['gpus_per_node']:>9} {f['tflops']:>8.0f} {f['fp8_tflops']:>6.0f} "
+                     f"{f['memory_gib']:>6.1f} {f['memory_gb_s']:>8.0f} {f['intra_gb_s']:>10.0f} {f['inter_gb_s']:>10.2f} "
+                     f"{f['gemm_efficiency']:>8.2f}  {f['lacks']}".rstrip())
     return [*lines, ("links per GPU and direction as derated; every figure's source: --print-cluster, "
                      "parbench/sim/hardware.py")]
 

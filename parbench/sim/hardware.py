@@ -910,6 +910,30 @@ PRESETS: dict[str, Cluster] = {
 }
 
 
+def cluster_figures(c: Cluster) -> dict[str, Any]:
+    """The figures that tell presets apart, in display units: GPUs a node, dense peaks (TFLOP/s; FP8 0 where there is
+    none), memory (GiB) and its achievable bandwidth, the links per GPU and direction as derated (GB/s), the GEMM
+    efficiency, and what the devices lack. ``parbench simulate --list-clusters`` and the dashboard's what-if show them."""
+    lacks = [n for n, on in (("no bf16", not c.bf16), ("no flash attention", not c.flash_attention)) if on]
+    return {"gpus_per_node": c.gpus_per_node, "tflops": c.peak_flops / 1e12, "fp8_tflops": c.peak_flops_fp8 / 1e12,
+            "memory_gib": c.memory_bytes / GIB, "memory_gb_s": c.memory_bandwidth_bytes_per_s / 1e9,
+            "intra_gb_s": c.intra.bandwidth_bytes_per_s / 1e9, "inter_gb_s": c.inter.bandwidth_bytes_per_s / 1e9,
+            "gemm_efficiency": c.gemm_efficiency, "lacks": ", ".join(lacks)}
+
+
+def cluster_summary(c: Cluster) -> str:
+    """``cluster_figures`` as one line of prose (a calibrated CPU profile: its cores and measured rates)."""
+    if c.cores:
+        return (f"a calibrated CPU profile: {c.cores} cores shared by the ranks, GEMMs at "
+                f"{c.peak_flops * c.gemm_efficiency / 1e9:.0f} GFLOP/s, memory at {c.memory_bandwidth_bytes_per_s / 1e9:.0f} "
+                f"GB/s (`parbench calibrate`)")
+    f = cluster_figures(c)
+    fp8 = f", {f['fp8_tflops']:.0f} FP8" if f["fp8_tflops"] else ""
+    return (f"{f['gpus_per_node']} GPUs a node; {f['tflops']:.0f} TFLOP/s dense{fp8}; {f['memory_gib']:.1f} GiB at "
+            f"{f['memory_gb_s']:.0f} GB/s; {f['intra_gb_s']:.0f} GB/s a GPU inside a node, {f['inter_gb_s']:.2f} across "
+            f"(each way, derated); GEMM efficiency {f['gemm_efficiency']:.2f}" + (f"; {f['lacks']}" if f["lacks"] else ""))
+
+
 def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 

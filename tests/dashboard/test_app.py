@@ -641,6 +641,8 @@ def test_simulator_what_if_on_volta_predicts_fp16_and_names_bf16_as_not_there(mo
     at.selectbox(key="sim-cluster").set_value("v100-dgx2h").run()
     assert not at.exception
     assert any("--precision bf16: cluster v100-dgx2h has no bf16 tensor cores" in e.value for e in at.error)
+    assert any(c.value.startswith("16 GPUs a node; 130 TFLOP/s dense; 32.0 GiB") and c.value.endswith(
+        "GEMM efficiency 0.72; no bf16, no flash attention") for c in at.caption)
     at.selectbox(key="sim-precision").set_value("fp16").run()
     assert not at.exception and not at.error
     [command] = [c.value for c in at.code if c.value.startswith("parbench simulate")]
