@@ -177,8 +177,9 @@ def add_parser(sub) -> None:
                         "torch < 2.1, Megatron-LM, DeepSpeed); default for torch, torchtitan and llm-foundry: the "
                         "non-reentrant checkpoint's early stop, which skips a dense block's last GEMM")
     c.add_argument("--precision", choices=tuple(PRECISIONS),
-                   help="bytes per element of weights, gradients, optimizer state, activations (default: bf16; fp16 "
-                        "on a cluster without bf16 tensor cores)")
+                   help="bytes per element of weights, gradients, optimizer state, activations, and the peak the "
+                        "matmuls run at (fp32: the CUDA cores', torch's default; default: bf16; fp16 on a cluster "
+                        "without bf16 tensor cores)")
     c.add_argument("--fp8-all-gather", action=argparse.BooleanOptionalAction,
                    help="with --precision fp8 and --zero 1-3: gather FP8 weights (FSDP's float8 all-gather; Megatron's "
                         "--fp8-param-gather under --zero 1); default: as the software does (--software nemo: on "

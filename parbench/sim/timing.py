@@ -149,8 +149,8 @@ def unit_times_s(c: Cluster, u: Unit, *, mb: int, tp: int, act_bytes: int, cp: i
             first_weight = weight if first_weight < 0 else first_weight
         flops, moved = mb * g.flops / share, gemm_bytes(g, mb, act_bytes) / share
         dtype, eff = gemm_dtype, 0.0
-        if g.batched > 1 or g.head:  # FP8 recipes cast only the Linears, and not the output head (``Gemm.head``)
-            dtype = ""
+        if dtype == "fp8" and (g.batched > 1 or g.head):  # FP8 recipes cast only the Linears, not the head
+            dtype = ""  # (``Gemm.head``) nor attention; a float32 run's attention and head stay float32
         if flash and g.batched > 1:
             # causal flash attention skips the key blocks above the diagonal (about half of QK^T and of AV;
             # Dao, "FlashAttention-2", 2023, sec. 3.1; ``causal_fraction``) and keeps the s x s scores on

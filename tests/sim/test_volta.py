@@ -95,3 +95,27 @@ def test_the_listings_name_every_preset_with_its_figures(capsys):
     assert list(rows) == list(PRESETS)
     assert rows["v100-dgx2h"].split()[1:8] == ["16", "130", "0", "32.0", "720", "120", "5.62"]
     assert rows["v100-dgx2h"].endswith("no bf16, no flash attention") and "no bf16" not in rows["h100-sxm"]
+
+
+def test_a_float32_run_computes_on_the_cuda_cores_attention_and_head_included():
+    """``--precision fp32`` is torch's default float32 (``allow_tf32`` off): every matmul of a block, its attention
+    core too, at the CUDA cores' peak x the GEMM (or attention) efficiency, on a V100 and on an A100 alike; a CPU
+    profile's one figure where the cluster states no float32 peak. Timed on devices with no launch cost and
+    unbounded memory bandwidth, against the block's FLOPs counted by hand (causal flash attention: half the scores)."""
+    from dataclasses import replace
+
+    from parbench.sim.architecture import Architecture
+    from parbench.sim.layout import PRECISIONS
+    from parbench.sim.model import block_unit
+    from parbench.sim.timing import unit_times_s
+
+    t, d, heads = 1024, 1024, 8
+    arch = Architecture(name="b", layers=1, hidden=d, heads=heads, vocab=64, seq_len=t, bias="none")
+    linear = 2 * t * (4 * d * d + 2 * d * 4 * d)  # q, k, v, o and the 4d MLP's two matrices
+    core = 2 * 2 * t * t * d / 2  # QK^T and AV over the causal half
+    assert PRECISIONS["fp32"].gemm_dtype == "fp32"
+    for name, fp32 in (("v100-dgx2h", 16.3e12), ("a100-80gb", 19.5e12)):
+        c = replace(PRESETS[name], gemm_overhead_s=0.0, memory_bandwidth_bytes_per_s=1e30)
+        att = c.attention_efficiency or c.gemm_efficiency
+        *_, gemm = unit_times_s(c, block_unit(0, arch), mb=1, tp=1, act_bytes=4, flash=True, gemm_dtype="fp32")
+        assert gemm == pytest.approx(linear / (fp32 * c.gemm_efficiency) + core / (fp32 * att), rel=1e-3), name
