@@ -178,8 +178,8 @@ def add_parser(sub) -> None:
                         "non-reentrant checkpoint's early stop, which skips a dense block's last GEMM")
     c.add_argument("--precision", choices=tuple(PRECISIONS),
                    help="bytes per element of weights, gradients, optimizer state, activations, and the peak the "
-                        "matmuls run at (fp32: the CUDA cores', torch's default; default: bf16; fp16 on a cluster "
-                        "without bf16 tensor cores)")
+                        "matmuls run at (fp32: the CUDA cores', torch's default; tf32: the TF32 tensor cores'; default: bf16; "
+                        "fp16 on a cluster without bf16 tensor cores)")
     c.add_argument("--fp8-all-gather", action=argparse.BooleanOptionalAction,
                    help="with --precision fp8 and --zero 1-3: gather FP8 weights (FSDP's float8 all-gather; Megatron's "
                         "--fp8-param-gather under --zero 1); default: as the software does (--software nemo: on "
@@ -399,6 +399,9 @@ def _precision(a: argparse.Namespace, cluster):
     if a.precision in ("bf16", "amp") and not cluster.bf16:
         raise ConfigError(f"--precision {a.precision}: cluster {cluster.name} has no bf16 tensor cores (bf16 = false); "
                           f"give --precision fp16 (its default) or fp32")
+    if a.precision == "tf32" and cluster.peak_flops_fp32 and cluster.peak_flops_tf32 <= cluster.peak_flops_fp32:
+        raise ConfigError(f"--precision tf32: cluster {cluster.name} has no TF32 tensor cores (its float32 matmuls run "
+                          f"on the CUDA cores either way); give --precision fp32")
     if a.precision == "fp8" and not cluster.peak_flops_fp8:
         raise ConfigError(f"--precision fp8: cluster {cluster.name} has no FP8 peak (peak_flops_fp8 = 0)")
     from dataclasses import replace

@@ -102,6 +102,8 @@ PRECISIONS = {
     # float32 throughout; its matmuls on the CUDA cores, torch's default (torch.backends.cuda.matmul.allow_tf32 is
     # False), where the cluster states that peak (a CPU profile's one figure otherwise)
     "fp32": Precision(gemm_dtype="fp32"),
+    # float32 tensors, matmuls on the TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32 = True; Ampere on)
+    "tf32": Precision(gemm_dtype="tf32"),
     # torch.autocast(bfloat16) over fp32 weights, gradients and Adam state (parbench's own runs at --precision
     # bf16): Linears and attention compute and keep bf16, the residual stream stays fp32
     "amp": Precision(activation_bytes=2, norm_input_bytes=4, weight_cast_bytes=2, comm_bytes=2),

@@ -99,8 +99,8 @@ def test_the_listings_name_every_preset_with_its_figures(capsys):
 
 def test_a_float32_run_computes_on_the_cuda_cores_attention_and_head_included():
     """``--precision fp32`` is torch's default float32 (``allow_tf32`` off): every matmul of a block, its attention
-    core too, at the CUDA cores' peak x the GEMM (or attention) efficiency, on a V100 and on an A100 alike; a CPU
-    profile's one figure where the cluster states no float32 peak. Timed on devices with no launch cost and
+    core too, at the CUDA cores' peak x the GEMM (or attention) efficiency, on a V100 and on an A100 alike (a CPU
+    profile's one figure where the cluster states no float32 peak); ``tf32`` at the TF32 tensor cores' peak. Timed on devices with no launch cost and
     unbounded memory bandwidth, against the block's FLOPs counted by hand (causal flash attention: half the scores)."""
     from dataclasses import replace
 
@@ -114,8 +114,24 @@ def test_a_float32_run_computes_on_the_cuda_cores_attention_and_head_included():
     linear = 2 * t * (4 * d * d + 2 * d * 4 * d)  # q, k, v, o and the 4d MLP's two matrices
     core = 2 * 2 * t * t * d / 2  # QK^T and AV over the causal half
     assert PRECISIONS["fp32"].gemm_dtype == "fp32"
-    for name, fp32 in (("v100-dgx2h", 16.3e12), ("a100-80gb", 19.5e12)):
+    assert PRECISIONS["tf32"].gemm_dtype == "tf32"
+    for name, dtype, peak in (("v100-dgx2h", "fp32", 16.3e12), ("a100-80gb", "fp32", 19.5e12),
+                              ("a100-80gb", "tf32", 156e12)):  # the A100 datasheet's TF32, dense
         c = replace(PRESETS[name], gemm_overhead_s=0.0, memory_bandwidth_bytes_per_s=1e30)
         att = c.attention_efficiency or c.gemm_efficiency
-        *_, gemm = unit_times_s(c, block_unit(0, arch), mb=1, tp=1, act_bytes=4, flash=True, gemm_dtype="fp32")
-        assert gemm == pytest.approx(linear / (fp32 * c.gemm_efficiency) + core / (fp32 * att), rel=1e-3), name
+        *_, gemm = unit_times_s(c, block_unit(0, arch), mb=1, tp=1, act_bytes=4, flash=True, gemm_dtype=dtype)
+        assert gemm == pytest.approx(linear / (peak * c.gemm_efficiency) + core / (peak * att), rel=1e-3), name
+
+
+def test_tf32_is_refused_where_there_are_no_tf32_tensor_cores(capsys):
+    """Volta runs float32 matmuls on its CUDA cores whatever torch's ``allow_tf32`` says: ``--precision tf32`` on
+    the V100 exits 2 naming fp32; on an A100 it predicts a step between fp32's and bf16's."""
+    assert main(GPT2_2_5B + ["--precision", "tf32"]) == 2
+    assert "--precision tf32: cluster v100-dgx2h has no TF32 tensor cores" in capsys.readouterr().err
+    base = ["simulate", "--cluster", "a100-80gb", "--model", "llama3-8b", "--seq", "2048", "--gpus", "8", "--zero", "3",
+            "--global-batch", "8", "--format", "json"]
+    steps = {}
+    for precision in ("fp32", "tf32", "bf16"):
+        assert main([*base, "--precision", precision]) == 0
+        steps[precision] = json.loads(capsys.readouterr().out)["prediction"]["step_time_s"]
+    assert steps["fp32"] > steps["tf32"] > steps["bf16"]
