@@ -45,6 +45,8 @@ _EXPORT = ("the {} is the {} die and clocks with NVLink cut to 400 GB/s (TechPow
            "tensor-core peaks are that datasheet's: ")
 _V100 = ("NVIDIA Tesla V100 GPU datasheet (nvidia.com/en-us/data-center/v100), {} column: tensor-core FP16 and CUDA-core "
          "FP32 (Volta has neither BF16 nor TF32 tensor cores, nor sparsity)")
+_INSTINCT = ("AMD Instinct {} accelerator datasheet (amd.com/en/products/accelerators/instinct), dense peaks (the "
+             "sparse ones halved): {}")
 _L40S = "NVIDIA L40S datasheet (nvidia.com/en-us/data-center/l40s), sparse figures halved"
 _BLACKWELL = ("NVIDIA GB200 NVL72 / HGX B200 specifications (nvidia.com/en-us/data-center/gb200-nvl72), 'Individual "
               "Blackwell GPU Specifications', {} column, sparse figures halved")
@@ -86,6 +88,21 @@ DATASHEETS: tuple[tuple[str, Datasheet], ...] = (
                               peak_flops={"fp32": 14e12, "fp16": 112e12})),
     (r"V100", Datasheet(model="V100 SXM2", memory_bytes=32 * 10**9, source=_V100.format("V100 SXM2"),
                         peak_flops={"fp32": 15.7e12, "fp16": 125e12})),
+    (r"MI355X", Datasheet(model="MI355X", memory_bytes=288 * 10**9,
+                          source=_INSTINCT.format("MI355X", "FP16/BF16 2.5 PF, FP8 5.0 PF, FP32 157.3 TF; CDNA 4 has no "
+                                                  "TF32 (XF32) matrix type"),
+                          peak_flops={"fp32": 157.3e12, "bf16": 2516.6e12, "fp8": 5033.2e12})),
+    (r"MI350X", Datasheet(model="MI350X", memory_bytes=288 * 10**9,
+                          source=_INSTINCT.format("MI350X", "FP16/BF16 2.3 PF (2,306.9 TF), FP8 4.6 PF, FP32 144.2 TF, "
+                                                  "1000 W; no TF32"),
+                          peak_flops={"fp32": 144.2e12, "bf16": 2306.9e12, "fp8": 4613.7e12})),
+    (r"MI325X", Datasheet(model="MI325X", memory_bytes=256 * 10**9,
+                          source=_INSTINCT.format("MI325X", "the MI300X's compute (below) with 256 GB of HBM3E at 6 TB/s"),
+                          peak_flops={"fp32": 163.4e12, "tf32": 653.7e12, "bf16": 1307.4e12, "fp8": 2614.9e12})),
+    (r"MI300X", Datasheet(model="MI300X", memory_bytes=192 * 10**9,
+                          source=_INSTINCT.format("MI300X", "FP16/BF16 1,307.4 TF, FP8 2,614.9 TF, TF32 653.7 TF, FP32 "
+                                                  "163.4 TF; 192 GB HBM3 at 5.3 TB/s"),
+                          peak_flops={"fp32": 163.4e12, "tf32": 653.7e12, "bf16": 1307.4e12, "fp8": 2614.9e12})),
     (r"L40S", Datasheet(model="L40S", memory_bytes=48 * 10**9, source=_L40S,
                         peak_flops={"fp32": 91.6e12, "tf32": 183e12, "bf16": 362e12, "fp8": 733e12})),
 )

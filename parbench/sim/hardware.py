@@ -136,6 +136,12 @@ class Cluster:
     own NIC (NCCL's multi-rail rings on rail-optimised nodes), so the node's crossing carries ``rails`` x the
     per-GPU inter-node bandwidth (``collective_cost_s``); False where every ring crosses over one NIC pair, so a
     ring's crossing carries ``inter``'s bandwidth however many of its ranks share a node."""
+    peer_link_bytes_per_s: float = 0.0
+    """Where a node's GPUs are wired point to point, each pair by its own link (a full mesh: AMD Instinct's Infinity
+    Fabric, a four-GPU V100 SXM2 board), that link's bandwidth per direction as derated: a collective over k of the
+    node's GPUs moves a GPU's bytes over its k - 1 links to the others (NCCL and RCCL lay one ring per link
+    pattern), (k - 1) x this, at most ``intra`` (``intra_bandwidth_bytes_per_s``). 0: a switch (NVSwitch, NVL72),
+    which gives every group of the node the whole of ``intra``."""
     overlap: float = 1.0
     """Fraction of backward compute that data-parallel gradient communication can hide under."""
     overlap_interference: float = 0.0
@@ -427,17 +433,26 @@ def collective_cost_s(cluster: Cluster, kind: str, n: int, *, inter_node: bool, 
         return (alpha + (0.0 if kind == "send" else step_overhead_s(cluster, n, burst=burst, tp=tp)),
                 beta + per_byte)
     link = cluster.inter if inter_node else cluster.intra
-    bandwidth = link.bandwidth_bytes_per_s
+    bandwidth = link.bandwidth_bytes_per_s if inter_node else intra_bandwidth_bytes_per_s(cluster, n)
     if kind == "all_to_all" and inter_node:
         # each rank sends an n-th of its buffer to every rank at once: the parts for other nodes through its own
         # NIC, the rest over the node's link, side by side; no ring, so no rail aggregates another rank's traffic
         local = max(1, min(rails, n))
         return (n - 1) * link.latency_s, max((n - local) / n / bandwidth,
-                                             (local - 1) / n / cluster.intra.bandwidth_bytes_per_s)
+                                             (local - 1) / n / intra_bandwidth_bytes_per_s(cluster, local))
     if inter_node and rails > 1 and cluster.multi_rail_rings:
-        bandwidth = min(bandwidth * rails, max(cluster.intra.bandwidth_bytes_per_s, bandwidth))
+        bandwidth = min(bandwidth * rails, max(intra_bandwidth_bytes_per_s(cluster, rails), bandwidth))
     factor = algorithm_factors(kind, n)[1]
     return collective_latency_s(cluster, kind, n, inter_node=inter_node, rails=rails), factor / bandwidth
+
+
+def intra_bandwidth_bytes_per_s(cluster: Cluster, ranks: int) -> float:
+    """The bandwidth per direction a collective over ``ranks`` GPUs of one node gets from each: the whole of
+    ``Cluster.intra`` behind a switch; on a point-to-point mesh (``Cluster.peer_link_bytes_per_s``) the links to the
+    ``ranks - 1`` others, so a pair of MI300X moves over one 64 GB/s Infinity Fabric link what eight move over seven."""
+    if not cluster.peer_link_bytes_per_s:
+        return cluster.intra.bandwidth_bytes_per_s
+    return min(cluster.intra.bandwidth_bytes_per_s, max(1, ranks - 1) * cluster.peer_link_bytes_per_s)
 
 
 RING_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
@@ -681,7 +696,8 @@ of the 989 TFLOP/s peak. FlashAttention-3's abstract gives 1.5-2.0x."""
 def float32_peaks(model: str) -> dict[str, float]:
     """A float32 run's matmul peaks (TF32 tensor cores, CUDA cores) from the datasheet the runner's MFU uses."""
     sheet = next(s for _, s in DATASHEETS if s.model == model)
-    return {"peak_flops_tf32": sheet.peak_flops["tf32"], "peak_flops_fp32": sheet.peak_flops["fp32"]}
+    fp32 = sheet.peak_flops["fp32"]  # a device without TF32 matrix cores runs float32 matmuls at its fp32 peak
+    return {"peak_flops_tf32": sheet.peak_flops.get("tf32", fp32), "peak_flops_fp32": fp32}
 
 
 _A100 = dict(gpus_per_node=8, peak_flops=312e12, **float32_peaks("A100"), gemm_efficiency=0.72, attention_efficiency=0.35,
@@ -872,6 +888,60 @@ the figure and its source: ``BLACKWELL_SOURCES``)."""
 _BLACKWELL = {**_H100, "peak_flops": 2250e12, "peak_flops_fp8": 4500e12, **float32_peaks("B200 (HGX)"),
               "mxfp8_gemm_share": MXFP8_OVER_TENSORWISE,
               "memory_bandwidth_bytes_per_s": 0.8 * 7700e9, "intra": Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 900e9)}
+INSTINCT_SOURCES = {
+    **H100_SOURCES,
+    "peak_flops": "AMD Instinct MI300X datasheet: FP16/BF16 1,307.4 TFLOP/s dense (2,614.9 with sparsity; "
+                  "parbench.devices.DATASHEETS)",
+    "peak_flops_fp8": "the same datasheet: FP8 2,614.9 TFLOP/s dense",
+    "peak_flops_tf32": "the same datasheet: TF32 653.7 TFLOP/s dense, FP32 163.4",
+    "memory_bytes": "192 GiB: ROCm's GPU specifications table (rocm.docs.amd.com, reference/gpu-specs), VRAM (GiB)",
+    "memory_bandwidth_bytes_per_s": "the same datasheet: 5.3 TB/s HBM3; x0.8 achievable (assumed, as every GPU preset's)",
+    "intra": "eight GPUs a platform, each joined to every other by one Infinity Fabric link of 128 GB/s both ways (the "
+             "datasheet's 896 GB/s of peer bandwidth over 7 links): 7 x 64 = 448 GB/s per direction to the node; x0.8 "
+             "busbw (assumed, as NVLink's); 3.4 us a ring step (NCCL's NVLink figure, assumed for RCCL's xGMI)",
+    "peer_link_bytes_per_s": "one Infinity Fabric link, 64 GB/s per direction, x0.8: what a pair of the node's GPUs "
+                             "has between them (intra_bandwidth_bytes_per_s), a seventh of what all eight have",
+    "inter": "8 x 400 Gb/s NICs a node, one per GPU (the MI300X platform's reference design, as the DGX H100's) = "
+             "50 GB/s per GPU; x0.9 (assumed)",
+    "gpus_per_node": "the AMD Instinct platform: 8 OAM GPUs on one universal baseboard",
+    "gemm_efficiency": "the H100's fitted 0.68, FP8 share 0.875, attention 0.19 and kernel rates (assumed: no AMD row "
+                       "enters any fit). Held out, MLPerf Training v5.1's two AMD Llama 3.1 8B runs, one node of 8 "
+                       "MI355X or MI350X in FP8 (parbench.sim.published_memory._mlperf_llama8b_amd), come within "
+                       "+5% and -8%; the MI350X ran 1.23x slower than the MI355X where their peaks differ by 1.09x (1000 "
+                       "W against 1400 W: a sustained clock no datasheet states), which one shared efficiency cannot "
+                       "follow",
+}
+MI325X_SOURCES = {
+    **INSTINCT_SOURCES,
+    "peak_flops": "AMD Instinct MI325X datasheet: the MI300X's compute, FP16/BF16 1,307.4 TFLOP/s dense",
+    "memory_bytes": "256 GiB: ROCm's GPU specifications table, VRAM (GiB)",
+    "memory_bandwidth_bytes_per_s": "the MI325X datasheet: 6 TB/s HBM3E; x0.8 achievable (assumed)",
+}
+MI355X_SOURCES = {
+    **INSTINCT_SOURCES,
+    "peak_flops": "AMD Instinct MI355X datasheet: FP16/BF16 2.5 PFLOP/s dense (2,516.6 TFLOP/s; "
+                  "parbench.devices.DATASHEETS), 1400 W",
+    "peak_flops_fp8": "the same datasheet: FP8 5.0 PFLOP/s dense (5,033.2 TFLOP/s)",
+    "peak_flops_tf32": "CDNA 4 has no TF32 matrix type: float32 matmuls at the FP32 peak, 157.3 TFLOP/s",
+    "memory_bytes": "288 GiB: ROCm's GPU specifications table, VRAM (GiB)",
+    "memory_bandwidth_bytes_per_s": "the MI355X datasheet: 8 TB/s HBM3E; x0.8 achievable (assumed)",
+    "intra": "the MI355X datasheet: 7 Infinity Fabric links of 153.6 GB/s both ways (1,075 GB/s of peer bandwidth), "
+             "one to each of the platform's other seven GPUs: 537.6 GB/s per direction; x0.8 busbw (assumed)",
+    "peer_link_bytes_per_s": "one Infinity Fabric link, 76.8 GB/s per direction, x0.8",
+}
+MI350X_SOURCES = {
+    **MI355X_SOURCES,
+    "peak_flops": "AMD Instinct MI350X datasheet: FP16/BF16 2.3 PFLOP/s dense (2,306.9 TFLOP/s, also "
+                  "huggingface.co/hardware/mi350x), 1000 W: the MI355X's chip at a lower power limit",
+    "peak_flops_fp8": "the same datasheet: FP8 4.6 PFLOP/s dense (4,613.7 TFLOP/s)",
+    "peak_flops_tf32": "CDNA 4 has no TF32 matrix type: float32 matmuls at the FP32 peak, 144.2 TFLOP/s",
+}
+_MI300X = {**_H100, "peak_flops": 1307.4e12, "peak_flops_fp8": 2614.9e12, **float32_peaks("MI300X"),
+           "memory_bandwidth_bytes_per_s": 0.8 * 5300e9,
+           "intra": Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 7 * 64e9), "peer_link_bytes_per_s": 0.8 * 64e9}
+_MI355X = {**_MI300X, "peak_flops": 2516.6e12, "peak_flops_fp8": 5033.2e12, **float32_peaks("MI355X"),
+           "memory_bandwidth_bytes_per_s": 0.8 * 8000e9,
+           "intra": Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 7 * 76.8e9), "peer_link_bytes_per_s": 0.8 * 76.8e9}
 _V100_DGX2H = dict(gpus_per_node=16, peak_flops=130e12, peak_flops_tf32=16.3e12, peak_flops_fp32=16.3e12, bf16=False,
                    flash_attention=False, gemm_efficiency=0.72, gemm_overhead_s=6e-6, op_overhead_s=4e-6,
                    memory_bandwidth_bytes_per_s=0.8 * 900e9,
@@ -907,6 +977,12 @@ PRESETS: dict[str, Cluster] = {
                          **{**_A100, "intra": Link(latency_s=NVLINK_STEP_S, bandwidth_bytes_per_s=0.8 * 200e9)}),
     "h100-96gb": Cluster(name="h100-96gb", memory_bytes=96 * GIB - (81920 - 81559) * MIB, sources=H100_96_SOURCES,
                          **{**_H100, "memory_bandwidth_bytes_per_s": 0.8 * 2400e9}),
+    "mi300x": Cluster(name="mi300x", memory_bytes=192 * GIB, sources=INSTINCT_SOURCES, **_MI300X),
+    "mi325x": Cluster(name="mi325x", memory_bytes=256 * GIB, sources=MI325X_SOURCES,
+                      **{**_MI300X, "memory_bandwidth_bytes_per_s": 0.8 * 6000e9}),
+    "mi355x": Cluster(name="mi355x", memory_bytes=288 * GIB, sources=MI355X_SOURCES, **_MI355X),
+    "mi350x": Cluster(name="mi350x", memory_bytes=288 * GIB, sources=MI350X_SOURCES,
+                      **{**_MI355X, "peak_flops": 2306.9e12, "peak_flops_fp8": 4613.7e12, **float32_peaks("MI350X")}),
 }
 
 
@@ -915,6 +991,8 @@ def cluster_figures(c: Cluster) -> dict[str, Any]:
     none), memory (GiB) and its achievable bandwidth, the links per GPU and direction as derated (GB/s), the GEMM
     efficiency, and what the devices lack. ``parbench simulate --list-clusters`` and the dashboard's what-if show them."""
     lacks = [n for n, on in (("no bf16", not c.bf16), ("no flash attention", not c.flash_attention)) if on]
+    if c.peer_link_bytes_per_s:
+        lacks.append(f"no switch: {c.peer_link_bytes_per_s / 1e9:.0f} GB/s a pair")
     return {"gpus_per_node": c.gpus_per_node, "tflops": c.peak_flops / 1e12, "fp8_tflops": c.peak_flops_fp8 / 1e12,
             "memory_gib": c.memory_bytes / GIB, "memory_gb_s": c.memory_bandwidth_bytes_per_s / 1e9,
             "intra_gb_s": c.intra.bandwidth_bytes_per_s / 1e9, "inter_gb_s": c.inter.bandwidth_bytes_per_s / 1e9,

@@ -730,12 +730,14 @@ MLPERF_LLAMA8B_CISCO = ("MLPerf Training v5.1, Cisco's Llama 3.1 8B on H100 (mlc
                         "held out)")
 MLPERF_LLAMA8B_V60 = ("MLPerf Training v6.0, Cisco's FP8 Llama 3.1 8B on H100 and H200 (mlcommons/training_results_v6.0, "
                       "as mirrored in Richardyu114/training_results_v6.0 @eabf23a; held out)")
+MLPERF_LLAMA8B_AMD = ("MLPerf Training v5.1, AMD's FP8 Llama 3.1 8B on one node of 8 MI355X or MI350X "
+                      "(mlcommons/training_results_v5.1 @4da2d1c; held out)")
 DGXC_2505 = ("NVIDIA dgxc-benchmarking v25.05.04 @1f6d9f4 (NeMo 25.04, GB200 NVL72 and H100, BF16 and FP8; "
              "held out)")
 HELD_OUT_SOURCES = (DGXC_HELD_OUT, NEMOTRON4_REPORT, MLPERF_GPT3, MLPERF_GPT3_V40, MLPERF_GPT3_V41, MEGATRON_README,
                     MEGATRON_V1,
                     BIGSCIENCE_PREQUEL, DSV3_GB200_GUIDE, MLPERF_LLAMA405B, MLPERF_LLAMA8B_CISCO, DGXC_2505,
-                    MLPERF_LLAMA8B_V60)
+                    MLPERF_LLAMA8B_V60, MLPERF_LLAMA8B_AMD)
 """Every source added after the constants were fitted; ``efficiency_fits`` leaves them all out."""
 
 
@@ -952,6 +954,13 @@ before; the entries just after an evaluation, over a partial window, are left ou
 tp8pp8cp2, their contents TP 2, PP 1, CP 1, MINIBS 1; the logs' ``global_batch_size`` agrees with the contents. A
 second result file of each H100 system gives 0.3500 s (8 nodes, ``result_2``) and 0.3485 s (16 nodes, ``result_5``)."""
 
+MLPERF_LLAMA8B_AMD_STEPS = (("MI355X_EPYC_9575F_pytorch", "mi355x", 30.662), ("MI350X_EPYC_9575F_pytorch", "mi350x", 24.995))
+"""(results directory, preset, samples/s) of AMD's MLPerf Training v5.1 Llama 3.1 8B runs: the median of the 13
+``tracked_stats`` throughputs of ``result_0.txt`` after its first (each over one block of 12,288 sequences between
+evaluations; the first block holds the warm-up: 30.15 and 24.59). Their spread is 0.3% (MI355X 30.62-30.71, MI350X
+24.97-25.01). GBS 32 = 8 data-parallel ranks x 2 micro-batches of 2 (the logs' ``global_batch_size`` 32 and
+``gradient_accumulation_steps`` 2; ``config_MI355X_1x8x1_8b.sh``: MBS 2, TP 1, PP 1, CP 1)."""
+
 PREQUEL_TABLE = ((12288, 106, 64, 8, 4, 12, 2, 116.54), (12288, 106, 96, 8, 4, 12, 2, 118.79),
                  (12288, 106, 128, 8, 4, 12, 2, 121.42), (12288, 106, 96, 8, 4, 12, 4, 120.34),
                  (12288, 100, 64, 16, 4, 6, 2, None), (12288, 100, 64, 16, 4, 6, 1, None),
@@ -1010,6 +1019,27 @@ def _mlperf_llama8b_cisco() -> list[Run]:
                 layout=_nvidia(gpus=8 * nodes, gbs=64, mbs=1, tp=tp, precision="fp8"),
                 notes=("FP8", "Transformer Engine", "attention kernel assumed flash3", "one micro-batch a step"))
             for system, config, nodes, tp, secs in MLPERF_LLAMA8B_CISCO_STEPS]
+
+
+def _mlperf_llama8b_amd() -> list[Run]:
+    """AMD's MLPerf Training v5.1 Llama 3.1 8B runs (``MLPERF_LLAMA8B_AMD_STEPS``) on one Supermicro node of 8 MI355X
+    (1400 W) or MI350X (1000 W): NVIDIA's NeMo reference ported to ROCm (its system file: NeMo 2.3.0, Megatron-LM,
+    Transformer Engine, hipBLASLt, ROCm 7.0), so run as NVIDIA's recipes run (the distributed optimizer, 8192-token
+    sequences, no activation recomputation); its config: TP 1, MBS 2, GBS 32, FP8 with FP8 parameters
+    (``FP8_PARAMS=1``; Transformer Engine's default delayed recipe assumed, as the reference's ``conf/custom.yaml``),
+    Composable Kernel's fused attention (``NVTE_FUSED_ATTN_CK=1``) at the H100's fused-attention rate (assumed), no
+    tensor-parallel overlap (no tensor parallelism). Every efficiency is the H100's: no AMD row enters a fit."""
+    arch = _llama3("llama3-8b", 8192)
+    rows = []
+    for folder, cluster, samples_per_s in MLPERF_LLAMA8B_AMD_STEPS:
+        device = cluster.upper()
+        rows.append(Run(source=MLPERF_LLAMA8B_AMD, table=f"AMD/results/{folder}/llama31_8b/result_0.txt",
+                        name=f"MLPerf v5.1 Llama 3.1 8B FP8 8 {device} MBS 2 GBS 32 (AMD)", arch=arch, cluster=cluster,
+                        metric="s_per_iteration", value=round(32 / samples_per_s, 4),
+                        layout=_nvidia(gpus=8, gbs=32, mbs=2, precision="fp8", fp8_param_gather=True),
+                        notes=("FP8", "Transformer Engine on ROCm", "attention kernel assumed flash3 (CK fused attention)",
+                               "FP8 parameters gathered")))
+    return rows
 
 
 def _mlperf_llama8b_v60() -> list[Run]:
@@ -1163,7 +1193,7 @@ def runs() -> list[Run]:
     return (_torchtitan_h100() + _torchtitan_h200() + _torchtitan_a100() + _foundry() + _megatron_bridge()
             + _megatron_bridge_later() + _nemo()
             + _nemo_long_sequence() + _dgxc() + _nemotron4_report() + _mlperf_gpt3() + _mlperf_gpt3_v40()
-            + _mlperf_gpt3_v41() + _mlperf_llama405b() + _mlperf_llama8b_cisco() + _mlperf_llama8b_v60() + _dgxc_2505() + _megatron() + _bigscience_prequel() + _deepseek_gb200_guide() + _infeasible())
+            + _mlperf_gpt3_v41() + _mlperf_llama405b() + _mlperf_llama8b_cisco() + _mlperf_llama8b_v60() + _mlperf_llama8b_amd() + _dgxc_2505() + _megatron() + _bigscience_prequel() + _deepseek_gb200_guide() + _infeasible())
 
 
 METRICS = {"s_per_iteration": "seconds per training step", "tps_per_gpu": "tokens/s per GPU",
