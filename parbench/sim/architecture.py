@@ -253,6 +253,7 @@ HF_FAMILIES = {
     "falcon": ("layernorm", "rotary", "none", True),  # parallel attention and MLP; multi-query before Falcon-40B
     "gemma3_text": ("rmsnorm", "rotary", "none", True),  # every 6th block full, the rest a sliding window
     "llama4_text": ("rmsnorm", "rotary", "none", False),  # MoE on every interleave_moe_layer_step-th block, a shared expert
+    "glm4_moe": ("rmsnorm", "rotary", "none", False),  # GLM-4.5: DeepSeek-V3's expert layout, grouped-query attention
 }
 MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 """Multimodal configs whose ``text_config`` is the language model this reads (the vision tower left out)."""
@@ -286,6 +287,11 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
                 "dense_first": data.get("first_k_dense_replace") or 0, "kv_lora_rank": data["kv_lora_rank"],
                 "q_lora_rank": data.get("q_lora_rank") or 0, "rope_head_dim": data["qk_rope_head_dim"],
                 "v_head_dim": data["v_head_dim"], "head_size": data["qk_nope_head_dim"],
+                "mtp_layers": data.get("num_nextn_predict_layers") or 0}
+    if kind == "glm4_moe":  # DeepSeek-V3's routed and shared experts and first dense blocks, no latent attention
+        return {"experts": data["n_routed_experts"], "top_k": data["num_experts_per_tok"],
+                "expert_ffn": data["moe_intermediate_size"], "shared_experts": data.get("n_shared_experts") or 0,
+                "dense_first": data.get("first_k_dense_replace") or 0,
                 "mtp_layers": data.get("num_nextn_predict_layers") or 0}
     shared = 0
     if kind == "qwen2_moe":  # one shared expert of its own width, modelled as that many whole experts
@@ -370,7 +376,9 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     the mixtures of experts Mixtral, Qwen3-MoE, Qwen2-MoE (its shared expert as ``shared_expert_intermediate_size``
     / ``moe_intermediate_size`` whole experts; its sigmoid gate left out), GPT-OSS, DeepSeek-V2 and DeepSeek-V3:
     their multi-head latent attention, shared experts, first dense blocks and V3's multi-token-prediction layers,
-    ``num_nextn_predict_layers``).
+    ``num_nextn_predict_layers``; GLM-4.5 (``glm4_moe``: the same expert layout over grouped-query attention with
+    q, k and v biases where ``attention_bias``; its partial rotary embedding costs no GEMM FLOPs, its q and k norms,
+    where ``use_qk_norm``, are left out)).
 
     Fields read (transformers' names): layers ``num_hidden_layers``/``n_layer``, width
     ``hidden_size``/``n_embd``/``n_embed``, heads ``num_attention_heads``/``n_head``, ``num_key_value_heads``,
@@ -395,6 +403,8 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     act = str(_first(data, "hidden_act", "activation_function", default="gelu"))
     if kind == "llama" and (data.get("attention_bias") or data.get("mlp_bias")):
         bias = "all"
+    if kind == "glm4_moe" and data.get("attention_bias"):
+        bias = "qkv"
     if kind == "starcoder2" and data.get("use_bias") is False:
         bias = "none"
     if kind == "falcon" and data.get("bias"):

@@ -665,3 +665,30 @@ def test_mla_up_proj_recomputation_drops_q_k_v_and_replays_the_two_up_projection
     by_hand = sum(gemm_time_s(c, 2 * t * k * n, (t * k + k * n + t * n) * e) for k, n in ups)
     grown = (predict(m, redo, c).compute_parts_s["recompute"] - predict(m, plain, c).compute_parts_s["recompute"])
     assert grown == pytest.approx(2 * 2 * by_hand, rel=1e-9)
+
+
+GLM45_AIR = {"model_type": "glm4_moe", "num_hidden_layers": 46, "hidden_size": 4096, "intermediate_size": 10944,
+             "moe_intermediate_size": 1408, "n_routed_experts": 128, "n_shared_experts": 1, "num_experts_per_tok": 8,
+             "first_k_dense_replace": 1, "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128,
+             "attention_bias": True, "partial_rotary_factor": 0.5, "use_qk_norm": False, "num_nextn_predict_layers": 1,
+             "vocab_size": 151552, "max_position_embeddings": 131072, "hidden_act": "silu", "tie_word_embeddings": False}
+"""GLM-4.5-Air's config.json (transformers' ``Glm4MoeConfig`` as printed for zai-org/GLM-4.5-Air)."""
+
+
+def test_glm45_reads_deepseek_v3_s_expert_layout_over_grouped_query_attention():
+    """GLM-4.5-Air: 128 routed experts of width 1408 (8 a token) and one shared, its first block dense (width
+    10,944), 96 query heads of 128 over 8 key/value heads with q, k and v biases, one multi-token-prediction layer.
+    Counted by hand without that layer: 106.85B (the publisher says 106B in all, 12B active)."""
+    arch = from_hf_config(GLM45_AIR)
+    assert (arch.experts, arch.top_k, arch.expert_ffn, arch.shared_experts, arch.dense_first, arch.mtp_layers) == (
+        128, 8, 1408, 1, 1, 1)
+    assert (arch.bias, arch.q_width, arch.n_kv_heads, arch.kv_lora_rank) == ("qkv", 96 * 128, 8, 0)
+    d, q, kv, v = 4096, 96 * 128, 8 * 128, 151552
+    attention = d * q + 2 * d * kv + q * d + q + 2 * kv
+    moe = 128 * 3 * d * 1408 + 3 * d * 1408 + 128 * d  # routed experts, the shared one, the router
+    hand = 46 * (attention + 2 * d) + 3 * d * 10944 + 45 * moe + 2 * v * d + d
+    assert architecture_spec(replace(arch, mtp_layers=0)).param_numel == hand
+    assert hand == pytest.approx(106.85e9, rel=1e-4)
+    assert from_hf_config({**GLM45_AIR, "attention_bias": False}).bias == "none"
+    with pytest.raises(ValueError, match="config.json of a glm4_moe model lacks n_routed_experts"):
+        from_hf_config({k: val for k, val in GLM45_AIR.items() if k != "n_routed_experts"})
