@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
                    help="list the --model presets (shape, parameters, context, source) and stop")
     w.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, olmo2, "
                         "starcoder2, falcon, gpt2, gpt_neox, bloom, opt, nemotron; mixtral, qwen2_moe, qwen3_moe, "
-                        "gpt_oss, llama4, deepseek_v2, deepseek_v3 and glm4_moe with their experts; sliding windows from "
+                        "gpt_oss, llama4, deepseek_v2, deepseek_v3, glm4_moe, olmoe and dbrx with their experts; sliding windows from "
                         "sliding_window)")
     w.add_argument("--workload", choices=WORKLOAD_NAMES, help="a runner workload's shape (default transformer)")
     w.add_argument("--layers", type=int, help="decoder blocks (default: the preset's)")

@@ -254,6 +254,8 @@ HF_FAMILIES = {
     "gemma3_text": ("rmsnorm", "rotary", "none", True),  # every 6th block full, the rest a sliding window
     "llama4_text": ("rmsnorm", "rotary", "none", False),  # MoE on every interleave_moe_layer_step-th block, a shared expert
     "glm4_moe": ("rmsnorm", "rotary", "none", False),  # GLM-4.5: DeepSeek-V3's expert layout, grouped-query attention
+    "olmoe": ("rmsnorm", "rotary", "none", False),  # OLMoE: every block's MLP 64 experts of intermediate_size, 8 a token
+    "dbrx": ("layernorm", "rotary", "none", False),  # DBRX: MPT's key names, its MoE in ffn_config (_dbrx_fields)
 }
 MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 """Multimodal configs whose ``text_config`` is the language model this reads (the vision tower left out)."""
@@ -288,6 +290,9 @@ def _hf_experts(data: dict[str, Any], kind: str) -> dict[str, Any]:
                 "q_lora_rank": data.get("q_lora_rank") or 0, "rope_head_dim": data["qk_rope_head_dim"],
                 "v_head_dim": data["v_head_dim"], "head_size": data["qk_nope_head_dim"],
                 "mtp_layers": data.get("num_nextn_predict_layers") or 0}
+    if kind in ("olmoe", "dbrx"):  # every block's MLP routed, no shared expert
+        return {"experts": data["num_experts"], "top_k": data["num_experts_per_tok"],
+                "expert_ffn": data["intermediate_size"]}
     if kind == "glm4_moe":  # DeepSeek-V3's routed and shared experts and first dense blocks, no latent attention
         return {"experts": data["n_routed_experts"], "top_k": data["num_experts_per_tok"],
                 "expert_ffn": data["moe_intermediate_size"], "shared_experts": data.get("n_shared_experts") or 0,
@@ -360,6 +365,22 @@ def _hf_window(data: dict[str, Any]) -> dict[str, Any]:
                      f"sliding from the first, or every n-th attending fully from the n-th, is modelled")
 
 
+def _dbrx_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """DBRX's config.json (MPT's names, its attention and MoE in nested tables) under transformers' usual keys: width
+    ``d_model``, heads ``n_heads``, blocks ``n_layers``, positions ``max_seq_len``, ``attn_config.kv_n_heads``, and
+    ``ffn_config``'s ``moe_num_experts`` experts of ``ffn_hidden_size``, ``moe_top_k`` a token; a gated (GLU) MLP.
+    Its norms carry no bias (counted here with one: 2 x d_model a norm)."""
+    attn, ffn = data.get("attn_config") or {}, data.get("ffn_config") or {}
+    if not isinstance(attn, dict) or not isinstance(ffn, dict):
+        raise ValueError("config.json of a dbrx model: attn_config and ffn_config must be tables")
+    renamed = {"hidden_size": data.get("d_model"), "num_attention_heads": data.get("n_heads"),
+               "num_hidden_layers": data.get("n_layers"), "max_position_embeddings": data.get("max_seq_len"),
+               "num_key_value_heads": attn.get("kv_n_heads"), "intermediate_size": ffn.get("ffn_hidden_size"),
+               "num_experts": ffn.get("moe_num_experts"), "num_experts_per_tok": ffn.get("moe_top_k"),
+               "hidden_act": "silu"}
+    return {**data, **{k: v for k, v in renamed.items() if v is not None}}
+
+
 def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     """An Architecture from a Hugging Face ``config.json`` (Llama, Mistral, Qwen2, Qwen3, GPT-2, GPT-NeoX, BLOOM
     (ALiBi, no position table), OPT (learned positions; OPT-350M's projected embedding refused), Nemotron
@@ -378,7 +399,8 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
     their multi-head latent attention, shared experts, first dense blocks and V3's multi-token-prediction layers,
     ``num_nextn_predict_layers``; GLM-4.5 (``glm4_moe``: the same expert layout over grouped-query attention with
     q, k and v biases where ``attention_bias``; its partial rotary embedding costs no GEMM FLOPs, its q and k norms,
-    where ``use_qk_norm``, are left out)).
+    where ``use_qk_norm``, are left out), OLMoE (every block's MLP routed: ``num_experts`` of ``intermediate_size``;
+    its q and k norms left out) and DBRX (``_dbrx_fields``)).
 
     Fields read (transformers' names): layers ``num_hidden_layers``/``n_layer``, width
     ``hidden_size``/``n_embd``/``n_embed``, heads ``num_attention_heads``/``n_head``, ``num_key_value_heads``,
@@ -393,6 +415,8 @@ def from_hf_config(data: dict[str, Any], *, seq_len: int = 0) -> Architecture:
         data = {"_name_or_path": data.get("_name_or_path"), **data["text_config"],
                 "model_type": MULTIMODAL[data["model_type"]]}
     kind = data.get("model_type")
+    if kind == "dbrx":
+        data = _dbrx_fields(data)
     if isinstance(kind, str) and kind in HF_DEFAULTS:
         data = {**HF_DEFAULTS[kind], **{k: v for k, v in data.items() if v is not None}}
     if not isinstance(kind, str) or kind not in HF_FAMILIES:

@@ -408,8 +408,16 @@ HF_MORE = {
                     "moe_layer_freq": 1, "kv_lora_rank": 512, "q_lora_rank": None, "qk_rope_head_dim": 64,
                     "v_head_dim": 128, "qk_nope_head_dim": 128, "vocab_size": 102400, "max_position_embeddings": 163840,
                     "hidden_act": "silu", "tie_word_embeddings": False},
+    "dbrx": {"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40, "max_seq_len": 32768,
+             "vocab_size": 100352, "attn_config": {"kv_n_heads": 8, "clip_qkv": 8, "rope_theta": 500000},
+             "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4},
+             "tie_word_embeddings": False},
+    "olmoe": {"model_type": "olmoe", "num_hidden_layers": 16, "hidden_size": 2048, "num_attention_heads": 16,
+              "num_key_value_heads": 16, "intermediate_size": 1024, "num_experts": 64, "num_experts_per_tok": 8,
+              "vocab_size": 50304, "max_position_embeddings": 4096, "hidden_act": "silu", "tie_word_embeddings": False},
 }
-"""config.json fields of Gemma 7B, Gemma 2 9B, Phi-3-mini-4k, Qwen1.5-MoE-A2.7B and DeepSeek-V2-Lite."""
+"""config.json fields of Gemma 7B, Gemma 2 9B, Phi-3-mini-4k, Qwen1.5-MoE-A2.7B, DeepSeek-V2-Lite, DBRX (MPT's key
+names, its attention and MoE in nested tables) and OLMoE-1B-7B."""
 
 
 @pytest.mark.parametrize("kind, published, unit", [
@@ -418,6 +426,8 @@ HF_MORE = {
     ("phi3", 3.8e9, 1e8),  # Phi-3 report: phi-3-mini, 3.8 billion
     ("qwen2_moe", 14.3e9, 1e8),  # Qwen1.5-MoE-A2.7B: 14.3B in all
     ("deepseek_v2", 15.7e9, 1e8),  # DeepSeek-V2 report: DeepSeek-V2-Lite, 15.7B in all
+    ("dbrx", 132e9, 1e9),  # Databricks, "Introducing DBRX": 132B total parameters
+    ("olmoe", 6.9e9, 1e8),  # Muennighoff et al. 2024, OLMoE: 6.9B total
 ])
 def test_more_hf_families_count_their_published_parameters(kind, published, unit):
     """Each count within half a unit of the published figure's last digit."""
@@ -692,3 +702,17 @@ def test_glm45_reads_deepseek_v3_s_expert_layout_over_grouped_query_attention():
     assert from_hf_config({**GLM45_AIR, "attention_bias": False}).bias == "none"
     with pytest.raises(ValueError, match="config.json of a glm4_moe model lacks n_routed_experts"):
         from_hf_config({k: val for k, val in GLM45_AIR.items() if k != "n_routed_experts"})
+
+
+@pytest.mark.parametrize("kind, active, unit", [("dbrx", 36e9, 1e9), ("olmoe", 1.3e9, 1e8)])
+def test_dbrx_and_olmoe_activate_their_published_parameters(kind, active, unit):
+    """DBRX: 16 experts of width 10,752, 4 a token, "36B parameters active on any input"; OLMoE-1B-7B: 64 of 1024, 8
+    a token, 1.3B active. The total less the routed experts a token does not use, within half the last digit."""
+    arch = from_hf_config(HF_MORE[kind])
+    assert (arch.experts, arch.top_k, arch.gated_mlp) == ((16, 4, True) if kind == "dbrx" else (64, 8, True))
+    unused = arch.moe_layers * (arch.experts - arch.top_k) * 3 * arch.hidden * arch.expert_width
+    assert architecture_spec(arch).param_numel - unused == pytest.approx(active, abs=unit / 2)
+    if kind == "dbrx":
+        assert (arch.n_kv_heads, arch.seq_len, arch.norm, arch.bias) == (8, 32768, "layernorm", "none")
+        with pytest.raises(ValueError, match="attn_config and ffn_config must be tables"):
+            from_hf_config({**HF_MORE["dbrx"], "ffn_config": 3})
