@@ -371,7 +371,8 @@ def _dbrx_fields(data: dict[str, Any]) -> dict[str, Any]:
     ``ffn_config``'s ``moe_num_experts`` experts of ``ffn_hidden_size``, ``moe_top_k`` a token; a gated (GLU) MLP.
     Its norms carry no bias (counted here with one: 2 x d_model a norm)."""
     attn, ffn = data.get("attn_config") or {}, data.get("ffn_config") or {}
-    if not isinstance(attn, dict) or not isinstance(ffn, dict):
+    tables = isinstance(attn, dict) and isinstance(ffn, dict)
+    if not tables:  # a value error of the file, as every other bad field (the command line's exit 2)
         raise ValueError("config.json of a dbrx model: attn_config and ffn_config must be tables")
     renamed = {"hidden_size": data.get("d_model"), "num_attention_heads": data.get("n_heads"),
                "num_hidden_layers": data.get("n_layers"), "max_position_embeddings": data.get("max_seq_len"),
