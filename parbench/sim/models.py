@@ -96,6 +96,15 @@ MODELS: dict[str, ModelPreset] = {
         source="Mistral AI, 'Cheaper, Better, Faster, Stronger' (mistral.ai/news/mixtral-8x22b, 2024: 141B parameters, "
                "39B active, a 64K-token context); huggingface.co/mistralai/Mixtral-8x22B-v0.1 config.json (56 layers, "
                "hidden 6144, intermediate 16384, 48 heads, 8 kv heads, vocab 32768, 8 experts of which 2 per token)"),
+    "dbrx": ModelPreset(
+        arch=Architecture(name="dbrx", layers=40, hidden=6144, heads=48, kv_heads=8, vocab=100352, seq_len=32768,
+                          ffn_hidden=10752, gated_mlp=True, norm="layernorm", positions="rotary", bias="none",
+                          experts=16, top_k=4),
+        published_params=132e9,
+        source="Databricks, 'Introducing DBRX: A New State-of-the-Art Open LLM' (2024: 132B total parameters, 36B "
+               "active on any input, 16 experts of which 4 per token, a 32K-token context); "
+               "huggingface.co/databricks/dbrx-base config.json (d_model 6144, 40 layers, 48 heads, kv_n_heads 8, "
+               "ffn_hidden_size 10752, vocab 100352, untied; its norms have no bias, counted here with one)"),
     "nemotron-4-340b": ModelPreset(
         arch=Architecture(name="nemotron-4-340b", layers=96, hidden=18432, heads=96, kv_heads=8, ffn_hidden=73728,
                           vocab=256000, seq_len=4096, positions="rotary", bias="none"),

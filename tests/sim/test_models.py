@@ -32,7 +32,7 @@ def test_each_preset_has_its_published_parameter_count(name):
     assert p.source
 
 
-@pytest.mark.parametrize("name, active", [("deepseek-v2", 21e9), ("llama4-maverick", 17e9)])
+@pytest.mark.parametrize("name, active", [("deepseek-v2", 21e9), ("llama4-maverick", 17e9), ("dbrx", 36e9)])
 def test_mixture_presets_activate_their_published_parameters(name, active):
     """The publishers' activated counts (DeepSeek-V2: 21B, Llama 4 Maverick: 17B), within half a billion: the total
     less the routed experts a token does not use, in every MoE block."""
