@@ -151,9 +151,11 @@ def add_parser(sub) -> None:
     f.add_argument("--megatron-cross-entropy", action="store_true",
                    help="Megatron-LM's vocabulary-parallel cross-entropy: one float32 copy of the logits, worked in "
                         "place (default: torch's loss kernels, three or four float32 copies at the loss's peak)")
-    f.add_argument("--compiled-loss", action="store_true",
+    f.add_argument("--compiled-loss", action=argparse.BooleanOptionalAction, default=None,
                    help="a fused cross-entropy (torchtitan's loss compiled with --training.compile, flash-attn's "
-                        "CrossEntropyLoss): the logits and their gradient in the activations' dtype, no float32 copy")
+                        "CrossEntropyLoss): the logits and their gradient in the activations' dtype, no float32 copy; "
+                        "--no-compiled-loss: torch's loss kernels under a software that compiles the loss (torchtitan "
+                        "before its --training.compile took the loss in) (default: the software's)")
     f.add_argument("--megatron-grad-buckets", action="store_true",
                    help="Megatron-Core's gradient buckets: max(40M, 1M x dp) parameters each, for its DDP all-reduce and "
                         "its distributed optimizer's reduce-scatter and gather (default of megatron-lm and nemo; "
@@ -454,7 +456,8 @@ def _framework(a: argparse.Namespace, cluster):
                    deepspeed_pipeline=base.deepspeed_pipeline or a.deepspeed_pipeline,
                    overlap_p2p_comm=base.overlap_p2p_comm or a.overlap_p2p_comm,
                    megatron_cross_entropy=base.megatron_cross_entropy or a.megatron_cross_entropy,
-                   compiled_loss=(base.compiled_loss and not a.unfused_elementwise) or a.compiled_loss,
+                   compiled_loss=(base.compiled_loss and not a.unfused_elementwise) if a.compiled_loss is None
+                   else a.compiled_loss,
                    recompute_early_stop=base.recompute_early_stop and not a.reentrant_checkpoint,
                    reduce_grads_in_bf16=base.reduce_grads_in_bf16 or a.grad_reduce_in_bf16,
                    clips_gradients=base.clips_gradients or a.clip_grad_norm,

@@ -22,7 +22,8 @@ SOFTWARE_FIELDS = _software_fields()
 reduces gradients in): two runs of one mesh differ in these when they ran different software."""
 
 SOFTWARE_VARIANTS = ((), ("--unfused-elementwise",), ("--reentrant-checkpoint",), ("--sequence-parallel",),
-                     ("--unfused-elementwise", "--reentrant-checkpoint"), ("--overlap-param-gather",))
+                     ("--unfused-elementwise", "--reentrant-checkpoint"), ("--overlap-param-gather",),
+                     ("--no-compiled-loss",))
 """``parbench simulate`` flags that change a software's own flags, tried after the software alone."""
 
 
@@ -34,7 +35,8 @@ def _software_flags(name: str, variant: tuple[str, ...], layout: Layout) -> dict
 
     base = SOFTWARE[name]
     sw = replace(base, fused_elementwise=base.fused_elementwise and "--unfused-elementwise" not in variant,
-                 compiled_loss=base.compiled_loss and "--unfused-elementwise" not in variant,
+                 compiled_loss=(base.compiled_loss and "--unfused-elementwise" not in variant
+                                and "--no-compiled-loss" not in variant),
                  recompute_early_stop=base.recompute_early_stop and "--reentrant-checkpoint" not in variant,
                  overlap_param_gather=base.overlap_param_gather or "--overlap-param-gather" in variant)
     p = layout.precision

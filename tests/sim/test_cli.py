@@ -492,6 +492,11 @@ def test_software_nemo_is_the_recipes_flags_and_gives_the_published_rows_layout(
     main([*titan, "--cluster", "a100-80gb", "--unfused-elementwise"])
     eager = json.loads(capsys.readouterr().out)["layout"]
     assert not eager["compiled_loss"] and not eager["fused_elementwise"]
+    main([*titan, "--cluster", "a100-80gb", "--no-compiled-loss"])  # torchtitan of 2024: blocks compiled, loss not
+    blocks_only = json.loads(capsys.readouterr().out)["layout"]
+    assert not blocks_only["compiled_loss"] and blocks_only["fused_elementwise"]
+    main([*titan[:-4], "--software", "torch", "--compiled-loss", "--format", "json", "--cluster", "a100-80gb"])
+    assert json.loads(capsys.readouterr().out)["layout"]["compiled_loss"]
     main([*titan, "--cluster", "h100-96gb"])  # FlashAttention-2's figure on Hopper is the preset's attention efficiency
     assert json.loads(capsys.readouterr().out)["layout"]["attention_kernel"] == "flash2"
     from parbench.sim.hardware import PRESETS

@@ -208,8 +208,8 @@ def test_rows_and_published_are_run_apart(tmp_path, capsys):
 def test_every_published_run_the_command_can_state_comes_back_through_a_rows_file(tmp_path, capsys):
     """``validate --published --format rows`` writes each published run as a simulate command line; read back by
     ``--rows``, every one predicts the step the built-in table predicts (its architecture, cluster and layout
-    reached through the command's own parser), and the runs it cannot state are the 2024 torchtitan ones that
-    compiled the blocks but not the loss, which no flag states."""
+    reached through the command's own parser). Every run is stated: the 2024 torchtitan ones that compiled the
+    blocks but not the loss through ``--software torchtitan --no-compiled-loss``."""
     from parbench.sim.published_memory import step_times_s, timed_runs
     from parbench.sim.reproduce import simulate_args
 
@@ -221,15 +221,15 @@ def test_every_published_run_the_command_can_state_comes_back_through_a_rows_fil
     timed = timed_runs()
     argvs = [simulate_args(r, command_layout) for r in timed]
     stated = [r for r, argv in zip(timed, argvs) if argv is not None]
-    assert len(rows) == len(stated) >= 231
+    assert len(rows) == len(stated) == len(timed) >= 317
     assert all(r["source"] == s.source and r["name"].startswith(s.name) for r, s in zip(rows, stated))
     for r, s in zip(rows, stated):
         predicted = step_times_s(s)[1]
         assert r["step_s_predicted"] == pytest.approx(predicted, rel=1e-12), r["name"]
         assert r["metric_error_pct"] is not None and r["published"] == s.value
-    left = [r for r, argv in zip(timed, argvs) if argv is None]
-    assert {r.source for r in left} <= {"torchtitan docs/performance.md @eaea6f6", "torchtitan docs/performance.md @0413364"}
-    assert not any(r.layout.compiled_loss for r in left)
+    uncompiled = [a for r, a in zip(timed, argvs) if r.source.startswith("torchtitan docs") and not r.layout.compiled_loss]
+    assert sum("--no-compiled-loss" in a for a in uncompiled) == 24  # the other two ran eager, loss and all
+    assert all("--no-compiled-loss" in a or "--unfused-elementwise" in a for a in uncompiled)
 
 
 def test_format_rows_needs_published(capsys):
