@@ -15,8 +15,8 @@ describes it and the one figure it measured::
     memory_gib = 61.5                                # optional: peak memory per GPU the allocator reserved
 
 The same rows as CSV (a ``.csv`` file): a header line naming the keys, one run a line. A relative
-``--hf-config`` path is read from the rows file's folder, so a file and the configs it names travel
-together. Every row is read and every layout built before anything is predicted or printed: a file with a bad row
+``--hf-config`` path, and a relative ``--cluster`` file (.json or .toml), is read from the rows file's folder, so a
+file and the configs it names travel together. Every row is read and every layout built before anything is predicted or printed: a file with a bad row
 stops with the row named and what is wrong with it (a ConfigError), and nothing else is reported.
 """
 
@@ -154,14 +154,28 @@ def _row(t: dict, i: int, path: Path) -> MeasuredRow:
         raise ConfigError(f"rows file {path}, {exc}") from None
 
 
+FILE_FLAGS = ("--hf-config", "--cluster")
+"""Flags whose value may be a file the rows file names beside itself: a model's config.json, a cluster file."""
+
+
 def _beside(args: tuple[str, ...], folder: Path) -> tuple[str, ...]:
-    """``args`` with a relative ``--hf-config`` path made relative to ``folder`` (the rows file's)."""
+    """``args`` with a relative ``--hf-config`` path, and a relative ``--cluster`` path (one naming a .json or
+    .toml file: a preset is a bare name), made relative to ``folder`` (the rows file's)."""
+    def moved(flag: str, value: str) -> str:
+        relative = not Path(value).is_absolute()
+        if flag == "--cluster":
+            relative = relative and Path(value).suffix.lower() in (".json", ".toml")
+        return str(folder / value) if relative else value
+
     out = list(args)
     for i, a in enumerate(out):
-        if a == "--hf-config" and i + 1 < len(out) and not Path(out[i + 1]).is_absolute():
-            out[i + 1] = str(folder / out[i + 1])
-        elif a.startswith("--hf-config=") and not Path(a.split("=", 1)[1]).is_absolute():
-            out[i] = f"--hf-config={folder / a.split('=', 1)[1]}"
+        flag, eq, value = a.partition("=")
+        if flag not in FILE_FLAGS:
+            continue
+        if eq:
+            out[i] = f"{flag}={moved(flag, value)}"
+        elif i + 1 < len(out):
+            out[i + 1] = moved(flag, out[i + 1])
     return tuple(out)
 
 

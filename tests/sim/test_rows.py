@@ -200,6 +200,24 @@ def test_a_relative_hf_config_is_read_beside_the_rows_file(tmp_path):
     assert row["gpus"] == 8 and row["predicted"] > 0
 
 
+def test_a_relative_cluster_file_is_read_beside_the_rows_file(tmp_path, capsys, monkeypatch):
+    """A rows file and the cluster file its rows name travel together: ``--cluster mine.json`` (or ``=``) is read
+    from the rows file's folder, whatever the working directory, and predicts what the preset it copies does; a
+    preset's bare name is left alone."""
+    assert main(["simulate", "--cluster", "h100-sxm", "--print-cluster"]) == 0
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "mine.json").write_text(capsys.readouterr().out)
+    monkeypatch.chdir(tmp_path)  # not the rows file's folder
+    mesh = "--model llama3-8b --gpus 8 --tp 8 --zero 1 --global-batch 8"
+    path = tmp_path / "sub" / "rows.toml"
+    path.write_text("\n".join(f"[[row]]\n{r}\n" for r in (
+        _row("file", simulate=f"{mesh} --cluster mine.json"), _row("file=", simulate=f"{mesh} --cluster=mine.json"),
+        _row("preset", simulate=f"{mesh} --cluster h100-sxm"))))
+    rows = compare_rows(load_rows(path), command_prediction)
+    assert len({r["step_s_predicted"] for r in rows}) == 1 and rows[0]["step_s_predicted"] > 0
+    assert rows[0]["simulate"].endswith(f"--cluster {tmp_path / 'sub' / 'mine.json'}")
+
+
 def test_rows_and_published_are_run_apart(tmp_path, capsys):
     assert main(["validate", "--rows", str(_rows_file(tmp_path, _row())), "--published"]) == 2
     assert "--rows compares the file's runs alone" in capsys.readouterr().err
