@@ -652,3 +652,27 @@ def test_simulator_what_if_on_volta_predicts_fp16_and_names_bf16_as_not_there(mo
     assert figure(at, "sim-whatif-time")["layout"]["title"]["text"].startswith(f"Step time {step * 1e3:,.1f} ms")
     [table] = [d.value for d in at.dataframe if "published run" in d.value.columns]
     assert len(table) == 2 and all("V100" in name for name in table["published run"])
+
+
+def test_simulator_what_if_on_instinct_names_its_links_and_the_amd_rows(monkeypatch, capsys):
+    """The MI355X preset in the panel: its caption says the node has no switch (a pair of GPUs shares one Infinity
+    Fabric link), the prediction is what its command line prints, and at fp8 the nearest published runs are AMD's
+    MLPerf Llama 3.1 8B runs on that device."""
+    import shlex
+
+    from parbench.cli import main
+
+    at = run_app(monkeypatch, FIXTURE_RESULTS, view="simulator")
+    at.selectbox(key="sim-model").set_value("llama3-8b").run()
+    at.selectbox(key="sim-cluster").set_value("mi355x").run()
+    at.selectbox(key="sim-precision").set_value("fp8").run()
+    assert not at.exception and not at.error
+    assert any(c.value.startswith("8 GPUs a node; 2517 TFLOP/s dense, 5033 FP8; 288.0 GiB")
+               and c.value.endswith("no switch: 61 GB/s a pair") for c in at.caption)
+    [command] = [c.value for c in at.code if c.value.startswith("parbench simulate")]
+    assert "--cluster mi355x" in command
+    assert main([*shlex.split(command)[1:], "--format", "json"]) in (0, 3)
+    step = json.loads(capsys.readouterr().out)["prediction"]["step_time_s"]
+    assert figure(at, "sim-whatif-time")["layout"]["title"]["text"].startswith(f"Step time {step * 1e3:,.1f} ms")
+    [table] = [d.value for d in at.dataframe if "published run" in d.value.columns]
+    assert any("MI355X" in name for name in table["published run"])
