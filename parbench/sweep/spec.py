@@ -122,6 +122,10 @@ class SweepSpec:
 # --- parsing -------------------------------------------------------------------------------
 
 
+NAME_MAX = 100
+"""Longest sweep name: ``<name>-<hash>`` names a folder, and file systems refuse names past 255 bytes."""
+
+
 def load_spec(path: str | Path | None, overrides: dict[str, Any] | None = None) -> SweepSpec:
     """Read and validate a sweep file (None: the embedded default), then apply overrides."""
     if path is None:
@@ -137,6 +141,9 @@ def load_spec(path: str | Path | None, overrides: dict[str, Any] | None = None) 
     for key, value in (overrides or {}).items():
         values[key] = _check(TOP_KEYS[key], value, f"{source}: command-line override {key}")
     values["name"] = values["name"] or stem
+    if len(values["name"]) > NAME_MAX:
+        raise ConfigError(f"{source}: sweep name {values['name'][:24]!r}... is {len(values['name'])} characters, at most "
+                          f"{NAME_MAX} (it names the sweep's folder under results/sweeps/): give a shorter name or --name")
     return SweepSpec(source=source, values=values)
 
 

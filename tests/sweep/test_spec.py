@@ -65,6 +65,7 @@ BAD = [
     ('[[workloads]]\nname = "transformer"\nhidden = 30\nheads = 4', "heads=4 does not divide hidden=30"),
     ('strategies = ["single"]\nworld_sizes = [2]', "the grid has no runnable point"),
     ("world_sizes = [1, 2", "not valid TOML"),
+    (f'name = "{"x" * 101}"', "is 101 characters, at most 100 (it names the sweep's folder under results/sweeps/)"),
 ]
 
 
