@@ -11,6 +11,7 @@ import dataclasses
 import enum
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,12 +124,12 @@ class WorkloadConfig:
             raise ConfigError(f"experts={self.experts}, top_k={self.top_k} and moe_every={self.moe_every} must be >= 1")
         if self.top_k > self.experts:
             raise ConfigError(f"top_k={self.top_k} > experts={self.experts}: a token cannot pick more experts than exist")
-        if self.capacity_factor <= 0:
-            raise ConfigError(f"capacity_factor={self.capacity_factor} must be > 0")
+        if not (math.isfinite(self.capacity_factor) and self.capacity_factor > 0):
+            raise ConfigError(f"capacity_factor={self.capacity_factor} must be a finite number > 0")
         if self.router not in ROUTERS:
             raise ConfigError(f"unknown router {self.router!r}; valid: {', '.join(ROUTERS)}")
-        if self.aux_loss_weight < 0:
-            raise ConfigError(f"aux_loss_weight={self.aux_loss_weight} must be >= 0")
+        if not (math.isfinite(self.aux_loss_weight) and self.aux_loss_weight >= 0):
+            raise ConfigError(f"aux_loss_weight={self.aux_loss_weight} must be a finite number >= 0")
 
     @property
     def moe_layers(self) -> int:

@@ -77,10 +77,9 @@ def options(cls: type, *, hidden: tuple[str, ...] = HIDDEN) -> list[Option]:
     return out
 
 
-UNSET_WHEN_ZERO = ("layers", "hidden")
-"""WorkloadConfig's fields whose 0 stands for the built-in workload's own default: the command line leaves them
-None until given, so that a 0 typed on it is told apart (and refused for a built-in workload, which would
-otherwise run at its default without a word)."""
+UNSET_WHEN_ZERO = {WorkloadConfig: ("layers", "hidden"), RunConfig: ("lr",)}
+"""The fields whose 0 stands for the workload's own default: the command line leaves them None until given, so
+that a 0 typed on it is told apart (and refused where it would otherwise run at the default without a word)."""
 
 
 def add_options(parser: argparse.ArgumentParser, title: str, cls: type) -> None:
@@ -91,7 +90,7 @@ def add_options(parser: argparse.ArgumentParser, title: str, cls: type) -> None:
             group.add_argument(o.flag, dest=o.field, action="store_true", help=o.help)
         else:  # choices are checked by the dataclass, whose message names every valid value
             more = f" One of: {', '.join(o.choices)}." if o.choices else ""
-            unset = cls is WorkloadConfig and o.field in UNSET_WHEN_ZERO
+            unset = o.field in UNSET_WHEN_ZERO.get(cls, ())
             group.add_argument(o.flag, dest=o.field, type=o.kind, default=None if unset else o.default,
                                help=o.help + more)
 
@@ -105,11 +104,14 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 def config_from_args(a: argparse.Namespace) -> RunConfig:
     """The RunConfig the options describe (ConfigError names a bad value)."""
     given = {o.field: getattr(a, o.field) for o in options(WorkloadConfig)}
-    for key in UNSET_WHEN_ZERO:
+    for key in UNSET_WHEN_ZERO[WorkloadConfig]:
         if given[key] is None:
             given[key] = 0
         elif given[key] == 0 and given["name"] in WORKLOAD_NAMES:  # a plugin's factory may take 0
             flag = FLAGS.get(key, "--" + key.replace("_", "-"))
             raise ConfigError(f"{flag} 0: workload {given['name']!r} needs {key} >= 1 (leave {flag} out for its default)")
-    workload = WorkloadConfig(**given)
-    return RunConfig(workload=workload, **{o.field: getattr(a, o.field) for o in options(RunConfig)})
+    run = {o.field: getattr(a, o.field) for o in options(RunConfig)}
+    if run["lr"] == 0:
+        raise ConfigError("--lr 0: the learning rate must be > 0 (leave --lr out for the workload's default)")
+    run["lr"] = run["lr"] or 0.0
+    return RunConfig(workload=WorkloadConfig(**given), **run)

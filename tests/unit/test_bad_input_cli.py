@@ -83,6 +83,12 @@ CASES = [
     # 0 stands for the workload's default in a config; typed, it used to run the default without a word
     (RUN + ["--hidden", "0"], "--hidden 0: workload 'mlp' needs hidden >= 1 (leave --hidden out for its default)"),
     (RUN + ["--workload", "transformer", "--layers", "0"], "--layers 0: workload 'transformer' needs layers >= 1"),
+    (RUN + ["--lr", "0"], "--lr 0: the learning rate must be > 0 (leave --lr out for the workload's default)"),
+    (RUN + ["--workload", "moe", "--capacity-factor", "nan"], "capacity_factor=nan must be a finite number > 0"),
+    (RUN + ["--workload", "moe", "--capacity-factor", "inf"], "capacity_factor=inf must be a finite number > 0"),
+    (RUN + ["--workload", "moe", "--aux-loss-weight", "nan"], "aux_loss_weight=nan must be a finite number >= 0"),
+    (RUN + ["--workload", "moe", "--aux-loss-weight", "inf"], "aux_loss_weight=inf must be a finite number >= 0"),
+    (["sweep", "--name", "x" * 101], "is 101 characters, at most 100"),
     (RUN + ["--results-dir", "{tmp}/a_file"], "results directory {tmp}/a_file is a file, not a directory"),
     (RUN + ["--results-dir", "{tmp}/a_file/sub"], "results directory {tmp}/a_file/sub cannot be created: {tmp}/a_file is a file"),
     (RUN + ["--world-size", "100000", "--global-batch-size", "100000"], "world_size=100000 does not fit on this host"),
