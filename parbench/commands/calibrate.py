@@ -27,12 +27,21 @@ def add_parser(sub) -> None:
     p.add_argument("--quick", action="store_true", help="fewer sizes, repetitions and probe runs (about 50 s on a 2-core machine)")
     p.add_argument("--results-dir", default="results", help="the profile goes to <dir>/calibration/<host>.json")
     p.add_argument("--show", action="store_true", help="print the saved profile's report without measuring")
+    g = p.add_argument_group("a GPU cluster's links from nccl-tests logs (measures nothing here)")
+    g.add_argument("--nccl-tests", nargs="+", metavar="[KIND=]FILE",
+                   help="nccl-tests outputs (all_reduce_perf, all_gather_perf, reduce_scatter_perf; KIND where the "
+                        "file's name does not say it): one from a single host sets the node's link, one across hosts "
+                        "the network's; writes a cluster file that `parbench simulate --cluster FILE` reads")
+    g.add_argument("--cluster", default="h100-sxm", help="the preset or cluster file whose links the logs replace")
+    g.add_argument("--out", help="the cluster file to write (default: <cluster>-measured.json here)")
     p.set_defaults(handler=handle)
 
 
 def handle(a: argparse.Namespace) -> int:
     from parbench.sim.hardware import profile_path
 
+    if a.nccl_tests:
+        return handle_nccl_tests(a)
     if a.show:
         path = profile_path(a.results_dir)
         if not path.is_file():
@@ -52,6 +61,40 @@ def handle(a: argparse.Namespace) -> int:
 
     check_writable(a.results_dir)  # minutes of measuring must not end in a profile that cannot be saved
     print("\n".join(report_lines(calibrate(quick=a.quick, results_dir=a.results_dir))))
+    return 0
+
+
+def handle_nccl_tests(a: argparse.Namespace) -> int:
+    """Fit the logs, write the cluster with their links, print the fits and where the file went."""
+    from pathlib import Path
+
+    from parbench.config import ConfigError
+    from parbench.sim import nccl_tests
+    from parbench.sim.hardware import cluster_to_dict, load_cluster
+
+    if a.show:
+        raise ConfigError("--show prints a calibrated profile; --nccl-tests fits logs: give one of them")
+    try:
+        base = load_cluster(a.cluster, results_dir=a.results_dir)
+        logs = [nccl_tests.read(spec) for spec in a.nccl_tests]
+        cluster, reports = nccl_tests.apply(base, logs)
+    except (FileNotFoundError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+    out = Path(a.out or f"{Path(a.cluster).stem}-measured.json")
+    if out.is_dir():
+        raise ConfigError(f"--out {out} is a directory; give the cluster file's name")
+    name = out.stem
+    data = {**cluster_to_dict(cluster), "name": name, "meta": {"nccl_tests": [
+        {"log": r.log.path, "collective": r.log.kind, "ranks": r.log.ranks, "nodes": r.log.nodes, "link": r.level,
+         "bus_bandwidth_bytes_per_s": r.bus_bandwidth_bytes_per_s, "latency_s": r.latency_s,
+         "heldout_error_pct": r.fit.heldout_error_pct, "unphysical": list(r.reasons)} for r in reports],
+        "base": base.name}}
+    try:
+        out.write_text(json.dumps(data, indent=1) + "\n")
+    except OSError as exc:
+        raise ConfigError(f"--out {out} cannot be written: {exc.strerror}") from None
+    print("\n".join(nccl_tests.report_lines(reports)))
+    print(f"wrote {out}: {base.name} with these links; `parbench simulate --cluster {out} ...` predicts on it")
     return 0
 
 
