@@ -15,7 +15,7 @@ from parbench.config import Schedule
 from parbench.sim import charts as sim_charts
 from parbench.sim import whatif
 from parbench.sim.accuracy import nearest_lines, nearest_published
-from parbench.sim.hardware import PRESETS, cluster_summary, load_cluster
+from parbench.sim.hardware import PRESETS, cluster_files_dir, cluster_summary, load_cluster
 from parbench.sim.layout import FP8_SCALINGS, PRECISIONS, SOFTWARE, Recompute
 from parbench.sim.validate import (
     single_process_ratios,
@@ -234,7 +234,7 @@ def whatif_inputs(results_dir: str):
     else:
         a.caption(f"{preset.layers} layers, hidden {preset.hidden}, {preset.heads} heads, sequence {preset.seq_len}, "
                   f"vocabulary {preset.vocab_size} ({preset.source})")
-    clusters = list(PRESETS) + (["local"] if _has_profile(results_dir) else [])
+    clusters = list(PRESETS) + (["local"] if _has_profile(results_dir) else []) + _cluster_files(results_dir)
     cluster = load_cluster(a.selectbox("cluster", clusters, key="sim-cluster"), results_dir=results_dir)
     a.caption(cluster_summary(cluster))
     if a.checkbox("devices screened to one speed", key="sim-screened", disabled=not cluster.rank_spread,
@@ -273,6 +273,20 @@ def whatif_inputs(results_dir: str):
         software=software)
     b.caption(f"{what.gpus} GPUs (dp x tp x pp x cp)")
     return what, cluster
+
+
+def _cluster_files(results_dir: str) -> list[str]:
+    """The cluster files under the results directory's ``clusters/`` (``parbench calibrate --nccl-tests`` writes
+    them there) that read as clusters; one that does not is left out with a warning."""
+    found = []
+    for path in sorted(cluster_files_dir(results_dir).glob("*.json")):
+        try:
+            load_cluster(str(path))
+        except (ValueError, OSError) as exc:
+            st.warning(f"cluster file {path} left out: {exc}")
+            continue
+        found.append(str(path))
+    return found
 
 
 def _has_profile(results_dir: str) -> bool:

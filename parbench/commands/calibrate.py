@@ -33,7 +33,8 @@ def add_parser(sub) -> None:
                         "file's name does not say it): one from a single host sets the node's link, one across hosts "
                         "the network's; writes a cluster file that `parbench simulate --cluster FILE` reads")
     g.add_argument("--cluster", default="h100-sxm", help="the preset or cluster file whose links the logs replace")
-    g.add_argument("--out", help="the cluster file to write (default: <cluster>-measured.json here)")
+    g.add_argument("--out", help="the cluster file to write (default: <results-dir>/clusters/<cluster>-measured.json, "
+                                 "which the dashboard's what-if lists beside the presets)")
     p.set_defaults(handler=handle)
 
 
@@ -70,7 +71,8 @@ def handle_nccl_tests(a: argparse.Namespace) -> int:
 
     from parbench.config import ConfigError
     from parbench.sim import nccl_tests
-    from parbench.sim.hardware import cluster_to_dict, load_cluster
+    from parbench.results import check_writable
+    from parbench.sim.hardware import cluster_files_dir, cluster_to_dict, load_cluster
 
     if a.show:
         raise ConfigError("--show prints a calibrated profile; --nccl-tests fits logs: give one of them")
@@ -80,9 +82,12 @@ def handle_nccl_tests(a: argparse.Namespace) -> int:
         cluster, reports = nccl_tests.apply(base, logs)
     except (FileNotFoundError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
-    out = Path(a.out or f"{Path(a.cluster).stem}-measured.json")
+    out = Path(a.out) if a.out else cluster_files_dir(a.results_dir) / f"{Path(a.cluster).stem}-measured.json"
     if out.is_dir():
         raise ConfigError(f"--out {out} is a directory; give the cluster file's name")
+    if not a.out:
+        check_writable(a.results_dir)
+        out.parent.mkdir(parents=True, exist_ok=True)
     name = out.stem
     data = {**cluster_to_dict(cluster), "name": name, "meta": {"nccl_tests": [
         {"log": r.log.path, "collective": r.log.kind, "ranks": r.log.ranks, "nodes": r.log.nodes, "link": r.level,

@@ -1089,6 +1089,11 @@ def profile_path(results_dir: str | Path = "results", host: str | None = None) -
     return Path(results_dir) / "calibration" / f"{host or socket.gethostname()}.json"
 
 
+def cluster_files_dir(results_dir: str | Path = "results") -> Path:
+    """Where ``parbench calibrate --nccl-tests`` writes a cluster file by default, and the dashboard finds them."""
+    return Path(results_dir) / "clusters"
+
+
 def load_cluster(name: str, *, results_dir: str | Path = "results") -> Cluster:
     """A preset name, ``local`` (this host's calibrated profile), or a path to a .toml/.json file."""
     if name in PRESETS:

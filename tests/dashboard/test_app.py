@@ -676,3 +676,35 @@ def test_simulator_what_if_on_instinct_names_its_links_and_the_amd_rows(monkeypa
     assert figure(at, "sim-whatif-time")["layout"]["title"]["text"].startswith(f"Step time {step * 1e3:,.1f} ms")
     [table] = [d.value for d in at.dataframe if "published run" in d.value.columns]
     assert any("MI355X" in name for name in table["published run"])
+
+
+def test_a_cluster_file_written_from_nccl_tests_logs_is_a_what_if_choice(monkeypatch, tmp_path, capsys):
+    """`parbench calibrate --nccl-tests` writes into the results directory's clusters/ by default; the what-if
+    lists that file beside the presets and predicts on it what its command line does; a file there that is no
+    cluster is left out with a warning, not an error."""
+    import shlex
+    import shutil
+
+    from parbench.cli import main
+    from tests.sim.test_nccl_tests import log_text
+
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURE_RESULTS, results)
+    log = tmp_path / "all_reduce_2nodes.log"
+    log.write_text(log_text("all_reduce", ["a"] * 8 + ["b"] * 8, 70e-6, 40e9))
+    assert main(["calibrate", "--nccl-tests", str(log), "--results-dir", str(results)]) == 0
+    written = results / "clusters" / "h100-sxm-measured.json"
+    assert f"wrote {written}" in capsys.readouterr().out
+    (results / "clusters" / "broken.json").write_text("[1, 2]")
+    at = run_app(monkeypatch, results, view="simulator")
+    assert str(written) in at.selectbox(key="sim-cluster").options
+    assert not [o for o in at.selectbox(key="sim-cluster").options if o.endswith("broken.json")]
+    assert any("broken.json left out" in w.value for w in at.warning)
+    at.selectbox(key="sim-model").set_value("llama3-8b").run()
+    at.selectbox(key="sim-cluster").set_value(str(written)).run()
+    assert not at.exception
+    [command] = [c.value for c in at.code if c.value.startswith("parbench simulate")]
+    assert f"--cluster {written}" in command
+    assert main([*shlex.split(command)[1:], "--format", "json"]) in (0, 3)
+    step = json.loads(capsys.readouterr().out)["prediction"]["step_time_s"]
+    assert figure(at, "sim-whatif-time")["layout"]["title"]["text"].startswith(f"Step time {step * 1e3:,.1f} ms")
