@@ -15,7 +15,12 @@ from parbench.config import Schedule
 from parbench.sim import charts as sim_charts
 from parbench.sim import whatif
 from parbench.sim.accuracy import nearest_lines, nearest_published
-from parbench.sim.hardware import PRESETS, cluster_files_dir, cluster_summary, load_cluster
+from parbench.sim.hardware import (
+    PRESETS,
+    cluster_files_dir,
+    cluster_summary,
+    load_cluster,
+)
 from parbench.sim.layout import FP8_SCALINGS, PRECISIONS, SOFTWARE, Recompute
 from parbench.sim.validate import (
     single_process_ratios,

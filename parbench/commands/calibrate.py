@@ -70,8 +70,8 @@ def handle_nccl_tests(a: argparse.Namespace) -> int:
     from pathlib import Path
 
     from parbench.config import ConfigError
-    from parbench.sim import nccl_tests
     from parbench.results import check_writable
+    from parbench.sim import nccl_tests
     from parbench.sim.hardware import cluster_files_dir, cluster_to_dict, load_cluster
 
     if a.show:
