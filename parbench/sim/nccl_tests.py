@@ -85,8 +85,8 @@ def kind_of(path: str, kind: str | None = None) -> str:
     return found[0]
 
 
-CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\w+?)_perf\b")
-"""Newer nccl-tests end with the binary's name, which says the collective where the file's name does not."""
+CONCLUDED = re.compile(r"^#\s*Collective test (?:starting|concluded):\s*(\w+?)_perf\b")
+"""Newer nccl-tests open and close with the binary's name, which says the collective where the file's name does not."""
 
 
 def concluded_kind(text: str) -> str | None:
