@@ -34,8 +34,8 @@ from parbench.sim.hardware import (
 )
 
 KINDS = {"all_reduce": ("all_reduce", "allreduce"), "all_gather": ("all_gather", "allgather"),
-         "reduce_scatter": ("reduce_scatter", "reducescatter")}
-"""The collectives a log can time (a ring each in NCCL), and the names their nccl-tests binaries and files carry."""
+         "reduce_scatter": ("reduce_scatter", "reducescatter"), "all_to_all": ("all_to_all", "alltoall")}
+"""The collectives a log can time, and the names their nccl-tests binaries and files carry."""
 RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\s+(\d+)")
 FACTOR_TOLERANCE = 0.05
 """How far a log's own busbw / algbw may stand from the bus factor of its collective over its ranks."""
@@ -94,7 +94,7 @@ def concluded_kind(text: str) -> str | None:
     for line in text.splitlines():
         found = CONCLUDED.match(line.strip())
         if found:
-            return found.group(1).replace("allreduce", "all_reduce")
+            return next((k for k, names in KINDS.items() if found.group(1) in names), found.group(1))
     return None
 
 
@@ -187,7 +187,14 @@ def fit_log(log: Log, cluster: Cluster) -> tuple[Cluster, LinkFit]:
     alpha, beta = (fitted.alpha, fitted.beta) if not reasons else fits.point_estimates(xs, ys)
     bus = factor / beta
     inter_node, notes = log.nodes > 1, []
-    if inter_node:
+    if inter_node and log.kind == "all_to_all":  # no ring: the parts for other hosts leave through each rank's NIC
+        level, bandwidth = "inter", bus * (log.ranks - log.rails) / (log.ranks - 1)
+        node = intra_bandwidth_bytes_per_s(cluster, log.rails)
+        if (log.rails - 1) / node > (log.ranks - log.rails) / bandwidth:
+            notes.append(f"the node's link ({node / 1e9:.1f} GB/s) is slower for this exchange's parts within a host "
+                         "than the network for the rest: the model prices it there")
+        changed = dataclasses.replace(cluster, inter=Link(latency_s=cluster.inter.latency_s, bandwidth_bytes_per_s=bandwidth))
+    elif inter_node:
         rails = log.rails if cluster.multi_rail_rings else 1
         level, bandwidth = "inter", bus / rails
         cap = max(intra_bandwidth_bytes_per_s(cluster, log.rails), bandwidth)

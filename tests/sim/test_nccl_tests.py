@@ -136,9 +136,22 @@ def test_the_log_as_nccl_tests_writes_it_with_nccl_s_info_lines_and_an_older_hea
     log = nccl_tests.read(write(tmp_path, "node7.txt", text))
     assert (log.kind, log.ranks, log.nodes, len(log.sizes)) == ("all_gather", 4, 1, 15)
     assert nccl_tests.fit_log(log, H100)[1].bus_bandwidth_bytes_per_s == pytest.approx(150e9, rel=1e-3)
-    alltoall = text.replace("all_gather_perf", "alltoall_perf")
-    with pytest.raises(ValueError, match="collective 'alltoall' is not one nccl-tests log can set"):
-        nccl_tests.read(write(tmp_path, "node8.txt", alltoall))
+    sendrecv = text.replace("all_gather_perf", "sendrecv_perf")
+    with pytest.raises(ValueError, match="collective 'sendrecv' is not one nccl-tests log can set"):
+        nccl_tests.read(write(tmp_path, "node8.txt", sendrecv))
+
+
+def test_an_all_to_all_across_hosts_sets_the_nic_each_rank_sends_its_other_hosts_parts_through(tmp_path):
+    """16 ranks on 2 hosts: a rank sends 8 of its 16 parts to the other host through its own NIC, so a 100 GB/s
+    bus bandwidth ((n - 1) / n of the buffer a rank moves, over the time) is 100 x 8 / 15 GB/s a NIC."""
+    hosts = ["a"] * 8 + ["b"] * 8
+    text = log_text("all_to_all", hosts, 40e-6, 100e9) + "# Collective test concluded: alltoall_perf\n"
+    cluster, [report] = nccl_tests.apply(H100, [nccl_tests.read(write(tmp_path, "moe.txt", text))])
+    assert report.log.kind == "all_to_all" and report.level == "inter" and not report.notes
+    assert cluster.inter.bandwidth_bytes_per_s == pytest.approx(100e9 * 8 / 15, rel=1e-3)
+    size = 1 << 30
+    assert collective_time_s(cluster, "all_to_all", size, 16, inter_node=True, rails=8) == pytest.approx(
+        40e-6 + 15 / 16 * size / 100e9, rel=2e-3)
 
 
 BAD = [
