@@ -1,7 +1,8 @@
 """``parbench calibrate``: micro-benchmark this machine (GEMMs, memory-bound ops, gloo collectives at
 group sizes 2 and 4), fit the simulator's constants and save them as results/calibration/<host>.json.
 Every fitted parameter is reported with its 95% interval and its held-out error; a fit that is not
-physical is flagged, and the measured point estimates are used instead."""
+physical is flagged, and the measured point estimates are used instead. With --nccl-tests it measures
+nothing: it fits a GPU cluster's nccl-tests logs the same way and writes that cluster with their links."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def add_parser(sub) -> None:
                    help="nccl-tests outputs (all_reduce_perf, all_gather_perf, reduce_scatter_perf; KIND where the "
                         "file's name does not say it): one from a single host sets the node's link, one across hosts "
                         "the network's; writes a cluster file that `parbench simulate --cluster FILE` reads")
-    g.add_argument("--cluster", default="h100-sxm", help="the preset or cluster file whose links the logs replace")
+    g.add_argument("--cluster", help="the preset or cluster file whose links the logs replace (default: h100-sxm)")
     g.add_argument("--out", help="the cluster file to write (default: <results-dir>/clusters/<cluster>-measured.json, "
                                  "which the dashboard's what-if lists beside the presets)")
     p.set_defaults(handler=handle)
@@ -43,6 +44,11 @@ def handle(a: argparse.Namespace) -> int:
 
     if a.nccl_tests:
         return handle_nccl_tests(a)
+    if a.cluster or a.out:
+        from parbench.config import ConfigError
+
+        raise ConfigError("--cluster and --out go with --nccl-tests (this machine's profile goes to "
+                          "<results-dir>/calibration/<host>.json)")
     if a.show:
         path = profile_path(a.results_dir)
         if not path.is_file():
@@ -77,6 +83,7 @@ def handle_nccl_tests(a: argparse.Namespace) -> int:
     if a.show:
         raise ConfigError("--show prints a calibrated profile; --nccl-tests fits logs: give one of them")
     try:
+        a.cluster = a.cluster or "h100-sxm"
         base = load_cluster(a.cluster, results_dir=a.results_dir)
         logs = [nccl_tests.read(spec) for spec in a.nccl_tests]
         cluster, reports = nccl_tests.apply(base, logs)

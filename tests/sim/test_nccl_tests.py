@@ -185,3 +185,7 @@ def test_two_logs_of_one_link_and_a_calibrated_profile_are_refused(tmp_path, cap
     assert "all measure the intra link; give one log a link" in capsys.readouterr().err
     assert main(["calibrate", "--nccl-tests", str(tmp_path / "missing_all_reduce.log")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    # without logs, --cluster and --out would be read by nothing: named before minutes of measuring
+    assert main(["calibrate", "--cluster", "b200", "--results-dir", str(tmp_path / "r")]) == 2
+    assert "--cluster and --out go with --nccl-tests" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
