@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from parbench.metrics import stats
 from parbench.sim import fit as fits
 from parbench.sim.hardware import (
     Cluster,
@@ -128,6 +129,8 @@ def parse(text: str, *, path: str, kind: str) -> Log:
                          "which says how many ranks ran on which hosts")
     if sorted(ranks) != list(range(len(ranks))):
         raise ValueError(f"{path}: rank lines {sorted(ranks)} are not ranks 0 to {len(ranks) - 1}")
+    if len(ranks) < 2:
+        raise ValueError(f"{path}: one rank; a collective needs two or more")
     if len(sizes) < 4:
         raise ValueError(f"{path}: {len(sizes)} sizes above 0 B; a fit needs at least 4 (nccl-tests -b 8 -e 1G -f 2)")
     hosts = tuple(ranks[r] for r in range(len(ranks)))
@@ -136,12 +139,10 @@ def parse(text: str, *, path: str, kind: str) -> Log:
         raise ValueError(f"{path}: the hosts run different numbers of ranks ({per_host}); the model's nodes are alike")
     log = Log(path=path, kind=kind, hosts=hosts, sizes=tuple(sizes), times_s=tuple(times), bus_factors=tuple(factors))
     factor = algorithm_factors(kind, log.ranks)[1]
-    printed = [f for f in factors if f > 0]
-    if len(log.hosts) < 2:
-        raise ValueError(f"{path}: one rank; a collective needs two or more")
-    if printed and abs(sorted(printed)[len(printed) // 2] / factor - 1) > FACTOR_TOLERANCE:
-        raise ValueError(f"{path}: its busbw / algbw is {sorted(printed)[len(printed) // 2]:.3f}, not the {kind} bus "
-                         f"factor {factor:.3f} over {log.ranks} ranks: is it another collective's log?")
+    printed = stats.median([f for f in factors if f > 0]) if any(factors) else factor
+    if abs(printed / factor - 1) > FACTOR_TOLERANCE:
+        raise ValueError(f"{path}: its busbw / algbw is {printed:.3f}, not the {kind} bus factor {factor:.3f} over "
+                         f"{log.ranks} ranks: is it another collective's log?")
     return log
 
 

@@ -164,6 +164,7 @@ BAD = [
      "the hosts run different numbers of ranks"),
     ("all_reduce.log", lambda: log_text("all_reduce", ["a"] * 8, 30e-6, 360e9, sizes=[8, 64, 512]),
      "3 sizes above 0 B; a fit needs at least 4"),
+    ("all_reduce.log", lambda: log_text("all_reduce", ["a"], 30e-6, 360e9), "one rank; a collective needs two"),
     ("all_reduce.log", lambda: log_text("all_reduce", ["a"] * 16, 30e-6, 360e9),
      "16 ranks on a host, but cluster h100-sxm has 8 GPUs a node"),
 ]
