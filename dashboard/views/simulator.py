@@ -17,7 +17,7 @@ from parbench.sim import whatif
 from parbench.sim.accuracy import nearest_lines, nearest_published
 from parbench.sim.hardware import (
     PRESETS,
-    cluster_files_dir,
+    cluster_files,
     cluster_summary,
     load_cluster,
 )
@@ -284,13 +284,11 @@ def _cluster_files(results_dir: str) -> list[str]:
     """The cluster files under the results directory's ``clusters/`` (``parbench calibrate --nccl-tests`` writes
     them there) that read as clusters; one that does not is left out with a warning."""
     found = []
-    for path in sorted(cluster_files_dir(results_dir).glob("*.json")):
-        try:
-            load_cluster(str(path))
-        except (ValueError, OSError) as exc:
-            st.warning(f"cluster file {path} left out: {exc}")
-            continue
-        found.append(str(path))
+    for path, cluster in cluster_files(results_dir).items():
+        if isinstance(cluster, str):
+            st.warning(f"cluster file {path} left out: {cluster}")
+        else:
+            found.append(path)
     return found
 
 

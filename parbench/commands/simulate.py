@@ -484,7 +484,7 @@ def handle(a: argparse.Namespace) -> int:
     from parbench.sim.models import MODELS
 
     if a.list_models or a.list_clusters:
-        print("\n".join(model_lines() if a.list_models else cluster_lines()))
+        print("\n".join(model_lines() if a.list_models else cluster_lines(a.results_dir)))
         return 0
     _check_ranges(a)
     cluster = _cluster(a)
@@ -545,20 +545,25 @@ def model_lines() -> list[str]:
     return [*lines, "each with its source in parbench/sim/models.py; --hf-config reads a Hugging Face config.json"]
 
 
-def cluster_lines() -> list[str]:
+def cluster_lines(results_dir: str = "results") -> list[str]:
     """``--list-clusters``: each preset's node, dense peaks, memory, links (per GPU and direction, as derated) and
-    efficiencies; every figure's source is in ``parbench.sim.hardware`` (``--print-cluster`` writes one as a file)."""
-    from parbench.sim.hardware import PRESETS, cluster_figures
+    efficiencies; every figure's source is in ``parbench.sim.hardware`` (``--print-cluster`` writes one as a file).
+    Then the cluster files under ``<results_dir>/clusters/`` (``parbench calibrate --nccl-tests`` writes them)."""
+    from parbench.sim.hardware import PRESETS, cluster_figures, cluster_files
 
     lines = [(f"{'cluster':14} {'GPUs/node':>9} {'TFLOP/s':>8} {'FP8':>6} {'GiB':>6} {'HBM GB/s':>8} {'intra GB/s':>10} "
               f"{'inter GB/s':>10} {'GEMM eff':>8}  notes")]
-    for name, c in PRESETS.items():
+    files = cluster_files(results_dir)
+    for name, c in [*PRESETS.items(), *files.items()]:
+        if isinstance(c, str):
+            lines.append(f"{name}: does not read ({c})")
+            continue
         f = cluster_figures(c)
         lines.append(f"{name:14} {f['gpus_per_node']:>9} {f['tflops']:>8.0f} {f['fp8_tflops']:>6.0f} "
                      f"{f['memory_gib']:>6.1f} {f['memory_gb_s']:>8.0f} {f['intra_gb_s']:>10.0f} {f['inter_gb_s']:>10.2f} "
                      f"{f['gemm_efficiency']:>8.2f}  {f['lacks']}".rstrip())
     return [*lines, ("links per GPU and direction as derated; every figure's source: --print-cluster, "
-                     "parbench/sim/hardware.py")]
+                     "parbench/sim/hardware.py" + ("; the files: --cluster FILE" if files else ""))]
 
 
 def _cluster(a: argparse.Namespace):

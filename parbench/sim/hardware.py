@@ -1094,6 +1094,17 @@ def cluster_files_dir(results_dir: str | Path = "results") -> Path:
     return Path(results_dir) / "clusters"
 
 
+def cluster_files(results_dir: str | Path = "results") -> dict[str, Cluster | str]:
+    """The cluster files under ``cluster_files_dir``, by path: each one's cluster, or why it does not read."""
+    found: dict[str, Cluster | str] = {}
+    for path in sorted(cluster_files_dir(results_dir).glob("*.json")):
+        try:
+            found[str(path)] = load_cluster(str(path))
+        except (ValueError, OSError) as exc:
+            found[str(path)] = str(exc)
+    return found
+
+
 def load_cluster(name: str, *, results_dir: str | Path = "results") -> Cluster:
     """A preset name, ``local`` (this host's calibrated profile), or a path to a .toml/.json file."""
     if name in PRESETS:

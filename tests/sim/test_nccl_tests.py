@@ -108,6 +108,21 @@ def test_both_logs_set_both_links_and_the_file_reads_back_into_simulate(tmp_path
     assert slow["prediction"]["step_time_s"] > preset["prediction"]["step_time_s"]
 
 
+def test_list_clusters_shows_the_files_written_into_the_results_directory(tmp_path, capsys):
+    """Written without --out, the file goes to <results-dir>/clusters/, and `simulate --list-clusters` lists it
+    after the presets with its links; a file there that is no cluster is named, not a traceback."""
+    log = write(tmp_path, "all_reduce_2nodes.log", log_text("all_reduce", ["a"] * 8 + ["b"] * 8, 70e-6, 80e9))
+    results = tmp_path / "results"
+    assert main(["calibrate", "--nccl-tests", log, "--cluster", "b200", "--results-dir", str(results)]) == 0
+    (results / "clusters" / "notes.json").write_text('{"name": "x"}')
+    capsys.readouterr()
+    assert main(["simulate", "--list-clusters", "--results-dir", str(results)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    [row] = [line for line in lines if line.startswith(str(results / "clusters" / "b200-measured.json"))]
+    assert row.split()[7] == f"{80e9 / 8 / 1e9:.2f}"  # inter GB/s: the bus bandwidth over 8 rails
+    assert any(line.startswith(f"{results / 'clusters' / 'notes.json'}: does not read") for line in lines)
+
+
 def test_a_noisy_log_is_fitted_within_its_noise_and_an_unphysical_one_is_replaced(tmp_path):
     noisy = write(tmp_path, "all_reduce_noisy.log",
                   log_text("all_reduce", ["a"] * 4, 20e-6, 100e9, noise=lambda i: 0.04 * (-1) ** i))
