@@ -174,6 +174,8 @@ class LinkFit:
     bus_bandwidth_bytes_per_s: float
     link: Link
     """The link the cluster now has at ``level``."""
+    before: Link
+    """The link the cluster had there."""
     notes: tuple[str, ...] = ()
     errors_pct: tuple[float, ...] = ()
     """The changed cluster's time for each of the log's sizes against the log's, in %."""
@@ -216,7 +218,8 @@ def fit_log(log: Log, cluster: Cluster) -> tuple[Cluster, LinkFit]:
     errors = tuple(100 * (collective_time_s(changed, log.kind, s, log.ranks, inter_node=inter_node, rails=log.rails)
                           / t - 1) for s, t in zip(log.sizes, log.times_s))
     return changed, LinkFit(log=log, level=level, fit=fitted, reasons=tuple(reasons), latency_s=alpha,
-                            bus_bandwidth_bytes_per_s=bus, link=getattr(changed, level), notes=tuple(notes),
+                            bus_bandwidth_bytes_per_s=bus, link=getattr(changed, level),
+                            before=getattr(cluster, level), notes=tuple(notes),
                             errors_pct=errors)
 
 
@@ -277,8 +280,9 @@ def report_lines(reports: list[LinkFit]) -> list[str]:
                      f"{1.96 * r.fit.alpha_se * 1e6:>8.1f}{r.fit.heldout_error_pct:>11.1f}"
                      f"{max(large) if large else math.nan:>9.1f}  {status}")
         lines += [f"  {note}" for note in r.notes]
-        lines.append(f"  {r.level}: {r.link.bandwidth_bytes_per_s / 1e9:.2f} GB/s a GPU and direction, "
-                     f"latency {r.link.latency_s * 1e6:.2f} us")
+        lines.append(f"  {r.level}: {r.link.bandwidth_bytes_per_s / 1e9:.2f} GB/s a GPU and direction, latency "
+                     f"{r.link.latency_s * 1e6:.2f} us (it was {r.before.bandwidth_bytes_per_s / 1e9:.2f} GB/s, "
+                     f"{r.before.latency_s * 1e6:.2f} us)")
     lines.append("bus GB/s: nccl-tests' bus bandwidth, the fitted line's; check %: the changed cluster's largest "
                  f"|error| on the log's sizes from {LARGE_BYTES >> 20} MiB; held-out %: the fit's median on every "
                  "third size, left out")

@@ -93,6 +93,8 @@ def test_both_logs_set_both_links_and_the_file_reads_back_into_simulate(tmp_path
     assert main(["calibrate", "--nccl-tests", inter, intra, "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert f"wrote {out}" in text and "intra: 300.00 GB/s" in text and "inter: 10.00 GB/s" in text
+    # beside each new link, the one it replaced: the preset's, as --list-clusters prints it (derated)
+    assert f"(it was {H100.inter.bandwidth_bytes_per_s / 1e9:.2f} GB/s, {H100.inter.latency_s * 1e6:.2f} us)" in text
     cluster = load_cluster(str(out))
     assert cluster.name == "mine" and cluster.peak_flops == H100.peak_flops
     assert cluster.intra.bandwidth_bytes_per_s == pytest.approx(300e9, rel=1e-3)
