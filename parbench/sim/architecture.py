@@ -11,6 +11,8 @@ rotary positions, and which Linear layers carry a bias. A mixture-of-experts MLP
 
 from __future__ import annotations
 
+import math
+
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -108,6 +110,8 @@ class Architecture:
             value = getattr(self, f.name)
             if isinstance(value, bool) is not (f.type == "bool") or not isinstance(value, kinds):
                 raise ValueError(f"{f.name}={value!r} must be {what}")
+            if f.type == "float" and not math.isfinite(value):  # nan passes every comparison below
+                raise ValueError(f"{f.name}={value!r} must be a finite number")
         if self.window < 0 or self.window_every < 1 or self.full_every < 0:
             raise ValueError(f"window={self.window} >= 0, window_every={self.window_every} >= 1 and "
                              f"full_every={self.full_every} >= 0 needed")

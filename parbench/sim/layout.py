@@ -8,6 +8,7 @@ validation predicts exactly what the runner ran.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field, replace
 
 from parbench.config import RunConfig
@@ -349,8 +350,8 @@ class Layout(ParallelLayout):
         if self.moe_a2a_overlap and (self.ep < 2 or (self.pp > 1 and self.schedule is not Schedule.INTERLEAVED_1F1B)):
             raise ConfigError("moe_a2a_overlap (Megatron-Core's combined 1F1B) needs ep > 1, and schedule "
                               f"interleaved1f1b where pp > 1 (got ep={self.ep}, pp={self.pp}, {self.schedule.value})")
-        if self.moe_imbalance < 1:
-            raise ConfigError(f"moe_imbalance={self.moe_imbalance} must be >= 1 (max/mean tokens per expert rank)")
+        if not 1 <= self.moe_imbalance < math.inf:  # nan and inf too
+            raise ConfigError(f"moe_imbalance={self.moe_imbalance} must be a finite number >= 1 (max/mean tokens per expert rank)")
         if self.chunk_layers and (len(self.chunk_layers) != self.chunks or min(self.chunk_layers) < 0):
             raise ConfigError(f"chunk_layers={self.chunk_layers} must give pp x virtual stages = {self.chunks} "
                               f"chunks of >= 0 layers")

@@ -89,6 +89,13 @@ CASES = [
     (RUN + ["--workload", "moe", "--aux-loss-weight", "nan"], "aux_loss_weight=nan must be a finite number >= 0"),
     (RUN + ["--workload", "moe", "--aux-loss-weight", "inf"], "aux_loss_weight=inf must be a finite number >= 0"),
     (["sweep", "--name", "x" * 101], "is 101 characters, at most 100"),
+    # nan passes every "< 0" check: the simulator's capacity factor and imbalance ran on into a traceback
+    (["simulate", "--model", "qwen3-30b-a3b", "--capacity-factor", "nan"], "capacity_factor=nan must be a finite number"),
+    (["simulate", "--model", "qwen3-30b-a3b", "--capacity-factor", "inf"], "capacity_factor=inf must be a finite number"),
+    (["simulate", "--model", "qwen3-30b-a3b", "--gpus", "8", "--ep", "8", "--moe-imbalance", "nan"],
+     "moe_imbalance=nan must be a finite number >= 1"),
+    (["simulate", "--model", "qwen3-30b-a3b", "--gpus", "8", "--ep", "8", "--moe-imbalance", "inf"],
+     "moe_imbalance=inf must be a finite number >= 1"),
     (RUN + ["--results-dir", "{tmp}/a_file"], "results directory {tmp}/a_file is a file, not a directory"),
     (RUN + ["--results-dir", "{tmp}/a_file/sub"], "results directory {tmp}/a_file/sub cannot be created: {tmp}/a_file is a file"),
     (RUN + ["--world-size", "100000", "--global-batch-size", "100000"], "world_size=100000 does not fit on this host"),
