@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from parbench.names import (DATASETS, FAULTS, PLUGIN_GROUP, Fault, TOKEN_WORKLOADS, WORKLOAD_NAMES, Backend,  # noqa: F401
+from parbench.names import (DATASETS, FAULTS, MAX_LAYERS, PLUGIN_GROUP, Fault, TOKEN_WORKLOADS, WORKLOAD_NAMES, Backend,  # noqa: F401
                             ConfigError, DataMode, DataParallelMode, Schedule, Strategy)
 from parbench.layout import ParallelLayout
 from parbench.validation import validate_run
@@ -109,6 +109,9 @@ class WorkloadConfig:
             low = 0 if self.is_plugin and key in ("layers", "hidden") else 1
             if getattr(self, key) < low:
                 raise ConfigError(f"workload {key}={getattr(self, key)} must be >= {low}")
+        if self.layers > MAX_LAYERS:
+            raise ConfigError(f"workload layers={self.layers} is more than {MAX_LAYERS:,} (ten times the deepest "
+                              "published transformer)")
         if self.name in TOKEN_WORKLOADS and self.hidden % self.heads:
             raise ConfigError(f"heads={self.heads} does not divide hidden={self.hidden}")
         self._validate_moe()

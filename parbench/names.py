@@ -61,6 +61,10 @@ DEVICES = ("cpu", "cuda")
 RUN_PRECISIONS = ("fp32", "tf32", "bf16")
 """Precisions the runner trains in (the simulator's presets add fp8)."""
 DATASETS = ("synthetic", "digits", "mnist")
+MAX_LAYERS = 10_000
+"""The deepest model a run or a prediction takes: ten times the deepest transformer trained in print (DeepNet,
+Wang et al. 2022, 1,000 layers). Building a model and predicting one walk its layers (a prediction 0.2 ms each on
+this project's 2-core machine), so a mistyped depth of 10^9 would run for days where it is refused at once."""
 FAULTS = ("raise", "hang", "crash", "nan")
 """What ``inject_fault`` can make a rank do: raise an exception, hang, die by SIGKILL, or poison its
 parameters with NaN (the loss turns non-finite on every rank that shares them)."""

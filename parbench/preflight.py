@@ -85,6 +85,29 @@ def check_host_capacity(ranks: int, device: str = "cpu") -> None:
             f"at most {limit} ranks here (more ranks need more nodes: --nnodes)")
 
 
+def model_memory_floor(params: int, *, device: str, ranks_here: int, world_size: int) -> int:
+    """Host bytes a run's model needs at the least: its float32 weights whole (every precision the runner takes
+    keeps float32 weights: bf16 is autocast), which the parent builds to check the workload before it spawns; on a
+    CPU run also this host's share of the weights and gradients its ranks hold, sharded as far as they can be (the
+    world's ranks holding each once between them; replicas and optimizer states only add to it)."""
+    weights = 4 * params
+    return max(weights, 2 * weights * ranks_here // world_size) if device == "cpu" else weights
+
+
+def check_model_memory(c: RunConfig, ranks_here: int) -> None:
+    """The workload's model must fit this host's memory (``model_memory_floor``): a model too large is refused
+    here, not by the kernel's out-of-memory killer while the parent builds it (a 26-billion-parameter transformer
+    had this 24 GiB host swapping for minutes, then killed, with nothing said)."""
+    params = workloads.parameter_count(c)
+    if params is None:
+        return
+    need = model_memory_floor(params, device=c.device, ranks_here=ranks_here, world_size=c.world_size)
+    if need > host_memory_bytes():
+        where = "its float32 weights" if need == 4 * params else "the float32 weights and gradients of this host's ranks"
+        raise ConfigError(f"workload {c.workload.name!r} has {params:,} parameters: {where} alone need "
+                          f"{need / 2**30:.1f} GiB and this host has {host_memory_bytes() / 2**30:.1f} GiB")
+
+
 def check_environment(c: RunConfig, *, ranks_here: int | None = None) -> None:
     """Backend and device availability on this machine (imports torch). ``ranks_here``: the ranks
     this host will start (multi-node: nproc_per_node; default: all of them)."""
@@ -102,4 +125,5 @@ def check_environment(c: RunConfig, *, ranks_here: int | None = None) -> None:
         raise ConfigError("backend=nccl needs device=cuda")
     if c.device == "cuda" and c.precision in ("bf16", "tf32"):
         check_tensor_cores(c.precision, visible_gpus(devices.list_gpus())[:ranks_here])
+    check_model_memory(c, ranks_here)
     workloads.check(c)  # plugin imports, batch fits model, tp plan / pipeline units for the strategy

@@ -574,9 +574,12 @@ def _cluster(a: argparse.Namespace):
 
     try:
         cluster = load_cluster(a.cluster, results_dir=a.results_dir)
-        return cluster if a.rank_spread is None else replace(cluster, rank_spread=a.rank_spread)
     except (FileNotFoundError, ValueError) as exc:
-        raise ConfigError(f"--rank-spread: {exc}" if "rank_spread" in str(exc) else str(exc)) from None
+        raise ConfigError(str(exc)) from None
+    try:
+        return cluster if a.rank_spread is None else replace(cluster, rank_spread=a.rank_spread)
+    except ValueError as exc:
+        raise ConfigError(f"--rank-spread: {exc}") from None
 
 
 def _predict(a: argparse.Namespace, model, cluster):

@@ -11,12 +11,13 @@ rotary positions, and which Linear layers carry a bias. A mixture-of-experts MLP
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from parbench.names import MAX_LAYERS
 
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rotary", "alibi")
@@ -134,6 +135,9 @@ class Architecture:
         for k in ("layers", "hidden", "heads", "vocab", "seq_len"):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k}={getattr(self, k)} must be >= 1")
+        if self.layers > MAX_LAYERS:
+            raise ValueError(f"layers={self.layers} is more than {MAX_LAYERS:,} (ten times the deepest published "
+                             "transformer)")
         for k in ("kv_heads", "ffn_hidden", "max_positions", "head_size"):
             if getattr(self, k) < 0:
                 raise ValueError(f"{k}={getattr(self, k)} must be >= 0 (0 = the default)")

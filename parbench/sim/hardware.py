@@ -31,7 +31,7 @@ class Link:
     bandwidth_bytes_per_s: float
 
     def __post_init__(self) -> None:
-        if self.latency_s < 0 or self.bandwidth_bytes_per_s <= 0:
+        if not (0 <= self.latency_s < math.inf and 0 < self.bandwidth_bytes_per_s < math.inf):
             raise ValueError(f"link latency_s={self.latency_s} must be >= 0 and bandwidth={self.bandwidth_bytes_per_s} > 0")
 
 
@@ -363,6 +363,16 @@ class Cluster:
             raise ValueError(f"transcendental_s_per_element={self.transcendental_s_per_element} must be >= 0")
         if not 0 <= self.fragmentation < 1:
             raise ValueError(f"fragmentation={self.fragmentation} must be in [0, 1)")
+        # every other figure is a rate, a time, a share or a factor (nan passes each comparison above)
+        numbers = [(f.name, getattr(self, f.name)) for f in fields(self) if f.type == "float"]
+        numbers += [(f"{f.name}[{n}]", v) for f in fields(self) if f.type == "dict[int, float]"
+                    for n, v in getattr(self, f.name).items()]
+        numbers += [(f"attention_kernels[{k!r}]", v) for k, v in self.attention_kernels.items()]
+        numbers += [(f"collectives[{k!r}][{n}]", x) for k, by_n in self.collectives.items() for n, pair in by_n.items()
+                    for x in pair]
+        for name, v in numbers:
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name}={v} must be a finite number >= 0")
 
     def attention_efficiency_for(self, kernel: str = "") -> float:
         """The flash attention kernel's fraction of peak: the named kernel's figure, else the device default."""
@@ -1013,7 +1023,7 @@ def cluster_summary(c: Cluster) -> str:
 
 
 def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and math.isfinite(v)
 
 
 def _is_count(v: Any) -> bool:
@@ -1024,7 +1034,7 @@ _FIELD_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "str": (lambda v: isinstance(v, str), "a string"),
     "bool": (lambda v: isinstance(v, bool), "true or false"),
     "int": (lambda v: _is_num(v) and float(v).is_integer(), "an integer"),  # 40e9 bytes in TOML is a float
-    "float": (_is_num, "a number"),
+    "float": (_is_num, "a finite number"),
     "Link": (lambda v: isinstance(v, Link) or isinstance(v, dict) and set(v) == {"latency_s", "bandwidth_bytes_per_s"}
              and all(map(_is_num, v.values())), "{latency_s, bandwidth_bytes_per_s} as numbers"),
     "dict[str, float]": (lambda v: isinstance(v, dict) and all(map(_is_num, v.values())), "an object of numbers"),

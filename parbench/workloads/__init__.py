@@ -54,6 +54,18 @@ def preload_modules(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(m for name in names for m in PRELOAD.get(name, ())))
 
 
+def parameter_count(cfg: RunConfig) -> int | None:
+    """The parameters of the workload's model, built on the meta device (shapes, no storage); None where its
+    build does not run there (``check``'s real build then names what is wrong)."""
+    workload = make(cfg.workload, cfg.seed)
+    try:
+        with torch.device("meta"):
+            model = workload.build(cfg.seed)
+        return sum(p.numel() for p in model.parameters())
+    except Exception:  # noqa: BLE001 - user code: the real build reports it
+        return None
+
+
 def check(cfg: "RunConfig") -> None:
     """Refuse, before any rank exists, a workload that cannot run ``cfg`` (ConfigError, exit 2)."""
     workload = make(cfg.workload, cfg.seed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shlex
 
 import pytest
@@ -46,7 +47,7 @@ def test_an_interleaved_schedule_on_one_stage_exits_2_naming_the_rule(capsys):
 
 
 @pytest.mark.parametrize("edit, message", [
-    ({"peak_flops": "989e12"}, "peak_flops='989e12' must be a number"),
+    ({"peak_flops": "989e12"}, "peak_flops='989e12' must be a finite number"),
     ({"gpus_per_node": 8.5}, "gpus_per_node=8.5 must be an integer"),
     ({"intra": 4.5e11}, "intra=450000000000.0 must be {latency_s, bandwidth_bytes_per_s} as numbers"),
     ({"inter": {"latency_s": "5us", "bandwidth_bytes_per_s": 5e10}}, "inter={'latency_s': '5us'"),
@@ -54,7 +55,15 @@ def test_an_interleaved_schedule_on_one_stage_exits_2_naming_the_rule(capsys):
     ({"compute_slowdown": {"two": 1.1}}, "compute_slowdown={'two': 1.1} must be an object of rank counts to numbers"),
     ({"collectives": {"all_reduce": {"2": [1e-5]}}}, "must be an object of collectives to {rank count: [latency, "),
     ({"memory_bytes": None}, "memory_bytes=None must be an integer"),
-    ({"gemm_efficiency": True}, "gemm_efficiency=True must be a number"),
+    ({"gemm_efficiency": True}, "gemm_efficiency=True must be a finite number"),
+    # JSON's NaN and Infinity (and TOML's nan, inf) passed every "< 0" check and priced the step at nan or 0 s
+    ({"peak_flops": math.nan}, "peak_flops=nan must be a finite number"),
+    ({"memory_bandwidth_bytes_per_s": math.inf}, "memory_bandwidth_bytes_per_s=inf must be a finite number"),
+    ({"inter": {"latency_s": math.nan, "bandwidth_bytes_per_s": 5e10}}, "inter={'latency_s': nan"),
+    ({"collectives": {"all_reduce": {"2": [1e-5, math.inf]}}}, "must be an object of collectives to {rank count: "),
+    # a negative fixed cost gave a step shorter than its compute
+    ({"gemm_overhead_s": -1e-5}, "gemm_overhead_s=-1e-05 must be a finite number >= 0"),
+    ({"compute_slowdown": {"2": -1.0}}, "compute_slowdown[2]=-1.0 must be a finite number >= 0"),
     ({"multi_rail_rings": "no"}, "multi_rail_rings='no' must be true or false"),
 ])
 def test_a_cluster_file_of_the_wrong_types_exits_2_naming_the_field(edit, message, tmp_path, capsys):

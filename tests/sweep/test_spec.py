@@ -190,3 +190,36 @@ def test_data_in_step_and_loader_workers_reach_every_point(tmp_path):
     assert points and all(p.config.data_in_step and p.config.loader_workers == 1 for p in points)
     assert all("data-in-step" in p.label for p in points)
     assert load_spec(write(tmp_path, GOOD)).sweep_id != spec.sweep_id  # a different measurement
+
+
+def test_a_model_larger_than_the_host_is_skipped_naming_its_parameters(tmp_path, monkeypatch):
+    """The parent builds each workload to check it before spawning: a model whose float32 weights and gradients
+    exceed the host's memory is skipped with its parameter count, before anything is built. The default
+    transformer at hidden 1024, 4 blocks: 12 h^2 + 13 h a block (q, k, v, output and the 4h MLP with biases, two
+    LayerNorms), token (256 x h) and position (32 x h) embeddings, the final LayerNorm and an untied 256 x h head:
+    50,944,000 parameters, 388.7 MiB of weights and gradients. A 300 MiB host holds two ranks (218 MiB for the
+    process server, 32 MiB a rank) but not the model; a 400 MiB one holds both (the mlp beside it fits either)."""
+    from parbench import preflight
+
+    h = 1024
+    params = 4 * (12 * h * h + 13 * h) + 256 * h + 32 * h + 2 * h + h * 256
+    assert params == 50_944_000
+    spec = ('strategies = ["ddp"]\nworld_sizes = [2]\nglobal_batch_sizes = [64]\n'
+            '[[workloads]]\nname = "transformer"\nhidden = 1024\nlayers = 4\n[[workloads]]\nname = "mlp"\n')
+    monkeypatch.setattr(preflight, "host_memory_bytes", lambda: 300 * 2**20)
+    p = plan(load_spec(write(tmp_path, spec)))
+    assert [pt.config.workload.name for pt in p.points] == ["mlp"]
+    assert [s.reason for s in p.skipped] == [
+        (f"workload 'transformer' has {params:,} parameters: the float32 weights and gradients of this host's ranks "
+         f"alone need {8 * params / 2**30:.1f} GiB and this host has 0.3 GiB")]
+    monkeypatch.setattr(preflight, "host_memory_bytes", lambda: 400 * 2**20)
+    assert [pt.config.workload.name for pt in plan(load_spec(write(tmp_path, spec))).points] == ["transformer", "mlp"]
+
+
+def test_the_model_memory_floor_is_one_float32_copy_or_this_hosts_share_of_weights_and_gradients():
+    from parbench.preflight import model_memory_floor
+
+    assert model_memory_floor(10**9, device="cpu", ranks_here=8, world_size=8) == 8 * 10**9
+    assert model_memory_floor(10**9, device="cpu", ranks_here=2, world_size=8) == 4 * 10**9  # the parent's build
+    assert model_memory_floor(10**9, device="cpu", ranks_here=4, world_size=4) == 8 * 10**9
+    assert model_memory_floor(10**9, device="cuda", ranks_here=8, world_size=8) == 4 * 10**9  # the rest on GPUs
