@@ -19,8 +19,8 @@ from parbench.names import ConfigError
 
 def check(cfg: RunConfig, *, ranks_here: int | None = None) -> None:
     """Every check before a launch; ``ranks_here``: the ranks this host starts (default: all)."""
+    check_host_capacity(cfg.world_size if ranks_here is None else ranks_here, cfg.device)  # first: the sweep's order
     check_environment(cfg, ranks_here=ranks_here)
-    check_host_capacity(cfg.world_size if ranks_here is None else ranks_here, cfg.device)
     check_implemented(cfg)
 
 
@@ -85,26 +85,51 @@ def check_host_capacity(ranks: int, device: str = "cpu") -> None:
             f"at most {limit} ranks here (more ranks need more nodes: --nnodes)")
 
 
-def model_memory_floor(params: int, *, device: str, ranks_here: int, world_size: int) -> int:
-    """Host bytes a run's model needs at the least: its float32 weights whole (every precision the runner takes
-    keeps float32 weights: bf16 is autocast), which the parent builds to check the workload before it spawns; on a
-    CPU run also this host's share of the weights and gradients its ranks hold, sharded as far as they can be (the
-    world's ranks holding each once between them; replicas and optimizer states only add to it)."""
-    weights = 4 * params
-    return max(weights, 2 * weights * ranks_here // world_size) if device == "cpu" else weights
+WHOLE_ON_EACH_RANK = {"single": (True, True, True), "ddp": (True, True, True), "ps": (True, True, False),
+                      "zero1": (True, True, False), "zero2": (True, False, False)}
+"""(weights, gradients, optimizer state) a rank of each strategy holds whole, the rest sharded over the world:
+DDP replicates all three; a parameter server's workers hold the weights and their gradients, its server the
+optimizer; ZeroRedundancyOptimizer shards the state alone; FSDP2 without resharding after forward holds the
+gathered weights from forward to backward. Every other strategy (fsdp, tp, pipeline, hybrid, ep) counts as
+sharded all through: a floor, since replicas over a hybrid's data-parallel degree only add to it."""
+
+
+def model_memory_floor(state: workloads.ModelState, *, strategy: str, device: str, ranks_here: int,
+                       world_size: int) -> tuple[int, str]:
+    """Host bytes a run's model needs at the least, and when: the largest of the parent's check build
+    (``"build"``: the float32 weights whole; every precision the runner takes keeps float32 weights, bf16 being
+    autocast) and, on a CPU run, this host's ranks training (``"ranks"``: each the parts ``WHOLE_ON_EACH_RANK``
+    gives it whole, a 1/world_size share of the rest) and the single-process reference after them
+    (``"reference"``: all three whole). Activations, buffers and torch itself only add to it. A GPU run holds its
+    model on the GPUs: the parent's build is what the host needs."""
+    parts = (state.weight_bytes, state.grad_bytes, state.optimizer_bytes)
+    moments = {"build": state.weight_bytes}
+    if device == "cpu":
+        whole = WHOLE_ON_EACH_RANK.get(strategy, (False, False, False))
+        if world_size > 1:  # one rank is the reference itself
+            moments["ranks"] = int(ranks_here * sum(b if w else b / world_size for b, w in zip(parts, whole)))
+        moments["reference"] = sum(parts)
+    moment = max(moments, key=moments.get)
+    return moments[moment], moment
 
 
 def check_model_memory(c: RunConfig, ranks_here: int) -> None:
     """The workload's model must fit this host's memory (``model_memory_floor``): a model too large is refused
-    here, not by the kernel's out-of-memory killer while the parent builds it (a 26-billion-parameter transformer
-    had this 24 GiB host swapping for minutes, then killed, with nothing said)."""
-    params = workloads.parameter_count(c)
-    if params is None:
+    here, not by the kernel's out-of-memory killer (a 26-billion-parameter transformer had this 24 GiB host
+    thrashing for minutes while the parent built it, then killed, with nothing said; a 2.4-billion-parameter one
+    under AdamW, whose weights fit, thrashed until the run's timeout)."""
+    state = workloads.model_state(c)
+    if state is None:
         return
-    need = model_memory_floor(params, device=c.device, ranks_here=ranks_here, world_size=c.world_size)
+    need, moment = model_memory_floor(state, strategy=c.strategy.value, device=c.device, ranks_here=ranks_here,
+                                      world_size=c.world_size)
     if need > host_memory_bytes():
-        where = "its float32 weights" if need == 4 * params else "the float32 weights and gradients of this host's ranks"
-        raise ConfigError(f"workload {c.workload.name!r} has {params:,} parameters: {where} alone need "
+        held = (f"weights, gradients and {state.optimizer} state" if state.optimizer_bytes
+                else "weights and gradients")
+        where = {"build": "its float32 weights (the parent builds the model to check it)",
+                 "ranks": f"the float32 {held} of this host's {ranks_here} {c.strategy.value} ranks",
+                 "reference": f"its float32 {held}" + (" (the single-process reference)" if c.world_size > 1 else "")}
+        raise ConfigError(f"workload {c.workload.name!r} has {state.params:,} parameters: {where[moment]} alone need "
                           f"{need / 2**30:.1f} GiB and this host has {host_memory_bytes() / 2**30:.1f} GiB")
 
 

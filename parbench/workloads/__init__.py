@@ -8,6 +8,8 @@ that needs what the workload does not provide (a tp plan, enough pipeline units 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -54,16 +56,49 @@ def preload_modules(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(m for name in names for m in PRELOAD.get(name, ())))
 
 
-def parameter_count(cfg: RunConfig) -> int | None:
-    """The parameters of the workload's model, built on the meta device (shapes, no storage); None where its
-    build does not run there (``check``'s real build then names what is wrong)."""
-    workload = make(cfg.workload, cfg.seed)
+@dataclass(frozen=True)
+class ModelState:
+    """A workload's model as one rank would hold it whole: parameters and the bytes of its weights, their gradients
+    and its optimizer's state after a step."""
+
+    params: int
+    weight_bytes: int
+    grad_bytes: int
+    optimizer_bytes: int
+    optimizer: str
+
+
+def model_state(cfg: RunConfig) -> ModelState | None:
+    """The workload's model and optimizer built on the meta device (shapes, no storage), one optimizer step taken
+    there so that its state exists (AdamW's moments appear at the first step); None where the build does not run
+    there (``check``'s real build then names what is wrong). An optimizer that does not step on the meta device
+    counts no state. Once per workload, seed and learning rate: a sweep's points share it."""
+    return _model_state(cfg.workload, cfg.seed, cfg.lr)
+
+
+@lru_cache(maxsize=64)
+def _model_state(cfg: WorkloadConfig, seed: int, lr: float) -> ModelState | None:
+    workload = make(cfg, seed)
     try:
         with torch.device("meta"):
-            model = workload.build(cfg.seed)
-        return sum(p.numel() for p in model.parameters())
+            params = list(workload.build(seed).parameters())
     except Exception:  # noqa: BLE001 - user code: the real build reports it
         return None
+    weights = sum(p.numel() * p.element_size() for p in params)
+    state, name = 0, ""
+    try:
+        with torch.device("meta"):
+            for p in params:
+                p.grad = torch.empty_like(p)
+            optimizer = workload.optimizer(params, lr)
+            name = type(optimizer).__name__
+            optimizer.step()
+        state = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values()
+                    if isinstance(t, torch.Tensor) and t.dim() > 0)  # not AdamW's step count
+    except Exception:  # noqa: BLE001 - user code: its state goes uncounted, a lower floor
+        state = 0
+    return ModelState(params=sum(p.numel() for p in params), weight_bytes=weights, grad_bytes=weights,
+                      optimizer_bytes=state, optimizer=name)
 
 
 def check(cfg: "RunConfig") -> None:

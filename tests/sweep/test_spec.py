@@ -193,12 +193,13 @@ def test_data_in_step_and_loader_workers_reach_every_point(tmp_path):
 
 
 def test_a_model_larger_than_the_host_is_skipped_naming_its_parameters(tmp_path, monkeypatch):
-    """The parent builds each workload to check it before spawning: a model whose float32 weights and gradients
-    exceed the host's memory is skipped with its parameter count, before anything is built. The default
-    transformer at hidden 1024, 4 blocks: 12 h^2 + 13 h a block (q, k, v, output and the 4h MLP with biases, two
-    LayerNorms), token (256 x h) and position (32 x h) embeddings, the final LayerNorm and an untied 256 x h head:
-    50,944,000 parameters, 388.7 MiB of weights and gradients. A 300 MiB host holds two ranks (218 MiB for the
-    process server, 32 MiB a rank) but not the model; a 400 MiB one holds both (the mlp beside it fits either)."""
+    """The parent builds each workload to check it before spawning: a model whose float32 weights, gradients and
+    optimizer state on this host's ranks exceed its memory is skipped with its parameter count, before anything is
+    built. The default transformer at hidden 1024, 4 blocks: 12 h^2 + 13 h a block (q, k, v, output and the 4h MLP
+    with biases, two LayerNorms), token (256 x h) and position (32 x h) embeddings, the final LayerNorm and an
+    untied 256 x h head: 50,944,000 parameters; under DDP each of 2 ranks holds weights, gradients and AdamW's two
+    moments, 16 bytes a parameter: 1.52 GiB. A 300 MiB host holds two ranks (218 MiB for the process server, 32 MiB
+    a rank) but not the model; a 1600 MiB one holds both (the mlp beside it fits either)."""
     from parbench import preflight
 
     h = 1024
@@ -210,16 +211,29 @@ def test_a_model_larger_than_the_host_is_skipped_naming_its_parameters(tmp_path,
     p = plan(load_spec(write(tmp_path, spec)))
     assert [pt.config.workload.name for pt in p.points] == ["mlp"]
     assert [s.reason for s in p.skipped] == [
-        (f"workload 'transformer' has {params:,} parameters: the float32 weights and gradients of this host's ranks "
-         f"alone need {8 * params / 2**30:.1f} GiB and this host has 0.3 GiB")]
-    monkeypatch.setattr(preflight, "host_memory_bytes", lambda: 400 * 2**20)
+        (f"workload 'transformer' has {params:,} parameters: the float32 weights, gradients and AdamW state of this "
+         f"host's 2 ddp ranks alone need {2 * 16 * params / 2**30:.1f} GiB and this host has 0.3 GiB")]
+    monkeypatch.setattr(preflight, "host_memory_bytes", lambda: 1600 * 2**20)
     assert [pt.config.workload.name for pt in plan(load_spec(write(tmp_path, spec))).points] == ["transformer", "mlp"]
 
 
-def test_the_model_memory_floor_is_one_float32_copy_or_this_hosts_share_of_weights_and_gradients():
+def test_the_model_memory_floor_counts_what_each_strategys_ranks_hold_whole():
+    """Bytes of weights W, gradients G and optimizer state S (1, 1 and 2 GB: AdamW's two moments): DDP's ranks each
+    hold all three; ZeRO-1's the weights and gradients, S / world; FSDP's a share of each; the single-process
+    reference all three; the parent's check build W alone, all a GPU run's host holds."""
     from parbench.preflight import model_memory_floor
+    from parbench.workloads import ModelState
 
-    assert model_memory_floor(10**9, device="cpu", ranks_here=8, world_size=8) == 8 * 10**9
-    assert model_memory_floor(10**9, device="cpu", ranks_here=2, world_size=8) == 4 * 10**9  # the parent's build
-    assert model_memory_floor(10**9, device="cpu", ranks_here=4, world_size=4) == 8 * 10**9
-    assert model_memory_floor(10**9, device="cuda", ranks_here=8, world_size=8) == 4 * 10**9  # the rest on GPUs
+    state = ModelState(params=250_000_000, weight_bytes=10**9, grad_bytes=10**9, optimizer_bytes=2 * 10**9,
+                       optimizer="AdamW")
+
+    def floor(strategy, ranks_here=4, world_size=4, device="cpu"):
+        return model_memory_floor(state, strategy=strategy, device=device, ranks_here=ranks_here, world_size=world_size)
+
+    assert floor("ddp") == (4 * 4 * 10**9, "ranks")
+    assert floor("zero1") == (4 * (2 * 10**9 + 2 * 10**9 // 4), "ranks")
+    assert floor("zero2") == (4 * (10**9 + 3 * 10**9 // 4), "ranks")
+    assert floor("fsdp") == (4 * 10**9, "ranks")  # ties with the reference: this host's ranks are named
+    assert floor("fsdp", world_size=8) == (4 * 10**9, "reference")  # the other 4 ranks on another node
+    assert floor("single", ranks_here=1, world_size=1) == (4 * 10**9, "reference")
+    assert floor("ddp", device="cuda") == (10**9, "build")

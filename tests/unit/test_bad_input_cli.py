@@ -89,13 +89,13 @@ CASES = [
     (RUN + ["--workload", "moe", "--aux-loss-weight", "nan"], "aux_loss_weight=nan must be a finite number >= 0"),
     (RUN + ["--workload", "moe", "--aux-loss-weight", "inf"], "aux_loss_weight=inf must be a finite number >= 0"),
     (["sweep", "--name", "x" * 101], "is 101 characters, at most 100"),
-    # a model larger than the host: the parent's check build swapped for minutes, then the kernel killed it, silently.
+    # a model larger than the host: the parent's check build thrashed for minutes, then the kernel killed it, silently.
     # 12 h^2 + 13 h a block (q, k, v, output and the 4h MLP with biases, two LayerNorms), token and position
     # embeddings, the final LayerNorm and the untied head (no bias): 25,780,453,376 at h 16384, 8 blocks, V 256, s 32;
-    # float32 weights and gradients 8 bytes each
+    # two DDP ranks each hold float32 weights, gradients and AdamW's two moments: 16 bytes a parameter each
     (RUN + ["--workload", "transformer", "--hidden", "16384", "--layers", "8"],
-     ("workload 'transformer' has 25,780,453,376 parameters: the float32 weights and gradients of this host's ranks "
-      f"alone need {8 * 25_780_453_376 / 2**30:.1f} GiB")),
+     ("workload 'transformer' has 25,780,453,376 parameters: the float32 weights, gradients and AdamW state of this "
+      f"host's 2 ddp ranks alone need {2 * 16 * 25_780_453_376 / 2**30:.1f} GiB")),
     (RUN + ["--workload", "transformer", "--layers", "1000000000"], "workload layers=1000000000 is more than 10,000"),
     (["simulate", "--model", "llama3-8b", "--layers", "10001"], "layers=10001 is more than 10,000"),
     # nan passes every "< 0" check: the simulator's capacity factor and imbalance ran on into a traceback
