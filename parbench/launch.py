@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from parbench import preflight
-from parbench.config import RunConfig
+from parbench.config import ConfigError, RunConfig
 from parbench.distributed import Outcome, spawn
 from parbench.rank_result import RankResult
 from parbench.record import build_record, failed_record
@@ -90,7 +90,10 @@ def reference_losses(ref: RunConfig) -> tuple[list[float] | None, str | None]:
     thread in this process would look like a hang). One loss per step the run took (warm-up, probe
     and timed). A reference that cannot run (the model does not fit one device, the timeout) gives
     no losses and the reason, which the record keeps."""
-    outcome = launch(ref)
+    try:
+        outcome = launch(ref)
+    except ConfigError as exc:  # e.g. the whole model on one GPU: the run stands, without its reference
+        return None, f"reference refused: {exc}"
     if outcome.status != "ok":
         return None, f"reference {outcome.status}: {outcome.error}"
     return [float(v) for v in outcome.results[0].losses], None

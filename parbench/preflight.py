@@ -102,15 +102,39 @@ def model_memory_floor(state: workloads.ModelState, *, strategy: str, device: st
     gives it whole, a 1/world_size share of the rest) and the single-process reference after them
     (``"reference"``: all three whole). Activations, buffers and torch itself only add to it. A GPU run holds its
     model on the GPUs: the parent's build is what the host needs."""
-    parts = (state.weight_bytes, state.grad_bytes, state.optimizer_bytes)
     moments = {"build": state.weight_bytes}
     if device == "cpu":
-        whole = WHOLE_ON_EACH_RANK.get(strategy, (False, False, False))
         if world_size > 1:  # one rank is the reference itself
-            moments["ranks"] = int(ranks_here * sum(b if w else b / world_size for b, w in zip(parts, whole)))
-        moments["reference"] = sum(parts)
+            moments["ranks"] = ranks_here * rank_model_bytes(state, strategy=strategy, world_size=world_size)
+        moments["reference"] = state.weight_bytes + state.grad_bytes + state.optimizer_bytes
     moment = max(moments, key=moments.get)
     return moments[moment], moment
+
+
+def rank_model_bytes(state: workloads.ModelState, *, strategy: str, world_size: int) -> int:
+    """The model's bytes one rank of ``strategy`` holds at the least: the parts ``WHOLE_ON_EACH_RANK`` gives it
+    whole, a 1/world_size share of the rest."""
+    whole = WHOLE_ON_EACH_RANK.get(strategy, (False, False, False))
+    parts = (state.weight_bytes, state.grad_bytes, state.optimizer_bytes)
+    return int(sum(b if w else b / world_size for b, w in zip(parts, whole)))
+
+
+def _held(state: workloads.ModelState) -> str:
+    return f"weights, gradients and {state.optimizer} state" if state.optimizer_bytes else "weights and gradients"
+
+
+def check_gpu_model_memory(c: RunConfig, state: workloads.ModelState, gpus: list[devices.Gpu]) -> None:
+    """Each rank's share of the model (``rank_model_bytes``) must fit its GPU's memory as nvidia-smi gives it; a
+    model too large would end every rank in a CUDA out-of-memory error after the launch. The single-process
+    reference is not held to it: one that cannot run is recorded as such beside the run."""
+    if not gpus:
+        return
+    need = rank_model_bytes(state, strategy=c.strategy.value, world_size=c.world_size)
+    small = min(gpus, key=lambda g: g.memory_bytes)
+    if need > small.memory_bytes:
+        raise ConfigError(f"workload {c.workload.name!r} has {state.params:,} parameters: the float32 {_held(state)} "
+                          f"each {c.strategy.value} rank holds alone need {need / 2**30:.1f} GiB and GPU "
+                          f"{small.index} ({small.name}) has {small.memory_bytes / 2**30:.1f} GiB")
 
 
 def check_model_memory(c: RunConfig, ranks_here: int) -> None:
@@ -123,9 +147,10 @@ def check_model_memory(c: RunConfig, ranks_here: int) -> None:
         return
     need, moment = model_memory_floor(state, strategy=c.strategy.value, device=c.device, ranks_here=ranks_here,
                                       world_size=c.world_size)
+    if c.device == "cuda":
+        check_gpu_model_memory(c, state, visible_gpus(devices.list_gpus())[:ranks_here])
     if need > host_memory_bytes():
-        held = (f"weights, gradients and {state.optimizer} state" if state.optimizer_bytes
-                else "weights and gradients")
+        held = _held(state)
         where = {"build": "its float32 weights (the parent builds the model to check it)",
                  "ranks": f"the float32 {held} of this host's {ranks_here} {c.strategy.value} ranks",
                  "reference": f"its float32 {held}" + (" (the single-process reference)" if c.world_size > 1 else "")}

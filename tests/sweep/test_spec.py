@@ -237,3 +237,40 @@ def test_the_model_memory_floor_counts_what_each_strategys_ranks_hold_whole():
     assert floor("fsdp", world_size=8) == (4 * 10**9, "reference")  # the other 4 ranks on another node
     assert floor("single", ranks_here=1, world_size=1) == (4 * 10**9, "reference")
     assert floor("ddp", device="cuda") == (10**9, "build")
+
+
+def test_a_gpu_run_whose_ranks_cannot_hold_their_share_of_the_model_is_refused_naming_the_gpu():
+    """On GPUs each rank's share must fit its GPU (nvidia-smi's memory.total): 6e9 parameters under AdamW are
+    16 bytes each, 96 GB a DDP rank, more than an 80 GB H100's 81,559 MiB; sharded by FSDP over 2 ranks, 48 GB fit.
+    The smallest of the ranks' GPUs is the one named."""
+    from parbench.config import RunConfig
+    from parbench.devices import Gpu
+    from parbench.names import ConfigError
+    from parbench.preflight import check_gpu_model_memory
+    from parbench.workloads import ModelState
+
+    state = ModelState(params=6 * 10**9, weight_bytes=24 * 10**9, grad_bytes=24 * 10**9, optimizer_bytes=48 * 10**9,
+                       optimizer="AdamW")
+    gpus = [Gpu(index=i, name="NVIDIA H100 80GB HBM3", memory_bytes=81559 * 2**20) for i in (0, 1)]
+    ddp = RunConfig(strategy="ddp", world_size=2, workload={"name": "transformer"})
+    with pytest.raises(ConfigError, match=r"has 6,000,000,000 parameters: the float32 weights, gradients and AdamW "
+                                          r"state each ddp rank holds alone need 89\.4 GiB and GPU 0 "
+                                          r"\(NVIDIA H100 80GB HBM3\) has 79\.6 GiB"):
+        check_gpu_model_memory(ddp, state, gpus)
+    check_gpu_model_memory(RunConfig(strategy="fsdp", world_size=2, workload={"name": "transformer"}), state, gpus)
+    check_gpu_model_memory(ddp, state, [])  # no nvidia-smi: nothing to judge
+
+
+def test_a_reference_that_preflight_refuses_leaves_the_run_standing_with_the_reason(monkeypatch):
+    """The single-process reference is launched like any run; where its own preflight refuses it (the whole model on
+    one GPU), the run keeps its record and says why it has no reference, rather than failing after it ran."""
+    from parbench import launch
+    from parbench.config import RunConfig
+    from parbench.names import ConfigError
+
+    def refuse(cfg, **kwargs):
+        raise ConfigError("no room for the whole model")
+
+    monkeypatch.setattr(launch.preflight, "check", refuse)
+    ref = RunConfig(strategy="ddp", world_size=2, workload={"name": "mlp"}).reference()
+    assert launch.reference_losses(ref) == (None, "reference refused: no room for the whole model")
