@@ -9,10 +9,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
+import functools
 import hashlib
 import json
 import math
 import os
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +53,46 @@ def _normalise_workload_name(name: str) -> str:
     if target.endswith(".py"):
         return f"{os.path.abspath(target)}:{attr}"
     return name
+
+
+@functools.cache
+def _field_kinds(cls: type) -> dict[str, tuple[type, ...]]:
+    """The types each init field of a config dataclass accepts (``str | None``: both)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: typing.get_args(hints[f.name]) or (hints[f.name],) for f in dataclasses.fields(cls) if f.init}
+
+
+def _json_kind_ok(value: Any, kind: type) -> bool:
+    if kind is type(None):
+        return value is None
+    if isinstance(value, bool):
+        return kind is bool
+    if kind is float:
+        return isinstance(value, (int, float))
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return isinstance(value, str)
+    if dataclasses.is_dataclass(kind):
+        return isinstance(value, dict)
+    return isinstance(value, kind)
+
+
+_JSON_KIND_NAMES = {type(None): "null", bool: "true or false", int: "an integer", float: "a number"}
+
+
+def _checked_fields(cls: type, data: Any, where: str) -> dict[str, Any]:
+    """``data`` (parsed JSON) as keyword arguments of ``cls``, every key known and every value of a type
+    the field takes (enums by their string values), else ConfigError naming the key."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {where.rstrip('.') or 'object'} is {data!r}, expected an object")
+    kinds = _field_kinds(cls)
+    for key, value in data.items():
+        if key not in kinds:
+            raise ConfigError(f"unknown config key {where}{key}; valid: {', '.join(kinds)}")
+        if not any(_json_kind_ok(value, k) for k in kinds[key]):
+            names = " or ".join(_JSON_KIND_NAMES.get(k, "an object" if dataclasses.is_dataclass(k) else "a string")
+                                for k in kinds[key])
+            raise ConfigError(f"config key {where}{key} is {value!r}, expected {names}")
+    return dict(data)
 
 
 def _parse_enum(enum_type: type[enum.Enum], value: Any, what: str) -> enum.Enum:
@@ -277,8 +319,10 @@ class RunConfig(ParallelLayout):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunConfig":
-        data = dict(data)
-        data["workload"] = WorkloadConfig(**data.get("workload", {}))
+        """A config as ``to_dict`` wrote it (a record's ``config``); ConfigError names an unknown key or a
+        value of the wrong JSON type before any field is used."""
+        data = _checked_fields(cls, data, "")
+        data["workload"] = WorkloadConfig(**_checked_fields(WorkloadConfig, data.get("workload", {}), "workload."))
         return cls(**data)
 
     def point_key(self) -> str:

@@ -190,15 +190,33 @@ STATUSES = ("ok", "failed", "timeout", "diverged")
 # JSON types of the fields that readers sort, group and compute with. A record whose field has
 # another type (``world_size: "two"``, a list as ``sweep_id``) is skipped with a warning naming
 # the file and the field, as a corrupt file is. null is always allowed (older records lack fields).
-_STR, _INT, _NUM = (str,), (int,), (int, float)
+_STR, _INT, _NUM, _BOOL = (str,), (int,), (int, float), (bool,)
+NESTED_NUMBERS = {"moe_routed_tokens_per_expert_per_step": 3, "moe_tokens_per_expert_per_step": 3,
+                  "moe_tokens_per_expert_per_rank": 2}
+"""Arrays of numbers by depth ([step][moe layer][expert], [rank][expert]): every inner list non-empty
+(the MoE view's heatmap labels its columns from the first row)."""
 FIELD_TYPES: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(("run_id", "point_key", "sweep_id", "status", "error", "strategy", "backend", "device",
                      "workload", "dataset", "schedule", "dp_mode", "data_mode", "created_at", "hostname",
-                     "parbench_version", "git_commit", "torch_version", "trace_file"), _STR),
+                     "parbench_version", "git_commit", "torch_version", "trace_file", "precision", "router",
+                     "mfu_dtype", "mfu_peak_source", "reference_error", "launcher", "cluster_topology",
+                     "python_version", "cpu_model", "gpu_name"), _STR),
     **dict.fromkeys(("schema_version", "repeat", "failed_rank", "world_size", "layers", "hidden", "heads",
                      "seq_len", "vocab_size", "global_batch_size", "micro_batches", "virtual_stages", "dp",
                      "tp", "pp", "servers", "steps", "warmup_steps", "seed", "threads_per_rank", "traced_steps",
-                     "breakdown_rank"), _INT),
+                     "breakdown_rank", "ep", "experts", "top_k", "moe_every", "loader_workers", "nodes",
+                     "ranks_per_node", "node_rank"), _INT),
+    **dict.fromkeys(("capacity_factor", "aux_loss_weight", "time_data_s", "mfu_peak_flops", "loss_tolerance",
+                     "cuda_allocated_peak_bytes", "cuda_reserved_peak_bytes", "cuda_device_used_bytes",
+                     "cuda_device_total_bytes", "comm_moe_dispatch_bytes_per_step", "comm_moe_combine_bytes_per_step",
+                     "comm_moe_counts_bytes_per_step", "comm_expert_grad_bytes_per_step",
+                     "comm_non_expert_grad_bytes_per_step", "moe_load_imbalance_median", "moe_dropped_fraction",
+                     "mem_expert_param_bytes", "mem_expert_grad_bytes", "mem_expert_optim_bytes",
+                     "comm_intra_node_bytes_per_step", "comm_inter_node_bytes_per_step",
+                     "cluster_link_rate_bit_per_s"), _NUM),
+    **dict.fromkeys(("data_in_step", "cluster_emulated"), _BOOL),
+    **dict.fromkeys(("node_of_rank", "node_hosts", "cluster_node_addresses"), (list,)),
+    "comm_inter_node_bytes_per_step_by_category": (dict,),
     **dict.fromkeys(("wall_time_s", "overhead_s", "throughput_samples_per_s", "throughput_tokens_per_s",
                      "step_time_s_median", "step_time_s_p10", "step_time_s_p90", "step_time_s_iqr",
                      "compute_time_s_median", "exposed_comm_time_s", "model_flops_per_step",
@@ -210,19 +228,48 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
                      "time_comm_exposed_data_s", "time_comm_exposed_parameter_s", "time_comm_exposed_intermediate_s",
                      "time_bubble_s", "time_optimizer_s", "time_other_s", "time_comm_exposed_s",
                      "traced_step_time_s", "bubble_fraction"), _NUM),
-    **dict.fromkeys(("losses", "step_times_s", "per_rank", "breakdown_per_rank"), (list,)),
+    **dict.fromkeys(("losses", "step_times_s", "per_rank", "breakdown_per_rank", "moe_load_imbalance_per_step",
+                     "moe_dropped_fraction_per_step", *NESTED_NUMBERS), (list,)),
     **dict.fromkeys(("config", "comm_ops"), (dict,)),
 }
-_KIND = {_STR: "a string", _INT: "an integer", _NUM: "a number", (list,): "a list", (dict,): "an object"}
+_KIND = {_STR: "a string", _INT: "an integer", _NUM: "a number", _BOOL: "true or false", (list,): "a list",
+         (dict,): "an object"}
 ITEM_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "step_times_s": (_NUM, "numbers"), "losses": ((*_NUM, type(None)), "numbers or null"),
+    "moe_load_imbalance_per_step": (_NUM, "numbers"), "moe_dropped_fraction_per_step": (_NUM, "numbers"),
+    "node_of_rank": (_INT, "integers"), "node_hosts": (_STR, "strings"), "cluster_node_addresses": (_STR, "strings"),
     "per_rank": ((dict,), "objects"), "breakdown_per_rank": ((dict,), "objects")}
 """What the list fields hold (a loss is null where no rank computed one)."""
+RANK_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "rank": _INT, "role": _STR, "device_name": _STR, "losses": (list,),
+    **dict.fromkeys(("comm_ops", "comm_bytes_by_label", "extra"), (dict,)), "moe_routing": (list,),
+    **dict.fromkeys(("comm_data_bytes_per_step", "comm_parameter_bytes_per_step", "comm_intermediate_bytes_per_step",
+                     "comm_wire_bytes_per_step", "os_write_bytes_per_step", "peak_rss_bytes", "mem_param_bytes",
+                     "mem_grad_bytes", "mem_optim_bytes", "mem_activation_bytes", "mem_expert_param_bytes",
+                     "mem_expert_grad_bytes", "mem_expert_optim_bytes", "cuda_allocated_peak_bytes",
+                     "cuda_reserved_peak_bytes", "cuda_device_total_bytes", "cuda_device_used_bytes",
+                     "time_data_s", "time_compute_s", "time_comm_exposed_data_s",
+                     "time_comm_exposed_parameter_s", "time_comm_exposed_intermediate_s", "time_bubble_s",
+                     "time_optimizer_s", "time_other_s", "traced_step_time_s"), _NUM),
+}
+"""Types of the fields inside ``per_rank`` and ``breakdown_per_rank`` entries (the charts sum and plot
+them); null is allowed, as at the top level."""
 
 
 IDENTITY_FIELDS = ("strategy", "world_size", "workload", "config")
 """What every record states, a failed run's too (``parbench.record``): without them a run cannot be
 grouped, compared or predicted."""
+
+
+def _is_kind(value: Any, kinds: tuple[type, ...]) -> bool:
+    """JSON's true and false are a kind of their own, not numbers (Python's bool is an int)."""
+    return isinstance(value, kinds) and (not isinstance(value, bool) or bool in kinds)
+
+
+def _is_array(value: Any, depth: int) -> bool:
+    if depth == 0:
+        return _is_kind(value, _NUM)
+    return isinstance(value, list) and len(value) > 0 and all(_is_array(v, depth - 1) for v in value)
 
 
 def field_problem(rec: dict[str, Any]) -> str | None:
@@ -234,12 +281,22 @@ def field_problem(rec: dict[str, Any]) -> str | None:
         value = rec.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, kinds):
+        if not _is_kind(value, kinds):
             return f"field {key!r} is {value!r} ({type(value).__name__}), expected {_KIND[kinds]}"
     for key, (kinds, what) in ITEM_TYPES.items():
-        bad = [x for x in rec.get(key) or () if isinstance(x, bool) or not isinstance(x, kinds)]
+        bad = [x for x in rec.get(key) or () if not _is_kind(x, kinds)]
         if bad:
             return f"field {key!r} holds {bad[0]!r} ({type(bad[0]).__name__}), expected {what}"
+    for key in ("per_rank", "breakdown_per_rank"):
+        for i, entry in enumerate(rec.get(key) or ()):
+            for field, kinds in RANK_FIELD_TYPES.items():
+                value = entry.get(field)
+                if value is not None and not _is_kind(value, kinds):
+                    return (f"field '{key}[{i}].{field}' is {value!r} ({type(value).__name__}), "
+                            f"expected {_KIND[kinds]}")
+    for key, depth in NESTED_NUMBERS.items():
+        if rec.get(key) is not None and not _is_array(rec[key], depth):
+            return f"field {key!r} is not a {depth}-deep array of numbers with no empty row"
     for op, v in (rec.get("comm_ops") or {}).items():
         if not isinstance(v, dict) or any(isinstance(x, bool) or not isinstance(x, _NUM) for x in v.values()):
             return f"field 'comm_ops' holds {op!r}: {v!r}, expected an object of numbers (count, bytes)"

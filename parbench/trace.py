@@ -107,23 +107,30 @@ def find_trace(run_id: str, roots: Iterable[str | Path]) -> Path | None:
     return None
 
 
+def _ms(seconds: float | None, width: int = 0, places: int = 3) -> str:
+    """Seconds as milliseconds, ``-`` where a hand-edited or older record has no figure."""
+    return f"{'-' if seconds is None or seconds != seconds else f'{seconds * 1e3:.{places}f}':>{width}s}"
+
+
 def summary(record: dict[str, Any]) -> str:
     """The breakdown of one record as text: the busiest rank's terms, then every rank's."""
     if record.get("time_compute_s") is None:
         return f"run {record.get('run_id')}: no step-time breakdown in this record (traced steps were added later)"
-    step = record["traced_step_time_s"]
+    step = record.get("traced_step_time_s")
     lines = [f"run {record['run_id']}: {record.get('strategy')} world_size={record.get('world_size')} "
              f"{record.get('workload')}",
-             f"traced step {step * 1e3:.2f} ms on rank {record['breakdown_rank']} (busiest); "
-             f"timed median {record.get('step_time_s_median', float('nan')) * 1e3:.2f} ms"]
+             f"traced step {_ms(step, places=2)} ms on rank {record.get('breakdown_rank')} (busiest); "
+             f"timed median {_ms(record.get('step_time_s_median'), places=2)} ms"]
     for term in breakdown.TERMS:
-        value = record[term]
-        lines.append(f"  {term:34s} {value * 1e3:9.3f} ms  {100 * value / step if step else 0:5.1f}%")
+        value = record.get(term)
+        share = f"{100 * value / step:5.1f}%" if value is not None and step else "    -"
+        lines.append(f"  {term:34s} {_ms(value, 9)} ms  {share}")
     if record.get("bubble_fraction") is not None:
         lines.append(f"  bubble fraction (mean over ranks)  {record['bubble_fraction']:.3f}")
     names = [breakdown.short_name(t) for t in breakdown.TERMS]
     widths = [max(9, len(n)) for n in names]
     lines.append("per rank (ms): rank " + " ".join(f"{n:>{w}s}" for n, w in zip(names, widths)))
     for entry in record.get("breakdown_per_rank") or []:
-        lines.append(f"  {entry['rank']:>17d} " + " ".join(f"{entry[t] * 1e3:{w}.3f}" for t, w in zip(breakdown.TERMS, widths)))
+        lines.append(f"  {entry.get('rank', '-')!s:>17s} " + " ".join(_ms(entry.get(t), w)
+                                                                 for t, w in zip(breakdown.TERMS, widths)))
     return "\n".join(lines)

@@ -444,8 +444,9 @@ def measured_section(ctx: "ViewContext") -> None:
     st.plotly_chart(sim_charts.terms_figure(frame), key="sim-terms")
     st.caption(terms_caption(cluster))
     st.dataframe(frame, key="sim-error-table", hide_index=True)
-    ok = ctx.runs[ctx.runs["status"] == "ok"]
-    st.plotly_chart(sim_charts.scaling_figure(sim_charts.scaling_curves(ok, cluster), frame), key="sim-scaling")
+    predicted = ctx.runs[ctx.runs["run_id"].isin(frame["run_id"])]  # ok runs whose config the simulator takes
+    st.plotly_chart(sim_charts.scaling_figure(sim_charts.scaling_curves(predicted, cluster), frame),
+                    key="sim-scaling")
     for line in skipped:
         st.warning(f"not predicted: {line}")
 

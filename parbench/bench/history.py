@@ -27,12 +27,30 @@ def run_files(directory: str | Path = HISTORY_DIR) -> Iterator[Path]:
 
 
 def read_run(path: Path) -> dict[str, Any] | None:
-    """A saved run, or None if the file is not one (corrupt, or another kind of JSON)."""
+    """A saved run, or None if the file is not one (corrupt, another kind of JSON, or a run whose
+    fields have other types than pytest-benchmark writes: edited by hand)."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) and "benchmarks" in doc and "machine_info" in doc else None
+    return doc if _is_run(doc) else None
+
+
+def _is_run(doc: Any) -> bool:
+    """The shape ``rows`` and ``machine_key`` read: objects where they expect objects, numbers as stats."""
+    def obj(v: Any) -> bool:
+        return v is None or isinstance(v, dict)
+
+    def num(v: Any) -> bool:
+        return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+    if not (isinstance(doc, dict) and isinstance(doc.get("machine_info"), dict)
+            and isinstance(doc.get("benchmarks"), list) and obj(doc.get("commit_info"))
+            and obj(doc["machine_info"].get("cpu")) and isinstance(doc.get("datetime") or "", str)):
+        return False
+    return all(isinstance(b, dict) and obj(b.get("stats")) and obj(b.get("extra_info"))
+               and all(num((b.get("stats") or {}).get(k)) for k in ("median", "iqr", "min", "max", "rounds"))
+               for b in doc["benchmarks"])
 
 
 def machine_key(machine_info: dict[str, Any]) -> tuple[str, str]:

@@ -58,7 +58,10 @@ def handle(a: argparse.Namespace) -> int:
         console.print(f"wrote {len(frame)} runs to {export(frame, a.export)}")
         return 0
     console.print(breakdown_table(frame, a.results_dir) if a.breakdown else table(frame, a.results_dir, console.width))
-    sweeps = [r for r in sweep_rows(root) if not a.sweep or r["sweep_id"] == a.sweep]
+    unreadable: list[str] = []
+    sweeps = [r for r in sweep_rows(root, unreadable) if not a.sweep or r["sweep_id"] == a.sweep]
+    for p in unreadable:
+        print(f"warning: skipped unreadable sweep manifest {p}", file=sys.stderr)
     if sweeps:
         console.print(sweeps_table(sweeps))
     return 0

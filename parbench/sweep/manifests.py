@@ -22,15 +22,37 @@ from typing import Any, Iterator
 from parbench.results import now_iso, write_json_atomic
 
 
-def iter_manifests(results_dir: str | Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """(path, manifest) of every readable ``sweeps/*/manifest*.json`` under the directory."""
+MANIFEST_TYPES: dict[str, type] = {
+    **dict.fromkeys(("sweep_id", "status", "start_time", "end_time", "error"), str),
+    **dict.fromkeys(("pid", "runs_ok", "runs_failed", "runs_planned"), int), "environment": dict}
+"""Types of the manifest fields that ``parbench results`` and a later sweep read (null allowed)."""
+_KIND_NAMES = {str: "a string", int: "an integer", dict: "an object"}
+
+
+def manifest_problem(manifest: Any) -> str | None:
+    """Why a parsed manifest cannot be read (not an object, the first wrong-typed field), else None."""
+    if not isinstance(manifest, dict):
+        return f"not a sweep manifest (a JSON {type(manifest).__name__}, not an object)"
+    for key, kind in MANIFEST_TYPES.items():
+        value = manifest.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+            return f"field {key!r} is {value!r} ({type(value).__name__}), expected {_KIND_NAMES[kind]}"
+    return None
+
+
+def iter_manifests(results_dir: str | Path, problems: list[str] | None = None) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """(path, manifest) of every readable ``sweeps/*/manifest*.json`` under the directory; an unreadable or
+    mistyped one is skipped, and named in ``problems`` when it is given."""
     for path in sorted(Path(results_dir).glob("sweeps/*/manifest*.json")):
         try:
             manifest = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(manifest, dict):
+            problem = manifest_problem(manifest)
+        except (OSError, ValueError) as exc:
+            problem = str(exc)
+        if problem is None:
             yield path, manifest
+        elif problems is not None:
+            problems.append(f"{path}: {problem}")
 
 
 def process_start_epoch(pid: int) -> float | None:
@@ -83,10 +105,11 @@ def mark_dead_interrupted(results_dir: str | Path) -> list[Path]:
     return marked
 
 
-def sweep_rows(results_dir: str | Path) -> list[dict[str, Any]]:
-    """One row per sweep (its current ``manifest.json``): id, effective status, runs, times."""
+def sweep_rows(results_dir: str | Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
+    """One row per sweep (its current ``manifest.json``): id, effective status, runs, times; a manifest
+    that cannot be read is named in ``problems``."""
     rows = []
-    for path, m in iter_manifests(results_dir):
+    for path, m in iter_manifests(results_dir, problems):
         if path.name != "manifest.json":
             continue
         rows.append({"sweep_id": m.get("sweep_id", path.parent.name), "status": effective_status(m),

@@ -33,6 +33,23 @@ def test_load_history_and_same_machine_baseline(tmp_path):
     assert history.noise(frame) == pytest.approx({"pairs": 1, "p50_pct": 50.0, "p90_pct": 50.0, "max_pct": 50.0})
 
 
+@pytest.mark.parametrize("edit", [
+    {"machine_info": ["here"]}, {"datetime": 20260105}, {"commit_info": "abc"}, {"benchmarks": {"a": 1}},
+    {"benchmarks": ["test_step"]}, {"benchmarks": [{"name": "t", "stats": {"median": "fast"}}]},
+    {"benchmarks": [{"name": "t", "stats": [0.1]}]}, {"machine_info": {"node": "here", "cpu": "cpu A"}},
+])
+def test_a_run_edited_out_of_shape_is_skipped_like_a_corrupt_one(tmp_path, edit):
+    """A saved run whose fields have other types than pytest-benchmark writes is no run: the history and
+    the baseline skip it (it once ended the dashboard's history view in an AttributeError or TypeError)."""
+    d = tmp_path / "benchmarks"
+    _run(d / "0001_a.json", node="here", cpu="cpu A", when="2026-01-01T00:00:00", commit="a", median=0.02)
+    _run(d / "0002_b.json", node="here", cpu="cpu A", when="2026-01-02T00:00:00", commit="b", median=0.03)
+    doc = json.loads((d / "0002_b.json").read_text())
+    (d / "0002_b.json").write_text(json.dumps({**doc, **edit}))
+    assert list(history.load_history(d)["commit"]) == ["a"]
+    assert history.latest_baseline(d, ("here", "cpu A")).name == "0001_a.json"
+
+
 def test_empty_history_has_every_column(tmp_path):
     frame = history.load_history(tmp_path / "nothing")
     assert frame.empty and list(frame.columns) == list(history.COLUMNS)

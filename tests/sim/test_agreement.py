@@ -98,6 +98,38 @@ def test_an_ok_record_without_timings_is_skipped_by_name_not_a_crash(results, tm
     assert f"{len(records)} runs; comm bytes exact in {len(records)}" in printed
 
 
+def test_a_record_whose_config_is_mistyped_is_skipped_by_name_in_validate_and_the_dashboard(
+        results, tmp_path, capsys, monkeypatch):
+    """An ok record whose ``config`` holds a value of the wrong JSON type (hand-edited): validate and the
+    dashboard's Simulator view name the key and go on with every other run (it once ended both in an
+    AttributeError; the scaling curves rebuilt every ok run's config, predicted or not)."""
+    import shutil
+
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard.data import RESULTS_DIR_ENV
+    from parbench.sim.hardware import cluster_to_dict, profile_path
+
+    out, records = results
+    shutil.copytree(out, tmp_path / "r")
+    first = next(iter(records.values()))
+    mistyped = dict(first, run_id="d" * 32, config={**first["config"], "workload": {"name": True}})
+    (tmp_path / "r" / "runs" / f"{'d' * 32}.json").write_text(json.dumps(mistyped))
+    why = f"{'d' * 32}: ConfigError: config key workload.name is True, expected a string"
+    assert main(["validate", "--results-dir", str(tmp_path / "r"), "--cluster", "a100-80gb"]) == 0
+    printed = capsys.readouterr().out
+    assert f"skipped {why}" in printed and f"{len(records)} runs; comm bytes exact in {len(records)}" in printed
+    path = profile_path(tmp_path / "r")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cluster": cluster_to_dict(PRESETS["a100-80gb"])}))
+    monkeypatch.setenv(RESULTS_DIR_ENV, str(tmp_path / "r"))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py"), default_timeout=120)
+    at.query_params["view"] = "simulator"
+    at.run()
+    assert not at.exception
+    assert f"not predicted: {why}" in [w.value for w in at.warning]
+
+
 def test_validate_command_summarises_every_run(results, capsys):
     out, records = results
     rows, _ = validation_rows(out, PRESETS["a100-80gb"])

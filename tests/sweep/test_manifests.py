@@ -65,3 +65,24 @@ def test_a_new_sweep_marks_a_dead_one_before_it_starts(tmp_path):
     assert json.loads((results / "sweeps" / "dead-2" / "manifest.json").read_text())["status"] == "interrupted"
     mine = json.loads((results / "sweeps" / the_plan.spec.sweep_id / "manifest.json").read_text())
     assert mine["status"] == "finished" and not list(results.glob("sweeps/*/.reserve-*"))
+
+
+def test_a_mistyped_manifest_is_named_and_skipped_and_the_others_shown(tmp_path, capsys):
+    """A hand-edited manifest (its environment a list, its pid a string) once ended ``parbench results`` and
+    every later sweep's start in an AttributeError; now ``results`` names it and lists the other sweeps, and
+    a new sweep leaves it as it is and still marks the dead one."""
+    results = tmp_path / "results"
+    _manifest(results, "dead-3", _dead_pid())
+    _manifest(results, "listed-env-1", _dead_pid(), environment=[1, 2])
+    _manifest(results, "text-pid-1", "123")
+    (results / "sweeps" / "array-1").mkdir()
+    (results / "sweeps" / "array-1" / "manifest.json").write_text("[1, 2]")
+    assert main(["results", "--results-dir", str(results)]) == 0
+    out, err = capsys.readouterr()
+    assert "1 sweeps" in out and "dead-3" in out
+    for name, why in (("listed-env-1", "field 'environment' is [1, 2] (list), expected an object"),
+                      ("text-pid-1", "field 'pid' is '123' (str), expected an integer"),
+                      ("array-1", "not a sweep manifest (a JSON list, not an object)")):
+        assert f"warning: skipped unreadable sweep manifest {results / 'sweeps' / name / 'manifest.json'}: {why}" in err
+    assert [p.parent.name for p in mark_dead_interrupted(results)] == ["dead-3"]
+    assert json.loads((results / "sweeps" / "listed-env-1" / "manifest.json").read_text())["status"] == "running"

@@ -166,6 +166,18 @@ def test_summary_lists_every_term_and_says_when_a_record_has_none():
     assert "no step-time breakdown" in summary({"run_id": "old", "time_compute_s": None})
 
 
+def test_summary_of_a_record_missing_figures_shows_dashes_not_a_traceback():
+    """A hand-edited record with a breakdown but a term, the traced step or a rank's term removed: the
+    missing figures print as ``-`` (it once ended ``parbench trace`` in a TypeError)."""
+    cols = record_columns(_pipeline_pair())
+    cols.pop(TERMS[1])
+    cols["breakdown_per_rank"][0].pop(TERMS[0])
+    text = summary({"run_id": "r2", **cols, "traced_step_time_s": None})
+    assert "traced step - ms" in text and "timed median - ms" in text
+    assert re.search(rf"^  {TERMS[1]} +- ms +-$", text, re.M)
+    assert re.search(r"^ +0 +- ", text, re.M)
+
+
 def test_chrome_trace_lays_overlapping_ops_on_separate_lanes():
     step = {"start_s": 0.0, "returned_s": 3.0, "end_s": 3.0, "compute": [(0, 3)], "optimizer": [],
             "comm": [op("all_reduce", "parameter", 0.5, 2.0), op("all_reduce", "parameter", 1.0, 2.5),

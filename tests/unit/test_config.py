@@ -77,6 +77,29 @@ def test_point_key_ignores_timeout_only():
     assert RunConfig.from_dict(a.to_dict()) == a
 
 
+@pytest.mark.parametrize("data, why", [
+    ({"world_size": "two"}, "config key world_size is 'two', expected an integer"),
+    ({"world_size": 2.0}, "config key world_size is 2.0, expected an integer"),
+    ({"lr": True}, "config key lr is True, expected a number"),
+    ({"pin_memory": 1}, "config key pin_memory is 1, expected true or false"),
+    ({"strategy": ["ddp"]}, "config key strategy is ['ddp'], expected a string"),
+    ({"inject_fault": 3}, "config key inject_fault is 3, expected a string or null"),
+    ({"workload": {"name": True}}, "config key workload.name is True, expected a string"),
+    ({"workload": {"capacity_factor": "1.25"}}, "config key workload.capacity_factor is '1.25', expected a number"),
+    ({"workload": 5}, "config key workload is 5, expected an object"),
+    ({"wrld_size": 2}, "unknown config key wrld_size; valid: dp, tp,"),
+    ({"workload": {"layer": 2}}, "unknown config key workload.layer; valid: name, layers,"),
+    ([1, 2], "config object is [1, 2], expected an object"),
+])
+def test_from_dict_names_a_mistyped_or_unknown_key(data, why):
+    """A record's config is JSON someone may have edited: every key known, every value of its field's type
+    (an integer field takes no 2.0, a flag no 1), else a ConfigError naming it before anything is built."""
+    with pytest.raises(ConfigError) as err:
+        RunConfig.from_dict(data)
+    assert str(err.value).startswith(why)
+    assert RunConfig.from_dict({"lr": 1, "inject_fault": None, "workload": {"capacity_factor": 2}}).lr == 1
+
+
 def test_reference_is_single_process_same_batch_and_seed():
     cfg = RunConfig(strategy="pipeline", world_size=2, micro_batches=4, seed=3, global_batch_size=32)
     ref = cfg.reference()

@@ -49,6 +49,18 @@ def test_load_skips_corrupt_records_with_a_warning(tmp_path):
     ("per_rank", [3], "field 'per_rank' holds 3 (int), expected objects"),
     ("comm_ops", {"all_reduce/parameter": 5},
      "field 'comm_ops' holds 'all_reduce/parameter': 5, expected an object of numbers (count, bytes)"),
+    ("per_rank", [{"rank": 0, "mem_param_bytes": {"a": 1}}],
+     "field 'per_rank[0].mem_param_bytes' is {'a': 1} (dict), expected a number"),
+    ("breakdown_per_rank", [{"rank": 0, "time_compute_s": 0.1}, {"rank": "1", "time_compute_s": 0.1}],
+     "field 'breakdown_per_rank[1].rank' is '1' (str), expected an integer"),
+    ("capacity_factor", "1.25", "field 'capacity_factor' is '1.25' (str), expected a number"),
+    ("data_in_step", 1, "field 'data_in_step' is 1 (int), expected true or false"),
+    ("moe_load_imbalance_per_step", [1.2, None],
+     "field 'moe_load_imbalance_per_step' holds None (NoneType), expected numbers"),
+    ("moe_tokens_per_expert_per_rank", [[3, 4], []],
+     "field 'moe_tokens_per_expert_per_rank' is not a 2-deep array of numbers with no empty row"),
+    ("moe_tokens_per_expert_per_step", [[[3, 4]], [["4", 3]]],
+     "field 'moe_tokens_per_expert_per_step' is not a 3-deep array of numbers with no empty row"),
 ])
 def test_wrong_typed_fields_are_skipped_naming_file_and_field(tmp_path, capsys, field, value, why):
     """Well-formed JSON with a wrong-typed field: load and ``parbench results`` skip it with a warning
