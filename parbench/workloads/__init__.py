@@ -108,6 +108,7 @@ def check(cfg: "RunConfig") -> None:
     model = _build(workload, cfg, name)
     _check_data(workload, cfg, name)
     _check_batch(workload, model, name)
+    _check_optimizer(workload, model, cfg, name)
     _check_tp(workload, model, cfg, name)
     _check_pipeline(workload, model, cfg, name)
 
@@ -127,8 +128,13 @@ def _check_data(workload: Workload, cfg: "RunConfig", name: str) -> None:
     """A Dataset holds at least one global batch; a batch_slice equals the rows of the whole batch
     (else each rank would train on samples the single-process reference never sees)."""
     if workload.dataset is not None:
-        if len(workload.dataset) < cfg.global_batch_size:
-            raise ConfigError(f"workload {name!r}: its dataset has {len(workload.dataset)} samples, fewer than "
+        try:
+            size = len(workload.dataset)
+        except Exception as exc:
+            raise ConfigError(f"workload {name!r}: len(dataset) raised {type(exc).__name__}: {exc}; a map-style "
+                              "Dataset has a length") from exc
+        if size < cfg.global_batch_size:
+            raise ConfigError(f"workload {name!r}: its dataset has {size} samples, fewer than "
                               f"global_batch_size={cfg.global_batch_size}")
         return
     if workload.batch_slice is None or workload.batch is None:
@@ -165,6 +171,23 @@ def _check_batch(workload: Workload, model: StagedModel, name: str) -> None:
                           f"{tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__}")
 
 
+def _check_optimizer(workload: Workload, model: StagedModel, cfg: RunConfig, name: str) -> None:
+    """Something to train, and an optimizer over it: every strategy steps ``optimizer(params, lr)``, and DDP
+    refuses a model without a trainable parameter (both once ended a run in a rank's traceback)."""
+    params = list(model.parameters())
+    if not any(p.requires_grad for p in params):
+        raise ConfigError(f"workload {name!r}: its model has no parameter that requires a gradient, so there is "
+                          "nothing to train and no gradient to communicate")
+    try:
+        optimizer = workload.optimizer(params, cfg.lr)
+    except Exception as exc:
+        raise ConfigError(f"workload {name!r}: optimizer(params, lr={cfg.lr:g}) raised {type(exc).__name__}: "
+                          f"{exc}") from exc
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ConfigError(f"workload {name!r}: optimizer(params, lr) returned {type(optimizer).__name__}, not a "
+                          "torch.optim.Optimizer")
+
+
 def _check_tp(workload: Workload, model: StagedModel, cfg: "RunConfig", name: str) -> None:
     if cfg.tp <= 1:
         return
@@ -172,9 +195,24 @@ def _check_tp(workload: Workload, model: StagedModel, cfg: "RunConfig", name: st
         raise ConfigError(f"workload {name!r} provides no tensor-parallel plan (Workload.tp_plan is None), "
                           f"so tp={cfg.tp} cannot run; it runs under {', '.join(GENERIC_STRATEGIES)}"
                           + (" and pipeline" if len(model.units) > 1 else ""))
-    missing = [path for path in workload.tp_plan(model) if "*" not in path and not _has(model, path)]
+    try:
+        plan = workload.tp_plan(model)
+    except Exception as exc:
+        raise ConfigError(f"workload {name!r}: tp_plan(model) raised {type(exc).__name__}: {exc}") from exc
+    from torch.distributed.tensor.parallel import ParallelStyle
+
+    if not (isinstance(plan, dict) and plan
+            and all(isinstance(k, str) and isinstance(v, ParallelStyle) for k, v in plan.items())):
+        raise ConfigError(f"workload {name!r}: tp_plan(model) must return a non-empty {{module path: ParallelStyle}} "
+                          f"dict (ColwiseParallel(), RowwiseParallel(), ...), got {_short(plan)}")
+    missing = [path for path in plan if "*" not in path and not _has(model, path)]
     if missing:
         raise ConfigError(f"workload {name!r}: its tp plan names modules the model lacks: {', '.join(missing)}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 80 else text[:77] + '...'}"
 
 
 def _has(model: StagedModel, path: str) -> bool:

@@ -37,6 +37,10 @@ def _check(name: str, **run) -> str:
     (f"{BAD}:mismatched", "its model does not fit its batch (inputs (2, 100) torch.float32"),
     (f"{BAD}:samples_last", "inputs are (784, 2)"),
     (f"{BAD}:plain_module", "build() returned Linear, not a StagedModel"),
+    (f"{BAD}:optimizer_returns_none", "optimizer(params, lr) returned NoneType, not a torch.optim.Optimizer"),
+    (f"{BAD}:optimizer_raises", "optimizer(params, lr=0.001) raised ValueError: Invalid learning rate: -0.001"),
+    (f"{BAD}:nothing_to_train",
+     "its model has no parameter that requires a gradient, so there is nothing to train and no gradient to communicate"),
 ])
 def test_a_bad_plugin_is_refused_with_its_name_and_fault(name, expected):
     message = _check(name)
@@ -66,6 +70,21 @@ def test_tensor_parallel_without_a_plan_names_what_is_missing():
     message = _check(MNIST, strategy="tp")
     assert message.startswith(f"workload {MNIST!r} provides no tensor-parallel plan (Workload.tp_plan is None), "
                               "so tp=2 cannot run; it runs under single, ddp")
+
+
+@pytest.mark.parametrize("plugin, expected", [
+    ("tp_plan_raises", "tp_plan(model) raised IndexError: index 7 is out of range"),
+    ("tp_plan_of_names", ("tp_plan(model) must return a non-empty {module path: ParallelStyle} dict (ColwiseParallel(), "
+                          "RowwiseParallel(), ...), got dict {'units.0': 'colwise', 'units.1.0': 'rowwise'}")),
+])
+def test_a_tp_plan_that_raises_or_is_not_parallel_styles_is_named(plugin, expected):
+    """Once a traceback in the parent (a plan that raised) or in every rank (torch's parallelize_module)."""
+    assert expected in _check(f"{BAD}:{plugin}", strategy="tp")
+
+
+def test_a_dataset_without_a_length_is_named():
+    assert ("len(dataset) raised NotImplementedError: streamed: length unknown; a map-style Dataset has a length"
+            in _check(f"{BAD}:dataset_without_length", strategy="ddp"))
 
 
 def test_a_tp_plan_naming_a_missing_module():

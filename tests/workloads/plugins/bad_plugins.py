@@ -41,6 +41,43 @@ def plain_module(cfg, seed):
     return _workload(build=lambda s: nn.Linear(784, 10))
 
 
+def optimizer_returns_none(cfg, seed):
+    return _workload(optimizer=lambda params, lr: None)
+
+
+def optimizer_raises(cfg, seed):
+    return _workload(optimizer=lambda params, lr: torch.optim.SGD(params, lr=-lr))
+
+
+def nothing_to_train(cfg, seed):
+    """Every parameter frozen: DDP refuses such a model, and no strategy has a gradient to move."""
+    def build(s):
+        model = StagedModel(None, [nn.Linear(784, 784), _head()], None)
+        return model.requires_grad_(False)
+    return _workload(build=build)
+
+
+def tp_plan_raises(cfg, seed):
+    return _workload(tp_plan=lambda model: model.units[7])
+
+
+def tp_plan_of_names(cfg, seed):
+    """Styles named as transformers names them, not torch ParallelStyle objects."""
+    return _workload(tp_plan=lambda model: {"units.0": "colwise", "units.1.0": "rowwise"})
+
+
+class _NoLength(torch.utils.data.Dataset):
+    def __len__(self):
+        raise NotImplementedError("streamed: length unknown")
+
+    def __getitem__(self, i):
+        return torch.randn(784), torch.tensor(0)
+
+
+def dataset_without_length(cfg, seed):
+    return _workload(batch=None, dataset=_NoLength())
+
+
 def bad_split(cfg, seed):
     """Two units, but a declared split point at unit 5."""
     return _workload(split_points=(5,))
