@@ -11,6 +11,7 @@ as (n-1) alpha, so at large n, where each rank's share of a bucket or unit shrin
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import socket
@@ -1086,8 +1087,10 @@ def cluster_from_dict(data: dict[str, Any]) -> Cluster:
 
 
 def cluster_to_dict(c: Cluster) -> dict[str, Any]:
-    out = {f.name: getattr(c, f.name) for f in fields(Cluster)}
-    out["intra"], out["inter"] = vars(c.intra), vars(c.inter)
+    """Plain data to save or edit: copies, so that editing it leaves the cluster (a preset, shared by the whole
+    process) as it was."""
+    out = {f.name: copy.deepcopy(getattr(c, f.name)) for f in fields(Cluster)}
+    out["intra"], out["inter"] = dict(vars(c.intra)), dict(vars(c.inter))
     out["collectives"] = {k: {str(n): list(v) for n, v in by_n.items()} for k, by_n in c.collectives.items()}
     out["compute_slowdown"] = {str(n): v for n, v in c.compute_slowdown.items()}
     for name in ("collective_step_overhead_s", "burst_step_overhead_s", "tp_step_overhead_s", "fsdp_step_byte_overhead_s"):
@@ -1125,9 +1128,10 @@ def load_cluster(name: str, *, results_dir: str | Path = "results") -> Cluster:
         raise FileNotFoundError(f"no cluster {name!r} ({path} does not exist); {hint}")
     try:
         data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
+        data = data.get("cluster", data) if isinstance(data, dict) else data  # a saved profile nests it
         if not isinstance(data, dict):
             raise ValueError(f"holds {type(data).__name__}, not an object of cluster fields")
-        return cluster_from_dict(data.get("cluster", data))
+        return cluster_from_dict(data)
     except (ValueError, UnicodeDecodeError) as exc:  # tomllib's and json's decode errors are ValueErrors
         hint = "; run `parbench calibrate` again" if name == "local" else ""
         raise ValueError(f"cluster {path}: {exc}{hint}") from None

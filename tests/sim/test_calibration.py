@@ -46,6 +46,13 @@ def test_cluster_round_trips_through_plain_data():
     assert cluster_from_dict(cluster_to_dict(c)) == c
     with pytest.raises(ValueError, match="unknown cluster fields"):
         cluster_from_dict({**cluster_to_dict(c), "nvlink_gen": 4})
+    # the data is a copy: editing it (a cluster file written from a preset) leaves the preset as it was
+    data = cluster_to_dict(c)
+    data["intra"]["bandwidth_bytes_per_s"] = 1.0
+    data["attention_kernels"]["flash"] = 0.1
+    data["sources"]["peak_flops"] = "edited"
+    assert cluster_from_dict(cluster_to_dict(c)) == c and c.intra.bandwidth_bytes_per_s > 1e11
+    assert c.attention_kernels.get("flash") != 0.1 and c.sources["peak_flops"] != "edited"
 
 
 def test_real_collectives_and_gemm_are_measured():

@@ -95,6 +95,9 @@ def test_a_calibrated_profile_that_cannot_be_read_exits_2_naming_it(tmp_path, ca
     assert main(["validate", "--results-dir", str(tmp_path)]) == 2
     assert f"cluster {profile}: holds list, not an object of cluster fields; run `parbench calibrate` again" in \
         capsys.readouterr().err
+    profile.write_text('{"cluster": 5}')  # the nested cluster of a saved profile: once a TypeError's traceback
+    assert main(["validate", "--results-dir", str(tmp_path)]) == 2
+    assert f"cluster {profile}: holds int, not an object of cluster fields" in capsys.readouterr().err
 
 
 def test_user_cluster_file(tmp_path, capsys):
