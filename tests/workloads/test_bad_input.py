@@ -102,6 +102,36 @@ def test_the_cli_exits_2_before_spawning(capsys):
     assert "its model does not fit its batch" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("plugin", ["hangs_in_its_factory", "hangs_building"])
+def test_a_plugin_that_hangs_before_any_rank_is_refused_at_the_runs_timeout(capsys, plugin):
+    """The parent runs a plugin's factory and build to check it; one that never returns once hung
+    ``parbench run`` (and a whole sweep) with no rank to time out. Now the run's timeout bounds it."""
+    import signal
+    import time
+
+    handler, (left, _) = signal.getsignal(signal.SIGALRM), signal.getitimer(signal.ITIMER_REAL)  # pytest-timeout's
+    start = time.monotonic()
+    code = cli.main(["run", "--workload", f"{BAD}:{plugin}", "--no-save", "--world-size", "2", "--strategy", "ddp",
+                     "--timeout", "2"])
+    assert code == 2 and time.monotonic() - start < 30
+    assert (f"workload '{BAD}:{plugin}': its import, factory, build and two samples through the model did not "
+            "finish in 2 s (the run's timeout) before any rank was started") in capsys.readouterr().err
+    # the caller's alarm is its own again, with what was left of it
+    assert signal.getsignal(signal.SIGALRM) is handler
+    now_left = signal.getitimer(signal.ITIMER_REAL)[0]
+    assert now_left == 0 if left == 0 else 0 < now_left < left - 1
+
+
+def test_a_plugin_that_hangs_skips_its_sweep_points_and_the_others_are_planned(tmp_path, capsys):
+    spec = tmp_path / "s.toml"
+    spec.write_text(f'strategies = ["ddp"]\nworld_sizes = [2]\nglobal_batch_sizes = [8]\nsteps = 1\ntimeout_s = 1\n'
+                    f'[[workloads]]\nname = "{BAD}:hangs_building"\n[[workloads]]\nname = "mlp"\nhidden = 16\n')
+    assert cli.main(["sweep", str(spec), "--dry-run", "--results-dir", str(tmp_path / "r")]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich folds long lines
+    assert "1 points x 1 repeats = 1 runs, 1 points skipped" in out and "run ddp x2 mlp" in out
+    assert f"skip ddp x2 {BAD}:hangs_building" in out and "did not finish in 1 s (the run's timeout)" in out
+
+
 def test_a_good_plugin_passes_every_check():
     for strategy, world in (("single", 1), ("ddp", 2), ("pipeline", 2)):
         workloads.check(RunConfig(strategy=strategy, world_size=world, workload=WorkloadConfig(name=MNIST),

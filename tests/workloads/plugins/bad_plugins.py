@@ -107,6 +107,16 @@ class _HangsWithGradients(nn.Module):
         return self.fc(x)
 
 
+def hangs_in_its_factory(cfg, seed):
+    time.sleep(10**6)
+
+
+def hangs_building(cfg, seed):
+    def build(s):
+        time.sleep(10**6)
+    return _workload(build=build)
+
+
 def hangs_in_training(cfg, seed):
     return _workload(build=lambda s: StagedModel(None, [_HangsWithGradients(), _head()], None))
 
