@@ -46,7 +46,10 @@ def predicted_comm_time_s(record: dict[str, Any]) -> float:
 
 
 def compare(record: dict[str, Any]) -> dict[str, float | None]:
-    """Predicted network time vs the measured exposed communication (step - compute-only, ddp)."""
+    """Predicted network time vs the measured exposed communication (step - compute-only, ddp); ValueError,
+    KeyError or TypeError for a record without the figures (edited by hand)."""
+    if record.get("step_time_s_median") is None:
+        raise ValueError("the record has no measured step time")
     return {"link_rate_bit_per_s": record["cluster_link_rate_bit_per_s"],
             "predicted_comm_time_s": predicted_comm_time_s(record),
             "measured_exposed_comm_time_s": record.get("exposed_comm_time_s"),

@@ -71,7 +71,11 @@ def handle_compare(a: argparse.Namespace) -> int:
         return 1
     print(f"{'strategy':10} {'rate Mbit/s':>11} {'predicted comm ms':>17} {'exposed comm ms':>15} {'step ms':>8}")
     for rec in sorted(shaped, key=lambda r: (r["strategy"], r["cluster_link_rate_bit_per_s"])):
-        c = compare(rec)
+        try:
+            c = compare(rec)
+        except (KeyError, TypeError, ValueError) as exc:  # a record edited by hand: named, the others shown
+            print(f"{rec['strategy']:10} skipped {rec['run_id']}: {type(exc).__name__}: {exc}")
+            continue
         exposed = "-" if c["measured_exposed_comm_time_s"] is None else f"{c['measured_exposed_comm_time_s'] * 1e3:.1f}"
         print(f"{rec['strategy']:10} {c['link_rate_bit_per_s'] / 1e6:11.0f} {c['predicted_comm_time_s'] * 1e3:17.1f} "
               f"{exposed:>15} {c['measured_step_time_s'] * 1e3:8.1f}")

@@ -139,6 +139,26 @@ def test_simulator_prediction_of_a_shaped_link():
         compare({**record, "cluster_link_rate_bit_per_s": None})
 
 
+def test_cluster_compare_names_a_record_edited_out_of_shape_and_shows_the_others(tmp_path, capsys):
+    """`parbench cluster compare` over a hand-edited shaped record (an op without its payload, or no step time):
+    that record is named as skipped, the others are printed (each once ended it in a KeyError or TypeError)."""
+    from parbench.cli import main
+    from parbench.results import write_record
+
+    base = {"status": "ok", "strategy": "ddp", "world_size": 4, "workload": "mlp", "config": {"strategy": "ddp"},
+            "cluster_emulated": True, "cluster_link_rate_bit_per_s": 10**8, "ranks_per_node": 2,
+            "comm_ops": {"all_reduce/parameter": {"count": 1.0, "payload_bytes": 1628200.0}},
+            "exposed_comm_time_s": 0.2, "step_time_s_median": 0.22, "compute_time_s_median": 0.02}
+    write_record(tmp_path, {**base, "run_id": "a" * 32})
+    write_record(tmp_path, {**base, "run_id": "b" * 32, "comm_ops": {"all_reduce/parameter": {"count": 1.0}}})
+    write_record(tmp_path, {**base, "run_id": "c" * 32, "step_time_s_median": None})
+    assert main(["cluster", "compare", "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"skipped {'b' * 32}: KeyError: 'payload_bytes'" in out
+    assert f"skipped {'c' * 32}: ValueError: the record has no measured step time" in out
+    assert sum(line.startswith("ddp") and "skipped" not in line for line in out.splitlines()) == 1
+
+
 def test_failed_job_is_recorded_by_node_zero_only(tmp_path):
     """A rank's error file becomes a failed record on --node-rank 0; the other nodes record nothing."""
     import json
