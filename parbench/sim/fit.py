@@ -51,6 +51,8 @@ def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float,
     """(alpha, beta, se(alpha), se(beta), clamped) of the weighted least-squares line."""
     if len(xs) != len(ys) or len(xs) < 2:
         raise ValueError(f"need >= 2 points of (x, y), got {len(xs)} and {len(ys)}")
+    if not (all(map(math.isfinite, xs)) and all(1e-150 <= y <= 1e150 for y in ys)):
+        raise ValueError("x must be finite and y within 1e-150 to 1e150: each point weighs 1/y^2")
     w = [1.0 / (y * y) for y in ys]
     sw = sum(w)
     sx = sum(wi * x for wi, x in zip(w, xs))

@@ -99,6 +99,10 @@ def concluded_kind(text: str) -> str | None:
     return None
 
 
+MIN_TIME_US, MAX_TIME_US = 0.01, 1e12
+"""The times a size row can hold: nccl-tests prints microseconds to two decimals; 10^12 us is 11.6 days."""
+
+
 def parse(text: str, *, path: str, kind: str) -> Log:
     """The ranks and rows of an nccl-tests log (one process's output: rank lines, then one row a size)."""
     ranks: dict[int, str] = {}
@@ -118,8 +122,9 @@ def parse(text: str, *, path: str, kind: str) -> Log:
             size, time_us, algbw, busbw = int(words[0]), float(words[5]), float(words[6]), float(words[7])
         except ValueError:
             raise ValueError(f"{path}:{number}: not an nccl-tests size row: {line.strip()!r}") from None
-        if not (math.isfinite(time_us) and time_us > 0) or size < 0:
-            raise ValueError(f"{path}:{number}: size {size} B in {time_us} us is not a measurement")
+        if not (MIN_TIME_US <= time_us <= MAX_TIME_US) or not 0 <= size < 2**64:
+            raise ValueError(f"{path}:{number}: size {size} B in {time_us} us is not a measurement (nccl-tests prints "
+                             f"sizes as 64-bit counts and times from {MIN_TIME_US} us, to two decimals)")
         if size:
             sizes.append(size)
             times.append(time_us * 1e-6)

@@ -39,6 +39,9 @@ def test_fit_clamps_negative_latency_and_rejects_degenerate_input():
         fit_alpha_beta([4.0, 4.0], [1.0, 2.0])
     with pytest.raises(ValueError, match=">= 2 points"):
         fit_alpha_beta([1.0], [1.0])
+    for xs, ys in (([1.0, 2.0], [1e-300, 2.0]), ([1.0, 2.0], [1.0, math.nan]), ([1.0, math.inf], [1.0, 2.0])):
+        with pytest.raises(ValueError, match="each point weighs 1/y"):  # once a ZeroDivisionError, or nan fitted
+            fit_alpha_beta(xs, ys)
 
 
 def test_cluster_round_trips_through_plain_data():
