@@ -34,6 +34,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def check_port_free(port: int) -> None:
+    """ConfigError (exit 2) when 127.0.0.1:port is taken: said here, not in streamlit's log after it started."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise ConfigError(f"--port {port}: 127.0.0.1:{port} cannot be used ({exc.strerror}); leave --port out "
+                              "for a free one") from None
+
+
 def streamlit_command(app: Path, port: int, results_dir: str) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", "127.0.0.1",
             "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
@@ -48,6 +58,8 @@ def handle(a: argparse.Namespace) -> int:
         return 2
     if not 0 <= a.port <= 65535:
         raise ConfigError(f"--port {a.port} is not a TCP port (1-65535, or 0 for a free one)")
+    if a.port:
+        check_port_free(a.port)
     port = a.port or free_port()
     results_dir = str(Path(a.results_dir).resolve())
     print(f"parbench dashboard: http://127.0.0.1:{port}  (results: {results_dir}; Ctrl-C stops)", flush=True)

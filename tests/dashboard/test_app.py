@@ -322,11 +322,28 @@ def test_dashboard_command_serves_streamlit_on_loopback(monkeypatch, capsys):
 
     calls = []
     monkeypatch.setattr(cmd.os, "execve", lambda path, argv, env: calls.append((argv, env)))
-    main(["dashboard", "--results-dir", str(FIXTURE_RESULTS), "--port", "8599"])
-    assert "http://127.0.0.1:8599" in capsys.readouterr().out
+    port = str(cmd.free_port())
+    main(["dashboard", "--results-dir", str(FIXTURE_RESULTS), "--port", port])
+    assert f"http://127.0.0.1:{port}" in capsys.readouterr().out
     argv, env = calls[0]
-    assert argv[argv.index("--server.address") + 1] == "127.0.0.1" and argv[argv.index("--server.port") + 1] == "8599"
+    assert argv[argv.index("--server.address") + 1] == "127.0.0.1" and argv[argv.index("--server.port") + 1] == port
     assert env[RESULTS_DIR_ENV] == str(FIXTURE_RESULTS.resolve()) and argv[-1] == str(FIXTURE_RESULTS.resolve())
+
+
+def test_dashboard_on_a_port_in_use_exits_2_before_streamlit_starts(monkeypatch, capsys):
+    """Once streamlit started and printed its own error; now the port is tried first."""
+    import socket
+
+    import parbench.commands.dashboard as cmd
+    from parbench.cli import main
+
+    monkeypatch.setattr(cmd.os, "execve", lambda *a: pytest.fail("streamlit started on a port in use"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["dashboard", "--results-dir", str(FIXTURE_RESULTS), "--port", str(port)]) == 2
+    assert f"--port {port}: 127.0.0.1:{port} cannot be used (Address already in use)" in capsys.readouterr().err
 
 
 def test_app_renders_the_committed_reference_sweep(monkeypatch):
