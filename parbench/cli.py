@@ -8,6 +8,7 @@ import os
 import select
 import shlex
 import sys
+from pathlib import Path
 
 from parbench.commands import COMMAND_MODULES
 from parbench.config import ConfigError
@@ -53,8 +54,34 @@ class Parser(argparse.ArgumentParser):
     layout's) runs with overrides after it: ``parbench @layout.args --gpus 1024``."""
 
     def convert_arg_line_to_args(self, arg_line: str) -> list[str]:
-        words = shlex.split(arg_line, comments=True)
+        try:
+            words = shlex.split(arg_line, comments=True)
+        except ValueError as exc:  # an unbalanced quote
+            self.error(f"@FILE line {arg_line.strip()!r}: {exc}")
         return words[1:] if words[:1] == ["parbench"] else words
+
+    def _read_args_from_files(self, arg_strings: list[str], _reading: tuple[str, ...] = ()) -> list[str]:
+        """argparse's own expansion, with the errors it lets through named: a file that is not UTF-8 text, and a
+        file that names itself (directly or through another), which recursed until Python gave up."""
+        words = []
+        for arg in arg_strings:
+            if not arg or arg[0] not in self.fromfile_prefix_chars:
+                words.append(arg)
+                continue
+            if not arg[1:]:
+                self.error(f"{arg}: give the file after it (@FILE)")
+            path = os.path.realpath(arg[1:])
+            if path in _reading:
+                self.error(f"{arg} names itself ({' -> '.join(_reading + (path,))}): an @FILE cannot include itself")
+            try:
+                text = Path(arg[1:]).read_text(encoding="utf-8")
+            except OSError as exc:
+                self.error(f"{arg}: {exc.strerror}")
+            except UnicodeDecodeError:
+                self.error(f"{arg}: not a text file of arguments (not UTF-8)")
+            inner = [w for line in text.splitlines() for w in self.convert_arg_line_to_args(line)]
+            words.extend(self._read_args_from_files(inner, _reading + (path,)))
+        return words
 
 
 def build_parser() -> argparse.ArgumentParser:

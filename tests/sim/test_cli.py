@@ -883,6 +883,24 @@ def test_a_command_line_kept_in_a_file_runs_with_overrides_after_it(tmp_path, ca
         assert from_file == typed and from_file["layout"]["global_batch_size"] == batch
 
 
+def test_an_args_file_that_cannot_be_read_is_an_argument_error_naming_it(tmp_path, capsys):
+    """A file that names itself (once a RecursionError after a thousand opens), one that is not text, an unbalanced
+    quote (once shlex's ValueError) and a bare @: exit 2 with what is wrong, no traceback."""
+    loop_a, loop_b = tmp_path / "a.args", tmp_path / "b.args"
+    loop_a.write_text(f"simulate --gpus 8\n@{loop_b}\n")
+    loop_b.write_text(f"@{loop_a}\n")
+    (tmp_path / "bin.args").write_bytes(b"\xff\xfe\x00simulate")
+    (tmp_path / "quote.args").write_text('simulate --model "llama3-8b\n')
+    for arg, message in ((f"@{loop_a}", f"@{loop_a} names itself ({loop_a} -> {loop_b} -> {loop_a})"),
+                         (f"@{tmp_path / 'bin.args'}", "not a text file of arguments (not UTF-8)"),
+                         (f"@{tmp_path / 'quote.args'}", "@FILE line 'simulate --model \"llama3-8b': No closing quotation"),
+                         (f"@{tmp_path / 'none.args'}", f"@{tmp_path / 'none.args'}: No such file or directory"),
+                         ("@", "@: give the file after it (@FILE)")):
+        with pytest.raises(SystemExit) as exc:
+            main([arg])
+        assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_a_printed_preset_reads_back_as_a_cluster_file_and_its_edits_take_effect(tmp_path, capsys):
     """--print-cluster writes the preset's fields as JSON; as --cluster FILE it predicts exactly what the preset
     does, and an edit (NVLink at half its bandwidth) slows a tp 8 layout's step and nothing else of its input."""
