@@ -163,6 +163,22 @@ class WorkloadConfig:
             raise ConfigError(f"dataset={self.dataset!r} applies to the mlp workload only (plugins may read it too)")
         if self.dataset == "mnist" and not self.dataset_path:
             raise ConfigError("dataset='mnist' needs dataset_path (a directory of MNIST IDX files)")
+        self._refuse_unused()
+
+    def _refuse_unused(self) -> None:
+        """A built-in workload refuses a field it does not read set away from its default (``--workload transformer
+        --experts 8`` once ran a dense model without a word); plugins get every field and read what they like."""
+        if self.is_plugin:
+            return
+        if self.dataset_path is not None and self.dataset != "mnist":
+            raise ConfigError(f"dataset_path={self.dataset_path!r} applies to dataset='mnist' only "
+                              f"(dataset={self.dataset!r})")
+        read = {"name", "layers", "hidden", "dataset", "dataset_path", *self.shape()}
+        for f in dataclasses.fields(self):
+            if f.name not in read and getattr(self, f.name) != f.default:
+                raise ConfigError(f"{f.name}={getattr(self, f.name)!r} does not apply to the {self.name} workload, "
+                                  f"which reads {', '.join(k for k in self.shape())}"
+                                  + (" and its dataset" if self.name == "mlp" else ""))
 
     def _validate_moe(self) -> None:
         if self.experts < 1 or self.top_k < 1 or self.moe_every < 1:

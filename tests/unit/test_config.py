@@ -97,7 +97,24 @@ def test_from_dict_names_a_mistyped_or_unknown_key(data, why):
     with pytest.raises(ConfigError) as err:
         RunConfig.from_dict(data)
     assert str(err.value).startswith(why)
-    assert RunConfig.from_dict({"lr": 1, "inject_fault": None, "workload": {"capacity_factor": 2}}).lr == 1
+    assert RunConfig.from_dict({"lr": 1, "inject_fault": None, "workload": {"name": "moe", "capacity_factor": 2}}).lr == 1
+
+
+@pytest.mark.parametrize("fields, why", [
+    ({"name": "transformer", "experts": 8},
+     "experts=8 does not apply to the transformer workload, which reads layers, hidden, heads, seq_len, vocab_size"),
+    ({"name": "mlp", "heads": 2}, "heads=2 does not apply to the mlp workload, which reads layers, hidden and its dataset"),
+    ({"name": "hf-gpt2", "router": "balanced"}, "router='balanced' does not apply to the hf-gpt2 workload"),
+    ({"name": "mlp", "dataset_path": "/data/mnist"}, "dataset_path='/data/mnist' applies to dataset='mnist' only"),
+])
+def test_a_field_the_built_in_workload_does_not_read_is_refused(fields, why):
+    """Once ``--workload transformer --experts 8`` ran a dense transformer and recorded nothing of the experts."""
+    with pytest.raises(ConfigError) as err:
+        WorkloadConfig(**fields)
+    assert str(err.value).startswith(why)
+    # the fields each reads, and a plugin's, are taken
+    WorkloadConfig(name="moe", experts=8, router="balanced", heads=2, hidden=64)
+    WorkloadConfig(name="mlp", dataset="mnist", dataset_path="/data/mnist")
 
 
 def test_reference_is_single_process_same_batch_and_seed():
