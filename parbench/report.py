@@ -82,10 +82,11 @@ def summary_html(runs: pd.DataFrame, all_runs: pd.DataFrame, source: str, result
 
 
 def simulator_section(results_dir: str | Path, runs: pd.DataFrame) -> list[go.Figure]:
-    """Predicted vs measured step time for these runs, when the directory holds a calibrated profile."""
+    """Predicted vs measured step time for these runs, when the directory holds a calibrated profile (the runs
+    whose time it can predict: ``parbench.sim.validate.timing_mismatch``)."""
     from parbench.sim import charts as sim_charts
     from parbench.sim.hardware import load_cluster
-    from parbench.sim.validate import validation_rows
+    from parbench.sim.validate import timed, validation_rows
 
     try:
         cluster = load_cluster("local", results_dir=results_dir)
@@ -93,7 +94,7 @@ def simulator_section(results_dir: str | Path, runs: pd.DataFrame) -> list[go.Fi
         return []
     rows, _ = validation_rows(str(results_dir), cluster)
     ids = set(runs["run_id"])
-    frame = pd.DataFrame([r for r in rows if r["run_id"] in ids])
+    frame = pd.DataFrame([r for r in timed(rows) if r["run_id"] in ids])
     return [sim_charts.predicted_vs_measured(frame)] if not frame.empty else []
 
 

@@ -4,6 +4,7 @@ no calibration), then predicted vs measured for the runs shown, which needs ``pa
 from __future__ import annotations
 
 import shlex
+from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -433,9 +434,13 @@ def measured_section(ctx: "ViewContext") -> None:
         return
     frame = pd.DataFrame(rows)
     s = summarize(rows)
+    time = (f"step-time |error| median {s['step_time_median_error_pct']:.1f}%, max {s['step_time_max_error_pct']:.1f}%; "
+            f"throughput Spearman {s['throughput_spearman']:.2f}") if s["time_compared"] else "step time not compared"
     st.caption(f"{s['runs']} runs; communication bytes exact in {s['comm_bytes_exact']}; memory max error "
-               f"{s['memory_max_error_pct']:.2f}%; step-time |error| median {s['step_time_median_error_pct']:.1f}%, "
-               f"max {s['step_time_max_error_pct']:.1f}%; throughput Spearman {s['throughput_spearman']:.2f}")
+               f"{s['memory_max_error_pct']:.2f}%; {time}")
+    untimed = Counter(r["time_not_compared"] for r in rows if r["time_not_compared"])
+    for why, n in untimed.items():
+        st.warning(f"step time not compared for {n} run{'s' if n > 1 else ''}: {why}")
     _layout_order_caption(rows)
     single = single_process_words(single_process_ratios(rows))
     if single:

@@ -325,10 +325,13 @@ def _local_pairs(groups: dict[str, list[dict]], noise: dict, summary: dict) -> d
 def _by_subscription(rows: list[dict], cores: int) -> dict[str, list[dict]]:
     """Runs with at most one rank per core, and oversubscribed ones (ranks share cores: the profile's
     measured compute slowdown per rank count stands in for the scheduler), summarised apart."""
-    if not cores:
-        return {"all": rows}
-    return {"within cores": [r for r in rows if r["world_size"] <= cores],
-            "oversubscribed": [r for r in rows if r["world_size"] > cores]}
+    from parbench.sim.validate import timed
+
+    compared = timed(rows)
+    groups = {"all": compared} if not cores else {"within cores": [r for r in compared if r["world_size"] <= cores],
+                                                  "oversubscribed": [r for r in compared if r["world_size"] > cores]}
+    untimed = [r for r in rows if r.get("time_not_compared")]
+    return {**groups, "time not compared": untimed} if untimed else groups
 
 
 def _print_calibration_drift(results_dir: str) -> None:
@@ -349,18 +352,22 @@ def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dic
     print(head)
     for r in rows:
         mem = max(r[f"mem_{k}_error_pct"] for k in ("param", "grad", "optim"))
+        predicted, err = ("-", "-") if r["step_time_predicted_s"] is None else (
+            f"{r['step_time_predicted_s'] * 1e3:.2f}", f"{r['step_time_error_pct']:.1f}")
         print(f"{r['strategy']:<9}{r['world_size']:>3} {r['workload']:<12}{'exact' if r['comm_bytes_exact'] else 'DIFF':>7}"
-              f"{mem:>9.2f}{r['step_time_measured_s'] * 1e3:>11.2f}{r['step_time_predicted_s'] * 1e3:>11.2f}"
-              f"{r['step_time_error_pct']:>7.1f}")
+              f"{mem:>9.2f}{r['step_time_measured_s'] * 1e3:>11.2f}{predicted:>11}{err:>7}"
+              + (f"  time not compared: {r['time_not_compared']}" if r.get("time_not_compared") else ""))
     for s in skipped:
         print(f"skipped {s}")
     for name, s in summary.items():
         if not s["runs"]:
             continue
+        time = (f"step time |error| median {s['step_time_median_error_pct']:.1f}%, mean "
+                f"{s['step_time_mean_error_pct']:.1f}%, max {s['step_time_max_error_pct']:.1f}%; throughput Spearman "
+                f"{s['throughput_spearman']:.3f}") if s["time_compared"] else \
+            "step time not compared (each run's line says why)"
         print(f"\n{name}: {s['runs']} runs; comm bytes exact in {s['comm_bytes_exact']}; memory max error "
-              f"{s['memory_max_error_pct']:.2f}%; step time |error| median {s['step_time_median_error_pct']:.1f}%, "
-              f"mean {s['step_time_mean_error_pct']:.1f}%, max {s['step_time_max_error_pct']:.1f}%; "
-              f"throughput Spearman {s['throughput_spearman']:.3f}")
+              f"{s['memory_max_error_pct']:.2f}%; {time}")
         if s["pairs_decided"] + s["pairs_close"]:
             print(f"  layout order (two layouts of one workload, batch and world size): the one measured faster is "
                   f"predicted faster in {s['pairs_decided_ordered']} of {s['pairs_decided']} pairs measured apart "

@@ -20,8 +20,10 @@ SCALING_WORLD_SIZES = (1, 2, 4, 8, 16, 32, 64)
 
 def predicted_vs_measured(frame: pd.DataFrame) -> go.Figure:
     """Step time, predicted against measured, one point per run, with y = x, on log-log axes (the
-    runs span orders of magnitude; equal relative errors lie at equal distances from the line)."""
+    runs span orders of magnitude; equal relative errors lie at equal distances from the line). Runs whose time
+    is not compared (``parbench.sim.validate.timing_mismatch``: no prediction) are left out."""
     fig = go.Figure()
+    frame = _predicted(frame)
     if frame.empty:
         return fig.update_layout(title="no runs to validate")
     for strategy, g in frame.groupby("strategy", sort=False):
@@ -34,6 +36,11 @@ def predicted_vs_measured(frame: pd.DataFrame) -> go.Figure:
                              line=dict(dash="dash", color="gray")))
     return fig.update_layout(title="Step time: predicted vs measured (ms, log-log)", xaxis_title="measured (ms)",
                              yaxis_title="predicted (ms)", xaxis_type="log", yaxis_type="log")
+
+
+def _predicted(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a validation frame that carry a predicted step time."""
+    return frame[frame["step_time_predicted_s"].notna()] if "step_time_predicted_s" in frame else frame
 
 
 def scaling_curves(records: pd.DataFrame, cluster: Cluster) -> pd.DataFrame:
@@ -76,10 +83,12 @@ def scaling_figure(curves: pd.DataFrame, measured: pd.DataFrame) -> go.Figure:
 
 def terms_figure(frame: pd.DataFrame) -> go.Figure:
     """The step broken into the runner's terms, measured beside predicted (medians over the runs shown, ms):
-    which term the model gets wrong. Terms no run measured show the prediction alone."""
+    which term the model gets wrong. Terms no run measured show the prediction alone; runs without a prediction
+    (their time not compared) are left out."""
     from parbench.sim.predict import TERMS
 
     fig = go.Figure()
+    frame = _predicted(frame)
     if frame.empty:
         return fig.update_layout(title="no runs to validate")
     labels = [t[len("time_"):-len("_s")].replace("comm_exposed_", "exposed ") for t in TERMS]

@@ -46,7 +46,49 @@ def compare(record: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
         measured, predicted = record.get(f"mem_{k}_bytes"), getattr(p.memory, f"{k}_bytes")
         row[f"mem_{k}_measured"], row[f"mem_{k}_predicted"] = measured, predicted
         row[f"mem_{k}_error_pct"] = _pct(predicted, measured)
-    row.update(_time_columns(record, p, traced))
+    row["time_not_compared"] = timing_mismatch(record, cluster)
+    row.update(_untimed_columns(record) if row["time_not_compared"] else _time_columns(record, p, traced))
+    return row
+
+
+def timing_mismatch(record: dict[str, Any], cluster: Cluster) -> str | None:
+    """Why this run's step time cannot be set beside a prediction on ``cluster``, or None where it can. Bytes and
+    memory do not depend on the machine and are compared for every run; time only on the conditions the profile
+    describes. A CPU profile (``Cluster.cores``) is what ``parbench calibrate`` measured on one host: gloo, float32
+    operators on one intra-op thread per rank, the ranks alone on the cores. On this project's 2-core AVX2 VM a
+    512 x 512 bfloat16 matmul (no native bf16 instruction) took 60x as long as the float32 one, a second thread
+    per rank or a DataLoader worker takes cores the profile gave the ranks, and another host's link was never
+    measured. A preset describes a GPU: a CPU run's time says nothing about it."""
+    device = record.get("device") or "cpu"
+    if not cluster.cores:
+        return f"ran on {device}; {cluster.name} describes a GPU" if device == "cpu" else None
+    problems = []
+    if device != "cpu":
+        problems.append(f"ran on {device}")
+    if record.get("backend") not in (None, "gloo"):
+        problems.append(f"backend {record['backend']}")
+    if record.get("precision") not in (None, "fp32"):
+        problems.append(f"precision {record['precision']}")
+    if (record.get("threads_per_rank") or 1) != 1:
+        problems.append(f"{record['threads_per_rank']} threads per rank")
+    if record.get("loader_workers"):
+        problems.append(f"{record['loader_workers']} DataLoader workers per rank")
+    if (record.get("nodes") or 1) > 1:
+        problems.append(f"{record['nodes']} nodes")
+    if not problems:
+        return None
+    return (f"{', '.join(problems)}; the profile {cluster.name} measured this host's CPU with gloo, float32 and one "
+            "thread per rank, no loader workers, one node")
+
+
+def _untimed_columns(record: dict[str, Any]) -> dict[str, Any]:
+    """The time columns of a run whose time is not compared (``timing_mismatch``): measured figures alone."""
+    row = {"step_time_measured_s": record.get("step_time_s_median"), "step_time_predicted_s": None,
+           "step_time_error_pct": math.nan, "throughput_measured": record.get("throughput_samples_per_s"),
+           "throughput_predicted": None, "traced_step_time_s": record.get("traced_step_time_s"),
+           "pred_traced_step_time_s": None}
+    for term in (*TERMS, "time_data_s"):
+        row.update({term: record.get(term), f"pred_{term}": None, f"{term}_gap": None})
     return row
 
 
@@ -84,7 +126,7 @@ def noise_floor(rows: list[dict]) -> dict[str, Any]:
     (max - min) / median of its measured step times; summarised by the median and max over those
     configurations. A step-time error below this floor is not a claim the measurements can support."""
     groups: dict[tuple, list[float]] = {}
-    for r in rows:
+    for r in timed(rows):
         if r.get("step_time_measured_s"):
             groups.setdefault(_config_key(r), []).append(r["step_time_measured_s"])
     spreads = [(max(t) - min(t)) / stats.median(t) * 100 for t in groups.values() if len(t) > 1]
@@ -134,7 +176,7 @@ def measured_pairs(rows: list[dict], margin_pct: float) -> list[dict]:
     (pass the noise floor) and every repeat of the faster one beat every repeat of the other (closer pairs are
     ties the repeats cannot order), and ``ordered`` where the model predicts the same one faster."""
     configs: dict[tuple, dict] = {}
-    for r in rows:
+    for r in timed(rows):
         if r.get("step_time_measured_s"):
             configs.setdefault(_config_key(r), {"row": r, "measured": []})["measured"].append(r["step_time_measured_s"])
     jobs: dict[tuple, list[tuple[dict, list[float]]]] = {}
@@ -168,7 +210,7 @@ def term_errors(rows: list[dict]) -> dict[str, dict[str, float]]:
     median absolute gap as a share of the measured step time (which term the model gets wrong)."""
     out = {}
     for term in (*TERMS, "time_data_s"):
-        have = [r for r in rows if r.get(term) is not None and r.get("step_time_measured_s")]
+        have = [r for r in timed(rows) if r.get(term) is not None and r.get("step_time_measured_s")]
         if not have:
             continue
         out[term] = {"runs": len(have), "measured_median_s": stats.median([r[term] for r in have]),
@@ -184,7 +226,7 @@ def term_errors_by_config(rows: list[dict]) -> list[dict]:
     where, on that layout, the model is wrong. Terms no repeat measured are left out; configurations sorted
     by workload, strategy and world size."""
     groups: dict[tuple, list[dict]] = {}
-    for r in rows:
+    for r in timed(rows):
         groups.setdefault(_config_key(r), []).append(r)
     out = []
     for group in groups.values():
@@ -222,7 +264,8 @@ def tracing_cost_pct(rows: list[dict], *, predicted: bool = False) -> float:
     optimizer: ten operators per tensor) read high against an untraced prediction."""
     traced, step = ("pred_traced_step_time_s", "step_time_predicted_s") if predicted else (
         "traced_step_time_s", "step_time_measured_s")
-    ratios = [r[traced] / r[step] for r in rows if r.get("traced_step_time_s") and r.get(traced) and r.get(step)]
+    ratios = [r[traced] / r[step] for r in timed(rows)
+              if r.get("traced_step_time_s") and r.get(traced) and r.get(step)]
     return (stats.median(ratios) - 1) * 100 if ratios else math.nan
 
 
@@ -266,16 +309,23 @@ def validation_frame(results_dir: str | Path = "results", cluster: Cluster | Non
     return pd.DataFrame(rows)
 
 
+def timed(rows: list[dict]) -> list[dict]:
+    """The rows whose step time is compared (``timing_mismatch``: the run ran as the profile was measured)."""
+    return [r for r in rows if not r.get("time_not_compared")]
+
+
 def summarize(rows: list[dict]) -> dict[str, Any]:
-    errs = [r["step_time_error_pct"] for r in rows if not math.isnan(r["step_time_error_pct"])]
+    compared = timed(rows)
+    errs = [r["step_time_error_pct"] for r in compared if not math.isnan(r["step_time_error_pct"])]
     mem = [r[f"mem_{k}_error_pct"] for r in rows for k in MEMORY_KINDS if not math.isnan(r[f"mem_{k}_error_pct"])]
     return {
         "runs": len(rows),
+        "time_compared": len(compared),
         "comm_bytes_exact": sum(bool(r["comm_bytes_exact"]) for r in rows),
         "memory_max_error_pct": max(mem) if mem else math.nan,
         "step_time_median_error_pct": stats.median(errs),
         "step_time_mean_error_pct": sum(errs) / len(errs) if errs else math.nan,
         "step_time_max_error_pct": max(errs) if errs else math.nan,
-        "throughput_spearman": stats.spearman([r["throughput_predicted"] for r in rows],
-                                        [r["throughput_measured"] for r in rows]),
+        "throughput_spearman": stats.spearman([r["throughput_predicted"] for r in compared],
+                                              [r["throughput_measured"] for r in compared]),
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 from parbench import charts
 from parbench.cli import main
@@ -85,7 +86,7 @@ def test_report_has_a_simulator_section_when_predictions_exist(tmp_path, results
     assert "Simulator: predicted vs measured" not in out.read_text()  # no calibrated profile: no section
     path = profile_path(results_copy)
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"cluster": cluster_to_dict(PRESETS["a100-80gb"])}))
+    path.write_text(json.dumps({"cluster": cluster_to_dict(replace(PRESETS["a100-80gb"], cores=64))}))  # a CPU profile's shape
     assert main(["report", "--results-dir", str(results_copy), "--out", str(out)]) == 0
     html = out.read_text()
     assert f'<a href="#{anchor("Simulator: predicted vs measured")}">' in html

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -126,7 +127,7 @@ def test_with_a_calibrated_profile_the_simulators_terms_stand_beside(traced_resu
     assert time_view.with_predictions(frame, str(traced_results)) is frame  # no profile: unchanged
     path = profile_path(traced_results)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"cluster": cluster_to_dict(PRESETS["a100-80gb"])}))
+    path.write_text(json.dumps({"cluster": cluster_to_dict(replace(PRESETS["a100-80gb"], cores=64))}))  # a CPU profile's shape
     runs = time_view.with_predictions(frame, str(traced_results))
     pipeline = runs[runs["time_compute_s"].notna()]
     assert pipeline["pred_time_compute_s"].notna().all() and (pipeline["pred_time_compute_s"] > 0).all()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,10 @@ SHAPES: dict[Strategy, list[dict]] = {
     Strategy.PS: [dict(world_size=3, servers=1, workload=WorkloadConfig(name="mlp"), data_mode="rank0"),
                   dict(world_size=4, servers=2, workload=TRANSFORMER)],
 }
+STAND_IN = replace(PRESETS["a100-80gb"], name="cpu-stand-in", cores=64)
+"""A profile these CPU runs' step times are compared with (``cores`` set, as on a profile ``parbench calibrate``
+measures; 64: no rank shares a core), without the minutes a calibration takes: the A100's figures stand in for
+this host's. A preset describes a GPU, and validate compares no CPU run's time with one."""
 CASES = [(s, i) for s in BUILDERS for i in range(len(SHAPES.get(s, [{}])))]
 pytestmark = pytest.mark.hf  # one case runs transformers' Llama
 
@@ -68,6 +73,14 @@ def results(tmp_path_factory):
     references = References()
     records = {case: run(_config(*case), results_dir=out, references=references) for case in CASES}
     return out, records
+
+
+@pytest.fixture(scope="module")
+def stand_in(tmp_path_factory):
+    """``STAND_IN`` saved as a profile file, for ``--cluster FILE``."""
+    path = tmp_path_factory.mktemp("stand-in") / "cpu-stand-in.json"
+    path.write_text(json.dumps({"cluster": cluster_to_dict(STAND_IN)}))
+    return path
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0].value}-{c[1]}")
@@ -130,13 +143,13 @@ def test_a_record_whose_config_is_mistyped_is_skipped_by_name_in_validate_and_th
     assert f"not predicted: {why}" in [w.value for w in at.warning]
 
 
-def test_validate_command_summarises_every_run(results, capsys):
+def test_validate_command_summarises_every_run(results, stand_in, capsys):
     out, records = results
-    rows, _ = validation_rows(out, PRESETS["a100-80gb"])
+    rows, _ = validation_rows(out, STAND_IN)
     summary = summarize(rows)
     assert summary["runs"] == len(records) == summary["comm_bytes_exact"]
     assert summary["memory_max_error_pct"] == 0.0
-    assert main(["validate", "--results-dir", str(out), "--cluster", "a100-80gb"]) == 0
+    assert main(["validate", "--results-dir", str(out), "--cluster", str(stand_in)]) == 0
     printed = capsys.readouterr().out
     assert f"{len(records)} runs; comm bytes exact in {len(records)}" in printed
     # the measured terms come from the profiled steps: validate says how much longer those ran
@@ -149,10 +162,10 @@ def test_validate_command_summarises_every_run(results, capsys):
     configs = {r.get("point_key") or r["run_id"]: r for r in records.values()}
     jobs = Counter((r["workload"], r["layers"], r["hidden"], r["global_batch_size"], r["world_size"], r["device"])
                    for r in configs.values())
-    assert main(["validate", "--results-dir", str(out), "--cluster", "a100-80gb", "--format", "json"]) == 0
+    assert main(["validate", "--results-dir", str(out), "--cluster", str(stand_in), "--format", "json"]) == 0
     emitted = json.loads(capsys.readouterr().out)
-    counts = emitted["summary"]["all"]
-    assert len(emitted["layout_pairs"]["all"]) == counts["pairs_decided"] + counts["pairs_close"] \
+    counts = emitted["summary"]["within cores"]
+    assert len(emitted["layout_pairs"]["within cores"]) == counts["pairs_decided"] + counts["pairs_close"] \
         == sum(n * (n - 1) // 2 for n in jobs.values()) > 0
     assert "layout order (two layouts of one workload, batch and world size)" in printed
     # each configuration's terms once, its repeats together
@@ -182,11 +195,11 @@ def test_dashboard_figures_and_frame(results):
     from parbench.sim.validate import validation_frame
 
     out, records = results
-    frame = validation_frame(out, PRESETS["a100-80gb"])
+    frame = validation_frame(out, STAND_IN)
     assert len(frame) == len(records) and frame["comm_bytes_exact"].all()
     fig = charts.predicted_vs_measured(frame)
     assert fig.data[-1].name == "identity"
-    curves = charts.scaling_curves(load(out), PRESETS["a100-80gb"])
+    curves = charts.scaling_curves(load(out), STAND_IN)
     ddp = curves[curves["strategy"] == "ddp"]
     measured_ddp = max(r["world_size"] for r in records.values() if r["strategy"] == "ddp")
     assert ddp["world_size"].max() > measured_ddp  # 12 samples: ddp at 4 ranks was never run, only predicted
@@ -205,7 +218,7 @@ def test_dashboard_simulator_tab(results, monkeypatch):
     out, records = results
     path = profile_path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"cluster": cluster_to_dict(PRESETS["a100-80gb"])}))
+    path.write_text(json.dumps({"cluster": cluster_to_dict(STAND_IN)}))
     try:
         monkeypatch.setenv(RESULTS_DIR_ENV, str(out))
         app = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
@@ -223,7 +236,7 @@ def test_dashboard_simulator_tab(results, monkeypatch):
         # the layout order, counted as validate counts it on the same rows
         from parbench.sim.validate import measured_pairs, noise_floor, pair_counts
 
-        rows, _ = validation_rows(out, PRESETS["a100-80gb"])
+        rows, _ = validation_rows(out, STAND_IN)
         order = pair_counts(measured_pairs(rows, noise_floor(rows)["repeat_spread_median_pct"]))
         assert any(f"predicted faster in {order['pairs_decided_ordered']} of {order['pairs_decided']} pairs" in c.value
                    for c in at.caption)
@@ -234,3 +247,71 @@ def test_dashboard_simulator_tab(results, monkeypatch):
         assert words and any(c.value == words[0].upper() + words[1:] + "." for c in at.caption)
     finally:
         path.unlink()
+
+
+def test_timing_mismatch_names_each_condition_the_profile_did_not_measure():
+    """A CPU profile measured gloo, float32, one thread per rank, no loader workers, one node; each way a run
+    departs from that is named, and a preset (a GPU) compares no CPU run's time."""
+    from parbench.sim.validate import timing_mismatch
+
+    ran = {"device": "cpu", "backend": "gloo", "precision": "fp32", "threads_per_rank": 1, "loader_workers": 0,
+           "nodes": None}
+    assert timing_mismatch(ran, STAND_IN) is None
+    for change, words in [({"threads_per_rank": 2}, "2 threads per rank"), ({"precision": "bf16"}, "precision bf16"),
+                          ({"loader_workers": 1}, "1 DataLoader workers per rank"), ({"nodes": 2}, "2 nodes"),
+                          ({"backend": "mpi"}, "backend mpi"), ({"device": "cuda", "backend": "nccl"},
+                                                                 "ran on cuda, backend nccl")]:
+        why = timing_mismatch({**ran, **change}, STAND_IN)
+        assert why.startswith(words + "; the profile cpu-stand-in measured this host's CPU"), (change, why)
+    assert timing_mismatch(ran, PRESETS["a100-80gb"]) == "ran on cpu; a100-80gb describes a GPU"
+    assert timing_mismatch({**ran, "device": "cuda", "backend": "nccl"}, PRESETS["a100-80gb"]) is None
+
+
+def test_a_run_not_measured_as_the_profile_was_has_its_bytes_compared_and_not_its_time(results, stand_in, tmp_path,
+                                                                                      capsys, monkeypatch):
+    """A run with two threads per rank, or in bfloat16 (60x slower matmuls on an AVX2 CPU), against a profile of
+    one float32 thread per rank: its bytes and memory are still checked, its time sits apart with the reason, and
+    no median, pair or term counts it. Against a GPU preset, no CPU run's time is compared."""
+    import shutil
+
+    out, records = results
+    shutil.copytree(out, tmp_path / "r")
+    first = records[(Strategy.FSDP, 0)]
+    (tmp_path / "r" / "runs" / f"{'a' * 32}.json").write_text(json.dumps(dict(first, run_id="a" * 32,
+                                                                               threads_per_rank=2)))
+    (tmp_path / "r" / "runs" / f"{'b' * 32}.json").write_text(json.dumps(dict(first, run_id="b" * 32,
+                                                                               precision="bf16")))
+    assert main(["validate", "--results-dir", str(tmp_path / "r"), "--cluster", str(stand_in), "--format",
+                 "json"]) == 0
+    emitted = json.loads(capsys.readouterr().out)
+    assert emitted["summary"]["within cores"]["runs"] == len(records)  # the two copies are not among them
+    apart = emitted["summary"]["time not compared"]
+    assert apart["runs"] == apart["comm_bytes_exact"] == 2 and apart["time_compared"] == 0
+    assert sum(c["runs"] for c in emitted["terms_by_config"]) == len(records)
+    assert main(["validate", "--results-dir", str(tmp_path / "r"), "--cluster", str(stand_in)]) == 0
+    printed = capsys.readouterr().out
+    assert "time not compared: 2 threads per rank; the profile cpu-stand-in" in printed
+    assert "time not compared: precision bf16; the profile cpu-stand-in" in printed
+    assert "\ntime not compared: 2 runs; comm bytes exact in 2; memory max error 0.00%; step time not compared" \
+           in printed
+    # the dashboard's Simulator view, on the same profile as the local one: the same reasons, as warnings
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard.data import RESULTS_DIR_ENV
+
+    path = profile_path(tmp_path / "r")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(stand_in.read_text())
+    monkeypatch.setenv(RESULTS_DIR_ENV, str(tmp_path / "r"))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py"), default_timeout=120)
+    at.query_params["view"] = "simulator"
+    at.run()
+    assert not at.exception
+    warnings = [w.value for w in at.warning if w.value.startswith("step time not compared")]
+    assert sorted(w.split(";")[0] for w in warnings) == ["step time not compared for 1 run: 2 threads per rank",
+                                                         "step time not compared for 1 run: precision bf16"]
+    assert main(["validate", "--results-dir", str(out), "--cluster", "a100-80gb"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("time not compared: ran on cpu; a100-80gb describes a GPU") == len(records)
+    assert f"\ntime not compared: {len(records)} runs; comm bytes exact in {len(records)}" in printed
+    assert "step time |error|" not in printed
