@@ -250,8 +250,12 @@ def whatif_inputs(results_dir: str):
     software = a.selectbox("training software", list(SOFTWARE), key="sim-software",
                            help="`parbench simulate --software`: the framework's kernels, overlaps and flags")
     schedules = [s.value for s in Schedule]
-    precision = c.selectbox("precision", list(PRECISIONS), index=list(PRECISIONS).index("bf16" if cluster.bf16 else "fp16"),
-                            key="sim-precision", help="bf16 by default; fp16 on a cluster without bf16 tensor cores (V100)")
+    # a CPU profile is calibrated in float32 alone (`parbench simulate` refuses another precision on it)
+    precisions = ["fp32"] if cluster.cores else list(PRECISIONS)
+    default = "fp32" if cluster.cores else "bf16" if cluster.bf16 else "fp16"
+    precision = c.selectbox("precision", precisions, index=precisions.index(default), key="sim-precision",
+                            help="bf16 by default; fp16 on a cluster without bf16 tensor cores (V100); fp32 alone on "
+                                 "a CPU profile (the local one), the precision `parbench calibrate` measures")
     scaling = c.selectbox("FP8 scaling", [SOFTWARE_RECIPE, *FP8_SCALINGS], key="sim-fp8-scaling",
                           disabled=precision != "fp8",
                           help="`parbench simulate --fp8-scaling`: per tensor (an amax pass per cast), Transformer "

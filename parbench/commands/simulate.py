@@ -390,14 +390,21 @@ def _layout(a: argparse.Namespace, cluster):
 
 
 def _default_precision(a: argparse.Namespace, cluster) -> None:
-    """--precision where given, else bf16, or fp16 on a cluster without bf16 tensor cores (Volta)."""
-    a.precision = a.precision or ("bf16" if cluster.bf16 else "fp16")
+    """--precision where given, else bf16, or fp16 on a cluster without bf16 tensor cores (Volta), or fp32 on a CPU
+    profile (``Cluster.cores``)."""
+    a.precision = a.precision or ("fp32" if cluster.cores else "bf16" if cluster.bf16 else "fp16")
 
 
 def _precision(a: argparse.Namespace, cluster):
     """The precision (default bf16, fp16 on a cluster without bf16 tensor cores), with bf16 gradient reduction where
     --grad-reduce-in-bf16 asks for it; FP8 only on a cluster with FP8 tensor cores, bf16 on one with bf16's."""
     _default_precision(a, cluster)
+    if cluster.cores and a.precision != "fp32":
+        # on this project's 2-core AVX2 VM a 512 x 512 bfloat16 matmul took 60x as long as the float32 one (no
+        # native bf16 instruction), and a --precision bf16 run's step 10x as long as the prediction at float32's rate
+        raise ConfigError(f"--precision {a.precision}: cluster {cluster.name} is a CPU profile, and `parbench "
+                          f"calibrate` times float32 operators alone (a CPU without native bf16 instructions runs "
+                          f"bfloat16 matmuls many times slower); give --precision fp32, its default")
     if a.precision in ("bf16", "amp") and not cluster.bf16:
         raise ConfigError(f"--precision {a.precision}: cluster {cluster.name} has no bf16 tensor cores (bf16 = false); "
                           f"give --precision fp16 (its default) or fp32")

@@ -725,3 +725,26 @@ def test_a_cluster_file_written_from_nccl_tests_logs_is_a_what_if_choice(monkeyp
     assert main([*shlex.split(command)[1:], "--format", "json"]) in (0, 3)
     step = json.loads(capsys.readouterr().out)["prediction"]["step_time_s"]
     assert figure(at, "sim-whatif-time")["layout"]["title"]["text"].startswith(f"Step time {step * 1e3:,.1f} ms")
+
+
+def test_simulator_what_if_on_the_local_cpu_profile_offers_float32_alone(monkeypatch, tmp_path):
+    """A CPU profile is calibrated in float32: picked after a GPU preset (whose bf16 default the precision box
+    held), the what-if moves to fp32, its one option, and predicts; never the refusal `parbench simulate` gives
+    bf16 on it."""
+    import json
+    import shutil
+    from dataclasses import replace
+
+    from parbench.sim.hardware import PRESETS, cluster_to_dict
+
+    shutil.copytree(FIXTURE_RESULTS, tmp_path / "r")
+    (tmp_path / "r" / "calibration").mkdir()
+    cpu = replace(PRESETS["a100-80gb"], name="cpu-like", cores=2)
+    (tmp_path / "r" / "calibration" / f"{socket.gethostname()}.json").write_text(
+        json.dumps({"cluster": cluster_to_dict(cpu)}))
+    at = run_app(monkeypatch, tmp_path / "r", view="simulator")
+    assert at.selectbox(key="sim-precision").value == "bf16"
+    at.selectbox(key="sim-cluster").set_value("local").run()
+    assert not at.exception
+    assert at.selectbox(key="sim-precision").value == "fp32" and at.selectbox(key="sim-precision").options == ["fp32"]
+    assert not [e.value for e in at.error]

@@ -919,3 +919,23 @@ def test_a_printed_preset_reads_back_as_a_cluster_file_and_its_edits_take_effect
     out = json.loads(capsys.readouterr().out)
     assert out["cluster"] == "h100-half-nvlink" and out["prediction"]["step_time_s"] > preset["step_time_s"]
     assert out["prediction"]["comm_bytes"] == preset["comm_bytes"]
+
+
+def test_a_cpu_profile_predicts_float32_alone(tmp_path, capsys):
+    """`parbench calibrate` times float32 operators: on a CPU profile (cores set) simulate defaults to fp32 and
+    refuses another precision (a bf16 run on an AVX2 CPU took 10x the step predicted at float32's rate)."""
+    from dataclasses import replace
+
+    from parbench.sim.hardware import PRESETS, cluster_to_dict
+
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(json.dumps(cluster_to_dict(replace(PRESETS["a100-80gb"], name="cpu-like", cores=2))))
+    base = ["simulate", "--cluster", str(cpu), "--workload", "transformer", "--gpus", "1", "--format", "json"]
+    for precision in ("amp", "bf16", "tf32", "fp16"):
+        assert main([*base, "--precision", precision]) == 2
+        assert f"--precision {precision}: cluster cpu-like is a CPU profile" in capsys.readouterr().err
+    assert main(base) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert main([*base, "--precision", "fp32"]) == 0
+    assert json.loads(capsys.readouterr().out) == default
+    assert main([*base, "--cluster", "a100-80gb", "--precision", "amp"]) == 0  # a GPU preset takes it
