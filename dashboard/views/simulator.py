@@ -453,8 +453,10 @@ def measured_section(ctx: "ViewContext") -> None:
     st.plotly_chart(sim_charts.terms_figure(frame), key="sim-terms")
     st.caption(terms_caption(cluster))
     st.dataframe(frame, key="sim-error-table", hide_index=True)
-    predicted = ctx.runs[ctx.runs["run_id"].isin(frame["run_id"])]  # ok runs whose config the simulator takes
-    st.plotly_chart(sim_charts.scaling_figure(sim_charts.scaling_curves(predicted, cluster), frame),
+    # ok runs whose config the simulator takes and whose time it predicts on this profile
+    compared = frame[frame["time_not_compared"].isna()]
+    predicted = ctx.runs[ctx.runs["run_id"].isin(compared["run_id"])]
+    st.plotly_chart(sim_charts.scaling_figure(sim_charts.scaling_curves(predicted, cluster), compared),
                     key="sim-scaling")
     for line in skipped:
         st.warning(f"not predicted: {line}")

@@ -310,8 +310,23 @@ def test_a_run_not_measured_as_the_profile_was_has_its_bytes_compared_and_not_it
     warnings = [w.value for w in at.warning if w.value.startswith("step time not compared")]
     assert sorted(w.split(";")[0] for w in warnings) == ["step time not compared for 1 run: 2 threads per rank",
                                                          "step time not compared for 1 run: precision bf16"]
+    # the scaling chart's measured points: the runs whose time is compared, not the two copies
+    scaling = json.loads(at.get_by_key("sim-scaling").proto.spec)["data"]
+    fsdp = [t for t in scaling if t["name"] == "fsdp transformer (measured)"]
+    assert len(fsdp) == 1 and _points(fsdp[0]["x"]) == [2]
     assert main(["validate", "--results-dir", str(out), "--cluster", "a100-80gb"]) == 0
     printed = capsys.readouterr().out
     assert printed.count("time not compared: ran on cpu; a100-80gb describes a GPU") == len(records)
     assert f"\ntime not compared: {len(records)} runs; comm bytes exact in {len(records)}" in printed
     assert "step time |error|" not in printed
+
+
+def _points(values) -> list:
+    """A plotly trace's values as JSON carries them: a list, or numpy's bytes in base64 (``bdata``)."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
+    return list(values)
