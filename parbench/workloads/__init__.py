@@ -101,8 +101,9 @@ def _model_state(cfg: WorkloadConfig, seed: int, lr: float) -> ModelState | None
                       optimizer_bytes=state, optimizer=name)
 
 
-def check(cfg: "RunConfig") -> None:
-    """Refuse, before any rank exists, a workload that cannot run ``cfg`` (ConfigError, exit 2)."""
+def check(cfg: "RunConfig") -> tuple[Workload, StagedModel]:
+    """Refuse, before any rank exists, a workload that cannot run ``cfg`` (ConfigError, exit 2); the workload and
+    the model it built, where it can."""
     workload = make(cfg.workload, cfg.seed)
     name = cfg.workload.name  # what the user typed: a path names the plugin better than its own label
     model = _build(workload, cfg, name)
@@ -111,6 +112,7 @@ def check(cfg: "RunConfig") -> None:
     _check_optimizer(workload, model, cfg, name)
     _check_tp(workload, model, cfg, name)
     _check_pipeline(workload, model, cfg, name)
+    return workload, model
 
 
 def _build(workload: Workload, cfg: "RunConfig", name: str) -> StagedModel:
@@ -195,6 +197,12 @@ def _check_tp(workload: Workload, model: StagedModel, cfg: "RunConfig", name: st
         raise ConfigError(f"workload {name!r} provides no tensor-parallel plan (Workload.tp_plan is None), "
                           f"so tp={cfg.tp} cannot run; it runs under {', '.join(GENERIC_STRATEGIES)}"
                           + (" and pipeline" if len(model.units) > 1 else ""))
+    _check_tp_plan(workload, model, name)
+
+
+def _check_tp_plan(workload: Workload, model: StagedModel, name: str) -> None:
+    """The plan a workload gives (``Workload.tp_plan``) is a non-empty {module path: ParallelStyle} dict over
+    modules the model has."""
     try:
         plan = workload.tp_plan(model)
     except Exception as exc:
@@ -252,16 +260,29 @@ def catalog() -> list[dict[str, str]]:
     return rows
 
 
-def describe(name: str, seed: int = 0) -> dict[str, Any]:
-    """Build a workload at its default shape and say what it provides (ConfigError if it cannot)."""
-    workload = make(WorkloadConfig(name=name), seed)
-    model = workload.build(seed)
+def describe(name: str, seed: int = 0, timeout_s: float | None = None) -> dict[str, Any]:
+    """Build a workload at its default shape and say what it provides; a ConfigError where ``parbench run
+    --workload NAME`` would refuse it (the same checks; a plugin's code bounded by ``timeout_s``, default a run's)."""
+    from parbench.config import RunConfig
+    from parbench.preflight import plugin_deadline
+
+    cfg = RunConfig(workload=WorkloadConfig(name=name), seed=seed,
+                    **({} if timeout_s is None else {"timeout_s": timeout_s}))
+    with plugin_deadline(cfg):
+        workload, model = check(cfg)
+        problem = None
+        if workload.supports_tp:
+            try:
+                _check_tp_plan(workload, model, name)
+            except ConfigError as exc:
+                problem = str(exc)
     return {
         "name": name,
         "description": workload.description,
         "parameters": sum(p.numel() for p in model.parameters()),
         "pipeline_units": len(model.units),
-        "tp_plan": workload.supports_tp,
+        "tp_plan": workload.supports_tp and not problem,
+        "tp_plan_problem": problem,
         "forward_flops_per_sample": workload.forward_flops_per_sample,
     }
 

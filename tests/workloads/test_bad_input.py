@@ -150,3 +150,56 @@ def test_hf_workload_without_transformers_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
     with pytest.raises(ConfigError, match=r"workload 'hf-llama' needs transformers: pip install 'parbench\[hf\]'"):
         workloads.check(RunConfig(workload=WorkloadConfig(name="hf-llama")))
+
+
+def test_workloads_inspect_says_why_a_run_would_refuse_each_installed_plugin(tmp_path, monkeypatch, capsys):
+    """`parbench workloads --inspect` builds every installed plugin. One whose build returns a plain module once
+    ended the listing in a traceback (AttributeError: no ``units``), one whose model does not fit its batch was
+    listed as fine, one whose tp plan holds strings claimed tp_plan=yes, and one that hangs hung the command. Each
+    now gets the reason `parbench run` would give, and the listing goes on."""
+    import time
+
+    info = tmp_path / "site" / "bad_demo-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bad-demo\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[parbench.workloads]\nplain = bad_plugins:plain_module\nmismatched = bad_plugins:mismatched\n"
+        "tpnames = bad_plugins:tp_plan_of_names\nhangs = bad_plugins:hangs_building\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    start = time.monotonic()
+    assert cli.main(["workloads", "--inspect", "--timeout", "2"]) == 0
+    assert time.monotonic() - start < 120
+    out = capsys.readouterr().out
+    assert ("cannot run: workload 'plain': build() returned Linear, not a StagedModel(pre, units, post)"
+            in out)
+    assert "cannot run: workload 'mismatched': its model does not fit its batch (inputs (2, 100)" in out
+    assert ("tp refused: workload 'tpnames': tp_plan(model) must return a non-empty {module path: ParallelStyle} "
+            "dict") in out
+    assert "cannot run: workload 'hangs': its import, factory, build and two samples through the model did not " \
+           "finish in 2 s" in out
+    tpnames = out.split("\ntpnames", 1)[1].splitlines()
+    assert "pipeline_units=2 tp_plan=no" in tpnames[1]  # it builds and trains; tp alone is refused
+    assert out.count("cannot run:") == 3  # the built-ins all build
+
+
+@pytest.mark.parametrize("value, why", [("0", "0 must be a finite number of seconds above 0"),
+                                        ("nan", "nan must be a finite number of seconds above 0"),
+                                        ("inf", "inf must be a finite number of seconds above 0"),
+                                        ("soon", "'soon' is not a number of seconds")])
+def test_workloads_inspect_refuses_a_timeout_that_is_not_seconds(value, why, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["workloads", "--inspect", "--timeout", value])
+    assert info.value.code == 2 and f"argument --timeout: {why}" in capsys.readouterr().err
+
+
+def test_a_plugin_run_with_a_timeout_too_long_for_an_alarm_runs():
+    """A --timeout past what setitimer takes (OverflowError at 1e12 s) once ended a plugin's check in a traceback.
+    In a process of its own: pytest-timeout's alarm here would leave the plugin's deadline unarmed."""
+    import subprocess
+    import sys
+
+    ran = subprocess.run([sys.executable, "-m", "parbench", "run", "--workload", f"{PLUGINS / 'mnist_plugin.py'}:make",
+                          "--hidden", "16", "--no-save", "--global-batch-size", "8", "--steps", "1", "--timeout",
+                          "1e12"], capture_output=True, text=True, timeout=240, check=False)
+    assert ran.returncode == 0 and "Traceback" not in ran.stderr, ran.stderr[-2000:]
