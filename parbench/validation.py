@@ -34,6 +34,12 @@ CHOICES = {"device": DEVICES, "precision": RUN_PRECISIONS}
 """The values of the string fields that are not enums."""
 
 
+TIMEOUT_LIMIT_S = 1e9
+"""The longest run timeout: the rendezvous store takes it as a timedelta (OverflowError from about 8.6e13 s) and a
+plugin's check as an alarm (setitimer: OverflowError at 1e12 s on this project's Linux VM); 1e9 s bounds nothing a
+person waits for anyway."""
+
+
 def _positive(c: "RunConfig") -> None:
     for key in ("world_size", "steps", "warmup_steps", "threads", "servers", "prefetch_factor"):
         if getattr(c, key) < MINIMUMS[key]:
@@ -42,6 +48,8 @@ def _positive(c: "RunConfig") -> None:
         value = getattr(c, key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not value > 0:
             raise ConfigError(f"{key}={value!r} must be a finite number > 0")
+    if c.timeout_s > TIMEOUT_LIMIT_S:
+        raise ConfigError(f"timeout_s={c.timeout_s:g} must be at most {TIMEOUT_LIMIT_S:g} s (31 years)")
     if isinstance(c.seed, bool) or not isinstance(c.seed, int) or not 0 <= c.seed < SEED_LIMIT:
         raise ConfigError(f"seed={c.seed!r} must be an integer in [0, 2**63) (torch.manual_seed's int64 range)")
     for key, valid in CHOICES.items():

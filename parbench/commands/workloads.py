@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from parbench.config import RunConfig
+from parbench.validation import TIMEOUT_LIMIT_S
 
 
 def add_parser(sub) -> None:
@@ -25,8 +26,8 @@ def positive_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds above 0")
+    if not 0 < value <= TIMEOUT_LIMIT_S:
+        raise argparse.ArgumentTypeError(f"{text} must be a number of seconds above 0, at most {TIMEOUT_LIMIT_S:g}")
     return value
 
 

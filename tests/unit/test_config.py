@@ -38,6 +38,7 @@ TRANSFORMER = {"name": "transformer"}
     ({"timeout_s": float("nan")}, "timeout_s=nan must be a finite number > 0"),
     ({"timeout_s": float("inf")}, "timeout_s=inf must be a finite number > 0"),
     ({"timeout_s": -1.0}, "timeout_s=-1.0 must be a finite number > 0"),
+    ({"timeout_s": 1e300}, "timeout_s=1e+300 must be at most 1e+09 s (31 years)"),
     ({"lr": -1.0}, "lr=-1.0 must be a finite number > 0"),
     ({"lr": float("nan")}, "lr=nan must be a finite number > 0"),
     ({"lr": float("inf")}, "lr=inf must be a finite number > 0"),
