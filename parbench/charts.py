@@ -282,6 +282,7 @@ OVERVIEW_COLUMNS: dict[str, str] = {  # column -> header; configuration (the lay
     "key.dp_mode": "dp mode",
     "key.servers": "servers",
     "backend": "backend",
+    "oversubscribed": "oversubscribed",
     "data_mode": "data mode",
     "status": "status",
     "throughput_samples_per_s": "samples/s",
@@ -315,11 +316,12 @@ def overview_table(df: pd.DataFrame) -> pd.DataFrame:
     out = out.assign(**{c: out[c].fillna("") for c in cols if c.startswith("key.") or c == "error"})
     shown = out[cols].rename(columns=OVERVIEW_COLUMNS)
     empty = [c for c in cols if (c.startswith("key.") and (out[c] == "").all())
-             or (c in GPU_COLUMNS and out[c].isna().all())]  # CPU-only runs: no MFU, no GPU memory
+             or (c in OPTIONAL_COLUMNS and out[c].isna().all())]  # CPU-only runs: no MFU, no GPU memory
     return shown.drop(columns=[OVERVIEW_COLUMNS[c] for c in empty])
 
 
-GPU_COLUMNS = ("mfu_pct", "gpu_peak_MiB", "gpu_used_pct")
+OPTIONAL_COLUMNS = ("mfu_pct", "gpu_peak_MiB", "gpu_used_pct", "oversubscribed")
+"""Columns left out of the overview where no run shown has them (GPU figures; records older than the field)."""
 
 
 def _numeric(df: pd.DataFrame, col: str) -> pd.Series:

@@ -11,6 +11,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from parbench import devices
+from parbench.results import host_cpus, oversubscribed
 
 TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
                  "MASTER_PORT", "TORCHELASTIC_RUN_ID")
@@ -84,8 +85,9 @@ def layout_findings(report: Report, ranks_here: int, gpus: int, device: str) -> 
         report.add("ranks per GPU", f"{ranks_here} ranks on this host over {gpus} GPUs: {per_gpu:g} per GPU "
                    "(must be <= 1: NCCL aborts on a duplicate GPU)", per_gpu <= 1)
     else:
-        report.add("ranks per core", f"{ranks_here} ranks on {os.cpu_count()} cores "
-                   f"({'oversubscribed: compare timings as ratios' if ranks_here > (os.cpu_count() or 1) else 'not oversubscribed'})")
+        over = oversubscribed(ranks_here, 1, device)
+        report.add("ranks per core", f"{ranks_here} ranks on {host_cpus()} cores "
+                   f"({'oversubscribed: compare timings as ratios' if over else 'not oversubscribed'})")
     set_vars = {k: os.environ[k] for k in TORCHRUN_VARS if k in os.environ}
     report.add("torchrun variables", ", ".join(f"{k}={v}" for k, v in set_vars.items()) if set_vars else
                "none set (parbench starts its own ranks; under torchrun use --nnodes/--nproc-per-node)")

@@ -11,7 +11,7 @@ from parbench.metrics import breakdown, stats
 from parbench.metrics.categories import CATEGORIES
 from parbench.names import TOKEN_WORKLOADS, Strategy
 from parbench.rank_result import RankResult
-from parbench.results import SCHEMA_VERSION, new_run_id, provenance
+from parbench.results import SCHEMA_VERSION, new_run_id, oversubscribed, provenance
 
 
 def config_columns(cfg: RunConfig) -> dict[str, Any]:
@@ -55,7 +55,8 @@ def config_columns(cfg: RunConfig) -> dict[str, Any]:
 
 def _base(cfg: RunConfig, wall: float) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "run_id": new_run_id(), "sweep_id": None, "repeat": 0,
-            **config_columns(cfg), **provenance(), "wall_time_s": wall}
+            **config_columns(cfg), **provenance(), "wall_time_s": wall,
+            "oversubscribed": oversubscribed(cfg.world_size, cfg.threads, cfg.device)}
 
 
 def failed_record(cfg: RunConfig, outcome, wall: float) -> dict[str, Any]:

@@ -179,6 +179,9 @@ SCHEMA: dict[str, str] = {
     "python_version": "platform.python_version()",
     "hostname": "host that ran rank 0",
     "cpu_model": "CPU model name",
+    "host_cpus": "CPUs the run's processes may run on (the affinity mask) on the host that wrote the record",
+    "oversubscribed": "CPU runs: ranks on one host x threads per rank > host_cpus (the ranks take turns on the "
+                      "cores: compare timings as ratios within a run); null for GPU runs",
     "gpu_name": "GPU name, or null",
     "created_at": "UTC time the record was written (ISO 8601)",
     "wall_time_s": "the whole run, launch to teardown",
@@ -205,7 +208,7 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
                      "seq_len", "vocab_size", "global_batch_size", "micro_batches", "virtual_stages", "dp",
                      "tp", "pp", "servers", "steps", "warmup_steps", "seed", "threads_per_rank", "traced_steps",
                      "breakdown_rank", "ep", "experts", "top_k", "moe_every", "loader_workers", "nodes",
-                     "ranks_per_node", "node_rank"), _INT),
+                     "ranks_per_node", "node_rank", "host_cpus"), _INT),
     **dict.fromkeys(("capacity_factor", "aux_loss_weight", "time_data_s", "mfu_peak_flops", "loss_tolerance",
                      "cuda_allocated_peak_bytes", "cuda_reserved_peak_bytes", "cuda_device_used_bytes",
                      "cuda_device_total_bytes", "comm_moe_dispatch_bytes_per_step", "comm_moe_combine_bytes_per_step",
@@ -214,7 +217,7 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
                      "mem_expert_param_bytes", "mem_expert_grad_bytes", "mem_expert_optim_bytes",
                      "comm_intra_node_bytes_per_step", "comm_inter_node_bytes_per_step",
                      "cluster_link_rate_bit_per_s"), _NUM),
-    **dict.fromkeys(("data_in_step", "cluster_emulated"), _BOOL),
+    **dict.fromkeys(("data_in_step", "cluster_emulated", "oversubscribed"), _BOOL),
     **dict.fromkeys(("node_of_rank", "node_hosts", "cluster_node_addresses"), (list,)),
     "comm_inter_node_bytes_per_step_by_category": (dict,),
     **dict.fromkeys(("wall_time_s", "overhead_s", "throughput_samples_per_s", "throughput_tokens_per_s",
@@ -499,6 +502,7 @@ def provenance() -> dict[str, Any]:
         "python_version": platform.python_version(),
         "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
+        "host_cpus": host_cpus(),
         "gpu_name": _gpu_name(),
         "created_at": now_iso(),
     }
@@ -511,6 +515,18 @@ def git_commit() -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def host_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one; a rank inherits it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def oversubscribed(ranks_here: int, threads_per_rank: int, device: str) -> bool | None:
+    """Whether a CPU run's ranks on one host asked for more threads than the host has CPUs (``host_cpus``): its
+    ranks then take turns on the cores, and its timings are comparable as ratios within one run only. None for a
+    GPU run, whose compute is on the devices."""
+    return ranks_here * threads_per_rank > host_cpus() if device == "cpu" else None
 
 
 def cpu_model() -> str:

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
-from parbench.config import WORKLOAD_NAMES, ConfigError, Schedule, Strategy, WorkloadConfig
+from parbench.config import (
+    WORKLOAD_NAMES,
+    ConfigError,
+    Schedule,
+    Strategy,
+    WorkloadConfig,
+)
+from parbench.results import host_cpus
 
 EXIT_INFEASIBLE = 3
 TOY_NOTE = ("note: no model given; showing a toy default (transformer, 4 layers, hidden 64). Name a real one "
@@ -780,7 +786,7 @@ def _search(a: argparse.Namespace, model, cluster) -> int:
     gb = a.global_batch or a.gpus
     progress = _progress if sys.stderr.isatty() and a.format == "table" else None
     cands = search(model, cluster, gpus=a.gpus, global_batch=gb, options=search_options(a, cluster), progress=progress,
-                   jobs=a.jobs or _usable_cpus())
+                   jobs=a.jobs or host_cpus())
     feasible = [c for c in cands if c.feasible]
     front = pareto_front(cands)
     rejected = rejected_counts(cands)
@@ -849,7 +855,7 @@ def _compare_counts(a: argparse.Namespace, model, cluster) -> int:
     for gpus in a.gpu_counts:
         one = _at(a, gpus)
         cands = search(model, cluster, gpus=gpus, global_batch=one.global_batch or gpus,
-                       options=search_options(one, cluster), progress=progress, jobs=a.jobs or _usable_cpus())
+                       options=search_options(one, cluster), progress=progress, jobs=a.jobs or host_cpus())
         fits = [c for c in cands if c.feasible]
         best.append((one, len(cands), len(fits), fits[0] if fits else _why_none(cands, cluster)))
     if a.format == "json":
@@ -941,11 +947,6 @@ def _run_line(run, gpus: int) -> str:
 
     return (f"  a run of {format_count(run.tokens)} tokens  {run.steps:,} steps, {run.days:.4g} days on {gpus} GPUs, "
             f"{format_count(run.gpu_hours)} GPU-hours ({LEFT_OUT})")
-
-
-def _usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask where the platform has one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _margin_line(close: int) -> str:

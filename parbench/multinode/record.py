@@ -20,6 +20,7 @@ import os
 from typing import Any
 
 from parbench.multinode.layout import NodeLayout
+from parbench.results import oversubscribed
 
 CLUSTER_ENV = "PARBENCH_CLUSTER"
 """JSON of the emulated topology, set by ``parbench cluster run`` for every node's parbench."""
@@ -31,6 +32,7 @@ def add_node_fields(record: dict[str, Any], layout: NodeLayout, gathered: dict[s
                   node_of_rank=[r // layout.nproc_per_node for r in range(layout.world_size)])
     record.update(cluster_fields())
     if gathered is None:
+        record["oversubscribed"] = _oversubscribed(record, layout)
         return record
     ranks, placement = gathered["ranks"], gathered["placement"]
     record["node_of_rank"] = [p["node"] for p in placement]
@@ -44,7 +46,22 @@ def add_node_fields(record: dict[str, Any], layout: NodeLayout, gathered: dict[s
         entry.update(node=p["node"], local_rank=p["local_rank"],
                      comm_intra_node_bytes_per_step=r.comm_intra_node_bytes_per_step,
                      comm_inter_node_bytes_per_step=r.comm_inter_node_bytes_per_step)
+    record["oversubscribed"] = _oversubscribed(record, layout)
     return record
+
+
+def _oversubscribed(record: dict[str, Any], layout: NodeLayout) -> bool | None:
+    """``parbench.results.oversubscribed`` for the host holding the most ranks: every rank where the nodes are an
+    emulated cluster's network namespaces of one host, else the ranks of the nodes on one host (two torchrun agents
+    on one machine share its CPUs), else a node's."""
+    if record["cluster_emulated"]:
+        ranks_here = layout.world_size
+    elif record.get("node_hosts"):
+        hosts = [record["node_hosts"][node] for node in record["node_of_rank"]]
+        ranks_here = max(hosts.count(h) for h in hosts)
+    else:
+        ranks_here = layout.nproc_per_node
+    return oversubscribed(ranks_here, record["threads_per_rank"], record["device"])
 
 
 def cluster_fields() -> dict[str, Any]:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from parbench.metrics import stats
+from parbench.results import host_cpus
 from parbench.sim.fit import fit_with_holdout, point_estimates, unphysical
 from parbench.sim.hardware import (
     BURST_SUFFIX,
@@ -1058,7 +1059,7 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
                                        "weight_read_bandwidth": {"alpha": weight_bw, "rows": weight_rows},
                                        "transcendental_s_per_element": {"alpha": transcendental, "rows": transcendental_rows}}
     collectives: dict[str, dict[int, tuple[float, float]]] = {}
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = host_cpus()
     slowdown = {1: 1.0}
     for n in GROUP_SIZES:
         alone.append(_compute_probe())

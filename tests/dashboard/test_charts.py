@@ -323,3 +323,10 @@ def test_layout_pairs_on_log_axes_that_span_every_pair_and_read_as_ratios():
     assert (math.log10(1.3) - math.log10(1.0)) / (x.range[1] - x.range[0]) > 0.08
     drawn = [v for t in fig.data if t.mode == "markers" for v in t.x]
     assert sorted(drawn) == [1.1, 1.3, 18.6]
+
+
+def test_runs_table_says_which_runs_were_oversubscribed_where_recorded(everything):
+    """Records older than the field leave the column out; where a run recorded it, the table shows it."""
+    assert "oversubscribed" not in charts.overview_table(everything.assign(oversubscribed=None)).columns
+    marked = everything.head(2).assign(oversubscribed=[True, False])
+    assert list(charts.overview_table(marked)["oversubscribed"]) == [True, False]

@@ -3,6 +3,8 @@ communication bytes, OS-measured bytes, and failures that end cleanly."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from parbench.config import RunConfig
@@ -45,6 +47,9 @@ def test_ddp_matches_single_and_sends_exact_ring_allreduce_bytes(res_dir, n):
     # what the OS saw each rank write over the timed steps agrees with the model within a few percent
     assert rec["os_write_bytes_per_step"] == pytest.approx(rec["comm_parameter_bytes_per_step"], rel=0.03)
     assert rec["exposed_comm_time_s"] is not None and len(rec["step_times_s"]) == 3
+    # the host: its CPUs, and whether n single-threaded ranks outnumber them (on a 2-CPU machine: 4 do)
+    assert rec["host_cpus"] == len(os.sched_getaffinity(0))
+    assert rec["oversubscribed"] is (n > rec["host_cpus"])
     assert_breakdown(rec, res_dir)
 
 

@@ -62,6 +62,7 @@ def test_shaped_link_bounds_the_ddp_step_and_attributes_inter_node_bytes(tmp_pat
     assert rec["cluster_link_rate_bit_per_s"] == rate
     assert rec["cluster_node_addresses"] == ["10.77.0.1", "10.77.0.2"]
     assert rec["node_hosts"] == ["node0", "node1"] and rec["node_of_rank"] == [0, 1]
+    assert rec["oversubscribed"] is (2 > len(os.sched_getaffinity(0)))  # the namespaces share this host's CPUs
     # at n=2 every byte crosses the link: the ring all-reduce's 2(n-1)/n x S = S, and DDP's small ops
     inter = rec["comm_inter_node_bytes_per_step_by_category"]["parameter"]
     assert inter == rec["comm_parameter_bytes_per_step"] and inter >= GRAD_BYTES

@@ -1,5 +1,7 @@
 """Two torchrun agents on 127.0.0.1 (2 nodes x 2 ranks) against one node of 4 ranks (parbench.launch)."""
 
+import os
+import socket
 import subprocess
 import sys
 
@@ -46,6 +48,9 @@ def test_two_nodes_match_one_node(tmp_path):
     # node layout: ranks 0,1 on node 0 and 2,3 on node 1
     assert (multi["launcher"], multi["nodes"], multi["ranks_per_node"]) == ("torchrun", 2, 2)
     assert multi["node_of_rank"] == [0, 0, 1, 1] and multi["cluster_emulated"] is False
+    # both agents ran on this host: its CPUs took all four ranks
+    assert multi["node_hosts"] == [socket.gethostname()] * 2
+    assert multi["oversubscribed"] is (4 > len(os.sched_getaffinity(0)))
     # gloo's ring 0->1->2->3->0: ranks 1 and 3 send their all-reduce to the other node, 0 and 2 stay home
     grad = 4 * (784 * 64 + 64 + 64 * 10 + 10)  # mlp 784-64-10 parameters, fp32
     ring = 2 * 3 * grad // 4  # ring all-reduce sends 2(n-1)/n S per rank

@@ -118,3 +118,15 @@ def test_schema_readme_documents_every_field():
     text = (ROOT / "results" / "README.md").read_text()
     documented = set(re.findall(r"^\| `([a-z0-9_]+)` \|", text, flags=re.M))
     assert set(results.SCHEMA) <= documented, set(results.SCHEMA) - documented
+
+
+def test_oversubscribed_counts_every_thread_of_the_ranks_on_a_host(monkeypatch):
+    """Ranks x threads per rank against the host's CPUs: two ranks of two threads fill four CPUs, one more thread
+    does not fit; a GPU run's compute is on its devices (None)."""
+    from parbench import results
+
+    monkeypatch.setattr(results, "host_cpus", lambda: 4)
+    assert results.oversubscribed(2, 2, "cpu") is False
+    assert results.oversubscribed(2, 3, "cpu") is True
+    assert results.oversubscribed(5, 1, "cpu") is True
+    assert results.oversubscribed(8, 1, "cuda") is None
