@@ -7,12 +7,7 @@ registry and the workload itself (built once).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import threading
-import time
-from collections.abc import Iterator
 
 import torch
 import torch.distributed as dist
@@ -20,6 +15,7 @@ import torch.distributed as dist
 from parbench import devices, strategies, workloads
 from parbench.config import RunConfig
 from parbench.names import ConfigError
+from parbench.workloads.plugins import plugin_deadline
 
 
 def check(cfg: RunConfig, *, ranks_here: int | None = None) -> None:
@@ -183,40 +179,3 @@ def check_environment(c: RunConfig, *, ranks_here: int | None = None) -> None:
     with plugin_deadline(c):
         check_model_memory(c, ranks_here)
         workloads.check(c)  # plugin imports, batch fits model, tp plan / pipeline units for the strategy
-
-
-class _Expired(BaseException):
-    """Raised by the alarm; a BaseException, so that the checks' ``except Exception`` around plugin code let it by."""
-
-
-@contextlib.contextmanager
-def plugin_deadline(c: RunConfig) -> Iterator[None]:
-    """A plugin's code runs in this process before any rank exists (its import, factory, build, two samples through
-    the model): bound it by the run's timeout, so that a plugin that hangs there is refused by name instead of
-    hanging ``parbench run`` or a whole sweep. SIGALRM interrupts Python code and sleeps, not a C call already
-    running; it is armed only in the main thread (the only one a signal reaches), and only for plugins. An alarm
-    already armed by the caller (a test runner's timeout) is left to fire first when it is due sooner, and is
-    re-armed with what is left of it afterwards."""
-    outer_left = signal.getitimer(signal.ITIMER_REAL)[0]
-    if (not c.workload.is_plugin or threading.current_thread() is not threading.main_thread()
-            or 0 < outer_left <= c.timeout_s):
-        yield
-        return
-
-    def expire(signum: int, frame: object) -> None:
-        raise _Expired
-
-    start = time.monotonic()
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, c.timeout_s)
-    try:
-        yield
-    except _Expired:
-        raise ConfigError(f"workload {c.workload.name!r}: its import, factory, build and two samples through the "
-                          f"model did not finish in {c.timeout_s:g} s (the run's timeout) before any rank was "
-                          "started") from None
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        if outer_left > 0:
-            signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - start), 1e-3))

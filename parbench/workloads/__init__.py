@@ -264,7 +264,7 @@ def describe(name: str, seed: int = 0, timeout_s: float | None = None) -> dict[s
     """Build a workload at its default shape and say what it provides; a ConfigError where ``parbench run
     --workload NAME`` would refuse it (the same checks; a plugin's code bounded by ``timeout_s``, default a run's)."""
     from parbench.config import RunConfig
-    from parbench.preflight import plugin_deadline
+    from parbench.workloads.plugins import plugin_deadline
 
     cfg = RunConfig(workload=WorkloadConfig(name=name), seed=seed,
                     **({} if timeout_s is None else {"timeout_s": timeout_s}))
