@@ -111,3 +111,9 @@ def test_summary_shows_mfu_basis_and_gpu_memory_share():
     assert "MFU 20.2% of 989.5 TFLOP/s bf16 (H100 SXM datasheet)" in text
     assert "allocated peak 8.00 GiB (10%)" in text and "device in use 12.00 GiB (15%) of 80.00 GiB" in text
     assert "nccl: NVLink / shared memory / InfiniBand make no write syscalls" in text
+    assert "oversubscribed" not in text  # a GPU run: null
+    out = io.StringIO()
+    print_run({**rec, "backend": "gloo", "oversubscribed": True, "threads_per_rank": 2, "host_cpus": 2}, None,
+              Console(file=out, width=200))
+    assert ("oversubscribed: the ranks on one host x 2 thread(s) each outnumber its 2 CPUs; compare timings as "
+            "ratios within one run") in out.getvalue()
