@@ -91,7 +91,10 @@ def table(frame, results_dir: str, width: int = 200):
 
     dropped = {c for limit, cols in NARROW.items() if width < limit for c in cols}
     shown = [c for c in COLUMNS if c not in dropped]
-    t = Table(title=f"{len(frame)} runs in {results_dir}/")
+    over = "oversubscribed" in frame and frame["oversubscribed"].eq(True).any()
+    t = Table(title=f"{len(frame)} runs in {results_dir}/",
+              caption="*: oversubscribed (the ranks x threads outnumbered the host's CPUs: compare its timings as ratios "
+                      "within one run)" if over else None)
     for head in shown:
         t.add_column(head, justify="right" if head in NUMERIC else "left", no_wrap=head in ("run", "status"))
     if frame.empty:
@@ -107,7 +110,8 @@ def table(frame, results_dir: str, width: int = 200):
             "layout": r["_layout"], "rep": _text(r["repeat"], int),
             "status": r["status"] if ok or rank == "-" else f"{r['status']} (rank {rank})",
             "samples/s": fmt_num(r["throughput_samples_per_s"], ".1f") if ok else "-",
-            "step ms": fmt_num(r["step_time_s_median"] * 1e3, ".2f") if ok else "-",
+            "step ms": (fmt_num(r["step_time_s_median"] * 1e3, ".2f") + ("*" if r.get("oversubscribed") is True else "")
+                        if ok else "-"),
             "peak RSS": fmt_bytes(r["peak_rss_bytes"]) if ok else "-",
             "comm/step": fmt_bytes(r["comm_total_bytes_per_step"]) if ok else "-",
             "created": str(r["created_at"])[:16].replace("T", " "),

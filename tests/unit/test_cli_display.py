@@ -125,3 +125,25 @@ def test_a_broken_pipe_that_is_not_the_output_is_still_an_error(monkeypatch):
     monkeypatch.setattr("parbench.cli.build_parser", lambda: argparse.Namespace(parse_args=lambda _argv: args))
     with pytest.raises(BrokenPipeError):
         main(["results"])
+
+
+def test_results_mark_the_oversubscribed_runs_step_times(tmp_path, capsys):
+    """A run whose record says it was oversubscribed gets a * on its step time and the table a caption saying
+    why; the fixture's records predate the field, so neither appears for them."""
+    import shutil
+
+    assert "oversubscribed" not in "\n".join(results_table(capsys, 200))
+    shutil.copytree(FIXTURE, tmp_path / "r")
+    path = next((tmp_path / "r").rglob("runs/*.json"))
+    rec = json.loads(path.read_text())
+    assert rec["status"] == "ok"
+    path.write_text(json.dumps({**rec, "oversubscribed": True, "host_cpus": 2}))
+    os.environ["COLUMNS"] = "200"
+    try:
+        assert main(["results", "--results-dir", str(tmp_path / "r")]) == 0
+    finally:
+        del os.environ["COLUMNS"]
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if rec["run_id"][:8] in line)
+    assert f"{rec['step_time_s_median'] * 1e3:.2f}*" in row and text.count("*") == 2  # the cell and the caption
+    assert "*: oversubscribed (the ranks x threads outnumbered the host's CPUs" in " ".join(text.split())
