@@ -73,8 +73,9 @@ def print_run(rec: dict[str, Any], results_dir: str | None, console: Console | N
     if rec.get("moe_load_imbalance_median") is not None:
         rows.insert(-2, ("experts", _experts_line(rec)))
     if rec.get("oversubscribed"):
-        rows.insert(2, ("cores", f"oversubscribed: the ranks on one host x {rec['threads_per_rank']} thread(s) each "
-                                 f"outnumber its {rec['host_cpus']} CPUs; compare timings as ratios within one run"))
+        cores = (f"oversubscribed: the ranks on one host x {rec['threads_per_rank']} thread(s) each outnumber its "
+                 f"{rec['host_cpus']} CPUs; compare timings as ratios within one run")
+        rows.insert(2, ("cores", cores))
     for k, v in rows:
         t.add_row(k, v)
     console.print(t)
