@@ -460,7 +460,8 @@ def _scaling_lines(pts: pd.DataFrame) -> pd.DataFrame:
                         strategy=lines["series_key"].map(series["strategy"]))
 
 
-def _scaling_figure(pts: pd.DataFrame, y: str, lo: str, hi: str, title: str, yaxis: str) -> go.Figure:
+def _scaling_figure(pts: pd.DataFrame, y: str, lo: str, hi: str, title: str, yaxis: str,
+                    runs: pd.DataFrame) -> go.Figure:
     lines = _scaling_lines(pts)
     fig, cells = _facets(pts, title=title)
     colors = layout_colors(lines, by="series_key")
@@ -482,16 +483,45 @@ def _scaling_figure(pts: pd.DataFrame, y: str, lo: str, hi: str, title: str, yax
         _world_axis(fig, sub["world_size"], row, col)
         _log_if_wide(fig, pd.concat([sub[lo], sub[hi]]), row, col)
     _axis_titles(fig, cells, x="world size (ranks)", y=yaxis)
+    _shade_oversubscribed(fig, runs, cells)
     return fig.update_layout(legend_title="layout", height=520)
 
 
+def oversubscribed_from(df: pd.DataFrame) -> dict[str, int]:
+    """Per workload panel, the smallest world size whose ok runs recorded ``oversubscribed`` (their ranks x threads
+    outnumbered the host's CPUs); panels without such a run are left out."""
+    ok = ok_runs(df)
+    if "oversubscribed" not in ok.columns:
+        return {}
+    over = ok[ok["oversubscribed"].eq(True)]
+    return {str(wl): int(g["world_size"].min()) for wl, g in over.groupby("workload_label")}
+
+
+def _shade_oversubscribed(fig: go.Figure, df: pd.DataFrame, cells: dict[str, tuple[int, int]]) -> None:
+    """A grey band over the world sizes whose runs were oversubscribed: from halfway (on the log axis) between the
+    largest world size that was not and the first that was, to the right edge."""
+    ok = ok_runs(df)
+    for wl, first in oversubscribed_from(df).items():
+        if wl not in cells:
+            continue
+        sizes = pd.to_numeric(ok.loc[ok["workload_label"] == wl, "world_size"], errors="coerce")
+        below = sizes[sizes < first]
+        x0 = math.sqrt(below.max() * first) if len(below) else first / math.sqrt(2)
+        row, col = cells[wl]
+        fig.add_vrect(x0=x0, x1=sizes.max() * 2, row=row, col=col, fillcolor="gray", opacity=0.12, line_width=0)
+        # an annotation on a log axis is placed by the logarithm of its x (a shape by x itself)
+        fig.add_annotation(x=math.log10(x0), y=0, yref="y domain", xanchor="left", yanchor="bottom", showarrow=False,
+                           text="oversubscribed", font=dict(size=11, color="gray"), row=row, col=col)
+
+
 def scaling_throughput(df: pd.DataFrame) -> go.Figure:
-    """Throughput vs world size per layout series; error bars span min..max over repeats."""
+    """Throughput vs world size per layout series; error bars span min..max over repeats. World sizes whose runs
+    were oversubscribed (``oversubscribed_from``) sit in a grey band: their ranks took turns on the cores."""
     pts = scaling_points(df)
     if pts.empty:
         return empty_figure("Throughput vs world size", "no successful runs")
     return _scaling_figure(pts, "median", "min", "max", "Throughput vs world size (median, bars: min-max over repeats)",
-                           "throughput (samples/s)")
+                           "throughput (samples/s)", df)
 
 
 def scaling_efficiency(df: pd.DataFrame) -> go.Figure:
@@ -500,7 +530,7 @@ def scaling_efficiency(df: pd.DataFrame) -> go.Figure:
     if pts.empty:
         return empty_figure("Scaling efficiency", "needs a world-size-1 run of the same workload")
     fig = _scaling_figure(pts, "efficiency", "efficiency_min", "efficiency_max",
-                          "Scaling efficiency T(W) / (W x T(1))", "scaling efficiency (fraction of linear)")
+                          "Scaling efficiency T(W) / (W x T(1))", "scaling efficiency (fraction of linear)", df)
     fig.add_hline(y=1.0, line_dash="dot", line_color="black", annotation_text="linear")
     return fig
 

@@ -330,3 +330,19 @@ def test_runs_table_says_which_runs_were_oversubscribed_where_recorded(everythin
     assert "oversubscribed" not in charts.overview_table(everything.assign(oversubscribed=None)).columns
     marked = everything.head(2).assign(oversubscribed=[True, False])
     assert list(charts.overview_table(marked)["oversubscribed"]) == [True, False]
+
+
+def test_scaling_charts_shade_the_world_sizes_whose_runs_were_oversubscribed(everything):
+    """Runs above two ranks recorded as oversubscribed (a 2-CPU host): each panel with such runs gets a band from
+    sqrt(2 x 4) (halfway on the log axis) to the right edge, labelled; records without the field get none."""
+    import math
+
+    assert not charts.scaling_throughput(everything).to_plotly_json()["layout"].get("shapes")
+    marked = everything.assign(oversubscribed=everything["world_size"] > 2)
+    for build in (charts.scaling_throughput, charts.scaling_efficiency):
+        layout = build(marked).to_plotly_json()["layout"]
+        bands = [s for s in layout["shapes"] if s["type"] == "rect"]
+        panels = {wl for wl, g in charts.ok_runs(marked).groupby("workload_label") if (g["world_size"] > 2).any()}
+        assert len(bands) == len(panels) > 0
+        assert all(b["x0"] == pytest.approx(math.sqrt(2 * 4)) for b in bands)
+        assert sum(a["text"] == "oversubscribed" for a in layout["annotations"]) == len(panels)
