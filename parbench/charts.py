@@ -511,7 +511,7 @@ def _shade_oversubscribed(fig: go.Figure, df: pd.DataFrame, cells: dict[str, tup
         fig.add_vrect(x0=x0, x1=sizes.max() * 2, row=row, col=col, fillcolor="gray", opacity=0.12, line_width=0)
         # an annotation on a log axis is placed by the logarithm of its x (a shape by x itself)
         fig.add_annotation(x=math.log10(x0), y=0, yref="y domain", xanchor="left", yanchor="bottom", showarrow=False,
-                           text="oversubscribed", font=dict(size=11, color="gray"), row=row, col=col)
+                           text="oversubscribed", font={"size": 11, "color": "gray"}, row=row, col=col)
 
 
 def scaling_throughput(df: pd.DataFrame) -> go.Figure:
