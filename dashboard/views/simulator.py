@@ -24,6 +24,8 @@ from parbench.sim.hardware import (
 )
 from parbench.sim.layout import FP8_SCALINGS, PRECISIONS, SOFTWARE, Recompute
 from parbench.sim.validate import (
+    age_line,
+    calibration_age,
     single_process_ratios,
     single_process_words,
     tracing_cost_words,
@@ -442,6 +444,9 @@ def measured_section(ctx: "ViewContext") -> None:
             f"throughput Spearman {s['throughput_spearman']:.2f}") if s["time_compared"] else "step time not compared"
     st.caption(f"{s['runs']} runs; communication bytes exact in {s['comm_bytes_exact']}; memory max error "
                f"{s['memory_max_error_pct']:.2f}%; {time}")
+    age = calibration_age(_profile_meta(ctx.results_dir), rows)
+    (st.caption if age.get("same_day", True) and age["calibrated_at"] else st.warning)(
+        "Calibration " + age_line(age) + ".")
     untimed = Counter(r["time_not_compared"] for r in rows if r["time_not_compared"])
     for why, n in untimed.items():
         st.warning(f"step time not compared for {n} run{'s' if n > 1 else ''}: {why}")
@@ -460,6 +465,16 @@ def measured_section(ctx: "ViewContext") -> None:
                     key="sim-scaling")
     for line in skipped:
         st.warning(f"not predicted: {line}")
+
+
+def _profile_meta(results_dir: str) -> dict:
+    """The local profile's ``meta`` (when and how steadily it was measured); {} where it has none."""
+    import json
+
+    from parbench.sim.hardware import profile_path
+
+    meta = json.loads(profile_path(results_dir).read_text()).get("meta", {})
+    return meta if isinstance(meta, dict) else {}
 
 
 def terms_caption(cluster) -> str:

@@ -215,7 +215,8 @@ def report_lines(profile: dict) -> list[str]:
     if "drift_pct" in meta:
         lines.append(drift_line(meta))
     if "seconds" in meta:
-        lines.append(f"measured in {meta['seconds']:.0f} s (load average {meta.get('load_average_1min', math.nan):.2f})"
+        lines.append(f"measured in {meta['seconds']:.0f} s" + (f", finished {meta['created_at']}" if "created_at" in meta else "")
+                     + f" (load average {meta.get('load_average_1min', math.nan):.2f})"
                      + (f"; saved {meta['path']}" if meta.get("path") else ""))
     return lines
 

@@ -84,7 +84,8 @@ def handle(a: argparse.Namespace) -> int:
                           "published_trends": series, "published_scale_out": scale_out_excess(series),
                           "published_splits": splits,
                           "published_indistinct": indistinct, "published_pairs": pairs,
-                          "published_targets": targets}, default=str))
+                          "published_targets": targets,
+                          "calibration_age": _local_age(a, rows) if cluster else None}, default=str))
         return 0 if ok else 1
     if cluster:
         _print_local(rows, skipped, summary, terms, noise, local_pairs, single)
@@ -93,7 +94,7 @@ def handle(a: argparse.Namespace) -> int:
         if terms and not math.isnan(traced):
             print(tracing_line(cluster, traced, tracing_cost_pct(rows, predicted=True), traced_step_error_pct(rows)))
         if a.cluster == "local":
-            _print_calibration_drift(a.results_dir)
+            _print_calibration_drift(a.results_dir, rows)
     else:
         print(note)
     if published:
@@ -334,14 +335,27 @@ def _by_subscription(rows: list[dict], cores: int) -> dict[str, list[dict]]:
     return {**groups, "time not compared": untimed} if untimed else groups
 
 
-def _print_calibration_drift(results_dir: str) -> None:
-    """The local profile's steadiness: a machine that drifted while calibrating bounds what the errors mean."""
+def _print_calibration_drift(results_dir: str, rows: list[dict]) -> None:
+    """The local profile's steadiness and age: a machine that drifted while calibrating, or a profile of another day
+    than the runs, bounds what the errors mean."""
     from parbench.commands.calibrate import drift_line
     from parbench.sim.hardware import profile_path
+    from parbench.sim.validate import age_line, calibration_age
 
     meta = json.loads(profile_path(results_dir).read_text()).get("meta", {})
     if "drift_pct" in meta:
         print("calibration " + drift_line(meta))
+    print("calibration " + age_line(calibration_age(meta, rows)))
+
+
+def _local_age(a: argparse.Namespace, rows: list[dict]) -> dict | None:
+    """``calibration_age`` of the local profile (None for a preset or a cluster file: nothing measured it here)."""
+    from parbench.sim.hardware import profile_path
+    from parbench.sim.validate import calibration_age
+
+    if a.cluster != "local":
+        return None
+    return calibration_age(json.loads(profile_path(a.results_dir).read_text()).get("meta", {}), rows)
 
 
 def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dict, noise: dict,

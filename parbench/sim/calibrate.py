@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from parbench.metrics import stats
-from parbench.results import host_cpus
+from parbench.results import host_cpus, now_iso
 from parbench.sim.fit import fit_with_holdout, point_estimates, unphysical
 from parbench.sim.hardware import (
     BURST_SUFFIX,
@@ -1109,7 +1109,8 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         cluster = dataclasses.replace(cluster, **{term: overhead})
     alone.append(_compute_probe())
     profile = {"cluster": cluster_to_dict(cluster), "fit": fits,
-               "meta": {"quick": quick, "load_average_1min": os.getloadavg()[0], "seconds": time.perf_counter() - t0, "host": socket.gethostname(),
+               "meta": {"quick": quick, "load_average_1min": os.getloadavg()[0], "seconds": time.perf_counter() - t0,
+                        "created_at": now_iso(), "host": socket.gethostname(),
                         "backend": "gloo", "threads_per_rank": 1, **machine_drift(alone, (early, late))}}
     if save:
         path = profile_path(results_dir)

@@ -35,7 +35,7 @@ def compare(record: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
     row: dict[str, Any] = {k: record.get(k) for k in ("run_id", "point_key", "strategy", "world_size", "workload",
                                                      "layers", "hidden", "global_batch_size", "micro_batches",
                                                      "schedule", "dp", "tp", "pp", "data_mode", "precision",
-                                                     "device", "hostname")}
+                                                     "device", "hostname", "created_at")}
     exact = True
     for c in CATEGORIES:
         measured, predicted = record.get(f"comm_{c}_bytes_per_step"), p.comm_bytes[c]
@@ -307,6 +307,50 @@ def validation_frame(results_dir: str | Path = "results", cluster: Cluster | Non
 
     rows, _ = validation_rows(results_dir, cluster)
     return pd.DataFrame(rows)
+
+
+SAME_DAY_H = 24.0
+"""How far apart a profile and the runs it predicts may be measured: this project's 2-core VM ran the same sweep in
+87 s one day and 150 s another (the same 72 runs), so a profile carries its day's speed."""
+
+
+def calibration_age(meta: dict[str, Any], rows: list[dict]) -> dict[str, Any]:
+    """When the profile was measured (``meta['created_at']``, absent from profiles older than the field) and how
+    many hours later the earliest and the latest run whose time is compared were (negative: before it);
+    ``same_day`` where every one lies within ``SAME_DAY_H`` of it."""
+    when = _instant(meta.get("created_at"))
+    stamps = sorted(t for t in (_instant(r.get("created_at")) for r in timed(rows)) if t)
+    out: dict[str, Any] = {"calibrated_at": meta.get("created_at") if when else None, "runs": len(stamps)}
+    if not when or not stamps:
+        return out
+    hours = [(t - when).total_seconds() / 3600 for t in (stamps[0], stamps[-1])]
+    return {**out, "hours_after": hours, "same_day": max(abs(h) for h in hours) <= SAME_DAY_H}
+
+
+def _instant(stamp: object):
+    """An ISO 8601 time with its zone (records' and profiles' ``created_at``), or None for anything else."""
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        return None
+    return when if when and when.tzinfo else None
+
+
+def age_line(age: dict) -> str:
+    """``calibration_age`` in words."""
+    if not age["calibrated_at"]:
+        return ("measured at a time the profile does not say (written before profiles recorded it): `parbench "
+                "calibrate` again to compare on a profile of the runs' day")
+    if "hours_after" not in age:
+        return f"measured {age['calibrated_at']}"
+    first, last = age["hours_after"]
+    line = f"measured {age['calibrated_at']}; the {age['runs']} runs compared from {first:+.1f} to {last:+.1f} h after it"
+    if age["same_day"]:
+        return line
+    return (line + f": more than {SAME_DAY_H:.0f} h apart, and a machine's speed moves from day to day: `parbench "
+            "calibrate` again the day the runs are made")
 
 
 def timed(rows: list[dict]) -> list[dict]:

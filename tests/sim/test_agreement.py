@@ -307,6 +307,7 @@ def test_a_run_not_measured_as_the_profile_was_has_its_bytes_compared_and_not_it
     at.query_params["view"] = "simulator"
     at.run()
     assert not at.exception
+    assert any(w.value.startswith("Calibration measured at a time the profile does not say") for w in at.warning)
     warnings = [w.value for w in at.warning if w.value.startswith("step time not compared")]
     assert sorted(w.split(";")[0] for w in warnings) == ["step time not compared for 1 run: 2 threads per rank",
                                                          "step time not compared for 1 run: precision bf16"]
@@ -330,3 +331,33 @@ def _points(values) -> list:
     if isinstance(values, dict):
         return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
     return list(values)
+
+
+def test_validate_says_how_far_apart_the_profile_and_the_runs_were_measured(results, tmp_path, capsys):
+    """A profile carries its day's machine speed: validate says when it was measured and how many hours after it
+    the runs compared were, flags more than a day apart, and says so where the profile predates the field."""
+    import datetime as dt
+    import shutil
+
+    out, records = results
+    shutil.copytree(out, tmp_path / "r")
+    first = min(dt.datetime.fromisoformat(r["created_at"]) for r in records.values())
+    last = max(dt.datetime.fromisoformat(r["created_at"]) for r in records.values())
+    path = profile_path(tmp_path / "r")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for before_h, same_day in ((1.0, True), (30.0, False)):
+        when = first - dt.timedelta(hours=before_h)
+        path.write_text(json.dumps({"cluster": cluster_to_dict(STAND_IN), "meta": {"created_at": when.isoformat()}}))
+        assert main(["validate", "--results-dir", str(tmp_path / "r")]) == 0
+        printed = capsys.readouterr().out
+        span = (last - when).total_seconds() / 3600
+        line = (f"calibration measured {when.isoformat()}; the {len(records)} runs compared from +{before_h:.1f} to "
+                f"+{span:.1f} h after it")
+        assert line in printed
+        assert ("more than 24 h apart" in printed) is not same_day
+        assert main(["validate", "--results-dir", str(tmp_path / "r"), "--format", "json"]) == 0
+        age = json.loads(capsys.readouterr().out)["calibration_age"]
+        assert age["same_day"] is same_day and age["hours_after"][0] == pytest.approx(before_h)
+    path.write_text(json.dumps({"cluster": cluster_to_dict(STAND_IN), "meta": {"created_at": "yesterday"}}))
+    assert main(["validate", "--results-dir", str(tmp_path / "r")]) == 0
+    assert "calibration measured at a time the profile does not say" in capsys.readouterr().out

@@ -156,8 +156,11 @@ def test_calibration_report_is_an_aligned_table_with_units():
                        "tp_step_overhead@2": {"alpha": 1.7e-3, "measured_s": 0.0831, "predicted_s": 0.0626,
                                               "collectives_on_path": 12.0},
                        "fsdp_step_byte_overhead@2": {"alpha": 5.48e-10, "measured_s": 0.0614, "predicted_s": 0.0492,
-                                                     "collectives_on_path": 22364280.0}}}
+                                                     "collectives_on_path": 22364280.0}},
+               # when it was finished: validate sets it beside the runs' times
+               "meta": {"seconds": 268.4, "created_at": "2026-12-07T14:31:50+00:00", "load_average_1min": 2.9}}
     lines = report_lines(profile)
+    assert "measured in 268 s, finished 2026-12-07T14:31:50+00:00 (load average 2.90)" in lines
     head = lines[0]
     assert all(u in head for u in ("value", "+-95%", "unit", "held-out")) and "GB/s" in "\n".join(lines)
     footer = next(i for i, ln in enumerate(lines) if ln.startswith("\n"))  # the lines after the table
