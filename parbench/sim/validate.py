@@ -57,8 +57,9 @@ def timing_mismatch(record: dict[str, Any], cluster: Cluster) -> str | None:
     describes. A CPU profile (``Cluster.cores``) is what ``parbench calibrate`` measured on one host: gloo, float32
     operators on one intra-op thread per rank, the ranks alone on the cores. On this project's 2-core AVX2 VM a
     512 x 512 bfloat16 matmul (no native bf16 instruction) took 60x as long as the float32 one, a second thread
-    per rank or a DataLoader worker takes cores the profile gave the ranks, and another host's link was never
-    measured. A preset describes a GPU: a CPU run's time says nothing about it."""
+    per rank or a DataLoader worker takes cores the profile gave the ranks, another host's link was never
+    measured, and a host with another number of CPUs (the record's ``host_cpus``) is another machine. A preset
+    describes a GPU: a CPU run's time says nothing about it."""
     device = record.get("device") or "cpu"
     if not cluster.cores:
         return f"ran on {device}; {cluster.name} describes a GPU" if device == "cpu" else None
@@ -75,10 +76,12 @@ def timing_mismatch(record: dict[str, Any], cluster: Cluster) -> str | None:
         problems.append(f"{record['loader_workers']} DataLoader workers per rank")
     if (record.get("nodes") or 1) > 1:
         problems.append(f"{record['nodes']} nodes")
+    if record.get("host_cpus") and record["host_cpus"] != cluster.cores:
+        problems.append(f"{record['host_cpus']} CPUs on its host")
     if not problems:
         return None
-    return (f"{', '.join(problems)}; the profile {cluster.name} measured this host's CPU with gloo, float32 and one "
-            "thread per rank, no loader workers, one node")
+    return (f"{', '.join(problems)}; the profile {cluster.name} measured this host's CPU ({cluster.cores} CPUs) with "
+            "gloo, float32 and one thread per rank, no loader workers, one node")
 
 
 def _untimed_columns(record: dict[str, Any]) -> dict[str, Any]:

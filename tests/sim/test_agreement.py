@@ -16,6 +16,7 @@ from parbench.launch import References, run
 from parbench.sim import PRESETS
 from parbench.sim.calibrate import machine_drift
 from parbench.sim.hardware import cluster_to_dict, profile_path
+from parbench.results import host_cpus
 from parbench.sim.validate import summarize, validation_rows
 from parbench.strategies import BUILDERS
 
@@ -52,10 +53,10 @@ SHAPES: dict[Strategy, list[dict]] = {
     Strategy.PS: [dict(world_size=3, servers=1, workload=WorkloadConfig(name="mlp"), data_mode="rank0"),
                   dict(world_size=4, servers=2, workload=TRANSFORMER)],
 }
-STAND_IN = replace(PRESETS["a100-80gb"], name="cpu-stand-in", cores=64)
-"""A profile these CPU runs' step times are compared with (``cores`` set, as on a profile ``parbench calibrate``
-measures; 64: no rank shares a core), without the minutes a calibration takes: the A100's figures stand in for
-this host's. A preset describes a GPU, and validate compares no CPU run's time with one."""
+STAND_IN = replace(PRESETS["a100-80gb"], name="cpu-stand-in", cores=host_cpus())
+"""A profile these CPU runs' step times are compared with (``cores`` this host's, as on a profile ``parbench
+calibrate`` measures here), without the minutes a calibration takes: the A100's figures stand in for this host's.
+A preset describes a GPU, and validate compares no CPU run's time with one."""
 CASES = [(s, i) for s in BUILDERS for i in range(len(SHAPES.get(s, [{}])))]
 pytestmark = pytest.mark.hf  # one case runs transformers' Llama
 
@@ -151,7 +152,9 @@ def test_validate_command_summarises_every_run(results, stand_in, capsys):
     assert summary["memory_max_error_pct"] == 0.0
     assert main(["validate", "--results-dir", str(out), "--cluster", str(stand_in)]) == 0
     printed = capsys.readouterr().out
-    assert f"{len(records)} runs; comm bytes exact in {len(records)}" in printed
+    within = sum(r["world_size"] <= host_cpus() for r in records.values())  # the rest oversubscribed
+    for group, n in (("within cores", within), ("oversubscribed", len(records) - within)):
+        assert not n or f"\n{group}: {n} runs; comm bytes exact in {n}" in printed
     # the measured terms come from the profiled steps: validate says how much longer those ran
     traced = [r["traced_step_time_s"] / r["step_time_s_median"] for r in records.values()]
     expected = (sorted(traced)[len(traced) // 2] + sorted(traced)[(len(traced) - 1) // 2]) / 2 - 1
@@ -164,9 +167,9 @@ def test_validate_command_summarises_every_run(results, stand_in, capsys):
                    for r in configs.values())
     assert main(["validate", "--results-dir", str(out), "--cluster", str(stand_in), "--format", "json"]) == 0
     emitted = json.loads(capsys.readouterr().out)
-    counts = emitted["summary"]["within cores"]
-    assert len(emitted["layout_pairs"]["within cores"]) == counts["pairs_decided"] + counts["pairs_close"] \
-        == sum(n * (n - 1) // 2 for n in jobs.values()) > 0
+    counts = [emitted["summary"][g] for g in ("within cores", "oversubscribed")]
+    assert sum(len(emitted["layout_pairs"][g]) for g in ("within cores", "oversubscribed")) \
+        == sum(c["pairs_decided"] + c["pairs_close"] for c in counts) == sum(n * (n - 1) // 2 for n in jobs.values()) > 0
     assert "layout order (two layouts of one workload, batch and world size)" in printed
     # each configuration's terms once, its repeats together
     assert "terms per configuration, measured (traced) / predicted ms" in printed
@@ -260,9 +263,12 @@ def test_timing_mismatch_names_each_condition_the_profile_did_not_measure():
     for change, words in [({"threads_per_rank": 2}, "2 threads per rank"), ({"precision": "bf16"}, "precision bf16"),
                           ({"loader_workers": 1}, "1 DataLoader workers per rank"), ({"nodes": 2}, "2 nodes"),
                           ({"backend": "mpi"}, "backend mpi"), ({"device": "cuda", "backend": "nccl"},
-                                                                 "ran on cuda, backend nccl")]:
+                                                                 "ran on cuda, backend nccl"),
+                          ({"host_cpus": host_cpus() + 1}, f"{host_cpus() + 1} CPUs on its host")]:
         why = timing_mismatch({**ran, **change}, STAND_IN)
-        assert why.startswith(words + "; the profile cpu-stand-in measured this host's CPU"), (change, why)
+        assert why.startswith(words + f"; the profile cpu-stand-in measured this host's CPU ({host_cpus()} CPUs)"), \
+            (change, why)
+    assert timing_mismatch({**ran, "host_cpus": host_cpus()}, STAND_IN) is None
     assert timing_mismatch(ran, PRESETS["a100-80gb"]) == "ran on cpu; a100-80gb describes a GPU"
     assert timing_mismatch({**ran, "device": "cuda", "backend": "nccl"}, PRESETS["a100-80gb"]) is None
 
@@ -284,7 +290,8 @@ def test_a_run_not_measured_as_the_profile_was_has_its_bytes_compared_and_not_it
     assert main(["validate", "--results-dir", str(tmp_path / "r"), "--cluster", str(stand_in), "--format",
                  "json"]) == 0
     emitted = json.loads(capsys.readouterr().out)
-    assert emitted["summary"]["within cores"]["runs"] == len(records)  # the two copies are not among them
+    summary = emitted["summary"]
+    assert summary["within cores"]["runs"] + summary["oversubscribed"]["runs"] == len(records)  # not the copies
     apart = emitted["summary"]["time not compared"]
     assert apart["runs"] == apart["comm_bytes_exact"] == 2 and apart["time_compared"] == 0
     assert sum(c["runs"] for c in emitted["terms_by_config"]) == len(records)
