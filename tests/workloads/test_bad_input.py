@@ -180,7 +180,12 @@ def test_workloads_inspect_says_why_a_run_would_refuse_each_installed_plugin(tmp
            "finish in 2 s" in out
     tpnames = out.split("\ntpnames", 1)[1].splitlines()
     assert "pipeline_units=2 tp_plan=no" in tpnames[1]  # it builds and trains; tp alone is refused
-    assert out.count("cannot run:") == 3  # the built-ins all build
+    import importlib.util
+    import re
+
+    refused = set(re.findall(r"cannot run: workload '([^']+)'", out))  # the built-ins all build (hf-*: transformers)
+    no_hf = importlib.util.find_spec("transformers") is None
+    assert refused == {"plain", "mismatched", "hangs"} | ({"hf-llama", "hf-gpt2"} if no_hf else set())
 
 
 @pytest.mark.parametrize("value, why", [("0", "0 must be a number of seconds above 0, at most 1e+09"),
