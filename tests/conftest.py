@@ -39,3 +39,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from parbench.workloads import preload_modules
 
         prestart(*preload_modules(["hf-llama"]))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background by a non-interactive shell (``cmd &``, as a CI script or ``nohup`` may)
+    inherits SIGINT ignored, and every process it starts then ignores it too: the Ctrl-C tests' sweeps and
+    clusters ran to the end instead of stopping. Handle it as a terminal's session does; a child's exec turns
+    a handled signal back to its default."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
