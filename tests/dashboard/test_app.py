@@ -405,6 +405,7 @@ def test_simulator_what_if_takes_context_and_expert_parallelism_and_interleaving
     assert not at.exception and not at.error
 
 
+@pytest.mark.slow
 def test_simulator_search_ranks_every_layout_as_the_command_line_does(monkeypatch, capsys):
     """The search panel runs ``parbench simulate --search`` for the what-if's model and cluster, and shows that
     command: Llama 3 8B on 16 H100 at 128 samples a step lays out as many layouts, fits as many and ranks the same
@@ -447,6 +448,7 @@ def test_simulator_search_ranks_every_layout_as_the_command_line_does(monkeypatc
     assert list(table["GPU-hours"]) == [round(r["training_run"]["gpu_hours"]) for r in cli["top"]]
 
 
+@pytest.mark.slow
 def test_a_searched_layout_opens_in_the_what_if_panel(monkeypatch, capsys):
     """Opening the search's best layout sets the what-if panel's mesh, ZeRO stage and replicas, recomputation and
     micro-batching to it: the panel then predicts the memory and throughput the command's JSON gives that layout

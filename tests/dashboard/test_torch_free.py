@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import APP, FIXTURE_RESULTS
 
 SCRIPT = """
@@ -31,6 +33,7 @@ print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
 """
 
 
+@pytest.mark.slow
 def test_simulator_and_every_dashboard_view_never_import_torch():
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(APP), str(FIXTURE_RESULTS)], capture_output=True,
                          text=True, cwd=Path(APP).parents[1], timeout=600)

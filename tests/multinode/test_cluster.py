@@ -55,6 +55,7 @@ def assert_nothing_left(pid: int) -> None:
         assert f"{netns.PREFIX}{pid}-" not in cmd and "parbench.multinode.worker" not in cmd, cmd
 
 
+@pytest.mark.slow
 def test_shaped_link_bounds_the_ddp_step_and_attributes_inter_node_bytes(tmp_path):
     rate = 4 * 10**7
     rec = _run(tmp_path / "narrow", "--rate", "40mbit")

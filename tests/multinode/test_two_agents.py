@@ -33,6 +33,7 @@ def _two_node_record(results_dir) -> dict:
     return records[0]
 
 
+@pytest.mark.slow
 def test_two_nodes_match_one_node(tmp_path):
     multi = _two_node_record(tmp_path / "multi")
     cfg = RunConfig(strategy="ddp", world_size=4, workload=WorkloadConfig(hidden=64), steps=3, warmup_steps=2)

@@ -250,6 +250,7 @@ def test_published_layout_pairs_and_whether_the_model_orders_them(capsys):
     assert len(emitted) == 161 and emitted[0]["faster"] == wrong[0].faster and not emitted[0]["ordered"]
 
 
+@pytest.mark.slow
 def test_search_says_how_many_layouts_lie_within_the_margin_its_order_was_checked_at(capsys):
     """The layouts predicted within 5% of the best one's throughput (counted here over every feasible layout the
     search lists), and the published pairs' record beside them: their order is closer than the one the model

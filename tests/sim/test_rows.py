@@ -223,6 +223,7 @@ def test_rows_and_published_are_run_apart(tmp_path, capsys):
     assert "--rows compares the file's runs alone" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_every_published_run_the_command_can_state_comes_back_through_a_rows_file(tmp_path, capsys):
     """``validate --published --format rows`` writes each published run as a simulate command line; read back by
     ``--rows``, every one predicts the step the built-in table predicts (its architecture, cluster and layout

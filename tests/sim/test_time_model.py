@@ -1324,6 +1324,7 @@ def test_published_layouts_at_several_micro_batch_counts_are_found_and_split():
         pytest.approx(512 * 8192 / (292 * 1024), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_the_gemm_overhead_grid_refits_the_pair_and_restores_the_presets():
     """At the presets' own 5 us the grid refits the efficiencies they carry and gives each source the mean |error|
     that ``validate --published`` reports; the presets it swapped are the same objects afterwards."""

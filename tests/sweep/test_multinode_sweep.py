@@ -58,6 +58,7 @@ def _records(results: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((results / "runs").glob("*.json"))]
 
 
+@pytest.mark.slow
 def test_two_node_sweep_writes_the_records_once_on_node_0(tmp_path):
     path = _sweep_file(tmp_path)
     results = [tmp_path / "node0", tmp_path / "node1"]

@@ -155,6 +155,7 @@ def _all_gone(tree: list[psutil.Process], pid: int) -> None:
     assert _scratch(pid) == []
 
 
+@pytest.mark.slow
 def test_resume_after_kill_9_mid_sweep(tmp_path, capsys):
     results = tmp_path / "results"
     path = sweep_file(tmp_path, repeats=2)  # 3 points x 2 = 6 runs
@@ -199,6 +200,7 @@ def test_ctrl_c_mid_sweep_ends_it_interrupted(tmp_path):
     assert all(r["status"] in ("ok", "failed") for r in records(results))
 
 
+@pytest.mark.slow
 def test_two_concurrent_sweeps_into_one_directory_lose_and_corrupt_nothing(tmp_path):
     results = tmp_path / "results"
     pair = '["single", "ddp"]'

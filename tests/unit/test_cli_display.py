@@ -102,6 +102,7 @@ def test_run_names_its_phases_on_the_status_line(tmp_path):
     assert quiet.returncode == 0 and b"warm-up" not in quiet.stderr
 
 
+@pytest.mark.slow
 def test_output_cut_short_by_its_reader_ends_without_a_traceback():
     """``parbench ... | head -1``: the reader leaves after one line; the command stops quietly (exit 1, as
     Python's own note on SIGPIPE has it) instead of printing a BrokenPipeError traceback."""
