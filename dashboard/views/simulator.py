@@ -149,9 +149,10 @@ def search_section(what: whatif.WhatIf, cluster, results_dir: str) -> None:
         batch = int(b.number_input("global batch (samples a step)", 1, 1 << 24, 512, key="sim-search-batch"))
         asked = st.form_submit_button("Search every layout")
     scaling = [f"--fp8-scaling={what.fp8_scaling}"] if what.fp8_scaling and what.precision == "fp8" else []
-    key = (what.shape, cluster.name, what.precision, what.software, *scaling, gpus, batch)
+    threads = [f"--threads={what.threads}"] if what.threads != 1 else []
+    key = (what.shape, cluster.name, what.precision, what.software, *scaling, *threads, gpus, batch)
     flags = [f"--gpus={gpus}", f"--global-batch={batch}", f"--precision={what.precision}", f"--software={what.software}",
-             *scaling, "--search"]
+             *scaling, *threads, "--search"]
     latest = st.session_state.setdefault("sim-search-latest", {})
     if asked and key not in latest:
         bar = st.progress(0.0, text="searching")
@@ -249,6 +250,11 @@ def whatif_inputs(results_dir: str):
                   help="`parbench simulate --rank-spread 0`: GPUs of one kind differ in speed (1.6% on the GPU "
                        "presets) and every step waits for its slowest; checked, they do not"):
         cluster = replace(cluster, rank_spread=0.0)
+    threads = a.selectbox("intra-op threads per rank", [1, *sorted(cluster.threaded)], key="sim-threads",
+                          disabled=not cluster.threaded,
+                          help="`parbench simulate --threads`: a CPU profile's rates at that many threads per rank, "
+                               "as `parbench calibrate` measured them (1 and each power of two up to its cores)")
+    cluster = cluster.with_threads(threads)
     software = a.selectbox("training software", list(SOFTWARE), key="sim-software",
                            help="`parbench simulate --software`: the framework's kernels, overlaps and flags")
     schedules = [s.value for s in Schedule]
@@ -282,7 +288,7 @@ def whatif_inputs(results_dir: str):
         virtual_stages=c.number_input("virtual stages per pipeline rank (interleaved)", 1, MESH_MAX, 1, key="sim-v"),
         sequence_parallel=c.checkbox("sequence parallelism (with tp)", key="sim-sp",
                                      help="unchecked: the software's choice (NeMo and torchtitan turn it on with tp)"),
-        software=software)
+        software=software, threads=threads)
     b.caption(f"{what.gpus} GPUs (dp x tp x pp x cp)")
     return what, cluster
 

@@ -123,12 +123,12 @@ def report_lines(profile: dict) -> list[str]:
     from parbench.sim.hardware import BURST_SUFFIX
 
     fits = profile["fit"]
-    head = f"{'fit':<20}{'parameter':<18}{'value':>12}{'+-95%':>11} {'unit':<8}{'held-out med %':>15}{'max %':>8}  status"
+    head = f"{'fit':<22}{'parameter':<18}{'value':>12}{'+-95%':>11} {'unit':<8}{'held-out med %':>15}{'max %':>8}  status"
     lines = [head, "-" * len(head)]
     for key, f in fits.items():
         if "beta" not in f:
             continue
-        names = PARAMETERS.get(key, LINK)
+        names = PARAMETERS.get(key.split("@")[0] if key.endswith(" threads") else key, LINK)
         lines += _rows(key, f, names)
     if any(BURST_SUFFIX + "@" in key for key in fits):
         lines.append(f"collectives timed each after ~1 ms of compute; *{BURST_SUFFIX}: issued back to back, no compute "
@@ -136,6 +136,13 @@ def report_lines(profile: dict) -> list[str]:
     c = profile["cluster"]
     slow = ", ".join(f"{n} ranks x{v:.2f}" for n, v in c["compute_slowdown"].items())
     lines.append(f"\ncompute per rank when ranks compute at once: {slow}")
+    for t, rates in sorted((int(t), r) for t, r in (c.get("threaded") or {}).items()):
+        times = {k: f"x{rates.get(k, c[k]) / c[k]:.2f}" if c[k] else "?"  # at t threads over one thread's
+                 for k in ("peak_flops", "memory_bandwidth_bytes_per_s", "stream_bandwidth_bytes_per_s")}
+        lines.append(f"one rank of {t} intra-op threads: GEMMs {times['peak_flops']} the one-thread rate, an add "
+                     f"{times['memory_bandwidth_bytes_per_s']}, past the caches {times['stream_bandwidth_bytes_per_s']}, "
+                     f"exp/erf {rates.get('transcendental_s_per_element', c['transcendental_s_per_element']) * 1e9:.2f} ns "
+                     "per element beyond memory")
     lines.append(f"framework overhead per training-path op: {fits['framework_op_overhead_s']['alpha'] * 1e6:.1f} us")
     if "stream_bandwidth" in fits:
         mib = [r["bytes"] / 3 / 2**20 for r in fits["stream_bandwidth"]["rows"]]
@@ -243,10 +250,10 @@ def _rows(key: str, f: dict, names: tuple) -> list[str]:
     rate = 1 / f["beta"] * b_scale if f["beta"] > 0 else math.inf
     # delta method: se(1/beta) = se(beta) / beta^2
     rate_ci = 1.96 * f.get("beta_se", math.nan) / f["beta"] ** 2 * b_scale if f["beta"] > 0 else math.nan
-    out = [f"{key:<20}{a_name:<18}{f['alpha'] * a_scale:>12.3g}{1.96 * f.get('alpha_se', math.nan) * a_scale:>11.2g} "
+    out = [f"{key:<22}{a_name:<18}{f['alpha'] * a_scale:>12.3g}{1.96 * f.get('alpha_se', math.nan) * a_scale:>11.2g} "
            f"{a_unit:<8}{f['heldout_error_pct']:>15.1f}{f['heldout_max_error_pct']:>8.1f}  {status}",
-           f"{'':<20}{b_name:<18}{rate:>12.3g}{rate_ci:>11.2g} {b_unit:<8}"]
+           f"{'':<22}{b_name:<18}{rate:>12.3g}{rate_ci:>11.2g} {b_unit:<8}"]
     if f.get("used") == "point estimates":
         used_rate = 1 / f["used_beta"] * b_scale
-        out.append(f"{'':<20}{'used instead':<18}{f['used_alpha'] * a_scale:>12.3g} {a_unit}, {used_rate:.3g} {b_unit}")
+        out.append(f"{'':<22}{'used instead':<18}{f['used_alpha'] * a_scale:>12.3g} {a_unit}, {used_rate:.3g} {b_unit}")
     return out

@@ -87,6 +87,9 @@ def add_parser(sub) -> None:
     c.add_argument("--rank-spread", type=float, metavar="SIGMA",
                    help="the spread of the devices' speed (a relative standard deviation; every step waits for the "
                         "slowest rank): 0 for devices screened to one speed (default: the cluster's, 0.016 on GPUs)")
+    c.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="CPU profiles: intra-op threads per rank, at the rates `parbench calibrate` measured for that "
+                        "many (1 and each power of two up to the host's cores); ranks x threads within the cores")
     c.add_argument("--gpus", action=_GpuCounts, default=8,
                    help="devices in the cluster (dp x tp x pp); under --search, several counts (512,1024,2048): each "
                         "searched, their best layouts compared")
@@ -580,7 +583,8 @@ def cluster_lines(results_dir: str = "results") -> list[str]:
 
 
 def _cluster(a: argparse.Namespace):
-    """The --cluster preset, host profile or file, with --rank-spread in place of its own spread where given."""
+    """The --cluster preset, host profile or file, with --rank-spread in place of its own spread where given and a
+    CPU profile's rates at --threads."""
     from dataclasses import replace
 
     from parbench.sim.hardware import load_cluster
@@ -589,6 +593,14 @@ def _cluster(a: argparse.Namespace):
         cluster = load_cluster(a.cluster, results_dir=a.results_dir)
     except (FileNotFoundError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
+    if a.threads != 1:
+        if not cluster.cores:
+            raise ConfigError(f"--threads {a.threads}: cluster {cluster.name} describes GPUs; threads per rank are a "
+                              "CPU profile's (`--cluster local` after `parbench calibrate`)")
+        try:
+            cluster = cluster.with_threads(a.threads)
+        except ValueError as exc:
+            raise ConfigError(f"--threads: {exc}") from None
     try:
         return cluster if a.rank_spread is None else replace(cluster, rank_spread=a.rank_spread)
     except ValueError as exc:
@@ -924,6 +936,7 @@ def layout_command(a: argparse.Namespace, model, cluster, layout) -> str:
         given = [f"--workload={a.workload or 'transformer'}", *(f"--{k.split('_')[0]}={v}" for k, v in sizes.items())]
     changes = shape_args(arch, base)
     extra = ([f"--rank-spread={a.rank_spread}"] if a.rank_spread is not None else []) + \
+        ([f"--threads={a.threads}"] if a.threads != 1 else []) + \
         ([f"--results-dir={a.results_dir}"] if a.cluster == "local" else [])
     with contextlib.redirect_stderr(io.StringIO()):  # the model's notes were printed once, for the search
         argv = command_args(arch, layout, command_layout, cluster=a.cluster, cluster_name=cluster.name,

@@ -1,7 +1,9 @@
 """``parbench calibrate``: measure this machine with torch, fit the simulator's constants, save a profile.
 
-What is measured (threads per process as the runner's ranks: 1):
+What is measured (threads per process as the runner's ranks: 1, unless said):
 - GEMM time at a range of square sizes -> t = gemm_overhead + flops / peak (fit, held-out error);
+- the GEMM, elementwise, memory-bandwidth and exp/erf probes again with 2 up to all the host's cores as intra-op
+  threads (``measure_threaded``) -> the rates a rank of that many threads computes at (``Cluster.threaded``);
 - elementwise add at a range of sizes -> t = op_overhead + bytes / memory bandwidth;
 - causal flash attention (scaled_dot_product_attention) forward + backward -> its fraction of the GEMM peak;
 - a Linear's backward against its forward -> the backward GEMMs' rate ratio;
@@ -71,11 +73,11 @@ def _time_median(fn, reps: int, window_s: float = 0.02) -> float:
     return stats.median(times)
 
 
-def measure_gemm(sizes: list[int], reps: int) -> tuple[list[float], list[float]]:
+def measure_gemm(sizes: list[int], reps: int, threads: int = 1) -> tuple[list[float], list[float]]:
     """(flops, seconds) of a forward+backward-like square matmul n x n @ n x n at each size."""
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     xs, ys = [], []
     for n in sizes:
         a, b = torch.randn(n, n), torch.randn(n, n)
@@ -85,11 +87,11 @@ def measure_gemm(sizes: list[int], reps: int) -> tuple[list[float], list[float]]
     return xs, ys
 
 
-def measure_elementwise(sizes: list[int], reps: int) -> tuple[list[float], list[float]]:
+def measure_elementwise(sizes: list[int], reps: int, threads: int = 1) -> tuple[list[float], list[float]]:
     """(bytes moved, seconds) of out = a + b in float32 (read 2, write 1)."""
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     xs, ys = [], []
     for n in sizes:
         a, b, out = torch.randn(n), torch.randn(n), torch.empty(n)
@@ -116,13 +118,43 @@ def cache_capacity(xs: list[float], ys: list[float], stream_bytes_per_s: float) 
             "threshold_bytes_per_s": threshold, "rows": rows}
 
 
-def measure_stream_bandwidth(sizes: list[int], reps: int) -> tuple[float, list[dict[str, float]]]:
+def measure_stream_bandwidth(sizes: list[int], reps: int, threads: int = 1) -> tuple[float, list[dict[str, float]]]:
     """Bytes per second of the same float32 add on arrays past the last-level cache (16-128 MiB each):
     the median over ``sizes`` of bytes / seconds, each far above the op's fixed cost. A training step's
     optimizer streams every parameter, gradient and state this way (``Cluster.stream_bandwidth``)."""
-    xs, ys = measure_elementwise(sizes, reps)
+    xs, ys = measure_elementwise(sizes, reps, threads)
     rows = [{"elements": n, "bytes": x, "seconds": y, "bytes_per_s": x / y} for n, x, y in zip(sizes, xs, ys)]
     return stats.median([r["bytes_per_s"] for r in rows]), rows
+
+
+def thread_counts(cores: int) -> list[int]:
+    """The intra-op thread counts per rank ``calibrate`` measures beyond one: the powers of two below ``cores``, and
+    ``cores`` (2 on a 2-core host; 2, 4, 8 and 12 on a 12-core one)."""
+    return sorted({t for t in (2, 4, 8, 16, 32, 64, 128) if t < cores} | ({cores} if cores > 1 else set()))
+
+
+def measure_threaded(sizes: dict[str, list[int]], reps: int, cores: int
+                     ) -> tuple[dict[int, dict[str, float]], dict[str, dict[str, Any]]]:
+    """``THREADED_FIELDS`` at each of ``thread_counts(cores)`` intra-op threads in this one process, measured and
+    fitted as the one-thread figures are (GEMM and add curves, the add past the caches, GELU / SiLU /
+    cross-entropy): (figures by thread count, for ``Cluster.threaded``; the fits by key, for the report)."""
+    threaded: dict[int, dict[str, float]] = {}
+    fits: dict[str, dict[str, Any]] = {}
+    for t in thread_counts(cores):
+        (gemm_a, gemm_b), fits[f"gemm@{t} threads"] = checked_fit(*measure_gemm(sizes["gemm"], reps, t))
+        elem_xs, elem_ys = measure_elementwise(sizes["elementwise"], reps, t)
+        (elem_a, elem_b), fits[f"elementwise@{t} threads"] = checked_fit(elem_xs, elem_ys)
+        stream_bw, _ = measure_stream_bandwidth(sizes["stream"], reps, t)
+        cache = cache_capacity(elem_xs, elem_ys, stream_bw)
+        transcendental, _ = measure_transcendental(reps, 1 / elem_b, t)
+        threaded[t] = {"peak_flops": 1 / gemm_b, "gemm_overhead_s": gemm_a, "op_overhead_s": elem_a,
+                       "memory_bandwidth_bytes_per_s": 1 / elem_b, "stream_bandwidth_bytes_per_s": stream_bw,
+                       "cache_bytes": float(cache["alpha"]), "beyond_cache_bandwidth_bytes_per_s": cache["beyond_bytes_per_s"],
+                       "transcendental_s_per_element": transcendental}
+    import torch
+
+    torch.set_num_threads(1)  # as every other probe runs
+    return threaded, fits
 
 
 BACKWARD_GEMM_SHAPES = ((32, 384, 384), (128, 256, 512), (512, 96, 384), (2048, 384, 96))
@@ -204,7 +236,7 @@ TRANSCENDENTAL_ELEMENTS = 2**18
 activation of a small model is)."""
 
 
-def measure_transcendental(reps: int, memory_bw: float) -> tuple[float, list[dict[str, Any]]]:
+def measure_transcendental(reps: int, memory_bw: float, threads: int = 1) -> tuple[float, list[dict[str, Any]]]:
     """Seconds per element of an exp- or erf-based function, forward + backward, beyond the 24 bytes per element
     (float32 read and written forward, twice that backward) the elementwise term already charges at
     ``memory_bw``: GELU, SiLU and the cross-entropy (log-softmax + NLL) over 1024 classes; the median of the three
@@ -212,7 +244,7 @@ def measure_transcendental(reps: int, memory_bw: float) -> tuple[float, list[dic
     import torch
     import torch.nn.functional as F
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     x = torch.randn(TRANSCENDENTAL_ELEMENTS // 1024, 1024, requires_grad=True)
     grad, labels = torch.randn_like(x), torch.randint(0, 1024, (x.shape[0],))
     probes = {"gelu": lambda: F.gelu(x).backward(grad), "silu": lambda: F.silu(x).backward(grad),
@@ -1058,8 +1090,10 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
                                        "backward_gemm_ratio": {"alpha": backward_ratio, "rows": backward_rows},
                                        "weight_read_bandwidth": {"alpha": weight_bw, "rows": weight_rows},
                                        "transcendental_s_per_element": {"alpha": transcendental, "rows": transcendental_rows}}
-    collectives: dict[str, dict[int, tuple[float, float]]] = {}
     cores = host_cpus()
+    threaded, threaded_fits = measure_threaded(sizes, reps, cores)
+    fits.update(threaded_fits)
+    collectives: dict[str, dict[int, tuple[float, float]]] = {}
     slowdown = {1: 1.0}
     for n in GROUP_SIZES:
         alone.append(_compute_probe())
@@ -1084,7 +1118,7 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
         backward_gemm_ratio=min(max(backward_ratio, 0.1), 2.0), transcendental_s_per_element=transcendental,
         memory_bytes=_host_memory_bytes(), intra=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]),
         inter=Link(latency_s=send[0], bandwidth_bytes_per_s=1 / send[1]), overlap=CPU_OVERLAP, cores=cores,
-        compute_slowdown=slowdown,
+        compute_slowdown=slowdown, threaded=threaded,
         **{k: framework[k] for k in FRAMEWORK_FIELDS},
         collectives=collectives,
         sources={"all": f"parbench calibrate{' --quick' if quick else ''} on {socket.gethostname()}"})
@@ -1111,7 +1145,7 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     profile = {"cluster": cluster_to_dict(cluster), "fit": fits,
                "meta": {"quick": quick, "load_average_1min": os.getloadavg()[0], "seconds": time.perf_counter() - t0,
                         "created_at": now_iso(), "host": socket.gethostname(),
-                        "backend": "gloo", "threads_per_rank": 1, **machine_drift(alone, (early, late))}}
+                        "backend": "gloo", "threads_per_rank": [1, *threaded], **machine_drift(alone, (early, late))}}
     if save:
         path = profile_path(results_dir)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,14 @@ class Link:
             raise ValueError(f"link latency_s={self.latency_s} must be >= 0 and bandwidth={self.bandwidth_bytes_per_s} > 0")
 
 
+THREADED_FIELDS = ("peak_flops", "gemm_overhead_s", "op_overhead_s", "memory_bandwidth_bytes_per_s",
+                   "stream_bandwidth_bytes_per_s", "cache_bytes", "beyond_cache_bandwidth_bytes_per_s",
+                   "transcendental_s_per_element")
+"""The ``Cluster`` figures ``parbench calibrate`` measures again at each thread count (``Cluster.threaded``): the
+probes of operators that torch spreads over its intra-op threads (a matmul; an add, split over the threads' cores
+and their caches, above torch's grain of 32,768 elements; GELU, SiLU, the cross-entropy)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Cluster:
     """A homogeneous cluster: nodes of ``gpus_per_node`` devices, a fast link inside, a slower one across."""
@@ -232,6 +240,12 @@ class Cluster:
     compute_slowdown: dict[int, float] = field(default_factory=dict)
     """Calibrated CPU profiles: per-rank compute time with n ranks computing at once / alone (n -> factor):
     cores shared with each other, with the calibration's own collectives threads and with other jobs."""
+    threaded: dict[int, dict[str, float]] = field(default_factory=dict)
+    """Calibrated CPU profiles: the operator rates one process measured with t intra-op threads, by t (2 up to
+    ``cores``): each ``THREADED_FIELDS`` figure as it reads at t threads. The fields themselves are one thread's;
+    ``with_threads`` gives the cluster a rank of t threads computes on."""
+    threads: int = 1
+    """Intra-op threads per rank the rates are for (``with_threads`` sets it, ``oversubscription`` counts it)."""
     collectives: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
     """Calibrated fits: kind -> group size -> (alpha_s, seconds per payload byte), used where present."""
     collective_base_latency_s: float = 0.0
@@ -292,6 +306,23 @@ class Cluster:
     @property
     def optimizer_op_s(self) -> float:
         return self.optimizer_op_overhead_s or self.op_overhead_s
+
+    def with_threads(self, threads: int) -> Cluster:
+        """This CPU profile as a rank with ``threads`` intra-op threads computes on it: GEMM rate and overhead,
+        an op's fixed cost, memory and cache bandwidths and the exp/erf cost as measured at that many threads
+        (``threaded``); what was not measured per thread count (framework costs, collectives, the step scale)
+        stays one thread's. ValueError where that many threads were not measured."""
+        if threads == self.threads:
+            return self
+        if self.threads != 1 or (threads != 1 and threads not in self.threaded):
+            raise ValueError(f"{self.name} measured its rates at {self.measured_threads()} threads per rank, not {threads}")
+        rates = self.threaded.get(threads, {})
+        return replace(self, **{k: int(v) if k == "cache_bytes" else v for k, v in rates.items()}, threads=threads)
+
+    def measured_threads(self) -> str:
+        """The thread counts this profile's rates were measured at, as a phrase: "1", "1 or 2"."""
+        counts = [str(t) for t in sorted({1, *self.threaded})]
+        return counts[0] if len(counts) == 1 else f"{', '.join(counts[:-1])} or {counts[-1]}"
 
     def traced(self) -> Cluster:
         """This machine as a traced step sees it: every operator costs its tracing overhead more, the operators'
@@ -364,6 +395,13 @@ class Cluster:
             raise ValueError(f"transcendental_s_per_element={self.transcendental_s_per_element} must be >= 0")
         if not 0 <= self.fragmentation < 1:
             raise ValueError(f"fragmentation={self.fragmentation} must be in [0, 1)")
+        for t, rates in self.threaded.items():
+            if (t < 2 or set(rates) - set(THREADED_FIELDS) or any(not (math.isfinite(v) and v >= 0) for v in rates.values())
+                    or not all(rates.get(k, 1) > 0 for k in ("peak_flops", "memory_bandwidth_bytes_per_s"))):
+                raise ValueError(f"threaded[{t}]={rates} must map a thread count >= 2 to finite figures >= 0 among "
+                                 f"{', '.join(THREADED_FIELDS)} (peak_flops and memory_bandwidth_bytes_per_s > 0)")
+        if self.threads < 1:
+            raise ValueError(f"threads={self.threads} must be >= 1")
         # every other figure is a rate, a time, a share or a factor (nan passes each comparison above)
         numbers = [(f.name, getattr(self, f.name)) for f in fields(self) if f.type == "float"]
         numbers += [(f"{f.name}[{n}]", v) for f in fields(self) if f.type == "dict[int, float]"
@@ -1043,6 +1081,10 @@ _FIELD_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
                        "an object of strings"),
     "dict[int, float]": (lambda v: isinstance(v, dict) and all(map(_is_count, v)) and all(map(_is_num, v.values())),
                          "an object of rank counts to numbers"),
+    "dict[int, dict[str, float]]": (
+        lambda v: isinstance(v, dict) and all(map(_is_count, v)) and all(
+            isinstance(rates, dict) and all(map(_is_num, rates.values())) for rates in v.values()),
+        "an object of thread counts to {figure: number}"),
     "dict[str, dict[int, tuple[float, float]]]": (
         lambda v: isinstance(v, dict) and all(
             isinstance(by_n, dict) and all(map(_is_count, by_n)) and all(
@@ -1081,6 +1123,7 @@ def cluster_from_dict(data: dict[str, Any]) -> Cluster:
     for name in ("compute_slowdown", "collective_step_overhead_s", "burst_step_overhead_s", "tp_step_overhead_s",
                  "fsdp_step_byte_overhead_s"):
         data[name] = {int(n): float(v) for n, v in (data.get(name) or {}).items()}
+    data["threaded"] = {int(t): {k: float(v) for k, v in rates.items()} for t, rates in (data.get("threaded") or {}).items()}
     colls = data.get("collectives") or {}
     data["collectives"] = {k: {int(n): tuple(v) for n, v in by_n.items()} for k, by_n in colls.items()}
     return Cluster(**{k: v for k, v in data.items() if k in known})
@@ -1093,6 +1136,7 @@ def cluster_to_dict(c: Cluster) -> dict[str, Any]:
     out["intra"], out["inter"] = dict(vars(c.intra)), dict(vars(c.inter))
     out["collectives"] = {k: {str(n): list(v) for n, v in by_n.items()} for k, by_n in c.collectives.items()}
     out["compute_slowdown"] = {str(n): v for n, v in c.compute_slowdown.items()}
+    out["threaded"] = {str(t): dict(rates) for t, rates in c.threaded.items()}
     for name in ("collective_step_overhead_s", "burst_step_overhead_s", "tp_step_overhead_s", "fsdp_step_byte_overhead_s"):
         out[name] = {str(n): v for n, v in getattr(c, name).items()}
     return out

@@ -99,8 +99,12 @@ def layout_violations(model: ModelSpec, layout: Layout, cluster: Cluster) -> lis
     tensor parallelism stays inside a node (Narayanan et al. 2021, takeaway 1) and divides the heads,
     the key/value heads (or is a multiple of them) and the width; interleaving needs two or more pipeline stages;
     every pipeline chunk holds a layer;
-    context parallelism's load-balanced ring splits the sequence into 2 x cp chunks."""
+    context parallelism's load-balanced ring splits the sequence into 2 x cp chunks;
+    on a CPU profile of ranks of several threads, the ranks' threads fit the cores (``Cluster.with_threads``)."""
     out, t = [], layout.tp
+    if cluster.threads > 1 and layout.world_size * cluster.threads > cluster.cores:
+        out.append(f"{layout.world_size} ranks x {cluster.threads} threads > {cluster.cores} cores: threads beyond the "
+                   "cores wait on each other's spinning, which the profile did not measure")
     if t > cluster.gpus_per_node:
         out.append(f"tp={t} spans more than one node ({cluster.gpus_per_node} GPUs per node)")
     if model.arch is not None:

@@ -383,18 +383,25 @@ def slowest_of(c: Cluster, ranks: int) -> float:
 
 
 def oversubscription(c: Cluster, ranks: int) -> float:
-    """CPU profiles: how much slower each rank computes with ``ranks`` ranks at once. Calibrated factors
-    where measured (linear between group sizes, ranks / cores-proportional beyond); else ranks / cores."""
+    """CPU profiles: how much slower each rank computes with ``ranks`` ranks at once, each of ``Cluster.threads``
+    intra-op threads: the slowdown of ranks x threads single-thread computations at once over that of the rank's own
+    threads (its rates were measured with those threads busy: ``Cluster.with_threads``)."""
+    return _concurrent_slowdown(c, ranks * c.threads) / _concurrent_slowdown(c, c.threads)
+
+
+def _concurrent_slowdown(c: Cluster, n: int) -> float:
+    """How much slower each of ``n`` single-thread computations runs at once than alone: calibrated factors where
+    measured (linear between group sizes, n / cores-proportional beyond); else n / cores."""
     f = c.compute_slowdown
     if not f:
-        return max(1.0, ranks / c.cores) if c.cores else 1.0
-    if ranks in f:
-        return f[ranks]
-    lo = max((n for n in f if n < ranks), default=min(f))
-    hi = min((n for n in f if n > ranks), default=None)
+        return max(1.0, n / c.cores) if c.cores else 1.0
+    if n in f:
+        return f[n]
+    lo = max((k for k in f if k < n), default=min(f))
+    hi = min((k for k in f if k > n), default=None)
     if hi is None:
-        return f[lo] * ranks / lo
-    return f[lo] + (f[hi] - f[lo]) * (ranks - lo) / (hi - lo)
+        return f[lo] * n / lo
+    return f[lo] + (f[hi] - f[lo]) * (n - lo) / (hi - lo)
 
 
 RANDOM_BYTES_PER_ELEMENT = 32  # drawing a random number costs ~8 float32 copies (estimate, not calibrated)

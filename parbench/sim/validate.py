@@ -29,13 +29,16 @@ def compare(record: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
     predicted as timed (untraced); the terms as the traced steps they were measured on ran
     (``Cluster.traced``: each operator costs the profile's tracing overhead more)."""
     cfg = RunConfig.from_dict(record["config"])
+    mismatch = timing_mismatch(record, cluster)
+    if not mismatch:
+        cluster = cluster.with_threads(cfg.threads)
     model, layout = model_spec(cfg.workload), layout_from_run(cfg)
     p = predict(model, layout, cluster)
     traced = predict(model, layout, cluster.traced())
     row: dict[str, Any] = {k: record.get(k) for k in ("run_id", "point_key", "strategy", "world_size", "workload",
                                                      "layers", "hidden", "global_batch_size", "micro_batches",
                                                      "schedule", "dp", "tp", "pp", "data_mode", "precision",
-                                                     "device", "hostname", "created_at")}
+                                                     "threads_per_rank", "device", "hostname", "created_at")}
     exact = True
     for c in CATEGORIES:
         measured, predicted = record.get(f"comm_{c}_bytes_per_step"), p.comm_bytes[c]
@@ -46,7 +49,7 @@ def compare(record: dict[str, Any], cluster: Cluster) -> dict[str, Any]:
         measured, predicted = record.get(f"mem_{k}_bytes"), getattr(p.memory, f"{k}_bytes")
         row[f"mem_{k}_measured"], row[f"mem_{k}_predicted"] = measured, predicted
         row[f"mem_{k}_error_pct"] = _pct(predicted, measured)
-    row["time_not_compared"] = timing_mismatch(record, cluster)
+    row["time_not_compared"] = mismatch
     row.update(_untimed_columns(record) if row["time_not_compared"] else _time_columns(record, p, traced))
     return row
 
@@ -55,11 +58,13 @@ def timing_mismatch(record: dict[str, Any], cluster: Cluster) -> str | None:
     """Why this run's step time cannot be set beside a prediction on ``cluster``, or None where it can. Bytes and
     memory do not depend on the machine and are compared for every run; time only on the conditions the profile
     describes. A CPU profile (``Cluster.cores``) is what ``parbench calibrate`` measured on one host: gloo, float32
-    operators on one intra-op thread per rank, the ranks alone on the cores. On this project's 2-core AVX2 VM a
-    512 x 512 bfloat16 matmul (no native bf16 instruction) took 60x as long as the float32 one, a second thread
-    per rank or a DataLoader worker takes cores the profile gave the ranks, another host's link was never
-    measured, and a host with another number of CPUs (the record's ``host_cpus``) is another machine. A preset
-    describes a GPU: a CPU run's time says nothing about it."""
+    operators on one intra-op thread per rank and on each thread count ``Cluster.threaded`` holds, the ranks alone
+    on the cores. On this project's 2-core AVX2 VM a 512 x 512 bfloat16 matmul (no native bf16 instruction) took
+    60x as long as the float32 one; ranks whose threads outnumber the cores wait on each other's spinning threads
+    (two ranks of two threads stepped 3.4x slower than of one there, which ``compute_slowdown``, measured on
+    one-thread ranks, does not describe); a DataLoader worker takes cores the profile gave the ranks; another
+    host's link was never measured, and a host with another number of CPUs (the record's ``host_cpus``) is another
+    machine. A preset describes a GPU: a CPU run's time says nothing about it."""
     device = record.get("device") or "cpu"
     if not cluster.cores:
         return f"ran on {device}; {cluster.name} describes a GPU" if device == "cpu" else None
@@ -70,8 +75,11 @@ def timing_mismatch(record: dict[str, Any], cluster: Cluster) -> str | None:
         problems.append(f"backend {record['backend']}")
     if record.get("precision") not in (None, "fp32"):
         problems.append(f"precision {record['precision']}")
-    if (record.get("threads_per_rank") or 1) != 1:
-        problems.append(f"{record['threads_per_rank']} threads per rank")
+    threads = record.get("threads_per_rank") or 1
+    if threads != 1 and threads not in cluster.threaded:
+        problems.append(f"{threads} threads per rank")
+    elif threads > 1 and threads * (record.get("world_size") or 1) > cluster.cores:
+        problems.append(f"{record.get('world_size') or 1} ranks x {threads} threads on {cluster.cores} CPUs")
     if record.get("loader_workers"):
         problems.append(f"{record['loader_workers']} DataLoader workers per rank")
     if (record.get("nodes") or 1) > 1:
@@ -81,7 +89,8 @@ def timing_mismatch(record: dict[str, Any], cluster: Cluster) -> str | None:
     if not problems:
         return None
     return (f"{', '.join(problems)}; the profile {cluster.name} measured this host's CPU ({cluster.cores} CPUs) with "
-            "gloo, float32 and one thread per rank, no loader workers, one node")
+            f"gloo, float32 and {cluster.measured_threads()} threads per rank (threads within the CPUs), no loader "
+            "workers, one node")
 
 
 def _untimed_columns(record: dict[str, Any]) -> dict[str, Any]:
@@ -115,7 +124,7 @@ def _time_columns(record: dict[str, Any], p: Prediction, traced: Prediction) -> 
 
 
 IDENTITY = ("strategy", "world_size", "workload", "layers", "hidden", "global_batch_size", "micro_batches", "schedule",
-            "dp", "tp", "pp", "data_mode", "precision", "device")
+            "dp", "tp", "pp", "data_mode", "precision", "threads_per_rank", "device")
 """What makes two runs the same configuration where a record has no ``point_key`` (older records)."""
 
 
@@ -169,7 +178,8 @@ def layout_label(row: dict) -> str:
     parts = [row["strategy"], f"dp{row.get('dp')} tp{row.get('tp')} pp{row.get('pp')}"]
     if (row.get("pp") or 1) > 1:
         parts.append(f"{row.get('schedule')} m{row.get('micro_batches')}")
-    return " ".join(parts + [str(row[k]) for k in ("precision", "data_mode") if row.get(k)])
+    threads = [f"{row['threads_per_rank']} threads"] if (row.get("threads_per_rank") or 1) > 1 else []
+    return " ".join(parts + [str(row[k]) for k in ("precision", "data_mode") if row.get(k)] + threads)
 
 
 def measured_pairs(rows: list[dict], margin_pct: float) -> list[dict]:

@@ -87,6 +87,8 @@ class WhatIf:
     """``parbench simulate --software``: the training software whose flags run the layout."""
     fp8_scaling: str = ""
     """``parbench simulate --fp8-scaling`` under fp8 precision; '' the software's recipe."""
+    threads: int = 1
+    """``parbench simulate --threads``: intra-op threads per rank on a CPU profile that measured that many."""
 
     @property
     def gpus(self) -> int:
@@ -105,7 +107,8 @@ class WhatIf:
                 *(["--sequence-parallel"] if self.sequence_parallel else []),
                 *(["--expert-tp=1"] if self.whole_experts else []),
                 *(["--overlap-moe-expert-parallel-comm"] if self.moe_a2a_overlap else []),
-                *([f"--fp8-scaling={self.fp8_scaling}"] if self.fp8_scaling and self.precision == "fp8" else [])]
+                *([f"--fp8-scaling={self.fp8_scaling}"] if self.fp8_scaling and self.precision == "fp8" else []),
+                *([f"--threads={self.threads}"] if self.threads != 1 else [])]
 
     def model(self) -> ModelSpec:
         s = self.shape

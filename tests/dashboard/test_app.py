@@ -750,3 +750,36 @@ def test_simulator_what_if_on_the_local_cpu_profile_offers_float32_alone(monkeyp
     assert not at.exception
     assert at.selectbox(key="sim-precision").value == "fp32" and at.selectbox(key="sim-precision").options == ["fp32"]
     assert not [e.value for e in at.error]
+
+
+def test_simulator_what_if_takes_the_threads_per_rank_the_local_profile_measured(monkeypatch, tmp_path):
+    """A CPU profile that measured two threads per rank offers 1 or 2 (a GPU preset, 1 alone); two threads predict at
+    their rates, the command shown says `--threads=2`, and eight ranks of two threads on two cores are refused."""
+    import json
+    import shutil
+    from dataclasses import replace
+
+    from parbench.sim.hardware import PRESETS, cluster_to_dict
+
+    shutil.copytree(FIXTURE_RESULTS, tmp_path / "r")
+    (tmp_path / "r" / "calibration").mkdir()
+    # float32 matmuls at the one peak, as on a calibrated profile (no TF32 or CUDA-core figure of their own)
+    cpu = replace(PRESETS["a100-80gb"], name="cpu-like", cores=2, peak_flops_tf32=0.0, peak_flops_fp32=0.0)
+    cpu = replace(cpu, threaded={2: {"peak_flops": 2 * cpu.peak_flops}})
+    (tmp_path / "r" / "calibration" / f"{socket.gethostname()}.json").write_text(
+        json.dumps({"cluster": cluster_to_dict(cpu)}))
+    at = run_app(monkeypatch, tmp_path / "r", view="simulator")
+    assert at.selectbox(key="sim-threads").options == ["1"] and at.selectbox(key="sim-threads").disabled
+    at.selectbox(key="sim-model").set_value("llama3-8b").run()
+    at.selectbox(key="sim-cluster").set_value("local").run()
+    assert at.selectbox(key="sim-threads").options == ["1", "2"]
+    at.number_input(key="sim-dp").set_value(1).run()
+    one = [c.value for c in at.code if "parbench simulate" in c.value]
+    time_one = json.loads(at.get_by_key("sim-whatif-time").proto.spec)["data"]
+    at.selectbox(key="sim-threads").set_value(2).run()
+    assert not at.exception and not at.error
+    [command] = [c.value for c in at.code if "parbench simulate" in c.value]
+    assert one and "--threads" not in one[0] and "--threads=2" in command
+    assert json.loads(at.get_by_key("sim-whatif-time").proto.spec)["data"] != time_one
+    at.number_input(key="sim-dp").set_value(8).run()
+    assert any("8 ranks x 2 threads > 2 cores" in e.value for e in at.error)

@@ -13,10 +13,10 @@ import pytest
 from parbench.cli import main
 from parbench.config import RunConfig, Strategy, WorkloadConfig
 from parbench.launch import References, run
+from parbench.results import host_cpus
 from parbench.sim import PRESETS
 from parbench.sim.calibrate import machine_drift
 from parbench.sim.hardware import cluster_to_dict, profile_path
-from parbench.results import host_cpus
 from parbench.sim.validate import summarize, validation_rows
 from parbench.strategies import BUILDERS
 
@@ -368,3 +368,53 @@ def test_validate_says_how_far_apart_the_profile_and_the_runs_were_measured(resu
     path.write_text(json.dumps({"cluster": cluster_to_dict(STAND_IN), "meta": {"created_at": "yesterday"}}))
     assert main(["validate", "--results-dir", str(tmp_path / "r")]) == 0
     assert "calibration measured at a time the profile does not say" in capsys.readouterr().out
+
+
+def _two_thread_stand_in():
+    """``STAND_IN`` on a 2-CPU host whose rates at two threads per rank were measured: GEMMs and memory twice as
+    fast, an op's fixed cost and exp/erf as one thread's."""
+    s = replace(STAND_IN, cores=2, peak_flops_tf32=0.0, peak_flops_fp32=0.0)  # float32 at the one peak, as calibrated
+    return replace(s, threaded={2: {"peak_flops": 2 * s.peak_flops, "gemm_overhead_s": s.gemm_overhead_s,
+                                    "op_overhead_s": s.op_overhead_s,
+                                    "memory_bandwidth_bytes_per_s": 2 * s.memory_bandwidth_bytes_per_s,
+                                    "stream_bandwidth_bytes_per_s": 2 * s.stream_bandwidth,
+                                    "transcendental_s_per_element": s.transcendental_s_per_element}})
+
+
+def test_a_run_of_two_threads_per_rank_is_compared_at_the_rates_measured_with_two(results):
+    """A profile that measured two threads per rank compares a one-rank run of two threads at those rates (its
+    prediction that of a profile whose one-thread figures are them, and faster than one thread's); two ranks of two
+    threads on its two CPUs, or four threads it never measured, stay apart, named."""
+    from parbench.sim.layout import layout_from_run
+    from parbench.sim.model import model_spec
+    from parbench.sim.predict import predict
+    from parbench.sim.validate import (
+        compare,
+        layout_label,
+        noise_floor,
+        timing_mismatch,
+    )
+
+    _, records = results
+    profile = _two_thread_stand_in()
+    rec = records[(Strategy.SINGLE, 0)]
+    two = dict(rec, threads_per_rank=2, host_cpus=2, config={**rec["config"], "threads": 2})
+    one = dict(rec, host_cpus=2)
+    row, row_one = compare(two, profile), compare(one, profile)
+    assert row["time_not_compared"] is None and row_one["time_not_compared"] is None
+    rates = profile.threaded[2]
+    by_hand = replace(profile, threaded={}, peak_flops=rates["peak_flops"],
+                      memory_bandwidth_bytes_per_s=rates["memory_bandwidth_bytes_per_s"],
+                      stream_bandwidth_bytes_per_s=rates["stream_bandwidth_bytes_per_s"])
+    cfg = RunConfig.from_dict(two["config"])
+    assert row["step_time_predicted_s"] == predict(model_spec(cfg.workload), layout_from_run(cfg), by_hand).step_time_s
+    assert row["step_time_predicted_s"] < row_one["step_time_predicted_s"]
+    # a layout pair of the two is told apart by its threads, and they are two configurations, not repeats of one
+    assert layout_label(row) == "single dp1 tp1 pp1 fp32 sharded 2 threads" and layout_label(row_one).endswith("sharded")
+    assert noise_floor([{**row, "point_key": None}, {**row_one, "point_key": None}])["configs_repeated"] == 0
+    pair = dict(two, world_size=2)
+    assert timing_mismatch(pair, profile).startswith(
+        "2 ranks x 2 threads on 2 CPUs; the profile cpu-stand-in measured this host's CPU (2 CPUs) with gloo, float32 "
+        "and 1 or 2 threads per rank (threads within the CPUs)")
+    assert timing_mismatch(dict(two, threads_per_rank=4), profile).startswith("4 threads per rank; ")
+    assert timing_mismatch(dict(one, world_size=4), profile) is None  # one-thread ranks: the oversubscribed group

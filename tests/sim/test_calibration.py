@@ -685,3 +685,89 @@ def test_the_tracing_fit_splits_a_cost_per_operator_from_a_share_of_the_work():
     rows[2]["training_traced_s"] = 0.200 * 2.5  # the large step 2.5x traced: a share above 1, unphysical
     per_op, share = fit_tracing(rows)
     assert share == 0.0 and per_op == pytest.approx(sum(r["training_traced_s"] - r["training_plain_s"] for r in rows) / 1500)
+
+
+THREADED_2 = {"peak_flops": 6e10, "gemm_overhead_s": 2e-5, "op_overhead_s": 4e-6, "memory_bandwidth_bytes_per_s": 4e10,
+              "stream_bandwidth_bytes_per_s": 2.4e10, "cache_bytes": 2.0 * 2**20, "beyond_cache_bandwidth_bytes_per_s": 3e10,
+              "transcendental_s_per_element": 1e-9}
+"""Figures a 2-core host's profile could hold for one rank of two threads (about twice one thread's)."""
+
+
+def _threaded_profile():
+    from dataclasses import replace
+
+    return replace(PRESETS["a100-80gb"], name="cpu-2", cores=2, peak_flops=3e10, gemm_overhead_s=1e-5,
+                   compute_slowdown={1: 1.0, 2: 1.1, 4: 2.3}, threaded={2: THREADED_2})
+
+
+def test_a_rank_of_two_threads_computes_at_the_rates_measured_with_two():
+    """``with_threads(2)`` takes every figure measured at two threads and nothing else; a thread count never measured
+    is refused naming the ones that were; a profile's rates per thread count survive its file (JSON keys are
+    strings) and a wrong one is named."""
+    import json
+    from dataclasses import fields, replace
+
+    c = _threaded_profile()
+    two = c.with_threads(2)
+    assert two.threads == 2 and c.with_threads(1) is c
+    for f in fields(c):
+        want = THREADED_2.get(f.name, getattr(c, f.name)) if f.name != "threads" else 2
+        assert getattr(two, f.name) == want, f.name
+    assert isinstance(two.cache_bytes, int) and two.cache_bytes == 2 * 2**20
+    with pytest.raises(ValueError, match="measured its rates at 1 or 2 threads per rank, not 4"):
+        c.with_threads(4)
+    assert cluster_from_dict(json.loads(json.dumps(cluster_to_dict(c)))) == c
+    for bad in ({1: THREADED_2}, {2: {**THREADED_2, "peak_flops": 0.0}}, {2: {"cores": 4.0}},
+                {2: {**THREADED_2, "op_overhead_s": math.inf}}):
+        with pytest.raises(ValueError, match="must map a thread count >= 2"):
+            replace(c, threaded=bad)
+    for bad in ({"two": THREADED_2}, {"2": {**THREADED_2, "op_overhead_s": math.inf}}):
+        with pytest.raises(ValueError, match="threaded=.* must be an object of thread counts"):
+            cluster_from_dict({**cluster_to_dict(c), "threaded": bad})
+
+
+def test_threads_are_measured_up_to_the_cores():
+    """1 thread is the profile's own figures; then each power of two below the cores, and the cores."""
+    from parbench.sim.calibrate import thread_counts
+
+    assert thread_counts(1) == [] and thread_counts(2) == [2] and thread_counts(4) == [2, 4]
+    assert thread_counts(12) == [2, 4, 8, 12] and thread_counts(16) == [2, 4, 8, 16]
+
+
+def test_the_threaded_probes_run_at_each_thread_count_this_host_has():
+    """The GEMM, add, past-the-caches and exp/erf probes again with 2 threads up to the cores, each figure positive
+    and a fit reported per thread count (on a 1-CPU host there is nothing to measure)."""
+    from parbench.results import host_cpus
+    from parbench.sim.calibrate import _sizes, measure_threaded, thread_counts
+    from parbench.sim.hardware import THREADED_FIELDS
+
+    sizes = {**_sizes(True), "stream": [2**20], "gemm": [32, 64, 128, 256]}
+    threaded, fits = measure_threaded(sizes, 2, min(host_cpus(), 2))
+    assert sorted(threaded) == thread_counts(min(host_cpus(), 2))
+    for t, rates in threaded.items():
+        assert set(rates) == set(THREADED_FIELDS)
+        assert all(math.isfinite(v) and v >= 0 for v in rates.values()) and rates["peak_flops"] > 0
+        assert {f"gemm@{t} threads", f"elementwise@{t} threads"} <= set(fits)
+    import torch
+
+    assert torch.get_num_threads() == 1  # the probes leave the process as the other probes expect it
+
+
+def test_the_report_lists_each_thread_count_s_rates_beside_one_thread_s():
+    from parbench.commands.calibrate import report_lines
+    from parbench.sim.calibrate import checked_fit
+
+    xs = [2.0**k for k in range(8, 20)]
+    _, good = checked_fit(xs, [3e-5 + x / 2e9 for x in xs])
+    c = cluster_to_dict(_threaded_profile())
+    c["memory_bandwidth_bytes_per_s"], c["stream_bandwidth_bytes_per_s"] = 2e10, 1.6e10
+    profile = {"cluster": c, "fit": {"gemm": good, "elementwise": good, "gemm@2 threads": good,
+                                     "elementwise@2 threads": good, "framework_op_overhead_s": {"alpha": 2e-6},
+                                     "step_scale": {"alpha": 1.0}},
+               "meta": {}}
+    lines = report_lines(profile)
+    assert ("one rank of 2 intra-op threads: GEMMs x2.00 the one-thread rate, an add x2.00, past the caches x1.50, "
+            "exp/erf 1.00 ns per element beyond memory") in lines
+    row = next(ln for ln in lines if ln.startswith("elementwise@2 threads"))
+    assert "op overhead" in row and " us " in row  # the add's parameters, not a link's
+    assert lines[0].index("parameter") == row.index("op overhead") == 22

@@ -939,3 +939,30 @@ def test_a_cpu_profile_predicts_float32_alone(tmp_path, capsys):
     assert main([*base, "--precision", "fp32"]) == 0
     assert json.loads(capsys.readouterr().out) == default
     assert main([*base, "--cluster", "a100-80gb", "--precision", "amp"]) == 0  # a GPU preset takes it
+
+
+def test_threads_per_rank_take_a_cpu_profile_s_rates_measured_at_that_many(tmp_path, capsys):
+    """`--threads 2` on a CPU profile that measured two threads per rank predicts at those rates (a faster step
+    where GEMMs and memory run twice as fast); two ranks of two threads on its two cores, a thread count it never
+    measured and a GPU preset are refused by name, before any prediction."""
+    from dataclasses import replace
+
+    from parbench.sim.hardware import PRESETS, cluster_to_dict
+
+    c = replace(PRESETS["a100-80gb"], name="cpu-like", cores=2, peak_flops_tf32=0.0, peak_flops_fp32=0.0)
+    c = replace(c, threaded={2: {"peak_flops": 2 * c.peak_flops,
+                                 "memory_bandwidth_bytes_per_s": 2 * c.memory_bandwidth_bytes_per_s}})
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(json.dumps(cluster_to_dict(c)))
+    base = ["simulate", "--cluster", str(cpu), "--workload", "transformer", "--gpus", "1", "--format", "json"]
+    assert main(base) == 0
+    one = json.loads(capsys.readouterr().out)["prediction"]["step_time_s"]
+    assert main([*base, "--threads", "2"]) == 0
+    two = json.loads(capsys.readouterr().out)["prediction"]["step_time_s"]
+    assert two < one
+    assert main([*base, "--threads", "2", "--gpus", "2"]) == 2
+    assert "2 ranks x 2 threads > 2 cores: threads beyond the cores wait" in capsys.readouterr().err
+    assert main([*base, "--threads", "4"]) == 2
+    assert "--threads: cpu-like measured its rates at 1 or 2 threads per rank, not 4" in capsys.readouterr().err
+    assert main([*base, "--cluster", "a100-80gb", "--threads", "2"]) == 2
+    assert "--threads 2: cluster a100-80gb describes GPUs" in capsys.readouterr().err

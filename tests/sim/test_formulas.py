@@ -628,6 +628,10 @@ def test_compute_slowdown_interpolates_calibrated_group_sizes():
     assert [oversubscription(c, n) for n in (1, 2, 3, 4, 8)] == [1.0, 1.5, 2.25, 3.0, 6.0]
     assert oversubscription(replace(c, compute_slowdown={}), 4) == 2.0  # uncalibrated: ranks / cores
     assert oversubscription(PRESETS["a100-80gb"], 64) == 1.0  # GPUs: one device per rank
+    # ranks of two threads, whose rates were measured with both threads busy: n ranks slow down as 2n one-thread
+    # computations do over 2 of them
+    t2 = replace(c, cores=8, threaded={2: {"peak_flops": 2 * c.peak_flops}}).with_threads(2)
+    assert [oversubscription(t2, n) for n in (1, 2, 4)] == [1.0, 3.0 / 1.5, 6.0 / 1.5]
 
 
 def test_no_barrier_in_the_predicted_step():
