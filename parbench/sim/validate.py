@@ -61,7 +61,7 @@ def timing_mismatch(record: dict[str, Any], cluster: Cluster) -> str | None:
     operators on one intra-op thread per rank and on each thread count ``Cluster.threaded`` holds, the ranks alone
     on the cores. On this project's 2-core AVX2 VM a 512 x 512 bfloat16 matmul (no native bf16 instruction) took
     60x as long as the float32 one; ranks whose threads outnumber the cores wait on each other's spinning threads
-    (two ranks of two threads stepped 3.4x slower than of one there, which ``compute_slowdown``, measured on
+    (DDP over two ranks of two threads stepped 2.4-2.7x slower than of one there, which ``compute_slowdown``, measured on
     one-thread ranks, does not describe); a DataLoader worker takes cores the profile gave the ranks; another
     host's link was never measured, and a host with another number of CPUs (the record's ``host_cpus``) is another
     machine. A preset describes a GPU: a CPU run's time says nothing about it."""
