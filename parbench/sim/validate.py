@@ -89,8 +89,8 @@ def timing_mismatch(record: dict[str, Any], cluster: Cluster) -> str | None:
     if not problems:
         return None
     return (f"{', '.join(problems)}; the profile {cluster.name} measured this host's CPU ({cluster.cores} CPUs) with "
-            f"gloo, float32 and {cluster.measured_threads()} threads per rank (threads within the CPUs), no loader "
-            "workers, one node")
+            f"gloo, float32 and {cluster.measured_threads()} thread{'' if cluster.measured_threads() == '1' else 's'} per "
+            "rank (threads within the CPUs), no loader workers, one node")
 
 
 def _untimed_columns(record: dict[str, Any]) -> dict[str, Any]:

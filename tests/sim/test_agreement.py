@@ -268,6 +268,7 @@ def test_timing_mismatch_names_each_condition_the_profile_did_not_measure():
         why = timing_mismatch({**ran, **change}, STAND_IN)
         assert why.startswith(words + f"; the profile cpu-stand-in measured this host's CPU ({host_cpus()} CPUs)"), \
             (change, why)
+    assert why.endswith("with gloo, float32 and 1 thread per rank (threads within the CPUs), no loader workers, one node")
     assert timing_mismatch({**ran, "host_cpus": host_cpus()}, STAND_IN) is None
     assert timing_mismatch(ran, PRESETS["a100-80gb"]) == "ran on cpu; a100-80gb describes a GPU"
     assert timing_mismatch({**ran, "device": "cuda", "backend": "nccl"}, PRESETS["a100-80gb"]) is None
