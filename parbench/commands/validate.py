@@ -358,19 +358,37 @@ def _local_age(a: argparse.Namespace, rows: list[dict]) -> dict | None:
     return calibration_age(json.loads(profile_path(a.results_dir).read_text()).get("meta", {}), rows)
 
 
+def _model_parallel(row: dict) -> str:
+    """A run's tensor and pipeline degrees, and its schedule and micro-batches where it pipelines ("-": neither)."""
+    tp, pp = row.get("tp") or 1, row.get("pp") or 1
+    parts = ([f"tp{tp}"] if tp > 1 else []) + ([f"pp{pp} {row.get('schedule')} m{row.get('micro_batches')}"] if pp > 1 else [])
+    return " ".join(parts) or "-"
+
+
 def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dict, noise: dict,
                  pairs: dict[str, list[dict]], single: dict[str, dict[str, float]]) -> None:
     from parbench.sim.validate import single_process_words
 
-    head = f"{'strategy':<9}{'W':>3} {'workload':<12}{'bytes':>7}{'mem err%':>9}{'t meas ms':>11}{'t pred ms':>11}{'err%':>7}"
+    mp = max([len("model parallel"), *(len(_model_parallel(r)) for r in rows)]) + 1
+    wl = max([len("workload"), *(len(r["workload"]) for r in rows)]) + 1
+    head = f"{'strategy':<9}{'W':>3} {'model parallel':<{mp}}{'workload':<{wl}}{'batch':>6}{'thr':>4}{'bytes':>7}{'mem err%':>9}{'t meas ms':>11}{'t pred ms':>11}{'err%':>7}"
     print(head)
+    reasons: dict[str, int] = {}  # each reason once, below the table: it is as long as a line and repeats
     for r in rows:
+        if r.get("time_not_compared"):
+            reasons[r["time_not_compared"]] = reasons.get(r["time_not_compared"], 0) + 1
+    marks = {why: i for i, why in enumerate(reasons, 1)}
+    for r in sorted(rows, key=lambda r: (r["workload"], r["strategy"], r["world_size"], _model_parallel(r),
+                                         r["global_batch_size"], r.get("threads_per_rank") or 1, r["created_at"] or "")):
         mem = max(r[f"mem_{k}_error_pct"] for k in ("param", "grad", "optim"))
         predicted, err = ("-", "-") if r["step_time_predicted_s"] is None else (
             f"{r['step_time_predicted_s'] * 1e3:.2f}", f"{r['step_time_error_pct']:.1f}")
-        print(f"{r['strategy']:<9}{r['world_size']:>3} {r['workload']:<12}{'exact' if r['comm_bytes_exact'] else 'DIFF':>7}"
+        print(f"{r['strategy']:<9}{r['world_size']:>3} {_model_parallel(r):<{mp}}{r['workload']:<{wl}}{r['global_batch_size']:>6}"
+              f"{r.get('threads_per_rank') or 1:>4}{'exact' if r['comm_bytes_exact'] else 'DIFF':>7}"
               f"{mem:>9.2f}{r['step_time_measured_s'] * 1e3:>11.2f}{predicted:>11}{err:>7}"
-              + (f"  time not compared: {r['time_not_compared']}" if r.get("time_not_compared") else ""))
+              + (f"  time not compared [{marks[r['time_not_compared']]}]" if r.get("time_not_compared") else ""))
+    for why, n in reasons.items():
+        print(f"[{marks[why]}] time not compared for {n} run{'s' if n != 1 else ''}: {why}")
     for s in skipped:
         print(f"skipped {s}")
     for name, s in summary.items():
@@ -379,7 +397,7 @@ def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dic
         time = (f"step time |error| median {s['step_time_median_error_pct']:.1f}%, mean "
                 f"{s['step_time_mean_error_pct']:.1f}%, max {s['step_time_max_error_pct']:.1f}%; throughput Spearman "
                 f"{s['throughput_spearman']:.3f}") if s["time_compared"] else \
-            "step time not compared (each run's line says why)"
+            "step time not compared (the reasons are under the table)"
         print(f"\n{name}: {s['runs']} runs; comm bytes exact in {s['comm_bytes_exact']}; memory max error "
               f"{s['memory_max_error_pct']:.2f}%; {time}")
         if s["pairs_decided"] + s["pairs_close"]:

@@ -298,8 +298,9 @@ def test_a_run_not_measured_as_the_profile_was_has_its_bytes_compared_and_not_it
     assert sum(c["runs"] for c in emitted["terms_by_config"]) == len(records)
     assert main(["validate", "--results-dir", str(tmp_path / "r"), "--cluster", str(stand_in)]) == 0
     printed = capsys.readouterr().out
-    assert "time not compared: 2 threads per rank; the profile cpu-stand-in" in printed
-    assert "time not compared: precision bf16; the profile cpu-stand-in" in printed
+    assert "time not compared for 1 run: 2 threads per rank; the profile cpu-stand-in" in printed
+    assert "time not compared for 1 run: precision bf16; the profile cpu-stand-in" in printed
+    assert printed.count("  time not compared [") == 2  # the two runs' lines point at their reasons
     assert "\ntime not compared: 2 runs; comm bytes exact in 2; memory max error 0.00%; step time not compared" \
            in printed
     # the dashboard's Simulator view, on the same profile as the local one: the same reasons, as warnings
@@ -325,7 +326,16 @@ def test_a_run_not_measured_as_the_profile_was_has_its_bytes_compared_and_not_it
     assert len(fsdp) == 1 and _points(fsdp[0]["x"]) == [2]
     assert main(["validate", "--results-dir", str(out), "--cluster", "a100-80gb"]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("time not compared: ran on cpu; a100-80gb describes a GPU") == len(records)
+    assert printed.count("  time not compared [1]\n") == len(records)  # each line points at the one reason,
+    assert printed.count("ran on cpu; a100-80gb describes a GPU") == 1  # stated once under the table
+    assert f"[1] time not compared for {len(records)} runs: ran on cpu; a100-80gb describes a GPU\n" in printed
+    # one line per run, grouped by workload, then strategy and world size; the hybrids' degrees tell them apart
+    lines = [line.split() for line in printed.splitlines() if line.endswith("  time not compared [1]")]
+    assert len(lines) == len(records)
+    keys = [(line[-9 - 3], line[0], int(line[1])) for line in lines]  # workload, strategy, W
+    assert keys == sorted(keys)
+    hybrids = sorted(" ".join(line[2:-12]) for line in lines if line[0] == "hybrid")
+    assert hybrids == ["pp2 1f1b m2", "pp2 1f1b m2", "pp2 1f1b m2", "tp2", "tp2 pp2 1f1b m2"]
     assert f"\ntime not compared: {len(records)} runs; comm bytes exact in {len(records)}" in printed
     assert "step time |error|" not in printed
 
