@@ -358,33 +358,21 @@ def _local_age(a: argparse.Namespace, rows: list[dict]) -> dict | None:
     return calibration_age(json.loads(profile_path(a.results_dir).read_text()).get("meta", {}), rows)
 
 
-def _model_parallel(row: dict) -> str:
-    """A run's tensor and pipeline degrees, and its schedule and micro-batches where it pipelines ("-": neither)."""
-    tp, pp = row.get("tp") or 1, row.get("pp") or 1
-    parts = ([f"tp{tp}"] if tp > 1 else []) + ([f"pp{pp} {row.get('schedule')} m{row.get('micro_batches')}"] if pp > 1 else [])
-    return " ".join(parts) or "-"
-
-
 def _print_local(rows: list[dict], skipped: list[str], summary: dict, terms: dict, noise: dict,
                  pairs: dict[str, list[dict]], single: dict[str, dict[str, float]]) -> None:
-    from parbench.sim.validate import single_process_words
+    from parbench.sim.validate import config_order, single_process_words
 
-    mp = max([len("model parallel"), *(len(_model_parallel(r)) for r in rows)]) + 1
-    wl = max([len("workload"), *(len(r["workload"]) for r in rows)]) + 1
-    head = f"{'strategy':<9}{'W':>3} {'model parallel':<{mp}}{'workload':<{wl}}{'batch':>6}{'thr':>4}{'bytes':>7}{'mem err%':>9}{'t meas ms':>11}{'t pred ms':>11}{'err%':>7}"
-    print(head)
+    print(_config_head(rows) + f"{'bytes':>7}{'mem err%':>9}{'t meas ms':>11}{'t pred ms':>11}{'err%':>7}")
     reasons: dict[str, int] = {}  # each reason once, below the table: it is as long as a line and repeats
     for r in rows:
         if r.get("time_not_compared"):
             reasons[r["time_not_compared"]] = reasons.get(r["time_not_compared"], 0) + 1
     marks = {why: i for i, why in enumerate(reasons, 1)}
-    for r in sorted(rows, key=lambda r: (r["workload"], r["strategy"], r["world_size"], _model_parallel(r),
-                                         r["global_batch_size"], r.get("threads_per_rank") or 1, r["created_at"] or "")):
+    for r in sorted(rows, key=config_order):
         mem = max(r[f"mem_{k}_error_pct"] for k in ("param", "grad", "optim"))
         predicted, err = ("-", "-") if r["step_time_predicted_s"] is None else (
             f"{r['step_time_predicted_s'] * 1e3:.2f}", f"{r['step_time_error_pct']:.1f}")
-        print(f"{r['strategy']:<9}{r['world_size']:>3} {_model_parallel(r):<{mp}}{r['workload']:<{wl}}{r['global_batch_size']:>6}"
-              f"{r.get('threads_per_rank') or 1:>4}{'exact' if r['comm_bytes_exact'] else 'DIFF':>7}"
+        print(_config_cells(rows, r) + f"{'exact' if r['comm_bytes_exact'] else 'DIFF':>7}"
               f"{mem:>9.2f}{r['step_time_measured_s'] * 1e3:>11.2f}{predicted:>11}{err:>7}"
               + (f"  time not compared [{marks[r['time_not_compared']]}]" if r.get("time_not_compared") else ""))
     for why, n in reasons.items():
@@ -432,15 +420,37 @@ def _print_terms_by_config(configs: list[dict]) -> None:
     if not configs:
         return
     print("\nterms per configuration, measured (traced) / predicted ms, medians over repeats; '-': 0 in both")
-    print(f"{'strategy':<9}{'W':>3} {'workload':<12}" + "".join(f"{short_name(t):>18}" for t in TERMS)
-          + "  largest gap (predicted - measured)")
+    print(_config_head(configs) + "".join(f"{short_name(t):>18}" for t in TERMS) + "  largest gap (predicted - measured)")
     for c in configs:
         cells = []
         for term in TERMS:
             m, p = c["terms"].get(term, (None, None))
             cells.append("" if m is None else "-" if m == p == 0 else f"{m * 1e3:.1f}/{p * 1e3:.1f}")
-        print(f"{c['strategy']:<9}{c['world_size']:>3} {c['workload']:<12}" + "".join(f"{x:>18}" for x in cells)
+        print(_config_cells(configs, c) + "".join(f"{x:>18}" for x in cells)
               + f"  {short_name(c['largest'])} {c['largest_gap_s'] * 1e3:+.1f} ms")
+
+
+def _widths(rows: list[dict]) -> tuple[int, int]:
+    """The model-parallel and workload columns' widths: the longest entry's, a space after it."""
+    from parbench.sim.validate import model_parallel
+
+    return (max([len("model parallel"), *(len(model_parallel(r)) for r in rows)]) + 1,
+            max([len("workload"), *(len(str(r["workload"])) for r in rows)]) + 1)
+
+
+def _config_head(rows: list[dict]) -> str:
+    """The columns that name a configuration, as ``_config_cells`` fills them for ``rows``."""
+    mp, wl = _widths(rows)
+    return f"{'strategy':<9}{'W':>3} {'model parallel':<{mp}}{'workload':<{wl}}{'batch':>6}{'thr':>4}"
+
+
+def _config_cells(rows: list[dict], r: dict) -> str:
+    """A run's or configuration's strategy, world size, model-parallel degrees, workload, batch and threads."""
+    from parbench.sim.validate import model_parallel
+
+    mp, wl = _widths(rows)
+    return (f"{r['strategy']:<9}{r['world_size']:>3} {model_parallel(r):<{mp}}{r['workload']!s:<{wl}}"
+            f"{r.get('global_batch_size') or 0:>6}{r.get('threads_per_rank') or 1:>4}")
 
 
 def _published() -> tuple[list[dict], list[dict]]:

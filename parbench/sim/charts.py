@@ -29,13 +29,24 @@ def predicted_vs_measured(frame: pd.DataFrame) -> go.Figure:
     for strategy, g in frame.groupby("strategy", sort=False):
         fig.add_trace(go.Scatter(x=g["step_time_measured_s"] * 1e3, y=g["step_time_predicted_s"] * 1e3,
                                  mode="markers", name=str(strategy), marker=dict(color=strategy_color(str(strategy)), size=10),
-                                 text=g["workload"] + " W=" + g["world_size"].astype(str)))
+                                 text=[_run_words(r) for r in g.to_dict("records")]))
     values = pd.concat([frame["step_time_measured_s"], frame["step_time_predicted_s"]]) * 1e3
     lo, hi = float(values[values > 0].min()) / 1.5, float(values.max()) * 1.5
     fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="identity",
                              line=dict(dash="dash", color="gray")))
     return fig.update_layout(title="Step time: predicted vs measured (ms, log-log)", xaxis_title="measured (ms)",
                              yaxis_title="predicted (ms)", xaxis_type="log", yaxis_type="log")
+
+
+def _run_words(row: dict) -> str:
+    """A validation row as a point's hover names it: workload, world size, model-parallel degrees, batch, threads."""
+    from parbench.sim.validate import model_parallel
+
+    degrees = model_parallel(row)
+    threads = row.get("threads_per_rank") or 1
+    return (f"{row['workload']} W={row['world_size']}" + (f" {degrees}" if degrees != "-" else "")
+            + (f" batch {row['global_batch_size']}" if row.get("global_batch_size") else "")
+            + (f" {threads} threads" if threads > 1 else ""))
 
 
 def _predicted(frame: pd.DataFrame) -> pd.DataFrame:

@@ -236,8 +236,8 @@ def term_errors(rows: list[dict]) -> dict[str, dict[str, float]]:
 def term_errors_by_config(rows: list[dict]) -> list[dict]:
     """Per configuration (its repeats together), each term's median measured and predicted seconds, and the
     term whose medians lie furthest apart (``largest``, its predicted - measured gap in ``largest_gap_s``):
-    where, on that layout, the model is wrong. Terms no repeat measured are left out; configurations sorted
-    by workload, strategy and world size."""
+    where, on that layout, the model is wrong. Terms no repeat measured are left out; configurations in
+    ``config_order``."""
     groups: dict[tuple, list[dict]] = {}
     for r in timed(rows):
         groups.setdefault(_config_key(r), []).append(r)
@@ -253,9 +253,25 @@ def term_errors_by_config(rows: list[dict]) -> list[dict]:
             continue
         largest = max(terms, key=lambda t: abs(terms[t][1] - terms[t][0]))
         out.append({"strategy": first["strategy"], "world_size": first["world_size"], "workload": first["workload"],
+                    **{k: first.get(k) for k in ("tp", "pp", "schedule", "micro_batches", "global_batch_size")},
+                    "threads_per_rank": first.get("threads_per_rank") or 1,
                     "runs": len(group), "terms": terms, "largest": largest,
                     "largest_gap_s": terms[largest][1] - terms[largest][0]})
-    return sorted(out, key=lambda c: (str(c["workload"]), str(c["strategy"]), c["world_size"]))
+    return sorted(out, key=config_order)
+
+
+def model_parallel(row: dict) -> str:
+    """A run's tensor and pipeline degrees, and its schedule and micro-batches where it pipelines ("-": neither)."""
+    tp, pp = row.get("tp") or 1, row.get("pp") or 1
+    parts = ([f"tp{tp}"] if tp > 1 else []) + ([f"pp{pp} {row.get('schedule')} m{row.get('micro_batches')}"] if pp > 1 else [])
+    return " ".join(parts) or "-"
+
+
+def config_order(row: dict) -> tuple:
+    """How validate lists runs and configurations: by workload, strategy, world size, model-parallel degrees,
+    batch and threads per rank (repeats in the order they ran)."""
+    return (str(row["workload"]), str(row["strategy"]), row["world_size"], model_parallel(row),
+            row.get("global_batch_size") or 0, row.get("threads_per_rank") or 1, row.get("created_at") or "")
 
 
 def tracing_cost_words(c: Cluster) -> str:

@@ -202,6 +202,10 @@ def test_dashboard_figures_and_frame(results):
     assert len(frame) == len(records) and frame["comm_bytes_exact"].all()
     fig = charts.predicted_vs_measured(frame)
     assert fig.data[-1].name == "identity"
+    hybrids = next(t for t in fig.data if t.name == "hybrid")  # each point's hover tells its layout apart
+    assert sorted(hybrids.text) == ["moe W=4 pp2 1f1b m2 batch 12", "transformer W=4 pp2 1f1b m2 batch 12",
+                                    "transformer W=4 pp2 1f1b m2 batch 12", "transformer W=4 tp2 batch 12",
+                                    "transformer W=4 tp2 pp2 1f1b m2 batch 12"]
     curves = charts.scaling_curves(load(out), STAND_IN)
     ddp = curves[curves["strategy"] == "ddp"]
     measured_ddp = max(r["world_size"] for r in records.values() if r["strategy"] == "ddp")

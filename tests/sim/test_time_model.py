@@ -1748,6 +1748,27 @@ def test_terms_by_configuration_take_medians_over_repeats_and_name_the_largest_g
     assert ddp["largest"] == "time_compute_s" and ddp["largest_gap_s"] == pytest.approx(-0.004)
 
 
+def test_configurations_of_one_strategy_are_told_apart_and_listed_in_order():
+    """Two hybrids of 4 ranks (tp2 and pp2 under 1F1B with 4 micro-batches) and one single run at two batches and
+    two thread counts: each configuration carries what tells it apart, and they are listed by workload, strategy,
+    world size, degrees, batch, threads."""
+    from parbench.sim.validate import model_parallel, term_errors_by_config
+
+    def run(point, strategy, world, batch, threads=1, tp=1, pp=1, schedule=None, m=1):
+        return {"point_key": point, "strategy": strategy, "world_size": world, "workload": "mlp", "tp": tp, "pp": pp,
+                "schedule": schedule, "micro_batches": m, "global_batch_size": batch, "threads_per_rank": threads,
+                "time_compute_s": 0.01, "pred_time_compute_s": 0.01}
+
+    rows = [run("e", "single", 1, 64), run("d", "single", 1, 32, threads=2), run("c", "single", 1, 32),
+            run("b", "hybrid", 4, 32, tp=2), run("a", "hybrid", 4, 32, pp=2, schedule="1f1b", m=4)]
+    listed = [(c["strategy"], model_parallel(c), c["global_batch_size"], c["threads_per_rank"])
+              for c in term_errors_by_config(rows)]
+    assert listed == [("hybrid", "pp2 1f1b m4", 32, 1), ("hybrid", "tp2", 32, 1), ("single", "-", 32, 1),
+                      ("single", "-", 32, 2), ("single", "-", 64, 1)]
+    assert model_parallel({"tp": 2, "pp": 4, "schedule": "interleaved1f1b", "micro_batches": 8}) == \
+        "tp2 pp4 interleaved1f1b m8"
+
+
 def test_zero1s_optimizer_is_its_slowest_ranks_and_zeroes_every_gradient():
     """torch's ZeroRedundancyOptimizer gives each rank whole tensors, largest first to the rank holding least:
     the check's mlp (784 -> 512 -> 512 -> 512 -> 10, SGD) at 2 ranks puts the 784 x 512 weight, the 512 x 10 one
