@@ -463,6 +463,11 @@ def measured_section(ctx: "ViewContext") -> None:
     st.plotly_chart(sim_charts.predicted_vs_measured(frame), key="sim-predicted-vs-measured")
     st.plotly_chart(sim_charts.terms_figure(frame), key="sim-terms")
     st.caption(terms_caption(cluster))
+    by_config = terms_by_config_frame(rows)
+    if not by_config.empty:
+        st.caption("Each configuration's terms, measured (traced) / predicted ms, medians over its repeats ('-': 0 in "
+                   "both), and the term furthest off on that layout: where the model is wrong.")
+        st.dataframe(by_config, key="sim-terms-by-config", hide_index=True)
     st.dataframe(frame, key="sim-error-table", hide_index=True)
     # ok runs whose config the simulator takes and whose time it predicts on this profile
     compared = frame[frame["time_not_compared"].isna()]
@@ -471,6 +476,26 @@ def measured_section(ctx: "ViewContext") -> None:
                     key="sim-scaling")
     for line in skipped:
         st.warning(f"not predicted: {line}")
+
+
+def terms_by_config_frame(rows: list[dict]) -> pd.DataFrame:
+    """``validate``'s per-configuration terms (``term_errors_by_config``) as a table: one row a configuration (its
+    strategy, world size, model-parallel degrees, workload, batch, threads and repeats), one column a term
+    ("measured / predicted" ms), and the largest gap, signed (predicted - measured)."""
+    from parbench.metrics.breakdown import TERMS, short_name
+    from parbench.sim.validate import model_parallel, term_errors_by_config
+
+    out = []
+    for c in term_errors_by_config(rows):
+        row = {"strategy": c["strategy"], "world size": c["world_size"], "model parallel": model_parallel(c),
+               "workload": c["workload"], "batch": c["global_batch_size"], "threads": c["threads_per_rank"],
+               "runs": c["runs"]}
+        for term in TERMS:
+            m, p = c["terms"].get(term, (None, None))
+            row[short_name(term)] = "" if m is None else "-" if m == p == 0 else f"{m * 1e3:.1f} / {p * 1e3:.1f}"
+        row["largest gap"] = f"{short_name(c['largest'])} {c['largest_gap_s'] * 1e3:+.1f} ms"
+        out.append(row)
+    return pd.DataFrame(out)
 
 
 def _profile_meta(results_dir: str) -> dict:

@@ -240,6 +240,16 @@ def test_dashboard_simulator_tab(results, monkeypatch):
         assert [t["name"] for t in terms] == ["measured (median)", "predicted (median)"]
         tables = [d.value for d in at.dataframe if "comm_bytes_exact" in d.value.columns]
         assert len(tables) == 1 and len(tables[0]) == len(records) and tables[0]["comm_bytes_exact"].all()
+        # each configuration's terms, as validate lists them: one row each, its repeats counted
+        from parbench.sim.validate import term_errors_by_config
+
+        by_config = next(d.value for d in at.dataframe if "largest gap" in d.value.columns)
+        configs = term_errors_by_config(validation_rows(out, STAND_IN)[0])
+        assert len(by_config) == len(configs) and by_config["runs"].sum() == len(records)
+        assert list(by_config["strategy"]) == [c["strategy"] for c in configs]
+        hybrid = by_config[by_config["strategy"] == "hybrid"]
+        assert sorted(hybrid["model parallel"]) == ["pp2 1f1b m2", "pp2 1f1b m2", "pp2 1f1b m2", "tp2", "tp2 pp2 1f1b m2"]
+        assert all(" / " in cell for cell in by_config["compute"])
         # the layout order, counted as validate counts it on the same rows
         from parbench.sim.validate import measured_pairs, noise_floor, pair_counts
 
