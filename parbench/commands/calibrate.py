@@ -207,8 +207,13 @@ def report_lines(profile: dict) -> list[str]:
         per = ", ".join(f"{r['step']} {r['training_s_per_op'] * 1e6:.0f}" + (f" / {r['optimizer_s_per_op'] * 1e6:.0f}"
                                                                           if "optimizer_s_per_op" in r else "")
                         for r in t["rows"])
+        large = [r for r in t["rows"] if "training_plain_s" in r and r.get("large")]
+        added = sum(r["training_traced_s"] - r["training_plain_s"] for r in large) * 1e3
         shared = (f"{t['alpha'] * 1e6:.1f} us per op and {t['work_share']:.1%} of the operators' own work (the "
-                  "reference steps' and the large steps' pooled equations)" if "work_share" in t
+                  "reference steps' and the large steps' pooled equations)" if t.get("work_share") or
+                  ("work_share" in t and not large) else
+                  f"{t['alpha'] * 1e6:.1f} us per op, the reference steps' alone (the large steps' {added:+.1f} ms "
+                  "traced gave no share of the work between 0 and 1: the machine's drift)" if "work_share" in t
                   else f"{t['alpha'] * 1e6:.1f} us")
         lines.append(f"tracing (the breakdown's traced steps), us added per training / optimizer op: {per} -> training "
                      f"{shared}; optimizer {t['optimizer'] * 1e6:.1f} us (seconds added over ops counted, all steps)"

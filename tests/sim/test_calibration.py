@@ -664,13 +664,20 @@ def test_tracing_cost_is_measured_per_operator_on_the_reference_steps_and_report
             "14 / 8, transformer batch 32 44 -> training 16.0 us per op and 5.0% of the operators' own work (the "
             "reference steps' and the large steps' pooled equations); optimizer 8.0 us (seconds added over ops "
             "counted, all steps); between training ops (the breakdown's other) 6.0 us per op") in report_lines(profile)
+    # a large step traced faster than plain (the machine drifted): no share, and the report says so
+    tracing = profile["fit"]["tracing_op_overhead_s"]
+    tracing.update(alpha=2.24e-5, work_share=0.0)
+    tracing["rows"][2].update(large=True, training_plain_s=0.4172, training_traced_s=0.3987)
+    assert ("-> training 22.4 us per op, the reference steps' alone (the large steps' -18.5 ms traced gave no share "
+            "of the work between 0 and 1: the machine's drift); optimizer") in "\n".join(report_lines(profile))
 
 
 def test_the_tracing_fit_splits_a_cost_per_operator_from_a_share_of_the_work():
     """Made-up rows whose answer is known: tracing adds 15 us per operator and 5% of the plain time. Two small
     reference steps (500 operators, 10 and 20 ms plain) and one large (500 operators, 200 ms): 7.5 ms per 500
     operators and 5% of the plain time each. Without the large step all of it is per operator; a share that
-    comes out at 1 or more (tracing cannot double the work) falls back likewise."""
+    comes out at 1 or more (tracing cannot double the work), or below 0 (the large step traced faster than plain:
+    the machine drifted), falls back likewise, to the small steps alone."""
     from parbench.sim.calibrate import fit_tracing
 
     def row(plain: float, large: bool = False) -> dict:
@@ -683,8 +690,9 @@ def test_the_tracing_fit_splits_a_cost_per_operator_from_a_share_of_the_work():
     added = sum(r["training_traced_s"] - r["training_plain_s"] for r in rows[:2])
     assert fit_tracing(rows[:2]) == (pytest.approx(added / 1000), 0.0)
     rows[2]["training_traced_s"] = 0.200 * 2.5  # the large step 2.5x traced: a share above 1, unphysical
-    per_op, share = fit_tracing(rows)
-    assert share == 0.0 and per_op == pytest.approx(sum(r["training_traced_s"] - r["training_plain_s"] for r in rows) / 1500)
+    assert fit_tracing(rows) == (pytest.approx(added / 1000), 0.0)  # the reference steps' cost per operator
+    rows[2]["training_traced_s"] = 0.200 * 0.956  # traced 4.4% faster than plain: the machine drifted
+    assert fit_tracing(rows) == (pytest.approx(added / 1000), 0.0)  # not pulled down by the drift (-8.8 ms)
 
 
 THREADED_2 = {"peak_flops": 6e10, "gemm_overhead_s": 2e-5, "op_overhead_s": 4e-6, "memory_bandwidth_bytes_per_s": 4e10,
