@@ -163,6 +163,13 @@ def report_lines(profile: dict) -> list[str]:
                 f"{f['collectives_on_path'] / 2**20:.1f} MiB -> {f['alpha'] * 1e9:.2f} ns/byte" if per_byte else
                 f"{f['collectives_on_path']:.0f} -> {f['alpha'] * 1e3:.2f} ms") for n, f in steps.items())
             lines.append(f"{what}: {per}")
+    shares = {key.split("@")[1]: f for key, f in fits.items() if key.startswith("tp_step_compute_share@")}
+    if shares:
+        per = ", ".join(f"{n} ranks {f['alpha']:.0%} ({f['measured_comm_s'] * 1e3:.1f} ms measured, "
+                        f"{f['predicted_comm_s_all_waited'] * 1e3:.1f} if all waited, "
+                        f"{f['predicted_comm_s_none_waited'] * 1e3:.1f} if none)" for n, f in shares.items())
+        lines.append("of that tensor-parallel overhead, the share the rank computes rather than waits (the probe's traced "
+                     f"exposed communication): {per}")
     if "weight_read_bandwidth" in fits:
         w = fits["weight_read_bandwidth"]
         per = ", ".join(f"{'x'.join(map(str, r['shape']))} {r['model_s'] * 1e6:.0f} / {r['hot_s'] * 1e6:.0f} / "

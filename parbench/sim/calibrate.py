@@ -1012,16 +1012,44 @@ def step_probe_config(n: int, term: str = "collective_step_overhead_s"):
 def measure_step_probe(cfg, runs: int = STEP_PROBE_RUNS) -> float:
     """The median over ``runs`` real runs of ``cfg`` of each one's median step seconds (the slowest rank's, as
     its record reports it)."""
+    return stats.median(r["step_time_s_median"] for r in run_step_probe(cfg, runs))
+
+
+def run_step_probe(cfg, runs: int = STEP_PROBE_RUNS) -> list[dict[str, Any]]:
+    """The records of ``runs`` real runs of ``cfg`` (their step times and traced step-time terms)."""
     from parbench.launch import launch
     from parbench.record import build_record
 
-    steps = []
+    records = []
     for _ in range(runs):
         outcome = launch(cfg)
         if outcome.status != "ok":
             raise RuntimeError(f"step probe at n={cfg.world_size} produced no result: {outcome.error}")
-        steps.append(build_record(cfg, outcome.results, outcome.wall_s)["step_time_s_median"])
-    return stats.median(steps)
+        records.append(build_record(cfg, outcome.results, outcome.wall_s))
+    return records
+
+
+def fit_tp_compute_share(cluster: Cluster, cfg, measured_comm_s: float) -> dict[str, Any]:
+    """``Cluster.tp_step_compute_share`` at ``cfg``'s world size, ``cluster`` holding its ``tp_step_overhead_s``:
+    of that overhead, the share the tensor-parallel probe's rank did not spend waiting. Its comm meter measured
+    ``measured_comm_s`` of exposed intermediate communication in a traced step; the model predicts it from the
+    collectives' fits alone (the share at 1) up to the fits and the whole overhead (at 0); where the measurement
+    lies between is the share waited, the rest computed. Clamped to [0, 1]; 0 where there is no overhead."""
+    from parbench.sim.layout import layout_from_run
+    from parbench.sim.model import model_spec
+    from parbench.sim.predict import predict
+
+    n, spec, layout = cfg.world_size, model_spec(cfg.workload), layout_from_run(cfg)
+
+    def comm(share: float) -> float:
+        traced = dataclasses.replace(cluster, tp_step_compute_share={n: share}).traced()
+        return predict(spec, layout, traced).terms["time_comm_exposed_intermediate_s"]
+
+    waited_all, computed_all = comm(0.0), comm(1.0)
+    overhead = waited_all - computed_all
+    waited = min(max((measured_comm_s - computed_all) / overhead, 0.0), 1.0) if overhead > 0 else 1.0
+    return {"alpha": 1.0 - waited, "measured_comm_s": measured_comm_s, "predicted_comm_s_all_waited": waited_all,
+            "predicted_comm_s_none_waited": computed_all}
 
 
 def fit_collective_step_overhead(cluster: Cluster, cfg, measured_s: float,
@@ -1144,14 +1172,21 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
                                      "rows": tracing_rows}
     fits["step_scale"] = {"alpha": scale, **{f"measured_over_predicted_{k}": v for k, v in ratios.items()}}
     for term in STEP_PROBES:  # after step_scale: the probes' compute is predicted as every run's is
-        overhead = {}
+        overhead, share = {}, {}
         for n in GROUP_SIZES:
             cfg = step_probe_config(n, term)
             key = f"{term.removesuffix('_s')}@{n}"
-            fits[key] = fit_collective_step_overhead(cluster, cfg, measure_step_probe(cfg, 1 if quick else STEP_PROBE_RUNS),
+            records = run_step_probe(cfg, 1 if quick else STEP_PROBE_RUNS)
+            fits[key] = fit_collective_step_overhead(cluster, cfg, stats.median(r["step_time_s_median"] for r in records),
                                                      term)
             overhead[n] = fits[key]["alpha"]
-        cluster = dataclasses.replace(cluster, **{term: overhead})
+            comm = [r["time_comm_exposed_intermediate_s"] for r in records if r.get("time_comm_exposed_intermediate_s") is not None]
+            if term == "tp_step_overhead_s" and comm:  # which term holds the overhead: the probe's traced terms say
+                fits[f"tp_step_compute_share@{n}"] = fit_tp_compute_share(
+                    dataclasses.replace(cluster, tp_step_overhead_s={**cluster.tp_step_overhead_s, n: overhead[n]}),
+                    cfg, stats.median(comm))
+                share[n] = fits[f"tp_step_compute_share@{n}"]["alpha"]
+        cluster = dataclasses.replace(cluster, **{term: overhead}, **({"tp_step_compute_share": share} if share else {}))
     alone.append(_compute_probe())
     profile = {"cluster": cluster_to_dict(cluster), "fit": fits,
                "meta": {"quick": quick, "load_average_1min": os.getloadavg()[0], "seconds": time.perf_counter() - t0,

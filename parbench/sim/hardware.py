@@ -275,6 +275,13 @@ class Cluster:
     simulator check's two-rank decoder ran its step in 137-144 ms on torch's fake process group (its collectives
     returning at once) and in 212-218 ms on gloo: 3.0 ms for each of its 24 all-reduces of 1 MiB, where their fit
     gives 2.06 ms and the FSDP2 probe's in-step cost 0.36 ms more."""
+    tp_step_compute_share: dict[int, float] = field(default_factory=dict)
+    """Group size -> of ``tp_step_overhead_s`` there, the share the rank spends working on its own thread (around each functional
+    all-reduce: DTensor's redistribution, the collective's copies, gloo's thread taking a core), which the
+    step-time breakdown books as compute; the rest is waiting, exposed intermediate communication. From the
+    calibration's tensor-parallel probe: how much of the overhead its comm meter measured as waiting
+    (``parbench.sim.calibrate.fit_tp_compute_share``). The step's total does not change with it (the all-reduces
+    block), only which term holds the seconds."""
     fsdp_step_byte_overhead_s: dict[int, float] = field(default_factory=dict)
     """Seconds per full-buffer byte an FSDP2 all-gather or reduce-scatter costs inside a step beyond its fit and
     ``collective_step_overhead_s`` (group size -> seconds per byte), fitted on a real FSDP2 run of the wide mlp
@@ -376,6 +383,8 @@ class Cluster:
         if min(self.tracing_fsdp_scale, self.tracing_tp_scale) < 1:
             raise ValueError(f"tracing_fsdp_scale={self.tracing_fsdp_scale} and tracing_tp_scale={self.tracing_tp_scale} "
                              "must be >= 1 (tracing adds work, never removes it)")
+        if any(not 0 <= v <= 1 for v in self.tp_step_compute_share.values()):
+            raise ValueError(f"tp_step_compute_share={self.tp_step_compute_share} must map group sizes to shares in [0, 1]")
         shares = ("tracing_fsdp_between_share", "tracing_tp_between_share", "fsdp_between_share", "tp_between_share")
         if any(not 0 <= getattr(self, k) <= 1 for k in shares):
             raise ValueError(f"{', '.join(shares)} must be in [0, 1]")
@@ -479,8 +488,8 @@ def collective_cost_s(cluster: Cluster, kind: str, n: int, *, inter_node: bool, 
     if fitted is not None:
         alpha, beta = fitted
         per_byte = _nearest(cluster.fsdp_step_byte_overhead_s, n) if fsdp else 0.0
-        return (alpha + (0.0 if kind == "send" else step_overhead_s(cluster, n, burst=burst, tp=tp)),
-                beta + per_byte)
+        overhead = 0.0 if kind == "send" else step_overhead_s(cluster, n, burst=burst, tp=tp)
+        return alpha + overhead - (tp_host_s(cluster, kind, n) if tp else 0.0), beta + per_byte
     link = cluster.inter if inter_node else cluster.intra
     bandwidth = link.bandwidth_bytes_per_s if inter_node else intra_bandwidth_bytes_per_s(cluster, n)
     if kind == "all_to_all" and inter_node:
@@ -540,6 +549,16 @@ def step_overhead_s(cluster: Cluster, n: int, *, burst: bool = False, tp: bool =
     where calibrated for a tensor-parallel op) at group size n, else at the nearest calibrated size; 0 without it."""
     return _nearest(cluster.burst_step_overhead_s if burst else
                     cluster.tp_step_overhead_s if tp and cluster.tp_step_overhead_s else cluster.collective_step_overhead_s, n)
+
+
+def tp_host_s(cluster: Cluster, kind: str, n: int) -> float:
+    """Seconds of one tensor-parallel collective's in-step overhead that the rank computes
+    (``Cluster.tp_step_compute_share`` of ``tp_step_overhead_s`` at n): ``parbench.sim.predict`` adds them to
+    the micro-batch's compute, ``collective_cost_s`` leaves them out of the collective. 0 where the collective
+    has no calibrated fit or the overhead is not tensor parallelism's own."""
+    if not cluster.tp_step_compute_share or not cluster.tp_step_overhead_s or kind == "send" or _fitted(cluster, kind, n) is None:
+        return 0.0
+    return _nearest(cluster.tp_step_overhead_s, n) * _nearest(cluster.tp_step_compute_share, n)
 
 
 def _nearest(by_n: dict[int, float], n: int) -> float:
@@ -1121,7 +1140,7 @@ def cluster_from_dict(data: dict[str, Any]) -> Cluster:
         if isinstance(data.get(level), dict):
             data[level] = Link(**data[level])
     for name in ("compute_slowdown", "collective_step_overhead_s", "burst_step_overhead_s", "tp_step_overhead_s",
-                 "fsdp_step_byte_overhead_s"):
+                 "tp_step_compute_share", "fsdp_step_byte_overhead_s"):
         data[name] = {int(n): float(v) for n, v in (data.get(name) or {}).items()}
     data["threaded"] = {int(t): {k: float(v) for k, v in rates.items()} for t, rates in (data.get("threaded") or {}).items()}
     colls = data.get("collectives") or {}
@@ -1137,7 +1156,8 @@ def cluster_to_dict(c: Cluster) -> dict[str, Any]:
     out["collectives"] = {k: {str(n): list(v) for n, v in by_n.items()} for k, by_n in c.collectives.items()}
     out["compute_slowdown"] = {str(n): v for n, v in c.compute_slowdown.items()}
     out["threaded"] = {str(t): dict(rates) for t, rates in c.threaded.items()}
-    for name in ("collective_step_overhead_s", "burst_step_overhead_s", "tp_step_overhead_s", "fsdp_step_byte_overhead_s"):
+    for name in ("collective_step_overhead_s", "burst_step_overhead_s", "tp_step_overhead_s", "tp_step_compute_share",
+                 "fsdp_step_byte_overhead_s"):
         out[name] = {str(n): v for n, v in getattr(c, name).items()}
     return out
 

@@ -25,7 +25,7 @@ from parbench.metrics.breakdown import TERMS  # the runner's breakdown columns: 
 from parbench.metrics.categories import CATEGORIES
 from parbench.sim.comm import CommOp, by_collective, bytes_by_category, fsdp_rounds, rank_ops, stage_local_numels, zero1_shards
 from parbench.sim.framework import between_operators_s, micro_batch_overheads_s, optimizer_overhead_s
-from parbench.sim.hardware import Cluster, collective_cost_s, collective_time_s
+from parbench.sim.hardware import Cluster, collective_cost_s, collective_time_s, tp_host_s
 from parbench.sim.layout import Layout, Recompute
 from parbench.sim.memory import Memory, ps_memory, stages_memory, state_numels
 from parbench.sim.model import ModelSpec, expert_local
@@ -281,6 +281,12 @@ def _stage_time(c: Cluster, model: ModelSpec, layout: Layout, st: Stage, ops: Se
     wrappers = micro_batch_overheads_s(c, model, layout, st)
     host = sum(wrappers.values()) * over
     chunk = chunk.scaled(slow * c.work_scale) + ChunkTime(host / 3, 2 * host / 3, 0.0, 0.0, 0.0)  # as the compute it wraps
+    # the share of tensor parallelism's in-step collective overhead that the rank computes (``tp_host_s``)
+    tp_host = {ph: sum(op.count * tp_host_s(c, op.kind, op.n) for op in ops
+                       if op.group == "tp" and op.phase == ph and op.n > 1 and op.payload > 0) / layout.micro_batches
+               for ph in ("forward", "backward")}
+    if tp_host["forward"] or tp_host["backward"]:
+        chunk = chunk + ChunkTime(tp_host["forward"], tp_host["backward"], 0.0, 0.0, 0.0)
     params, grads, optim, tensors = state_numels(model, layout, st)
     if layout.fp32_grad_pass_per_micro_batch:  # part of every micro-batch's backward
         chunk = chunk + ChunkTime(0.0, fp32_grad_pass_s(c, params) * slow, 0.0, 0.0, 0.0)

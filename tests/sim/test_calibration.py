@@ -695,6 +695,37 @@ def test_the_tracing_fit_splits_a_cost_per_operator_from_a_share_of_the_work():
     assert fit_tracing(rows) == (pytest.approx(added / 1000), 0.0)  # not pulled down by the drift (-8.8 ms)
 
 
+def test_the_tensor_parallel_overhead_share_is_where_the_measured_wait_lies():
+    """The probe's traced exposed communication lies between the prediction with the whole in-step overhead waited
+    (share 0) and with none of it (share 1): the share computed is how far from the first it lies, by hand
+    (1 - (measured - none) / (all - none)); clamped at both ends; the report names it per group size."""
+    from dataclasses import replace
+
+    from parbench.commands.calibrate import report_lines
+    from parbench.config import RunConfig, Strategy, WorkloadConfig
+    from parbench.sim.calibrate import fit_tp_compute_share
+
+    cfg = RunConfig(strategy=Strategy.TP, world_size=2, global_batch_size=32,
+                    workload=WorkloadConfig(name="transformer", layers=4, hidden=128, heads=4, seq_len=64, vocab_size=512))
+    c = replace(PRESETS["a100-80gb"], name="cpu", cores=2, collectives={"all_reduce": {2: (1e-4, 1e-9)}},
+                tp_step_overhead_s={2: 1e-3})
+    ends = fit_tp_compute_share(c, cfg, 0.0)
+    waited, none = ends["predicted_comm_s_all_waited"], ends["predicted_comm_s_none_waited"]
+    assert waited - none == pytest.approx(24e-3, rel=1e-6)  # 24 all-reduces x 1 ms, the overhead of the step
+    assert ends["alpha"] == 1.0  # nothing waited: all of it computed
+    assert fit_tp_compute_share(c, cfg, none + 0.25 * (waited - none))["alpha"] == pytest.approx(0.75)
+    assert fit_tp_compute_share(c, cfg, waited * 2)["alpha"] == 0.0
+    assert fit_tp_compute_share(replace(c, tp_step_overhead_s={2: 0.0}), cfg, none)["alpha"] == 0.0
+    profile = {"cluster": {**cluster_to_dict(PRESETS["a100-80gb"]), "compute_slowdown": {}},
+               "fit": {"framework_op_overhead_s": {"alpha": 2e-6}, "step_scale": {"alpha": 1.0},
+                       "tp_step_compute_share@2": {"alpha": 0.611, "measured_comm_s": 0.081,
+                                                   "predicted_comm_s_all_waited": 0.1053,
+                                                   "predicted_comm_s_none_waited": 0.0655}}}
+    assert ("of that tensor-parallel overhead, the share the rank computes rather than waits (the probe's traced "
+            "exposed communication): 2 ranks 61% (81.0 ms measured, 105.3 if all waited, 65.5 if none)") \
+        in report_lines(profile)
+
+
 THREADED_2 = {"peak_flops": 6e10, "gemm_overhead_s": 2e-5, "op_overhead_s": 4e-6, "memory_bandwidth_bytes_per_s": 4e10,
               "stream_bandwidth_bytes_per_s": 2.4e10, "cache_bytes": 2.0 * 2**20, "beyond_cache_bandwidth_bytes_per_s": 3e10,
               "transcendental_s_per_element": 1e-9}

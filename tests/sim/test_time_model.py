@@ -1769,6 +1769,32 @@ def test_configurations_of_one_strategy_are_told_apart_and_listed_in_order():
         "tp2 pp4 interleaved1f1b m8"
 
 
+def test_tensor_parallel_in_step_overhead_moves_between_terms_not_the_step():
+    """The check's decoder under tp=2: 24 all-reduces of 1 MiB a step (per layer of 4, the two row-wise outputs
+    forward and the input gradients of q, k, v and the up projection backward; its comm meter measured 24 MiB
+    sent per rank on this project's VM). With 1 ms of in-step overhead per all-reduce and 60% of it computed
+    (``tp_step_compute_share``), 0.6 x 1 ms x 24 = 14.4 ms move from exposed intermediate communication to
+    compute; the step is unchanged (the all-reduces block). Without a fitted collective, or at a group size the
+    share was not measured for (the nearest applies), the same rules; a share outside [0, 1] is refused."""
+    from parbench.config import RunConfig
+
+    cfg = RunConfig(strategy=Strategy.TP, world_size=2, global_batch_size=32,
+                    workload=WorkloadConfig(name="transformer", layers=4, hidden=128, heads=4, seq_len=64, vocab_size=512))
+    spec, layout = model_spec(cfg.workload), layout_from_run(cfg)
+    c = replace(CPU_LIKE, collectives={"all_reduce": {2: (1e-4, 1e-9)}}, tp_step_overhead_s={2: 1e-3})
+    waited, computed = predict(spec, layout, c), predict(spec, layout, replace(c, tp_step_compute_share={2: 0.6}))
+    assert computed.step_time_s == pytest.approx(waited.step_time_s)
+    assert computed.terms["time_compute_s"] - waited.terms["time_compute_s"] == pytest.approx(0.6e-3 * 24)
+    assert (waited.terms["time_comm_exposed_intermediate_s"] - computed.terms["time_comm_exposed_intermediate_s"]
+            == pytest.approx(0.6e-3 * 24))
+    nearest = predict(spec, layout, replace(c, tp_step_compute_share={4: 0.6}))  # only 4 measured: it stands for 2
+    assert nearest.terms["time_compute_s"] == pytest.approx(computed.terms["time_compute_s"])
+    unfitted = replace(c, collectives={})  # no calibrated collective: no in-step overhead to split
+    assert predict(spec, layout, replace(unfitted, tp_step_compute_share={2: 0.6})).terms == predict(spec, layout, unfitted).terms
+    with pytest.raises(ValueError, match="tp_step_compute_share"):
+        replace(c, tp_step_compute_share={2: 1.5})
+
+
 def test_zero1s_optimizer_is_its_slowest_ranks_and_zeroes_every_gradient():
     """torch's ZeroRedundancyOptimizer gives each rank whole tensors, largest first to the rank holding least:
     the check's mlp (784 -> 512 -> 512 -> 512 -> 10, SGD) at 2 ranks puts the 784 x 512 weight, the 512 x 10 one
