@@ -276,9 +276,10 @@ class Cluster:
     returning at once) and in 212-218 ms on gloo: 3.0 ms for each of its 24 all-reduces of 1 MiB, where their fit
     gives 2.06 ms and the FSDP2 probe's in-step cost 0.36 ms more."""
     tp_step_compute_share: dict[int, float] = field(default_factory=dict)
-    """Group size -> of ``tp_step_overhead_s`` there, the share the rank spends working on its own thread (around each functional
-    all-reduce: DTensor's redistribution, the collective's copies, gloo's thread taking a core), which the
-    step-time breakdown books as compute; the rest is waiting, exposed intermediate communication. From the
+    """Group size -> of ``tp_step_overhead_s`` there, the share the rank spends working on its own thread
+    (around each functional all-reduce: DTensor's redistribution, the collective's copies, gloo's thread taking
+    a core), which the step-time breakdown books as compute; the rest is waiting, exposed intermediate
+    communication. From the
     calibration's tensor-parallel probe: how much of the overhead its comm meter measured as waiting
     (``parbench.sim.calibrate.fit_tp_compute_share``). The step's total does not change with it (the all-reduces
     block), only which term holds the seconds."""
