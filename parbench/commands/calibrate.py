@@ -139,10 +139,12 @@ def report_lines(profile: dict) -> list[str]:
     for t, rates in sorted((int(t), r) for t, r in (c.get("threaded") or {}).items()):
         times = {k: f"x{rates.get(k, c[k]) / c[k]:.2f}" if c[k] else "?"  # at t threads over one thread's
                  for k in ("peak_flops", "memory_bandwidth_bytes_per_s", "stream_bandwidth_bytes_per_s")}
+        attention = (f", flash attention x{rates['attention_efficiency'] * rates.get('peak_flops', c['peak_flops']) / (c['attention_efficiency'] * c['peak_flops']):.2f}"
+                     if rates.get("attention_efficiency") and c.get("attention_efficiency") and c["peak_flops"] else "")
         lines.append(f"one rank of {t} intra-op threads: GEMMs {times['peak_flops']} the one-thread rate, an add "
-                     f"{times['memory_bandwidth_bytes_per_s']}, past the caches {times['stream_bandwidth_bytes_per_s']}, "
-                     f"exp/erf {rates.get('transcendental_s_per_element', c['transcendental_s_per_element']) * 1e9:.2f} ns "
-                     "per element beyond memory")
+                     f"{times['memory_bandwidth_bytes_per_s']}, past the caches {times['stream_bandwidth_bytes_per_s']}"
+                     f"{attention}, exp/erf {rates.get('transcendental_s_per_element', c['transcendental_s_per_element']) * 1e9:.2f} "
+                     "ns per element beyond memory")
     lines.append(f"framework overhead per training-path op: {fits['framework_op_overhead_s']['alpha'] * 1e6:.1f} us")
     if "stream_bandwidth" in fits:
         mib = [r["bytes"] / 3 / 2**20 for r in fits["stream_bandwidth"]["rows"]]

@@ -137,7 +137,8 @@ def measure_threaded(sizes: dict[str, list[int]], reps: int, cores: int
                      ) -> tuple[dict[int, dict[str, float]], dict[str, dict[str, Any]]]:
     """``THREADED_FIELDS`` at each of ``thread_counts(cores)`` intra-op threads in this one process, measured and
     fitted as the one-thread figures are (GEMM and add curves, the add past the caches, GELU / SiLU /
-    cross-entropy): (figures by thread count, for ``Cluster.threaded``; the fits by key, for the report)."""
+    cross-entropy, flash attention against that thread count's GEMM peak): (figures by thread count, for
+    ``Cluster.threaded``; the fits by key, for the report)."""
     threaded: dict[int, dict[str, float]] = {}
     fits: dict[str, dict[str, Any]] = {}
     for t in thread_counts(cores):
@@ -147,7 +148,9 @@ def measure_threaded(sizes: dict[str, list[int]], reps: int, cores: int
         stream_bw, _ = measure_stream_bandwidth(sizes["stream"], reps, t)
         cache = cache_capacity(elem_xs, elem_ys, stream_bw)
         transcendental, _ = measure_transcendental(reps, 1 / elem_b, t)
+        attention, _ = measure_attention(reps, 1 / gemm_b, gemm_a, t)
         threaded[t] = {"peak_flops": 1 / gemm_b, "gemm_overhead_s": gemm_a, "op_overhead_s": elem_a,
+                       "attention_efficiency": min(attention, 1.0),
                        "memory_bandwidth_bytes_per_s": 1 / elem_b, "stream_bandwidth_bytes_per_s": stream_bw,
                        "cache_bytes": float(cache["alpha"]), "beyond_cache_bandwidth_bytes_per_s": cache["beyond_bytes_per_s"],
                        "transcendental_s_per_element": transcendental}
@@ -262,22 +265,29 @@ ATTENTION_SHAPES = ((8, 4, 32, 24), (8, 4, 128, 32), (4, 8, 256, 64))
 32 over 64 tokens), so that check is held out."""
 
 
-def measure_attention(reps: int, peak_flops: float, gemm_overhead_s: float) -> tuple[float, list[dict[str, float]]]:
+def measure_attention(reps: int, peak_flops: float, gemm_overhead_s: float, threads: int = 1
+                      ) -> tuple[float, list[dict[str, float]]]:
     """The flash attention kernel's fraction of the GEMM peak, as ``parbench.sim.timing`` charges it:
     causal forward + backward of ``scaled_dot_product_attention`` costs 3.5 x the forward's two products
     (backward twice, QK^T again), each 2 s^2 d FLOPs per head times the share of the scores torch's CPU kernel
     computes under the causal mask (``parbench.sim.timing.causal_fraction``), plus 7 GEMM overheads. Median
-    over ``ATTENTION_SHAPES``; every probe with its own figure."""
+    over ``ATTENTION_SHAPES``; every probe with its own figure. ``threads``: intra-op threads, against that
+    many threads' GEMM peak and overhead (on this project's 2-core VM the check decoder's flash attention took as
+    long with 2 threads as with 1, where its GEMMs ran 1.8-2.0x as fast)."""
     import torch
     import torch.nn.functional as F
 
     from parbench.sim.timing import cpu_causal_fraction
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     rows = []
     for b, h, seq, d in ATTENTION_SHAPES:
-        q, k, v = (torch.randn(b, h, seq, d, requires_grad=True) for _ in range(3))
-        t = _time_median(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward(), reps)
+        # laid out as the workloads' attention gives them to the kernel: heads split off the projections' outputs,
+        # (b, s, h, d) viewed as (b, h, s, d). With 2 threads the check decoder's shape ran 1.21x as fast so and
+        # 1.94x on contiguous (b, h, s, d) tensors; with one thread 7.2 and 7.7 ms, the same
+        q, k, v = (torch.randn(b, seq, h, d, requires_grad=True) for _ in range(3))
+        t = _time_median(lambda: F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                                 is_causal=True).sum().backward(), reps)
         flops = 2 * (2 * seq * seq * d * b * h) * cpu_causal_fraction(seq)  # QK^T and AV, the causal share computed
         rows.append({"shape": [b, h, seq, d], "seconds": t,
                      "efficiency": 3.5 * flops / (peak_flops * max(t - 7 * gemm_overhead_s, 1e-9))})

@@ -38,10 +38,12 @@ class Link:
 
 THREADED_FIELDS = ("peak_flops", "gemm_overhead_s", "op_overhead_s", "memory_bandwidth_bytes_per_s",
                    "stream_bandwidth_bytes_per_s", "cache_bytes", "beyond_cache_bandwidth_bytes_per_s",
-                   "transcendental_s_per_element")
+                   "transcendental_s_per_element", "attention_efficiency")
 """The ``Cluster`` figures ``parbench calibrate`` measures again at each thread count (``Cluster.threaded``): the
 probes of operators that torch spreads over its intra-op threads (a matmul; an add, split over the threads' cores
-and their caches, above torch's grain of 32,768 elements; GELU, SiLU, the cross-entropy)."""
+and their caches, above torch's grain of 32,768 elements; GELU, SiLU, the cross-entropy), and the flash attention
+kernel's share of that thread count's GEMM peak, which it need not keep (a profile measured before it holds
+none: the one-thread share applies)."""
 
 
 @dataclass(frozen=True, kw_only=True)

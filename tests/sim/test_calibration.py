@@ -765,6 +765,37 @@ def test_a_rank_of_two_threads_computes_at_the_rates_measured_with_two():
             cluster_from_dict({**cluster_to_dict(c), "threaded": bad})
 
 
+def test_flash_attention_at_two_threads_runs_at_its_own_measured_share():
+    """A rank of two threads whose attention probe kept one thread's time (its share of the doubled GEMM peak
+    halved) spends on the check decoder's attention core what one thread spends, while its GEMMs take half as
+    long; a profile measured before the attention probe ran at threads keeps one thread's share (half the time).
+    Memory fast and overheads 0 here, so that the products' arithmetic alone sets their time."""
+    from dataclasses import replace
+
+    from parbench.config import RunConfig, Strategy, WorkloadConfig
+    from parbench.sim.layout import layout_from_run
+    from parbench.sim.model import model_spec
+    from parbench.sim.timing import chunk_times_s
+
+    cfg = RunConfig(strategy=Strategy.SINGLE, world_size=1, global_batch_size=32,
+                    workload=WorkloadConfig(name="transformer", layers=4, hidden=128, heads=4, seq_len=64, vocab_size=512))
+    spec, layout = model_spec(cfg.workload), layout_from_run(cfg)
+    fast = {"memory_bandwidth_bytes_per_s": 1e15, "gemm_overhead_s": 0.0}
+    c = replace(_threaded_profile(), **fast, weight_read_bandwidth_bytes_per_s=0.0, peak_flops_tf32=0.0,
+                peak_flops_fp32=0.0)  # a CPU's one float32 rate, as a calibrated profile holds it
+    rates = {**THREADED_2, **fast}
+
+    def times(cluster):
+        return chunk_times_s(cluster, spec, layout, spec.units, first=True, last=True)
+
+    one = times(c)
+    two = times(replace(c, threaded={2: {**rates, "attention_efficiency": c.attention_efficiency / 2}}).with_threads(2))
+    older = times(replace(c, threaded={2: rates}).with_threads(2))
+    assert one.attention > 0 and two.attention == pytest.approx(one.attention)
+    assert older.attention == pytest.approx(one.attention / 2)
+    assert two.gemm - two.attention == pytest.approx((one.gemm - one.attention) / 2)
+
+
 def test_threads_are_measured_up_to_the_cores():
     """1 thread is the profile's own figures; then each power of two below the cores, and the cores."""
     from parbench.sim.calibrate import thread_counts
@@ -807,6 +838,10 @@ def test_the_report_lists_each_thread_count_s_rates_beside_one_thread_s():
     lines = report_lines(profile)
     assert ("one rank of 2 intra-op threads: GEMMs x2.00 the one-thread rate, an add x2.00, past the caches x1.50, "
             "exp/erf 1.00 ns per element beyond memory") in lines
+    # flash attention measured at 2 threads: half the share of a peak twice as high, as fast as one thread
+    c["threaded"]["2"]["attention_efficiency"] = c["attention_efficiency"] / 2
+    assert ("one rank of 2 intra-op threads: GEMMs x2.00 the one-thread rate, an add x2.00, past the caches x1.50, "
+            "flash attention x1.00, exp/erf 1.00 ns per element beyond memory") in report_lines(profile)
     row = next(ln for ln in lines if ln.startswith("elementwise@2 threads"))
     assert "op overhead" in row and " us " in row  # the add's parameters, not a link's
     assert lines[0].index("parameter") == row.index("op overhead") == 22
