@@ -252,6 +252,11 @@ def drift_line(meta: dict) -> str:
     if "reference_drift_pct" in meta:
         line += (f"; the single-process reference steps moved {meta['reference_drift_pct']:.0f}% between the start and "
                  f"the end (median over {len(meta['reference_steps_start_s'])})")
+    slower = {t: g for t, g in (meta.get("threaded_gemm_gain") or {}).items() if g < 1}
+    if slower:
+        line += "; " + ", ".join(f"with {t} threads the GEMM probe ran x{g:.2f} one thread's rate" for t, g in slower.items())
+        return line + (": UNSTEADY, no faster on more cores: another load shared them while the threaded probes ran; "
+                       "calibrate again on a quieter machine")
     if meta["steady"]:
         return line + f" (steady: <= {DRIFT_LIMIT_PCT:.0f}%)"
     return (line + f": UNSTEADY, above {DRIFT_LIMIT_PCT:.0f}%; step times predicted from this profile carry that "

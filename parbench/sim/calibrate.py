@@ -1084,14 +1084,19 @@ DRIFT_LIMIT_PCT = 15.0
 error below it; the report says so (this 2-core VM's speed was seen to drift by 10-50% within an hour)."""
 
 
-def machine_drift(probe_s: list[float], reference_s: tuple[dict[str, float], dict[str, float]] | None = None
-                  ) -> dict[str, Any]:
+def machine_drift(probe_s: list[float], reference_s: tuple[dict[str, float], dict[str, float]] | None = None,
+                  threaded_gemm_gain: dict[int, float] | None = None) -> dict[str, Any]:
     """The same single-process compute probe read through the calibration (start, around each group of
     collectives, end): its readings and their spread, (slowest - fastest) / fastest in %. ``reference_s``: the
     reference training steps' seconds by label at the start and at the end; their move, the median over the
     steps of (slower / faster - 1) in %, counts too. A GEMM probe alone missed a third's slowdown of these
     small, dispatch-bound steps within minutes (read 1.71x and 1.51x their op-level prediction in one
-    calibration that called itself steady, 1.27x and 1.17x ten minutes later)."""
+    calibration that called itself steady, 1.27x and 1.17x ten minutes later).
+
+    ``threaded_gemm_gain``: thread count -> the GEMM rate measured with that many threads over one thread's. Below
+    1 (more cores, no faster) the cores were shared while those probes ran, which the one-thread compute probe
+    cannot see: the profile is unsteady. (On this project's 2-core VM two threads read 1.89x; a test run for 4
+    seconds beside the probes made it 0.99x, and the flash attention probe 0.67x.)"""
     drift = (max(probe_s) / min(probe_s) - 1) * 100
     out: dict[str, Any] = {"speed_probe_s": probe_s, "compute_drift_pct": drift}
     if reference_s:
@@ -1099,7 +1104,10 @@ def machine_drift(probe_s: list[float], reference_s: tuple[dict[str, float], dic
         moved = stats.median([(max(start[k], end[k]) / min(start[k], end[k]) - 1) * 100 for k in start])
         out.update(reference_steps_start_s=start, reference_steps_end_s=end, reference_drift_pct=moved)
         drift = max(drift, moved)
-    return {**out, "drift_pct": drift, "steady": drift <= DRIFT_LIMIT_PCT}
+    slower = {t: g for t, g in (threaded_gemm_gain or {}).items() if g < 1}
+    if threaded_gemm_gain:
+        out["threaded_gemm_gain"] = threaded_gemm_gain
+    return {**out, "drift_pct": drift, "steady": drift <= DRIFT_LIMIT_PCT and not slower}
 
 
 def checked_fit(xs: list[float], ys: list[float], *, max_rate: float = math.inf) -> tuple[tuple[float, float], dict[str, Any]]:
@@ -1201,7 +1209,8 @@ def calibrate(*, quick: bool = False, results_dir: str | Path = "results", save:
     profile = {"cluster": cluster_to_dict(cluster), "fit": fits,
                "meta": {"quick": quick, "load_average_1min": os.getloadavg()[0], "seconds": time.perf_counter() - t0,
                         "created_at": now_iso(), "host": socket.gethostname(),
-                        "backend": "gloo", "threads_per_rank": [1, *threaded], **machine_drift(alone, (early, late))}}
+                        "backend": "gloo", "threads_per_rank": [1, *threaded],
+                        **machine_drift(alone, (early, late), {t: r["peak_flops"] * gemm_b for t, r in threaded.items()})}}
     if save:
         path = profile_path(results_dir)
         path.parent.mkdir(parents=True, exist_ok=True)

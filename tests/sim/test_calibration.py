@@ -222,6 +222,22 @@ def test_reference_steps_that_moved_make_a_steady_probe_an_unsteady_calibration(
     assert still["steady"] and machine_drift(probe)["drift_pct"] == pytest.approx(4.0)
 
 
+def test_threads_that_ran_no_faster_than_one_make_the_calibration_unsteady():
+    """A steady one-thread probe, but GEMMs with two threads at 0.99x one thread's rate (another load shared the
+    two cores while they ran): unsteady, said; 1.89x is steady; the gain survives the profile's JSON."""
+    import json
+
+    from parbench.commands.calibrate import drift_line
+    from parbench.sim.calibrate import machine_drift
+
+    probe = [1.00e-3, 1.02e-3, 1.04e-3, 1.01e-3]
+    shared = json.loads(json.dumps(machine_drift(probe, threaded_gemm_gain={2: 0.99})))
+    assert not shared["steady"] and shared["drift_pct"] == pytest.approx(4.0)
+    assert ("drift 4%; with 2 threads the GEMM probe ran x0.99 one thread's rate: UNSTEADY, no faster on more "
+            "cores") in drift_line(shared)
+    assert machine_drift(probe, threaded_gemm_gain={2: 1.89})["steady"]
+
+
 def test_the_contended_probe_is_the_median_of_every_ranks_readings():
     """One rank caught by a hiccup (or rank 0 alone, as the probe once was) does not set the contention."""
     from parbench.sim.calibrate import contended_probe_s
