@@ -43,8 +43,8 @@ from parbench.sim.hardware import (
 )
 
 BURST_KINDS = ("broadcast" + BURST_SUFFIX,)
-"""Kinds also timed in bursts (``_burst_row``): torch's ZeroRedundancyOptimizer broadcasts every parameter tensor
-this way after its step."""
+"""Kinds also timed in bursts (``_burst_row``): torch's ZeroRedundancyOptimizer broadcasts each rank's bucket of
+parameters this way after its step."""
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "scatter", "send") + BURST_KINDS
 GROUP_SIZES = (2, 4)
 
@@ -447,8 +447,8 @@ def _collective_row(kind: str, size: int, info, reps: int, burst) -> list[float]
 
 def _burst_row(size: int, info, reps: int) -> list[float]:
     """As ``_collective_row``, but each window is one burst: ``ops_per_window`` asynchronous broadcasts issued back to
-    back, each rank the root of a run of them in turn (ZeroRedundancyOptimizer's ``_sync_params``: every
-    tensor the first rank owns, then the second's, ...), then waited for together; no compute between."""
+    back, each rank the root of a run of them in turn (ZeroRedundancyOptimizer's ``_sync_params``: the first
+    rank's bucket, then the second's, ...), then waited for together; no compute between."""
     import torch
     import torch.distributed as dist
 
@@ -999,7 +999,7 @@ STEP_PROBES = {"collective_step_overhead_s": ("fsdp", FRAMEWORK_PROBES[0]), "bur
                "tp_step_overhead_s": ("tp", FRAMEWORK_PROBES[1]), "fsdp_step_byte_overhead_s": ("fsdp", FSDP_WIDE_PROBE)}
 """Per in-step term, the strategy and workload of the real run it is fitted on, in the order fitted (the framework
 probes' shapes, not the check's): FSDP2 on the mlp, a dozen blocking collectives a step; ZeRO-1 on the decoder,
-whose step ends in a burst of one broadcast per parameter tensor (after its gradient all-reduce, which carries
+whose step ends in a burst of one broadcast per rank's bucket (after its gradient all-reduce, which carries
 the first term); tensor parallelism on the decoder, 12 blocking all-reduces a step; FSDP2 on the wide mlp, whose
 bytes (14x the mlp's, the same collectives) give FSDP2's cost per byte beyond the first term."""
 STEP_PROBE_BATCH = 32

@@ -187,23 +187,24 @@ def _ddp_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:
            for b, c in ddp_bucket_counts(*key, rank, held, layout.grad_bucket_elements)]
     if key[0].buffer_bytes:  # DDP(broadcast_buffers=True): rank 0's buffers before the forward
         ops.append(CommOp("broadcast", "parameter", key[0].buffer_bytes, n, "dp", root=True))
-    if layout.zero == 1:  # ZeroRedundancyOptimizer: the owner of each whole tensor broadcasts it after its step
+    if layout.zero == 1:  # ZeroRedundancyOptimizer: each rank broadcasts the bucket of whole tensors it owns
         # each owner broadcasts its float32 master parameters (no communication dtype applies)
         ops += _zero1_broadcasts(zero1_shards(stage_local_numels(*key)[rank], n), n, layout.precision.param_bytes)
     return ops
 
 
 def _zero1_broadcasts(shards: list[list[int]], n: int, pb: int) -> list[CommOp]:
-    """One broadcast per parameter tensor, from the rank that owns it (torch's ZeroRedundancyOptimizer
-    syncs tensor by tensor): every rank takes part in all of them, and the rank owning the most bytes
-    sends its own. The bytes are that rank's shard; the time is a latency per tensor, at the cost of an op in
-    a burst: ``_sync_params`` issues every broadcast asynchronously, back to back, then waits for them all.
-    Timed after compute, as the calibration times the other collectives, a broadcast of 1 KiB at 2 gloo ranks
-    on this project's 2-core VM took 0.6-1.3 ms; 32 in a row, 0.15-0.55 ms each."""
+    """One broadcast per rank, of the flat bucket holding the parameters it owns (the runner's
+    ``ZeroRedundancyOptimizer(parameters_as_bucket_view=True)``; a rank owning none broadcasts a one-element
+    float32 placeholder): every rank takes part in all n, and the rank owning the most bytes sends its own. The
+    time is a latency per bucket, at the cost of an op in a burst: ``_sync_params`` issues every broadcast
+    asynchronously, back to back, then waits for them all. Timed after compute, as the calibration times the
+    other collectives, a broadcast of 1 KiB at 2 gloo ranks on this project's 2-core VM took 0.6-1.3 ms; 32 in a
+    row, 0.15-0.55 ms each."""
     busiest = max(range(len(shards)), key=lambda r: sum(shards[r]))
-    tensors = Counter((numel, r == busiest) for r, shard in enumerate(shards) for numel in shard)
-    return [CommOp("broadcast", "parameter", numel * pb, n, "dp", count=c, root=root, burst=True)
-            for (numel, root), c in tensors.items()]
+    buckets = Counter((sum(shard) * pb or 4, r == busiest) for r, shard in enumerate(shards))
+    return [CommOp("broadcast", "parameter", size, n, "dp", count=c, root=root, burst=True)
+            for (size, root), c in buckets.items()]
 
 
 def _ep_grad_ops(layout: Layout, key: tuple, rank: int, pb: int) -> list[CommOp]:

@@ -6,6 +6,11 @@ Per rank per step, with Psi the parameter bytes and n ranks (nccl-tests conventi
   only its optimizer shard and broadcasts the parameters it owns (Psi_own bytes as the root).
   Textbook ZeRO-1 (reduce-scatter + all-gather) sends 2(n-1)/n x Psi in all; torch's
   ZeroRedundancyOptimizer all-reduces the full gradient instead, so it sends Psi_own more.
+  Its parameters live in one flat bucket per owning rank (``parameters_as_bucket_view``), so the
+  step ends in n broadcasts, one per rank's bucket, not one per parameter tensor (torch's default).
+  Measured on the simulator check's decoder (4 layers, 69 tensors) at 2 gloo ranks on a 2-core
+  machine, two runs each, alternating: a step of 121 and 127 ms broadcasting tensor by tensor, 102 and
+  98 ms by bucket (p10-p90 112-139 and 96-113 ms).
 - ``zero2``: FSDP2 ``fully_shard(reshard_after_forward=False)``: one all-gather of the parameters
   (forward) and one reduce-scatter of the gradients (backward): 2(n-1)/n x Psi_padded.
 - ``fsdp`` (ZeRO-3): parameters re-gathered for backward: 3(n-1)/n x Psi_padded.
@@ -75,7 +80,7 @@ def build_zero1(*, ctx: RankContext) -> Trainer:
     ctx.meter.assign(None, Category.PARAMETER)  # gradient all-reduce and parameter broadcasts
     ddp = wrap_ddp(ctx, model)
     optimizer = ZeroRedundancyOptimizer(
-        list(ddp.parameters()),
+        list(ddp.parameters()), parameters_as_bucket_view=True,
         optimizer_class=lambda params, **_: ctx.workload.optimizer(params, cfg.lr))
     feed, batch = replica_input(ctx, dp_rank=ctx.rank, dp_size=ctx.world_size)
     params = list(model.parameters())

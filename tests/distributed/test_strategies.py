@@ -101,6 +101,7 @@ def test_zero1_all_reduces_gradients_and_shards_only_optimizer_state(res_dir, wo
         assert ops["all_reduce/parameter"]["sent_bytes"] == ring(total, n)  # DDP's gradient all-reduce
         # then each rank broadcasts the parameters its optimizer shard updated
         assert ops["broadcast/parameter"]["sent_bytes"] == r["extra"]["zero1_broadcast_bytes_per_step"]
+        assert ops["broadcast/parameter"]["count"] == n  # one flat bucket per owning rank, not one per tensor
         assert r["comm_parameter_bytes_per_step"] == ring(total, n) + r["extra"]["zero1_broadcast_bytes_per_step"]
         assert r["extra"]["modeled_comm_parameter_bytes_per_step"] == ring(total, n)
         assert r["mem_param_bytes"] == r["mem_grad_bytes"] == total  # parameters and gradients stay whole

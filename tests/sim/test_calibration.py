@@ -558,20 +558,23 @@ def test_the_step_overhead_is_the_probe_s_missing_time_over_its_collectives():
 
 
 def test_the_burst_overhead_is_the_zero1_probe_s_missing_time_over_its_broadcasts():
-    """ZeRO-1's step ends with one broadcast per parameter tensor (``ZeroRedundancyOptimizer`` syncs every
-    tensor from the rank that owns it): the decoder probe's tensors, counted on the runner's own model."""
+    """ZeRO-1's step ends with one broadcast per rank (``ZeroRedundancyOptimizer(parameters_as_bucket_view=True)``
+    keeps each rank's parameters in one flat bucket and syncs bucket by bucket): n ops on the probe's path at n
+    ranks, however many tensors its decoder has."""
     import dataclasses
 
     from parbench import workloads
     from parbench.sim.calibrate import fit_collective_step_overhead, step_probe_config
 
-    c = dataclasses.replace(_bare_cpu(), collectives={k: {2: (1e-4, 1e-9)} for k in ("all_reduce", "broadcast")})
-    cfg = step_probe_config(2, "burst_step_overhead_s")
-    assert (cfg.strategy.value, cfg.workload.name) == ("zero1", "transformer")
-    tensors = len(list(workloads.make(cfg.workload, 0).build(0).parameters()))
-    base = fit_collective_step_overhead(c, cfg, 0.0, "burst_step_overhead_s")["predicted_s"]
-    fit = fit_collective_step_overhead(c, cfg, base + tensors * 4e-4, "burst_step_overhead_s")
-    assert fit["collectives_on_path"] == pytest.approx(tensors) and fit["alpha"] == pytest.approx(4e-4)
+    c = dataclasses.replace(_bare_cpu(), collectives={k: {n: (1e-4, 1e-9) for n in (2, 4)}
+                                                      for k in ("all_reduce", "broadcast")})
+    for n in (2, 4):
+        cfg = step_probe_config(n, "burst_step_overhead_s")
+        assert (cfg.strategy.value, cfg.workload.name) == ("zero1", "transformer")
+        assert len(list(workloads.make(cfg.workload, 0).build(0).parameters())) > 4 * n  # buckets, not tensors
+        base = fit_collective_step_overhead(c, cfg, 0.0, "burst_step_overhead_s")["predicted_s"]
+        fit = fit_collective_step_overhead(c, cfg, base + n * 4e-4, "burst_step_overhead_s")
+        assert fit["collectives_on_path"] == pytest.approx(n) and fit["alpha"] == pytest.approx(4e-4)
 
 
 def test_the_tp_overhead_is_the_tp_probe_s_missing_time_over_its_all_reduces():
