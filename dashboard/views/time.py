@@ -48,7 +48,7 @@ def render(ctx: "ViewContext") -> None:
                "each collective's issue and completion from the communication meter (the profiler sees no "
                "gloo traffic). Bubble: waiting for a peer that had not sent yet, and the end-of-step wait for "
                "the slowest rank. The profiler's cost per recorded operator makes a traced step longer than a timed "
-               "one (the last two columns; on a 2-core CPU a median +27% on the simulator check's runs, +70% on the "
+               "one (the last two columns; on a 2-core CPU a median +27% on the simulator check's runs, +55% on the "
                "committed reference sweep's smaller ones), most in op-dense terms such as an eager "
                "optimizer. Hatched bars: the simulator's prediction for the same run, traced: the calibrated "
                "profile's tracing cost per operator added (`parbench calibrate` first; `parbench validate` lists "
