@@ -9,8 +9,8 @@ Per rank per step, with Psi the parameter bytes and n ranks (nccl-tests conventi
   Its parameters live in one flat bucket per owning rank (``parameters_as_bucket_view``), so the
   step ends in n broadcasts, one per rank's bucket, not one per parameter tensor (torch's default).
   Measured on the simulator check's decoder (4 layers, 69 tensors) at 2 gloo ranks on a 2-core
-  machine, two runs each, alternating: a step of 121 and 127 ms broadcasting tensor by tensor, 102 and
-  98 ms by bucket (p10-p90 112-139 and 96-113 ms).
+  machine, two runs each, alternating: a step of 121 and 127 ms broadcasting tensor by tensor (p10-p90
+  112-139 and 122-141 ms), 102 and 98 ms by bucket (96-113 and 91-105 ms).
 - ``zero2``: FSDP2 ``fully_shard(reshard_after_forward=False)``: one all-gather of the parameters
   (forward) and one reduce-scatter of the gradients (backward): 2(n-1)/n x Psi_padded.
 - ``fsdp`` (ZeRO-3): parameters re-gathered for backward: 3(n-1)/n x Psi_padded.
